@@ -1,0 +1,47 @@
+"""Durable file writes: write to a temporary name, fsync, rename into place."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+_TMP_SUFFIX = ".tmp"
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable,
+                 *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so a reader sees either the old or the new file.
+
+    ``data`` may be one bytes-like object or an iterable of them (written in order).
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}{_TMP_SUFFIX}"
+    try:
+        with open(tmp, "wb") as f:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                f.write(data)
+            else:
+                for part in data:
+                    f.write(part)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush a file (or a directory entry list) that was written earlier to stable storage."""
+    flags = os.O_RDONLY
+    if os.path.isdir(path):
+        flags |= getattr(os, "O_DIRECTORY", 0)
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""The ``carray`` command line: a thin main and one module per verb group."""
