@@ -1,5 +1,6 @@
 """carray: compressed, chunked N-d arrays and column tables, on disk as in memory."""
 
+from carray.array import Attrs, carray
 from carray.errors import (
     CArrayError,
     ChecksumError,
@@ -12,5 +13,26 @@ from carray.errors import (
     UnsafeDataError,
     UnsupportedDTypeError,
 )
+from carray.params import (
+    BITSHUFFLE,
+    NOSHUFFLE,
+    SHUFFLE,
+    CParams,
+    Shuffle,
+    cparams,
+    detect_number_of_cores,
+    get_nthreads,
+    set_nthreads,
+)
+from carray.toplevel import arange, fill, fromiter, ones, open, zeros
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
+    "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
+    "ContainerExistsError", "ContainerNotFoundError", "FormatError", "ReadOnlyError",
+    "Shuffle", "UnsafeDataError", "UnsupportedDTypeError",
+    "arange", "carray", "cparams", "detect_number_of_cores", "fill", "fromiter",
+    "get_nthreads", "ones", "open", "set_nthreads", "zeros",
+]

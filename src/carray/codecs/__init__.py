@@ -1,0 +1,1 @@
+"""Codecs: bytes in, bytes out.  They know nothing of arrays or files."""

@@ -1,0 +1,287 @@
+"""Blosc chunks: compress, decompress into a caller's buffer, decode single blocks.
+
+Format facts relied on (see specs/blosc1-chunk.md and blosc2-chunk-and-frame.md):
+
+* Every chunk starts with a little-endian header: u8 version, u8 codec stream
+  version, u8 flags, u8 typesize, i32 nbytes (uncompressed), i32 blocksize,
+  i32 cbytes (compressed, header included).  Blosc1 writes version 2 and a
+  16-byte header; Blosc2 writes versions 3 to 5 with a 32-byte header (flags
+  0x01 and 0x04 both set mark the extended header).
+* In a version-2 chunk, flags bit 0x02 means the data is stored raw right after
+  the header; otherwise an int32 table of block starts (``bstarts``, counted from
+  the chunk start) follows the header.  Bits 5-7 hold the codec's format:
+  0 blosclz, 1 lz4/lz4hc, 2 snappy, 3 zlib, 4 zstd.
+* libblosc2 decodes both generations; c-blosc 1.x decodes only version 2, so
+  files that old readers (bcolz, bloscpack) must open are written with Blosc1.
+
+Decoding goes through libblosc2 (the copy shipped inside the ``blosc2`` wheel)
+by ctypes, because its ``blosc2_decompress`` writes straight into our output
+array and ``blosc2_getitem`` decodes only the blocks a range touches.  Python
+bindings of either library allocate a new bytes object per call instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from dataclasses import dataclass
+
+import blosc as _blosc1
+import blosc2 as _blosc2
+import numpy as np
+
+from carray.errors import CodecError, CodecUnavailableError, FormatError
+from carray.params import CParams, Shuffle
+
+BLOSC1_HEADER = 16
+BLOSC2_HEADER = 32
+MAX_BUFFERSIZE = 2**31 - 1 - BLOSC2_HEADER
+MAX_TYPESIZE = 255
+
+_FORMAT_NAMES = {0: "blosclz", 1: "lz4", 2: "snappy", 3: "zlib", 4: "zstd"}
+_HEADER = struct.Struct("<BBBBiii")
+
+_BLOSC2_CODECS = {
+    "blosclz": _blosc2.Codec.BLOSCLZ,
+    "lz4": _blosc2.Codec.LZ4,
+    "lz4hc": _blosc2.Codec.LZ4HC,
+    "zlib": _blosc2.Codec.ZLIB,
+    "zstd": _blosc2.Codec.ZSTD,
+}
+_BLOSC2_FILTERS = {
+    Shuffle.NOSHUFFLE: _blosc2.Filter.NOFILTER,
+    Shuffle.SHUFFLE: _blosc2.Filter.SHUFFLE,
+    Shuffle.BITSHUFFLE: _blosc2.Filter.BITSHUFFLE,
+}
+
+
+def _load_libblosc2() -> ctypes.CDLL:
+    libdir = os.path.join(os.path.dirname(_blosc2.__file__), "lib")
+    for name in ("libblosc2.so", "libblosc2.dylib", "blosc2.dll", "libblosc2.so.9"):
+        path = os.path.join(libdir, name)
+        if os.path.exists(path):
+            lib = ctypes.CDLL(path)
+            break
+    else:  # pragma: no cover - every supported wheel ships it
+        raise ImportError(f"libblosc2 not found in {libdir}; reinstall the blosc2 package")
+    vp, i32 = ctypes.c_void_p, ctypes.c_int32
+    lib.blosc2_init.argtypes = []
+    lib.blosc2_decompress.argtypes = [vp, i32, vp, i32]
+    lib.blosc2_decompress.restype = ctypes.c_int
+    lib.blosc2_getitem.argtypes = [vp, i32, ctypes.c_int, ctypes.c_int, vp, i32]
+    lib.blosc2_getitem.restype = ctypes.c_int
+    lib.blosc2_set_nthreads.argtypes = [ctypes.c_int16]
+    lib.blosc2_set_nthreads.restype = ctypes.c_int16
+    lib.blosc2_init()
+    return lib
+
+
+_lib = _load_libblosc2()
+
+
+def set_nthreads(nthreads: int) -> None:
+    """Set the thread count of every Blosc library carray drives."""
+    _lib.blosc2_set_nthreads(nthreads)
+    _blosc2.set_nthreads(nthreads)
+    _blosc1.set_nthreads(nthreads)
+
+
+def _init_threads() -> None:
+    from carray.params import get_nthreads
+
+    set_nthreads(get_nthreads())
+
+
+_init_threads()
+
+
+@dataclass(frozen=True)
+class ChunkHeader:
+    """The fields every Blosc chunk header starts with."""
+
+    version: int
+    versionlz: int
+    flags: int
+    typesize: int
+    nbytes: int
+    blocksize: int
+    cbytes: int
+
+    @property
+    def is_blosc1(self) -> bool:
+        return self.version <= 2
+
+    @property
+    def header_size(self) -> int:
+        extended = (self.flags & 0x05) == 0x05
+        return BLOSC2_HEADER if not self.is_blosc1 and extended else BLOSC1_HEADER
+
+    @property
+    def memcpyed(self) -> bool:
+        return bool(self.flags & 0x02)
+
+    @property
+    def codec_name(self) -> str:
+        return _FORMAT_NAMES.get(self.flags >> 5, f"unknown({self.flags >> 5})")
+
+    @property
+    def nblocks(self) -> int:
+        if self.nbytes == 0:
+            return 0
+        return -(-self.nbytes // self.blocksize)
+
+
+def read_header(buf, path: str | None = None, offset: int | None = None) -> ChunkHeader:
+    """Parse and sanity-check the first bytes of a Blosc chunk.
+
+    Raises
+    ------
+    FormatError
+        The buffer is too short, or a size field is negative or impossible.
+    """
+    if len(buf) < BLOSC1_HEADER:
+        raise FormatError(
+            f"Blosc chunk truncated: {len(buf)} bytes, a header needs {BLOSC1_HEADER}",
+            path, offset)
+    h = ChunkHeader(*_HEADER.unpack_from(buf, 0))
+    if h.nbytes < 0 or h.cbytes < BLOSC1_HEADER or h.blocksize < 0:
+        raise FormatError(
+            f"Blosc header has impossible sizes (nbytes={h.nbytes}, blocksize={h.blocksize}, "
+            f"cbytes={h.cbytes})", path, offset)
+    if h.cbytes > len(buf):
+        raise FormatError(
+            f"Blosc chunk truncated: header claims {h.cbytes} bytes, only {len(buf)} present",
+            path, offset)
+    return h
+
+
+def validate_chunk(buf, expected_nbytes: int | None = None, path: str | None = None,
+                   offset: int | None = None) -> ChunkHeader:
+    """Check a whole chunk before handing it to C code.
+
+    Everything a decoder would trust is checked against the buffer: sizes, the
+    version, the codec, and for Blosc1 chunks the block-start table.
+    """
+    h = read_header(buf, path, offset)
+    if expected_nbytes is not None and h.nbytes != expected_nbytes:
+        raise FormatError(
+            f"Blosc chunk holds {h.nbytes} bytes uncompressed, expected {expected_nbytes}",
+            path, offset)
+    if h.nbytes == 0:
+        return h
+    if h.version == 0 or h.version > 5:
+        raise FormatError(f"unknown Blosc format version {h.version}", path, offset)
+    if h.typesize == 0 or h.blocksize <= 0:
+        raise FormatError(
+            f"Blosc header has typesize {h.typesize} and blocksize {h.blocksize}", path, offset)
+    if h.is_blosc1:
+        _validate_blosc1_body(buf, h, path, offset)
+    return h
+
+
+def _validate_blosc1_body(buf, h: ChunkHeader, path, offset) -> None:
+    if h.flags & 0x08:
+        raise FormatError("Blosc1 header sets reserved flag bit 0x08", path, offset)
+    if (h.flags & 0x05) == 0x05:
+        raise FormatError("Blosc1 header sets both shuffle and bitshuffle", path, offset)
+    if h.memcpyed:
+        if h.cbytes != h.nbytes + BLOSC1_HEADER:
+            raise FormatError(
+                f"raw Blosc chunk should be {h.nbytes + BLOSC1_HEADER} bytes, header says "
+                f"{h.cbytes}", path, offset)
+        return
+    fmt = h.flags >> 5
+    if fmt == 2:
+        raise CodecUnavailableError(
+            f"{path or 'chunk'}: compressed with Snappy, which this Blosc build cannot decode")
+    if fmt not in _FORMAT_NAMES:
+        raise FormatError(f"unknown Blosc codec format {fmt}", path, offset)
+    nblocks = h.nblocks
+    table_end = BLOSC1_HEADER + 4 * nblocks
+    if table_end > h.cbytes:
+        raise FormatError(
+            f"Blosc chunk of {h.cbytes} bytes cannot hold {nblocks} block offsets", path, offset)
+    bstarts = np.frombuffer(buf, dtype="<i4", count=nblocks, offset=BLOSC1_HEADER)
+    if nblocks and (bstarts.min() < table_end or bstarts.max() > h.cbytes - 4):
+        raise FormatError("Blosc block offsets point outside the chunk", path, offset)
+
+
+def _address(buf) -> int | bytes:
+    """Something ctypes can pass as ``const void *`` without copying."""
+    if isinstance(buf, bytes):
+        return buf
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+
+
+def decompress_into(chunk, out: np.ndarray, path: str | None = None) -> None:
+    """Decode a whole chunk into the C-contiguous array ``out`` (no intermediate copy)."""
+    if not out.flags.c_contiguous:
+        raise ValueError("output buffer must be C-contiguous")
+    h = validate_chunk(chunk, out.nbytes, path)
+    if h.nbytes == 0:
+        return
+    n = _lib.blosc2_decompress(_address(chunk), h.cbytes, out.ctypes.data, out.nbytes)
+    if n != out.nbytes:
+        raise CodecError(f"{path or 'chunk'}: Blosc failed to decompress (error {n})")
+
+
+def decompress(chunk, path: str | None = None) -> bytes:
+    """Decode a whole chunk into new bytes."""
+    h = validate_chunk(chunk, None, path)
+    out = np.empty(h.nbytes, dtype=np.uint8)
+    decompress_into(chunk, out, path)
+    return out.tobytes()
+
+
+def getitem_into(chunk, start: int, out: np.ndarray, path: str | None = None,
+                 header: ChunkHeader | None = None) -> None:
+    """Decode bytes ``[start, start + out.nbytes)`` of a chunk, touching only their blocks.
+
+    ``start`` and ``out.nbytes`` must be multiples of the chunk's typesize.
+    Callers that already validated the chunk pass its ``header``.
+    """
+    h = header or validate_chunk(chunk, None, path)
+    if start < 0 or start + out.nbytes > h.nbytes:
+        raise ValueError(f"byte range [{start}, {start + out.nbytes}) outside a chunk of "
+                         f"{h.nbytes} bytes")
+    if out.nbytes == 0:
+        return
+    ts = h.typesize
+    n = _lib.blosc2_getitem(_address(chunk), h.cbytes, start // ts, out.nbytes // ts,
+                            out.ctypes.data, out.nbytes)
+    if n != out.nbytes:
+        raise CodecError(f"{path or 'chunk'}: Blosc failed to decode items (error {n})")
+
+
+def blosc_typesize(dtype: np.dtype) -> int:
+    """The typesize Blosc is told for a dtype, as bcolz chooses it."""
+    if dtype.kind == "S":
+        return 1
+    if dtype.kind == "U":
+        return 4
+    size = dtype.base.itemsize
+    return size if 0 < size <= MAX_TYPESIZE else 1
+
+
+def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:
+    """Compress to a Blosc1 (format version 2) chunk that c-blosc 1.x can read."""
+    data = np.ascontiguousarray(data)
+    if data.nbytes > MAX_BUFFERSIZE:
+        raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
+    return _blosc1.compress_ptr(data.ctypes.data, data.nbytes // typesize if typesize else 0,
+                                typesize, cparams.clevel, int(cparams.shuffle), cparams.cname) \
+        if data.nbytes else _blosc1.compress(b"", typesize, cparams.clevel,
+                                             int(cparams.shuffle), cparams.cname)
+
+
+def compress2(data: np.ndarray, typesize: int, cparams: CParams,
+              blocksize: int = 0) -> bytes:
+    """Compress to a Blosc2 chunk (faster, and carries filters a Blosc1 reader lacks)."""
+    data = np.ascontiguousarray(data)
+    if data.nbytes > MAX_BUFFERSIZE:
+        raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
+    return _blosc2.compress2(
+        data, typesize=typesize, clevel=cparams.clevel, codec=_BLOSC2_CODECS[cparams.cname],
+        filters=[_BLOSC2_FILTERS[cparams.shuffle]], filters_meta=[0], blocksize=blocksize,
+        nthreads=_blosc2.nthreads)

@@ -1,0 +1,87 @@
+"""The interface every layout implements, and the metadata an array persists."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from carray.params import CParams
+
+
+@dataclass(frozen=True)
+class ArrayMeta:
+    """What an array needs to know to read its chunks back.
+
+    ``dtype`` is the item's base dtype and ``atomshape`` its trailing shape, so a
+    row holds ``prod(atomshape)`` values of ``dtype`` (bcolz's convention).
+    """
+
+    dtype: np.dtype
+    atomshape: tuple[int, ...]
+    length: int
+    chunklen: int
+    cparams: CParams = field(default_factory=CParams)
+    dflt: Any = None
+    expectedlen: int = 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.length, *self.atomshape)
+
+    @property
+    def rowsize(self) -> int:
+        """Bytes per row."""
+        return self.dtype.itemsize * int(np.prod(self.atomshape, dtype=np.int64))
+
+    def replace(self, **changes: Any) -> ArrayMeta:
+        return replace(self, **changes)
+
+
+class Layout(abc.ABC):
+    """Compressed chunks, numbered from 0, plus metadata and user attributes.
+
+    Chunks are opaque Blosc buffers to a layout.  ``blosc1`` says whether the
+    chunks it stores must be Blosc1 (so older readers can decode them).
+    """
+
+    #: True when chunks must be Blosc1 (format version 2) for other readers.
+    blosc1: bool = False
+    #: True when the layout keeps chunks in this process only.
+    in_memory: bool = True
+
+    def __init__(self, readonly: bool = False) -> None:
+        self.readonly = readonly
+
+    @abc.abstractmethod
+    def read_chunk(self, nchunk: int):
+        """The whole compressed chunk ``nchunk`` as a bytes-like object."""
+
+    def map_chunk(self, nchunk: int):
+        """A buffer over the compressed chunk for partial decoding (may avoid reading it all)."""
+        return self.read_chunk(nchunk)
+
+    @abc.abstractmethod
+    def write_chunk(self, nchunk: int, data: bytes) -> int:
+        """Store chunk ``nchunk`` (replacing any); returns the change in stored bytes."""
+
+    @abc.abstractmethod
+    def drop_chunks(self, first: int) -> int:
+        """Forget chunks numbered ``first`` and above; returns the change in stored bytes."""
+
+    def commit(self, meta: ArrayMeta, cbytes: int) -> None:  # noqa: B027 - optional
+        """Make everything written so far durable, recording ``meta`` last."""
+
+    def load_attrs(self) -> dict:
+        return {}
+
+    def save_attrs(self, attrs: dict) -> None:  # noqa: B027 - optional
+        """Persist user attributes (no-op in memory)."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release file handles and caches."""
+
+    def describe(self) -> str:
+        return "memory"

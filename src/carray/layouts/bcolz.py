@@ -1,0 +1,362 @@
+"""bcolz 1.x directories, byte-compatible with bcolz 1.2.1 both ways.
+
+Facts relied on (specs/bcolz.md, fixtures/QUIRKS.md):
+
+* A carray is a directory: ``meta/storage`` (JSON written once at creation:
+  dtype, cparams, chunklen, expectedlen, dflt, in that key order),
+  ``meta/sizes`` (JSON ``{"shape", "nbytes", "cbytes"}``, rewritten by every
+  flush; ``shape[0]`` is the only authoritative length), ``__attrs__`` (a JSON
+  object) and ``data/__N.blp`` (N in decimal, no padding).
+* Every JSON file is ``json.dumps(obj, ensure_ascii=True)`` plus one newline;
+  ``storage`` may hold the bare tokens ``NaN``/``Infinity`` in ``dflt``.
+* A chunk file is a 16-byte Bloscpack version-1 header (``b"blpk"``, u8 1, three
+  zero bytes, int64 LE chunk count = 1) followed by one Blosc1 chunk.
+* ``data/__N.blp`` holds rows ``[N*chunklen, (N+1)*chunklen)``; the last,
+  partial chunk holds only the rows that exist.  Files beyond
+  ``ceil(len/chunklen)`` are stale and ignored; an empty array has none.
+* ``dtype`` is ``str(dtype)`` of the base dtype (the item shape is in
+  ``shape[1:]``); structured dtypes are a Python repr, parsed literally here.
+* ``object`` arrays hold one pickle per file, ``chunklen`` ignored.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import mmap
+import os
+import pickle
+import shutil
+import struct
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from carray._fileio import atomic_write, fsync_path
+from carray.codecs import blosc
+from carray.errors import (
+    ContainerExistsError,
+    ContainerNotFoundError,
+    FormatError,
+    UnsafeDataError,
+)
+from carray.layouts.base import ArrayMeta, Layout
+from carray.params import CNAMES, CParams
+
+DATA_DIR, META_DIR = "data", "meta"
+SIZES_FILE, STORAGE_FILE, ATTRS_FILE = "sizes", "storage", "__attrs__"
+CHUNK_HEADER = struct.Struct("<4sB3xq")
+CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 16
+_MAPPED_CHUNKS = 16
+
+
+def chunk_name(nchunk: int) -> str:
+    return f"__{nchunk}.blp"
+
+
+def is_bcolz_carray(path: str | os.PathLike) -> bool:
+    return os.path.isfile(os.path.join(path, META_DIR, STORAGE_FILE))
+
+
+def _dumps(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def read_json(path: str, what: str) -> Any:
+    """Parse a JSON metadata file, naming it in every error."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise FormatError(f"{what} file is missing", path) from None
+    try:
+        return json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FormatError(f"{what} is not valid JSON: {exc}", path) from None
+
+
+def parse_dtype(text: Any, path: str) -> np.dtype:
+    """``str(dtype)`` as bcolz writes it, including the repr of structured dtypes."""
+    if not isinstance(text, str):
+        raise FormatError(f"dtype must be a string, got {text!r}", path)
+    try:
+        return np.dtype(text)
+    except TypeError:
+        pass
+    try:
+        return np.dtype(ast.literal_eval(text))
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise FormatError(f"unknown dtype {text!r}: {exc}", path) from None
+
+
+def encode_dflt(dflt: np.ndarray) -> Any:
+    """The JSON value bcolz would store for a default value (extended to complex/timedelta)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, bytes):
+            return v.decode("latin-1")
+        if isinstance(v, complex):
+            return [v.real, v.imag]
+        if isinstance(v, (tuple, list)):
+            return [plain(x) for x in v]
+        return v
+
+    if dflt.dtype.kind in "mM":
+        return int(dflt.astype(np.int64))
+    return plain(dflt.tolist())
+
+
+def decode_dflt(value: Any, dtype: np.dtype, path: str) -> np.ndarray:
+    """Turn the stored JSON default back into a scalar of ``dtype``."""
+
+    def typed(v: Any, dt: np.dtype) -> Any:
+        if dt.names:
+            return tuple(typed(x, dt.fields[n][0]) for x, n in zip(v, dt.names, strict=True))
+        if dt.kind == "S" and isinstance(v, str):
+            return v.encode("latin-1")
+        if dt.kind == "c" and isinstance(v, list):
+            return complex(*v)
+        return v
+
+    try:
+        if value is None:
+            return np.zeros((), dtype=dtype)
+        if dtype.kind in "mM" and isinstance(value, int):
+            return np.array(value, dtype=np.int64).view(dtype)
+        return np.array(typed(value, dtype), dtype=dtype)
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
+        raise FormatError(f"dflt {value!r} does not fit dtype {dtype}: {exc}", path) from None
+
+
+def _require(cond: bool, message: str, path: str) -> None:
+    if not cond:
+        raise FormatError(message, path)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class BcolzLayout(Layout):
+    """A bcolz 1.x carray directory."""
+
+    blosc1 = True
+    in_memory = False
+
+    def __init__(self, rootdir: str | os.PathLike, readonly: bool = False,
+                 fsync: bool = True) -> None:
+        super().__init__(readonly)
+        self.rootdir = os.fspath(rootdir)
+        self.fsync = fsync
+        self._datadir = os.path.join(self.rootdir, DATA_DIR)
+        self._pending: set[str] = set()
+        self._mapped: OrderedDict[int, Any] = OrderedDict()
+
+    # -- creation and opening ---------------------------------------------------------------
+
+    @classmethod
+    def create(cls, rootdir: str | os.PathLike, meta: ArrayMeta, mode: str = "a",
+               fsync: bool = True) -> BcolzLayout:
+        """Make a new, empty carray directory holding ``meta``."""
+        rootdir = os.fspath(rootdir)
+        if os.path.exists(rootdir):
+            if mode != "w":
+                raise ContainerExistsError(
+                    f"{rootdir}: already exists; open it, or pass mode='w' to replace it")
+            shutil.rmtree(rootdir) if os.path.isdir(rootdir) else os.unlink(rootdir)
+        os.makedirs(os.path.join(rootdir, DATA_DIR))
+        os.makedirs(os.path.join(rootdir, META_DIR))
+        layout = cls(rootdir, fsync=fsync)
+        storage = {
+            "dtype": str(meta.dtype),
+            "cparams": meta.cparams.to_dict(),
+            "chunklen": meta.chunklen,
+            "expectedlen": meta.expectedlen,
+            "dflt": encode_dflt(np.asarray(meta.dflt)),
+        }
+        atomic_write(os.path.join(rootdir, META_DIR, STORAGE_FILE), _dumps(storage), fsync=fsync)
+        layout.save_attrs({})
+        layout.commit(meta, 0)
+        return layout
+
+    @classmethod
+    def open(cls, rootdir: str | os.PathLike, readonly: bool = False, fsync: bool = True,
+             allow_pickle: bool = False) -> tuple[BcolzLayout, ArrayMeta, int]:
+        """Open an existing directory; returns the layout, its metadata and its cbytes."""
+        rootdir = os.fspath(rootdir)
+        if not os.path.isdir(rootdir):
+            raise ContainerNotFoundError(f"{rootdir}: no such carray directory")
+        layout = cls(rootdir, readonly=readonly, fsync=fsync)
+        meta, cbytes = layout._read_meta(allow_pickle)
+        return layout, meta, cbytes
+
+    def _read_meta(self, allow_pickle: bool) -> tuple[ArrayMeta, int]:
+        storage_path = os.path.join(self.rootdir, META_DIR, STORAGE_FILE)
+        sizes_path = os.path.join(self.rootdir, META_DIR, SIZES_FILE)
+        storage = read_json(storage_path, "meta/storage")
+        sizes = read_json(sizes_path, "meta/sizes")
+        _require(isinstance(storage, dict), "meta/storage must hold a JSON object", storage_path)
+        _require(isinstance(sizes, dict), "meta/sizes must hold a JSON object", sizes_path)
+        for key in ("dtype", "cparams", "chunklen"):
+            _require(key in storage, f"meta/storage lacks {key!r}", storage_path)
+        dtype = parse_dtype(storage["dtype"], storage_path)
+        if dtype == np.dtype(object) and not allow_pickle:
+            raise UnsafeDataError(
+                f"{self.rootdir}: holds Python objects stored as pickles; unpickling runs "
+                "arbitrary code, so pass allow_pickle=True only for files you trust")
+        chunklen = storage["chunklen"]
+        _require(_is_int(chunklen) and chunklen >= 1,
+                 f"chunklen must be an int >= 1, got {chunklen!r}", storage_path)
+        cp = storage["cparams"]
+        _require(isinstance(cp, dict), "cparams must be a JSON object", storage_path)
+        cname = cp.get("cname", "blosclz")
+        if cname == "snappy":
+            cname = "lz4"  # only the metadata; chunks say their own codec
+        _require(cname in CNAMES, f"unknown codec {cname!r}", storage_path)
+        try:
+            cparams = CParams(clevel=cp.get("clevel", 5), cname=cname,
+                              shuffle=cp.get("shuffle", 1), quantize=cp.get("quantize") or 0)
+        except (TypeError, ValueError) as exc:
+            raise FormatError(f"bad cparams: {exc}", storage_path) from None
+        shape = sizes.get("shape")
+        _require(isinstance(shape, list) and len(shape) >= 1
+                 and all(_is_int(n) and n >= 0 for n in shape),
+                 f"shape must be a non-empty list of ints >= 0, got {shape!r}", sizes_path)
+        cbytes = sizes.get("cbytes", 0)
+        cbytes = cbytes if _is_int(cbytes) and cbytes >= 0 else 0
+        expectedlen = storage.get("expectedlen", shape[0])
+        meta = ArrayMeta(
+            dtype=dtype, atomshape=tuple(shape[1:]), length=shape[0], chunklen=chunklen,
+            cparams=cparams, dflt=decode_dflt(storage.get("dflt"), dtype, storage_path),
+            expectedlen=expectedlen if _is_int(expectedlen) else shape[0])
+        return meta, cbytes
+
+    def read_objects(self, length: int) -> np.ndarray:
+        """An ``object`` carray: one pickle per chunk file (the caller opted in)."""
+        out = np.empty(length, dtype=object)
+        for i in range(length):
+            out[i] = pickle.loads(blosc.decompress(self.read_chunk(i), self._path(i)))
+        return out
+
+    # -- chunks ---------------------------------------------------------------------------
+
+    def _path(self, nchunk: int) -> str:
+        return os.path.join(self._datadir, chunk_name(nchunk))
+
+    def _check_header(self, buf, path: str) -> None:
+        if len(buf) < CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER:
+            raise FormatError(
+                f"chunk file truncated: {len(buf)} bytes, at least "
+                f"{CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER} needed", path)
+        magic, version, nchunks = CHUNK_HEADER.unpack_from(buf, 0)
+        if magic != b"blpk":
+            raise FormatError(f"not a bcolz chunk file (magic {magic!r})", path, 0)
+        if version != 1:
+            raise FormatError(f"unsupported chunk file version {version} (expected 1)", path, 4)
+        if nchunks != 1:
+            raise FormatError(f"chunk file claims {nchunks} chunks (expected 1)", path, 8)
+
+    def read_chunk(self, nchunk: int) -> memoryview:
+        path = self._path(nchunk)
+        try:
+            with open(path, "rb") as f:
+                buf = f.read()
+        except FileNotFoundError:
+            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
+        self._check_header(buf, path)
+        return memoryview(buf)[CHUNK_HEADER_SIZE:]
+
+    def map_chunk(self, nchunk: int):
+        cached = self._mapped.get(nchunk)
+        if cached is not None:
+            self._mapped.move_to_end(nchunk)
+            return cached
+        path = self._path(nchunk)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < 4096:  # small files: a read is cheaper than a mapping
+                    buf = f.read()
+                else:
+                    buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:
+            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
+        self._check_header(buf, path)
+        view = memoryview(buf)[CHUNK_HEADER_SIZE:]
+        self._mapped[nchunk] = view
+        if len(self._mapped) > _MAPPED_CHUNKS:
+            self._mapped.popitem(last=False)
+        return view
+
+    def write_chunk(self, nchunk: int, data: bytes) -> int:
+        path = self._path(nchunk)
+        self._mapped.pop(nchunk, None)
+        try:
+            old = os.stat(path).st_size
+        except FileNotFoundError:
+            old = 0
+        header = CHUNK_HEADER.pack(b"blpk", 1, 1)
+        atomic_write(path, (header, data), fsync=False)
+        self._pending.add(path)
+        return len(header) + len(data) - old
+
+    def drop_chunks(self, first: int) -> int:
+        removed, n = 0, first
+        while True:
+            path = self._path(n)
+            try:
+                removed += os.stat(path).st_size
+                os.unlink(path)
+            except FileNotFoundError:
+                break
+            self._mapped.pop(n, None)
+            self._pending.discard(path)
+            n += 1
+        return -removed
+
+    # -- metadata -------------------------------------------------------------------------
+
+    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
+        """fsync the chunks written since the last commit, then write ``meta/sizes``."""
+        if self.fsync:
+            for path in sorted(self._pending):
+                if os.path.exists(path):
+                    fsync_path(path)
+            if self._pending:
+                fsync_path(self._datadir)
+        self._pending.clear()
+        sizes = {"shape": list(meta.shape), "nbytes": meta.length * meta.rowsize,
+                 "cbytes": int(cbytes)}
+        atomic_write(os.path.join(self.rootdir, META_DIR, SIZES_FILE), _dumps(sizes),
+                     fsync=self.fsync)
+
+    def load_attrs(self) -> dict:
+        path = os.path.join(self.rootdir, ATTRS_FILE)
+        try:
+            with open(path, "rb") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return {}
+        if not text.strip():
+            return {}
+        try:
+            attrs = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FormatError(f"__attrs__ is not valid JSON: {exc}", path) from None
+        if not isinstance(attrs, dict):
+            raise FormatError("__attrs__ must hold a JSON object", path)
+        return attrs
+
+    def save_attrs(self, attrs: dict) -> None:
+        try:
+            data = _dumps(attrs)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"attribute values must be JSON-serialisable: {exc}") from None
+        atomic_write(os.path.join(self.rootdir, ATTRS_FILE), data, fsync=self.fsync)
+
+    def close(self) -> None:
+        self._mapped.clear()
+
+    def describe(self) -> str:
+        return f"bcolz directory {self.rootdir!r}"

@@ -1,0 +1,34 @@
+"""Chunks kept in a Python list, compressed with Blosc2."""
+
+from __future__ import annotations
+
+from carray.layouts.base import Layout
+
+
+class MemoryLayout(Layout):
+    """An in-memory list of compressed chunks."""
+
+    blosc1 = False
+    in_memory = True
+
+    def __init__(self) -> None:
+        super().__init__(readonly=False)
+        self._chunks: list[bytes] = []
+
+    def read_chunk(self, nchunk: int) -> bytes:
+        return self._chunks[nchunk]
+
+    def write_chunk(self, nchunk: int, data: bytes) -> int:
+        if nchunk == len(self._chunks):
+            self._chunks.append(data)
+            return len(data)
+        if nchunk > len(self._chunks):
+            raise IndexError(f"chunk {nchunk} written before chunk {len(self._chunks)}")
+        delta = len(data) - len(self._chunks[nchunk])
+        self._chunks[nchunk] = data
+        return delta
+
+    def drop_chunks(self, first: int) -> int:
+        removed = sum(len(c) for c in self._chunks[first:])
+        del self._chunks[first:]
+        return -removed

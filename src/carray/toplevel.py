@@ -1,0 +1,106 @@
+"""Factories and ``open``: the bcolz 1.x top-level API."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from carray.array import carray
+from carray.errors import ContainerNotFoundError, FormatError
+from carray.grid import calc_chunklen
+
+
+def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.dtype]:
+    """bcolz factories take an N-d shape: rows along the first axis, the rest in the dtype."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if not shape:
+        raise ValueError("shape must have at least one dimension")
+    dt = np.dtype(dtype)
+    if len(shape) > 1:
+        dt = np.dtype((dt, shape[1:]))
+    return int(shape[0]), dt
+
+
+def fill(shape: int | tuple[int, ...], dflt: Any = None, dtype: Any = float,
+         **kwargs: Any) -> carray:
+    """A carray of ``shape`` filled with ``dflt``; other arguments as for :class:`carray`."""
+    n, dt = _shape_and_dtype(shape, dtype)
+    kwargs.setdefault("expectedlen", n)
+    a = carray(np.empty(0, dtype=dt), dflt=dflt, **kwargs)
+    if n:
+        a.resize(n)
+    return a
+
+
+def zeros(shape: int | tuple[int, ...], dtype: Any = float, **kwargs: Any) -> carray:
+    """A carray of zeros."""
+    return fill(shape, None, dtype, **kwargs)
+
+
+def ones(shape: int | tuple[int, ...], dtype: Any = float, **kwargs: Any) -> carray:
+    """A carray of ones."""
+    base = np.dtype(dtype)
+    return fill(shape, np.ones((), dtype=base.base)[()], dtype, **kwargs)
+
+
+def arange(start: Any = None, stop: Any = None, step: Any = None, dtype: Any = None,
+           **kwargs: Any) -> carray:
+    """Like ``numpy.arange``, built chunk by chunk (never the whole range in memory)."""
+    if stop is None:
+        start, stop = 0, start
+    start = 0 if start is None else start
+    step = 1 if step is None else step
+    n = len(range(0, int(np.ceil((stop - start) / step)))) if step else 0
+    dt = np.dtype(dtype) if dtype is not None else np.arange(start, start + step, step).dtype
+    kwargs.setdefault("expectedlen", n)
+    a = carray(np.empty(0, dtype=dt), **kwargs)
+    blen = a.chunklen
+    for i in range(0, n, blen):
+        m = min(blen, n - i)
+        a.append(np.arange(m, dtype=dt) * dt.type(step) + dt.type(start + i * step)
+                 if dt.kind not in "mM" else np.arange(start + i * step, start + (i + m) * step,
+                                                      step, dtype=dt))
+    a.flush()
+    return a
+
+
+def fromiter(iterable: Iterable, dtype: Any, count: int = -1, **kwargs: Any) -> carray:
+    """A carray from an iterable, read ``count`` items at a time (-1: until exhausted)."""
+    dt = np.dtype(dtype)
+    if count is not None and count >= 0:
+        kwargs.setdefault("expectedlen", count)
+    a = carray(np.empty(0, dtype=dt), **kwargs)
+    it = iter(iterable)
+    remaining = count if count is not None and count >= 0 else None
+    blen = a.chunklen
+    while remaining is None or remaining > 0:
+        take = blen if remaining is None else min(blen, remaining)
+        block = list(itertools.islice(it, take))
+        if not block:
+            break
+        a.append(np.array(block, dtype=dt))
+        if remaining is not None:
+            remaining -= len(block)
+    if remaining:
+        raise ValueError(f"iterable too short: {remaining} items missing of {count}")
+    a.flush()
+    return a
+
+
+def open(rootdir: str | os.PathLike, mode: str = "a", **kwargs: Any) -> carray:  # noqa: A001
+    """Open a dataset on disk; the layout is told by what is on disk."""
+    rootdir = os.fspath(rootdir)
+    if not os.path.exists(rootdir):
+        raise ContainerNotFoundError(f"{rootdir}: no such dataset")
+    if os.path.isfile(os.path.join(rootdir, "__rootdirs__")):
+        raise FormatError("is a table (ctable); tables are not supported yet", rootdir)
+    if os.path.isfile(os.path.join(rootdir, "meta", "storage")):
+        return carray(rootdir=rootdir, mode=mode, **kwargs)
+    raise FormatError("not a carray dataset (no meta/storage)", rootdir)
+
+
+__all__ = ["arange", "calc_chunklen", "fill", "fromiter", "ones", "open", "zeros"]
