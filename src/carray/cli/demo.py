@@ -1,0 +1,58 @@
+"""``carray demo``: build a sample dataset, append to it, query it, describe it."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import carray
+from carray.cli.info import describe, format_description
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("demo", help="run a short tour on built-in sample data")
+    p.add_argument("--rows", type=int, default=5_000_000, help="rows of sample data")
+    p.add_argument("--keep", metavar="DIR", help="write the dataset here and keep it")
+    p.set_defaults(func=run)
+
+
+def _timed(label: str, fn):
+    t0 = time.perf_counter()
+    result = fn()
+    print(f"  {label:<44} {1e3 * (time.perf_counter() - t0):8.1f} ms")
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.keep) if args.keep else Path(tmp) / "temperature.carray"
+        rng = np.random.default_rng(42)
+        n = args.rows
+        # A slowly varying sensor signal: compressible, like real measurements.
+        signal = (20 + np.cumsum(rng.normal(0, 0.01, n))).round(2)
+        print(f"carray demo: {n:,} float64 readings -> {root}")
+        a = _timed("create on disk (bcolz 1.x layout)", lambda: carray.carray(
+            signal, rootdir=root, mode="w", cparams=carray.CParams(cname="zstd", clevel=5)))
+        more = (signal[-1] + np.cumsum(rng.normal(0, 0.01, 100_000))).round(2)
+        _timed("append 100,000 rows, 1,000 at a time",
+               lambda: [a.append(more[i:i + 1000]) for i in range(0, len(more), 1000)])
+        a.attrs["units"] = "degC"
+        a.flush()
+        b = _timed("reopen read-only", lambda: carray.open(root, mode="r"))
+        print(f"  a[123456] = {b[123456]}, a[-1] = {b[-1]}")
+        total = _timed("sum, chunk by chunk", b.sum)
+        print(f"  mean = {total / len(b):.3f}")
+        hot = _timed("count readings above 25 degC", lambda: sum(
+            int((blk > 25).sum()) for blk in b.iterblocks()))
+        print(f"  {hot:,} readings above 25 degC")
+        _timed("1,000 random reads of 100 rows", lambda: [
+            b[i:i + 100] for i in rng.integers(0, len(b) - 100, 1000)])
+        full = _timed("read everything back to numpy", lambda: b[:])
+        assert np.array_equal(full, np.concatenate([signal, more]))
+        print()
+        print(format_description(describe(b)))
+    return 0

@@ -1,0 +1,59 @@
+"""``carray info PATH``: what a dataset holds and how it is stored."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import carray
+from carray.array import _human
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("info", help="describe a dataset (shape, dtype, chunks, codec)")
+    p.add_argument("path", help="dataset directory")
+    p.add_argument("--json", action="store_true", help="print the description as JSON")
+    p.set_defaults(func=run)
+
+
+def describe(a: carray.carray) -> dict:
+    """The facts ``info`` prints, as a plain dict."""
+    return {
+        "type": "carray",
+        "shape": list(a.shape),
+        "dtype": str(a.dtype),
+        "chunks": list(a.chunks),
+        "nchunks": a.nchunks,
+        "leftover": a.leftover,
+        "codec": a.cparams.cname,
+        "clevel": a.cparams.clevel,
+        "shuffle": a.cparams.shuffle.name.lower(),
+        "nbytes": a.nbytes,
+        "cbytes": a.cbytes,
+        "ratio": round(a.cratio, 3),
+        "attrs": a.attrs.getall(),
+    }
+
+
+def format_description(info: dict) -> str:
+    rows = [
+        ("type", info["type"]),
+        ("shape", tuple(info["shape"])),
+        ("dtype", info["dtype"]),
+        ("chunks", f"{tuple(info['chunks'])} x {info['nchunks']} + {info['leftover']} rows"),
+        ("codec", f"{info['codec']} clevel={info['clevel']} shuffle={info['shuffle']}"),
+        ("nbytes", _human(info["nbytes"])),
+        ("cbytes", _human(info["cbytes"])),
+        ("ratio", f"{info['ratio']:.2f}"),
+    ]
+    for key, value in info["attrs"].items():
+        rows.append((f"attr {key}", json.dumps(value, ensure_ascii=False)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}} : {v}" for k, v in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    with carray.open(args.path, mode="r") as a:
+        info = describe(a)
+    print(json.dumps(info, indent=2) if args.json else format_description(info))
+    return 0

@@ -1,0 +1,122 @@
+"""Blosc chunk codec: golden chunks from python-blosc and python-blosc2, and bad input."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import blosc as pyblosc
+import numpy as np
+import pytest
+
+from carray.codecs import blosc
+from carray.errors import CodecUnavailableError, FormatError
+from carray.params import CParams
+
+DATA = Path(__file__).parent.parent / "data" / "blosc_chunks"
+MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())["fixtures"]
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["name"] for e in MANIFEST])
+def test_golden_chunk_decodes(entry):
+    chunk = (DATA / entry["path"]).read_bytes()
+    expected = (DATA / entry["expected"]).read_bytes()
+    assert blosc.decompress(chunk) == expected
+    header = blosc.validate_chunk(chunk, len(expected))
+    assert header.nbytes == len(expected)
+    assert header.is_blosc1 == entry["name"].startswith("b1_")
+
+
+@pytest.mark.parametrize("entry", [e for e in MANIFEST if e["params"]["typesize"] > 0],
+                         ids=lambda e: e["name"])
+def test_golden_chunk_partial_decode(entry):
+    chunk = (DATA / entry["path"]).read_bytes()
+    expected = (DATA / entry["expected"]).read_bytes()
+    ts = blosc.read_header(chunk).typesize
+    n = len(expected) // ts
+    if n < 3:
+        return
+    start, count = n // 3, n // 3
+    out = np.empty(count * ts, dtype=np.uint8)
+    blosc.getitem_into(chunk, start * ts, out)
+    assert out.tobytes() == expected[start * ts:(start + count) * ts]
+
+
+@pytest.mark.parametrize("cname", ["blosclz", "lz4", "lz4hc", "zlib", "zstd"])
+@pytest.mark.parametrize("shuffle", [0, 1, 2])
+def test_blosc1_output_is_readable_by_c_blosc1(cname, shuffle):
+    data = np.arange(5000, dtype="<i8") // 3
+    chunk = blosc.compress1(data, 8, CParams(clevel=5, cname=cname, shuffle=shuffle))
+    assert chunk[0] == 2  # format version of c-blosc 1.x
+    assert np.array_equal(np.frombuffer(pyblosc.decompress(chunk), "<i8"), data)
+
+
+def test_blosc2_roundtrip_and_getitem():
+    data = np.linspace(0, 1, 100_000)
+    chunk = blosc.compress2(data, 8, CParams(cname="zstd", shuffle=2))
+    assert blosc.read_header(chunk).version >= 3
+    out = np.empty_like(data)
+    blosc.decompress_into(chunk, out)
+    assert np.array_equal(out, data)
+    part = np.empty(10)
+    blosc.getitem_into(chunk, 500 * 8, part)
+    assert np.array_equal(part, data[500:510])
+
+
+def _chunk() -> bytes:
+    return blosc.compress1(np.arange(10_000, dtype="<i4"), 4, CParams())
+
+
+def test_truncated_chunk_is_rejected():
+    chunk = _chunk()
+    with pytest.raises(FormatError, match="truncated"):
+        blosc.validate_chunk(chunk[:10], path="x.blp")
+    with pytest.raises(FormatError, match="x.blp.*claims"):
+        blosc.validate_chunk(chunk[:-5], path="x.blp")
+
+
+def test_wrong_size_is_rejected_before_decoding():
+    chunk = _chunk()
+    with pytest.raises(FormatError, match="expected 8"):
+        blosc.decompress_into(chunk, np.empty(2, dtype="i4"))
+
+
+def test_corrupt_block_offsets_are_rejected():
+    chunk = bytearray(_chunk())
+    struct.pack_into("<i", chunk, 16, 2**30)
+    with pytest.raises(FormatError, match="block offsets"):
+        blosc.validate_chunk(bytes(chunk))
+
+
+def test_unknown_version_and_reserved_flag():
+    chunk = bytearray(_chunk())
+    chunk[0] = 9
+    with pytest.raises(FormatError, match="version 9"):
+        blosc.validate_chunk(bytes(chunk))
+    chunk = bytearray(_chunk())
+    chunk[2] |= 0x08
+    with pytest.raises(FormatError, match="reserved"):
+        blosc.validate_chunk(bytes(chunk))
+
+
+def test_snappy_chunk_raises_codec_unavailable():
+    chunk = bytearray(_chunk())
+    chunk[2] = (chunk[2] & 0x1F) | (2 << 5)
+    with pytest.raises(CodecUnavailableError, match="Snappy"):
+        blosc.validate_chunk(bytes(chunk))
+
+
+def test_negative_sizes_are_rejected():
+    chunk = bytearray(_chunk())
+    struct.pack_into("<i", chunk, 4, -1)
+    with pytest.raises(FormatError, match="impossible"):
+        blosc.read_header(bytes(chunk))
+
+
+def test_typesize_rule_matches_bcolz():
+    assert blosc.blosc_typesize(np.dtype("S10")) == 1
+    assert blosc.blosc_typesize(np.dtype("U5")) == 4
+    assert blosc.blosc_typesize(np.dtype("i8")) == 8
+    assert blosc.blosc_typesize(np.dtype([("a", "i4"), ("b", "f8")])) == 12
+    assert blosc.blosc_typesize(np.dtype("V300")) == 1
