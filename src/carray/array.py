@@ -530,7 +530,7 @@ class carray:  # noqa: N801 - the bcolz name users know
 
     def wheretrue(self, limit: int | None = None, skip: int = 0) -> Iterator[int]:
         """Iterate over the indices where this (bool) array is true."""
-        if self._dtype != bool or self.ndim != 1:
+        if self._dtype.kind != "b" or self.ndim != 1:
             raise TypeError("wheretrue needs a 1-d bool carray")
         taken = 0
         for i in range(0, self._len, self._chunklen):

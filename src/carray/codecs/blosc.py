@@ -264,23 +264,46 @@ def blosc_typesize(dtype: np.dtype) -> int:
     return size if 0 < size <= MAX_TYPESIZE else 1
 
 
+# Blocks are what a partial read decodes: small enough that reading one value
+# is cheap, large enough that codecs keep their ratio and speed.  Codecs that
+# search harder (lz4hc, zlib, zstd) gain more from larger blocks.
+_FAST_BLOCK, _HCR_BLOCK = 32 * 1024, 64 * 1024
+
+
+def default_blocksize(cname: str) -> int:
+    """Bytes per Blosc block for a codec."""
+    return _FAST_BLOCK if cname in ("blosclz", "lz4") else _HCR_BLOCK
+
+
 def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:
     """Compress to a Blosc1 (format version 2) chunk that c-blosc 1.x can read."""
     data = np.ascontiguousarray(data)
     if data.nbytes > MAX_BUFFERSIZE:
         raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
-    return _blosc1.compress_ptr(data.ctypes.data, data.nbytes // typesize if typesize else 0,
-                                typesize, cparams.clevel, int(cparams.shuffle), cparams.cname) \
-        if data.nbytes else _blosc1.compress(b"", typesize, cparams.clevel,
-                                             int(cparams.shuffle), cparams.cname)
+    if not data.nbytes:
+        return _blosc1.compress(b"", typesize, cparams.clevel, int(cparams.shuffle),
+                                cparams.cname)
+    blocksize = default_blocksize(cparams.cname)
+    if cparams.cname != "zstd":
+        # c-blosc 1.x multiplies a forced blocksize by the typesize when it splits
+        # blocks into byte streams (every codec but zstd), with a 64 KiB floor.
+        blocksize = max(blocksize // max(typesize, 1), 1)
+    _blosc1.set_blocksize(blocksize)
+    try:
+        return _blosc1.compress_ptr(data.ctypes.data, data.nbytes // typesize, typesize,
+                                    cparams.clevel, int(cparams.shuffle), cparams.cname)
+    finally:
+        _blosc1.set_blocksize(0)
 
 
 def compress2(data: np.ndarray, typesize: int, cparams: CParams,
-              blocksize: int = 0) -> bytes:
+              blocksize: int | None = None) -> bytes:
     """Compress to a Blosc2 chunk (faster, and carries filters a Blosc1 reader lacks)."""
     data = np.ascontiguousarray(data)
     if data.nbytes > MAX_BUFFERSIZE:
         raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
+    if blocksize is None:
+        blocksize = default_blocksize(cparams.cname)
     return _blosc2.compress2(
         data, typesize=typesize, clevel=cparams.clevel, codec=_BLOSC2_CODECS[cparams.cname],
         filters=[_BLOSC2_FILTERS[cparams.shuffle]], filters_meta=[0], blocksize=blocksize,
