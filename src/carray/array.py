@@ -28,6 +28,9 @@ from carray.params import CParams
 _MODES = ("r", "a", "w")
 # Reading this many rows or fewer from one chunk goes row by row (one block each).
 _SPARSE_ROWS = 8
+# An array started empty without expectedlen is assumed to grow this long, so
+# row-by-row appends fill chunks of a useful size (bcolz would pick 16 KiB).
+_DEFAULT_EXPECTEDLEN = 2**20
 
 # Disk arrays with unwritten rows, flushed at interpreter exit if still alive.
 _unflushed: weakref.WeakSet = weakref.WeakSet()
@@ -112,7 +115,8 @@ class carray:  # noqa: N801 - the bcolz name users know
     dflt : scalar, optional
         Value for rows added by ``resize`` (default zero).
     expectedlen : int, optional
-        How many rows the array is expected to hold; sizes the chunks.
+        How many rows the array is expected to hold; sizes the chunks as bcolz
+        does.  Default: the initial length, or 2**20 rows when starting empty.
     chunklen : int, optional
         Rows per chunk (overrides ``expectedlen``).
     rootdir : str or path, optional
@@ -187,7 +191,10 @@ class carray:  # noqa: N801 - the bcolz name users know
             raise UnsupportedDTypeError(f"dtype {base} has zero-size items")
         cp = CParams.coerce(cparams)
         length = len(data)
-        expected = int(expectedlen) if expectedlen is not None else max(length, 0)
+        if expectedlen is not None:
+            expected = int(expectedlen)
+        else:
+            expected = length or _DEFAULT_EXPECTEDLEN
         rowsize = base.itemsize * int(np.prod(atomshape, dtype=np.int64))
         if chunklen is None:
             chunklen = calc_chunklen(expected, rowsize)
