@@ -392,11 +392,14 @@ class carray:  # noqa: N801 - the bcolz name users know
         elif start == 0 and stop == self._chunklen:
             blosc.decompress_into(self._layout.read_chunk(nchunk), out,
                                   self._chunk_path(nchunk))
+        elif self._layout.in_memory:
+            chunk = self._layout.read_chunk(nchunk)
+            header = blosc.validate_chunk(chunk, self._chunklen * self._rowsize)
+            blosc.getitem_into(chunk, start * self._rowsize, out, None, header)
         else:
-            chunk = self._layout.map_chunk(nchunk)
-            path = self._chunk_path(nchunk)
-            header = blosc.validate_chunk(chunk, self._chunklen * self._rowsize, path)
-            blosc.getitem_into(chunk, start * self._rowsize, out, path, header)
+            read_at, size = self._layout.chunk_reader(nchunk)
+            blosc.getitem_ranged(read_at, start * self._rowsize, out, size,
+                                 self._chunk_path(nchunk), self._chunklen * self._rowsize)
 
     def _read_span(self, nchunk: int, start: int, stop: int, step: int,
                    out: np.ndarray) -> None:

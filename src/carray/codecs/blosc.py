@@ -132,8 +132,11 @@ class ChunkHeader:
         return -(-self.nbytes // self.blocksize)
 
 
-def read_header(buf, path: str | None = None, offset: int | None = None) -> ChunkHeader:
-    """Parse and sanity-check the first bytes of a Blosc chunk.
+def read_header(buf, path: str | None = None, offset: int | None = None,
+                size: int | None = None) -> ChunkHeader:
+    """Parse and sanity-check the first bytes of a Blosc chunk of ``size`` bytes.
+
+    ``size`` defaults to ``len(buf)``: pass it when ``buf`` holds only the header.
 
     Raises
     ------
@@ -149,9 +152,10 @@ def read_header(buf, path: str | None = None, offset: int | None = None) -> Chun
         raise FormatError(
             f"Blosc header has impossible sizes (nbytes={h.nbytes}, blocksize={h.blocksize}, "
             f"cbytes={h.cbytes})", path, offset)
-    if h.cbytes > len(buf):
+    size = len(buf) if size is None else size
+    if h.cbytes > size:
         raise FormatError(
-            f"Blosc chunk truncated: header claims {h.cbytes} bytes, only {len(buf)} present",
+            f"Blosc chunk truncated: header claims {h.cbytes} bytes, only {size} present",
             path, offset)
     return h
 
@@ -252,6 +256,70 @@ def getitem_into(chunk, start: int, out: np.ndarray, path: str | None = None,
                             out.ctypes.data, out.nbytes)
     if n != out.nbytes:
         raise CodecError(f"{path or 'chunk'}: Blosc failed to decode items (error {n})")
+
+
+def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
+                   path: str | None = None, expected_nbytes: int | None = None) -> None:
+    """Like :func:`getitem_into`, fetching only the bytes it needs through ``read_at``.
+
+    ``read_at(offset, length)`` returns bytes of a stored chunk of ``size`` bytes.
+    For a Blosc1 chunk this reads the header, the block-offset table and the
+    blocks holding the range, then decodes those blocks as a chunk of their own
+    (blocks are independent); other chunks are read whole.
+    """
+    h = read_header(read_at(0, BLOSC1_HEADER), path, size=size)
+    if expected_nbytes is not None and h.nbytes != expected_nbytes:
+        raise FormatError(f"Blosc chunk holds {h.nbytes} bytes uncompressed, expected "
+                          f"{expected_nbytes}", path)
+    if not h.is_blosc1 or h.nbytes == 0 or out.nbytes == 0:
+        chunk = read_at(0, h.cbytes)
+        getitem_into(chunk, start, out, path, validate_chunk(chunk, h.nbytes, path))
+        return
+    if start < 0 or start + out.nbytes > h.nbytes:
+        raise ValueError(f"byte range [{start}, {start + out.nbytes}) outside a chunk of "
+                         f"{h.nbytes} bytes")
+    if h.memcpyed:
+        raw = read_at(BLOSC1_HEADER + start, out.nbytes)
+        if len(raw) != out.nbytes or h.cbytes != h.nbytes + BLOSC1_HEADER:
+            raise FormatError("raw Blosc chunk truncated", path)
+        out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
+        return
+    bs, nblocks = h.blocksize, h.nblocks
+    table = read_at(BLOSC1_HEADER, 4 * nblocks)
+    table_end = BLOSC1_HEADER + 4 * nblocks
+    if len(table) != 4 * nblocks or table_end > h.cbytes:
+        raise FormatError(f"Blosc chunk of {h.cbytes} bytes cannot hold {nblocks} block "
+                          "offsets", path)
+    bstarts = np.frombuffer(table, dtype="<i4")
+    if bstarts.min() < table_end or bstarts.max() > h.cbytes - 4:
+        raise FormatError("Blosc block offsets point outside the chunk", path)
+    # Threads may store blocks out of order: a block ends where the next stored one begins.
+    stored = np.append(np.unique(bstarts), h.cbytes)
+    first, last = start // bs, (start + out.nbytes - 1) // bs
+    k = last - first + 1
+    sub_nbytes = min(h.nbytes - first * bs, k * bs)
+    sub_start = BLOSC1_HEADER + 4 * k
+    pieces, offsets, pos = [], [], sub_start
+    for j in range(first, last + 1):
+        lo = int(bstarts[j])
+        hi = int(stored[np.searchsorted(stored, lo, side="right")])
+        pieces.append(read_at(lo, hi - lo))
+        offsets.append(pos)
+        pos += hi - lo
+    # A chunk of just these blocks: the same header with its sizes and offsets updated.
+    sub = bytearray(sub_start)
+    _HEADER.pack_into(sub, 0, h.version, h.versionlz, h.flags, h.typesize, sub_nbytes, bs, pos)
+    struct.pack_into(f"<{k}i", sub, BLOSC1_HEADER, *offsets)
+    sub += b"".join(pieces)
+    if len(sub) != pos:
+        raise FormatError("Blosc chunk truncated inside a block", path)
+    local = start - first * bs
+    if local == 0 and out.nbytes == sub_nbytes:
+        decompress_into(sub, out, path)
+        return
+    tmp = np.empty(sub_nbytes, dtype=np.uint8)
+    decompress_into(sub, tmp, path)
+    out.reshape(-1).view(np.uint8)[:] = tmp[local:local + out.nbytes]
 
 
 def blosc_typesize(dtype: np.dtype) -> int:

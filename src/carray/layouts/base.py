@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -59,9 +60,13 @@ class Layout(abc.ABC):
     def read_chunk(self, nchunk: int):
         """The whole compressed chunk ``nchunk`` as a bytes-like object."""
 
-    def map_chunk(self, nchunk: int):
-        """A buffer over the compressed chunk for partial decoding (may avoid reading it all)."""
-        return self.read_chunk(nchunk)
+    def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
+        """Ranged access to chunk ``nchunk``: ``(read_at(offset, length), size)``.
+
+        Partial reads go through this so only the bytes they need are fetched.
+        """
+        chunk = self.read_chunk(nchunk)
+        return (lambda offset, length: bytes(chunk[offset:offset + length])), len(chunk)
 
     @abc.abstractmethod
     def write_chunk(self, nchunk: int, data: bytes) -> int:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import ast
 import json
-import mmap
 import os
 import pickle
 import shutil
 import struct
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ DATA_DIR, META_DIR = "data", "meta"
 SIZES_FILE, STORAGE_FILE, ATTRS_FILE = "sizes", "storage", "__attrs__"
 CHUNK_HEADER = struct.Struct("<4sB3xq")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 16
-_MAPPED_CHUNKS = 16
+_OPEN_CHUNKS = 64
 
 
 def chunk_name(nchunk: int) -> str:
@@ -151,7 +151,8 @@ class BcolzLayout(Layout):
         self.fsync = fsync
         self._datadir = os.path.join(self.rootdir, DATA_DIR)
         self._pending: set[str] = set()
-        self._mapped: OrderedDict[int, Any] = OrderedDict()
+        # Chunk files kept open for ranged reads: number -> (fd, size).
+        self._open_files: OrderedDict[int, tuple[int, int]] = OrderedDict()
 
     # -- creation and opening ---------------------------------------------------------------
 
@@ -244,10 +245,11 @@ class BcolzLayout(Layout):
     def _path(self, nchunk: int) -> str:
         return os.path.join(self._datadir, chunk_name(nchunk))
 
-    def _check_header(self, buf, path: str) -> None:
-        if len(buf) < CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER:
+    def _check_header(self, buf, path: str, size: int | None = None) -> None:
+        size = len(buf) if size is None else size
+        if size < CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER:
             raise FormatError(
-                f"chunk file truncated: {len(buf)} bytes, at least "
+                f"chunk file truncated: {size} bytes, at least "
                 f"{CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER} needed", path)
         magic, version, nchunks = CHUNK_HEADER.unpack_from(buf, 0)
         if magic != b"blpk":
@@ -267,31 +269,39 @@ class BcolzLayout(Layout):
         self._check_header(buf, path)
         return memoryview(buf)[CHUNK_HEADER_SIZE:]
 
-    def map_chunk(self, nchunk: int):
-        cached = self._mapped.get(nchunk)
-        if cached is not None:
-            self._mapped.move_to_end(nchunk)
-            return cached
-        path = self._path(nchunk)
-        try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < 4096:  # small files: a read is cheaper than a mapping
-                    buf = f.read()
-                else:
-                    buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except FileNotFoundError:
-            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
-        self._check_header(buf, path)
-        view = memoryview(buf)[CHUNK_HEADER_SIZE:]
-        self._mapped[nchunk] = view
-        if len(self._mapped) > _MAPPED_CHUNKS:
-            self._mapped.popitem(last=False)
-        return view
+    def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
+        entry = self._open_files.get(nchunk)
+        if entry is None:
+            path = self._path(nchunk)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
+            size = os.fstat(fd).st_size
+            try:
+                self._check_header(os.pread(fd, CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER, 0), path,
+                                   size)
+            except BaseException:
+                os.close(fd)
+                raise
+            entry = (fd, size)
+            self._open_files[nchunk] = entry
+            if len(self._open_files) > _OPEN_CHUNKS:
+                os.close(self._open_files.popitem(last=False)[1][0])
+        else:
+            self._open_files.move_to_end(nchunk)
+        fd, size = entry
+        return (lambda offset, length: os.pread(fd, length, CHUNK_HEADER_SIZE + offset),
+                size - CHUNK_HEADER_SIZE)
+
+    def _forget(self, nchunk: int) -> None:
+        entry = self._open_files.pop(nchunk, None)
+        if entry is not None:
+            os.close(entry[0])
 
     def write_chunk(self, nchunk: int, data: bytes) -> int:
         path = self._path(nchunk)
-        self._mapped.pop(nchunk, None)
+        self._forget(nchunk)
         try:
             old = os.stat(path).st_size
         except FileNotFoundError:
@@ -310,7 +320,7 @@ class BcolzLayout(Layout):
                 os.unlink(path)
             except FileNotFoundError:
                 break
-            self._mapped.pop(n, None)
+            self._forget(n)
             self._pending.discard(path)
             n += 1
         return -removed
@@ -356,7 +366,14 @@ class BcolzLayout(Layout):
         atomic_write(os.path.join(self.rootdir, ATTRS_FILE), data, fsync=self.fsync)
 
     def close(self) -> None:
-        self._mapped.clear()
+        for nchunk in list(self._open_files):
+            self._forget(nchunk)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
 
     def describe(self) -> str:
         return f"bcolz directory {self.rootdir!r}"
