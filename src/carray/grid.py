@@ -166,9 +166,9 @@ def select(key, shape: tuple[int, ...]) -> Selection:
     before, after = key[:pos], key[pos + 1:]
     trivial_rest = not before and all(
         isinstance(k, slice) and k == slice(None) for k in after)
-    # numpy combines several array indices (and ints beside them) by broadcasting,
-    # so with any in the remainder the rows are addressed by position, not by slice.
-    advanced_rest = any(_as_index_array(k) is not None for k in after)
+    # numpy broadcasts array indices with each other and with the ints beside them,
+    # so with any in the remainder, rows picked by an array are addressed by position.
+    advanced_rest = any(_is_int(k) or _as_index_array(k) is not None for k in after)
 
     if _is_int(k0):
         i = int(k0)
@@ -177,9 +177,9 @@ def select(key, shape: tuple[int, ...]) -> Selection:
         i %= nrows
         if trivial_rest:
             return Selection(i, None)
-        if advanced_rest:  # keep the axis so numpy places the broadcast dims as it would
-            return Selection(range(i, i + 1), before + (0,) + after)
-        return Selection(i, before + after)
+        # Keep the row axis (index 0 of a one-row range): numpy then places any
+        # broadcast dimensions exactly as it would, and writes get an array.
+        return Selection(range(i, i + 1), before + (0,) + after)
 
     if isinstance(k0, slice):
         rows = range(nrows)[k0]
