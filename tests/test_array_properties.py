@@ -189,3 +189,10 @@ def test_resize_trim_append_sequences(where, data, chunklen, ops):
                 expected = np.concatenate([expected, piece])
             np.testing.assert_array_equal(a[:], expected)
         np.testing.assert_array_equal(store.reopen(a)[:], expected)
+
+
+def test_toplevel_iterblocks_covers_the_range():
+    a = ca.carray(np.arange(100), chunklen=7)
+    blocks = list(ca.iterblocks(a, blen=30, start=5, stop=95))
+    assert [len(b) for b in blocks] == [30, 30, 30]
+    np.testing.assert_array_equal(np.concatenate(blocks), np.arange(5, 95))

@@ -24,7 +24,7 @@ from carray.params import (
     get_nthreads,
     set_nthreads,
 )
-from carray.toplevel import arange, fill, fromiter, ones, open, zeros
+from carray.toplevel import arange, fill, fromiter, iterblocks, ones, open, zeros
 
 __version__ = "0.1.0"
 
@@ -34,5 +34,5 @@ __all__ = [
     "ContainerExistsError", "ContainerNotFoundError", "FormatError", "ReadOnlyError",
     "Shuffle", "UnsafeDataError", "UnsupportedDTypeError",
     "arange", "carray", "cparams", "detect_number_of_cores", "fill", "fromiter",
-    "get_nthreads", "ones", "open", "set_nthreads", "zeros",
+    "get_nthreads", "iterblocks", "ones", "open", "set_nthreads", "zeros",
 ]

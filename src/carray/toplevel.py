@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -91,6 +91,12 @@ def fromiter(iterable: Iterable, dtype: Any, count: int = -1, **kwargs: Any) -> 
     return a
 
 
+def iterblocks(cobj: carray, blen: int | None = None, start: int = 0,
+               stop: int | None = None) -> Iterator[np.ndarray]:
+    """Iterate over ``cobj`` in blocks of ``blen`` rows (bcolz's top-level form)."""
+    return cobj.iterblocks(blen, start, stop)
+
+
 def open(rootdir: str | os.PathLike, mode: str = "a", **kwargs: Any) -> carray:  # noqa: A001
     """Open a dataset on disk; the layout is told by what is on disk."""
     rootdir = os.fspath(rootdir)
@@ -103,4 +109,4 @@ def open(rootdir: str | os.PathLike, mode: str = "a", **kwargs: Any) -> carray: 
     raise FormatError("not a carray dataset (no meta/storage)", rootdir)
 
 
-__all__ = ["arange", "calc_chunklen", "fill", "fromiter", "ones", "open", "zeros"]
+__all__ = ["arange", "calc_chunklen", "fill", "fromiter", "iterblocks", "ones", "open", "zeros"]
