@@ -13,6 +13,7 @@ from carray.errors import (
     UnsafeDataError,
     UnsupportedDTypeError,
 )
+from carray.formats import ds
 from carray.params import (
     BITSHUFFLE,
     NOSHUFFLE,
@@ -33,6 +34,6 @@ __all__ = [
     "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "FormatError", "ReadOnlyError",
     "Shuffle", "UnsafeDataError", "UnsupportedDTypeError",
-    "arange", "carray", "cparams", "detect_number_of_cores", "fill", "fromiter",
+    "arange", "carray", "cparams", "ds", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "iterblocks", "ones", "open", "set_nthreads", "zeros",
 ]

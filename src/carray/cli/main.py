@@ -18,6 +18,7 @@ VERB_MODULES = (
     "carray.cli.info",
     "carray.cli.demo",
     "carray.cli.ds",
+    "carray.cli.convert",
 )
 
 

@@ -1,0 +1,1 @@
+"""Single-file formats that sit beside the layouts: each module reads and writes one format."""

@@ -1,0 +1,288 @@
+"""Reading variables (whole or a selection) out of an open ds file, touching only their bytes.
+
+What is read for a selection (``index``, one key per axis, applied per axis as
+"outer" indexing like xarray's, unlike numpy's broadcasting of several arrays):
+
+* The first axis picks a span of rows, from the first to the last selected row
+  (a slice with a step, or an index array, reads the whole span between its ends).
+  In C order those rows are one contiguous byte range, and that range is all that is read
+  of the values. Keys on the other axes are applied in memory to the rows read.
+* bool values are bit-packed: the bytes holding the span's bits are read.
+* Masked variables store only the unmasked values after the bit mask, so the position of
+  a row's first stored value depends on every mask bit before it: the whole mask
+  (``ceil(count/8)`` bytes) is read first, then just the stored values of the span.
+* str/unicode variables keep a table of uint64 byte lengths before the strings: the
+  table is read up to the span's last value (the strings' positions are its running
+  sum), then only the span's string bytes.
+* Files whose string ``.len`` ds-format 5.0.2 over-counted (see :mod:`carray.formats.ds`)
+  have every later ``.offset`` too large. When the header is laid out back to back, the
+  reader measures each earlier string variable (its mask and length table) and moves the
+  later offsets back by the excess.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+
+import numpy as np
+
+from carray.errors import FormatError
+from carray.formats import _ds_header as H
+from carray.formats._ds_header import NUMERIC_TYPES, STRING_TYPES, VarLayout, unescape
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+class Reader:
+    """An open ds file: its checked header and positioned reads of its variables."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        self.fd = os.open(self.path, _OPEN_FLAGS)
+        try:
+            self.header = H.parse(self.fd, self.path)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self._offsets: dict[str, int] | None = None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- raw bytes --------------------------------------------------------------------------
+
+    def _fail(self, v: VarLayout, message: str, offset: int | None = None) -> FormatError:
+        return FormatError(f"variable {unescape(v.key)!r}: {message}", path=self.path,
+                           offset=offset)
+
+    def read_array(self, v: VarLayout, dtype, n: int, offset: int) -> np.ndarray:
+        """``n`` items of ``dtype`` at absolute ``offset``, as a new writable array."""
+        dtype = np.dtype(dtype)
+        nbytes = n * dtype.itemsize
+        if offset + nbytes > self.header.file_size:
+            raise self._fail(v, f"data ({nbytes} bytes) runs past the end of the file "
+                                f"({self.header.file_size} bytes)", offset)
+        prefix = self.header.prefix
+        if offset + nbytes <= len(prefix):
+            return np.frombuffer(prefix, dtype, n, offset).copy()
+        out = np.empty(n, dtype)
+        if nbytes and H.pread_into(self.fd, out, offset) < nbytes:
+            raise self._fail(v, "file ends inside the data (was it truncated?)", offset)
+        return out
+
+    # -- layout -------------------------------------------------------------------------------
+
+    def data_offset(self, v: VarLayout) -> int:
+        """Absolute offset of ``v``'s bytes, corrected for ds-format's string .len bug."""
+        header = self.header
+        if not header.needs_repair:
+            return v.offset
+        if self._offsets is None:
+            offsets, shift = {}, 0
+            for key, s in header.layouts.items():
+                offsets[key] = s.offset - shift
+                if s.type in STRING_TYPES and s.count:
+                    actual = self._string_extent(s, offsets[key])
+                    if actual > s.length:
+                        raise self._fail(s, f".len {s.length} is smaller than its data "
+                                            f"({actual} bytes)", offsets[key])
+                    shift += s.length - actual
+            self._offsets = offsets
+        return self._offsets[v.key]
+
+    def _string_extent(self, v: VarLayout, offset: int) -> int:
+        """Bytes a string variable really occupies: mask, length table and strings."""
+        n = v.count
+        if v.missing:
+            n -= int(np.count_nonzero(self._mask(v, offset)))
+        lengths = self._lengths(v, offset + v.mask_len, n, n)
+        return v.mask_len + 8 * n + int(lengths.sum(dtype=np.uint64))
+
+    def _mask(self, v: VarLayout, offset: int) -> np.ndarray:
+        packed = self.read_array(v, np.uint8, v.mask_len, offset)
+        return np.unpackbits(packed, count=v.count).view(np.bool_)
+
+    def _lengths(self, v: VarLayout, offset: int, n_stored: int, upto: int) -> np.ndarray:
+        """The first ``upto`` entries of a string variable's length table, checked."""
+        lengths = self.read_array(v, np.dtype("u8").newbyteorder(v.byteorder), upto, offset)
+        room = self.header.file_size - offset - 8 * n_stored
+        # Each length is at most the file size, so the running sum cannot wrap around
+        # before some partial sum exceeds the file size: checking the largest sum suffices.
+        if upto and (int(lengths.max()) > room
+                     or int(np.cumsum(lengths, dtype=np.uint64).max()) > room):
+            raise self._fail(v, "string lengths run past the end of the file", offset)
+        return lengths
+
+    # -- values -------------------------------------------------------------------------------
+
+    def read_span(self, v: VarLayout, e0: int, e1: int) -> np.ndarray:
+        """Flat values ``e0:e1`` (C order) of ``v``; a masked array if ``v`` is masked."""
+        offset = self.data_offset(v)
+        if not v.missing:
+            return self._stored(v, offset, v.count, e0, e1)
+        mask = self._mask(v, offset)
+        n_stored = v.count - int(np.count_nonzero(mask))
+        if v.length is not None and v.type not in STRING_TYPES \
+                and v.length != v.mask_len + v.payload(n_stored):
+            raise self._fail(v, f".len {v.length} disagrees with its mask "
+                                f"({v.mask_len + v.payload(n_stored)} bytes expected)")
+        if offset + v.mask_len + v.payload(n_stored) > self.header.file_size:
+            raise self._fail(v, "data runs past the end of the file", offset)
+        keep = ~mask[e0:e1]
+        s0 = e0 - int(np.count_nonzero(mask[:e0]))
+        s1 = s0 + int(np.count_nonzero(keep))
+        values = self._stored(v, offset + v.mask_len, n_stored, s0, s1)
+        if v.type in STRING_TYPES:
+            out = np.full(e1 - e0, "" if v.type == "unicode" else b"", dtype=object)
+        else:
+            out = np.zeros(e1 - e0, values.dtype)
+        out[keep] = values
+        return np.ma.MaskedArray(out, mask=~keep)
+
+    def _stored(self, v: VarLayout, offset: int, n_stored: int, s0: int, s1: int):
+        """Stored values ``s0:s1`` of ``v`` whose first stored value is at ``offset``."""
+        if v.type == "bool":
+            b0 = s0 // 8
+            packed = self.read_array(v, np.uint8, (s1 + 7) // 8 - b0, offset + b0)
+            bits = np.unpackbits(packed).view(np.bool_)
+            return bits[s0 - 8 * b0:s1 - 8 * b0]
+        if v.type not in STRING_TYPES:
+            size = v.dtype.itemsize
+            return self.read_array(v, v.dtype, s1 - s0, offset + s0 * size)
+        if s1 == s0:
+            return np.empty(0, dtype=object)
+        lengths = self._lengths(v, offset, n_stored, s1)
+        if s0 == 0 and s1 == n_stored and v.length is not None:
+            actual = v.mask_len + 8 * n_stored + int(lengths.sum(dtype=np.uint64))
+            if actual > v.length:
+                raise self._fail(v, f".len {v.length} is smaller than its data "
+                                    f"({actual} bytes)")
+        ends = np.cumsum(lengths, dtype=np.uint64).tolist()
+        first = ends[s0 - 1] if s0 else 0
+        start = offset + 8 * n_stored + first
+        blob = self.read_array(v, np.uint8, ends[-1] - first, start).tobytes()
+        bounds = [e - first for e in ends[s0:s1]]
+        pieces = [blob[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
+        if v.type == "unicode":
+            try:
+                pieces = [p.decode("utf-8") for p in pieces]
+            except UnicodeDecodeError as exc:
+                raise self._fail(v, f"string is not valid UTF-8 ({exc.reason})", start) from None
+        out = np.empty(len(pieces), dtype=object)
+        out[:] = pieces
+        return out
+
+    def read_variable(self, v: VarLayout, index: tuple | None = None):
+        """Values of ``v``: all of them, or the outer selection ``index`` (one key per axis).
+
+        Returns None for a variable without data, a numpy scalar (or str/bytes) for an
+        unmasked 0-d variable, otherwise an array (masked if the file has a mask).
+        """
+        if v.shape is None:
+            return None
+        shape = v.shape
+        keys = normalize_index(index, shape) if index is not None else None
+        if keys is None and not v.missing and v.type in NUMERIC_TYPES:
+            # The common case, kept short: many tiny files make per-call costs count.
+            out = self.read_array(v, v.dtype, v.count, self.data_offset(v))
+            return out.reshape(shape) if shape else out[0]
+        if keys is None or all(isinstance(k, slice) and k == slice(0, n, 1)
+                               for k, n in zip(keys, shape, strict=True)):
+            out = self.read_span(v, 0, v.count).reshape(shape)
+            if not shape and not v.missing:
+                return out[()]
+            return out
+        rowsize = v.count // shape[0] if shape[0] else 0
+        lo, hi, local = _row_span(keys[0], shape[0])
+        rows = self.read_span(v, lo * rowsize, hi * rowsize).reshape((hi - lo, *shape[1:]))
+        out = apply_outer(rows, (local, *keys[1:]))
+        if out is np.ma.masked:
+            # numpy's masked constant forgets the dtype: keep a 0-d masked array instead.
+            fill = rows.data.flat[0] if rows.dtype == object else 0
+            return np.ma.MaskedArray(np.array(fill, dtype=rows.dtype), mask=True)
+        return out
+
+
+def _row_span(key, n: int) -> tuple[int, int, object]:
+    """Rows [lo, hi) that cover the first-axis key, and the key relative to lo."""
+    if isinstance(key, int):
+        return key, key + 1, 0
+    if isinstance(key, slice):
+        rows = range(*key.indices(n))
+        if not rows:
+            return 0, 0, slice(0, 0)
+        lo, hi = min(rows[0], rows[-1]), max(rows[0], rows[-1]) + 1
+        if rows.step == 1:
+            return lo, hi, slice(0, hi - lo)
+        return lo, hi, slice(rows.start - lo, (rows.stop - lo) if rows.stop - lo >= 0 else None,
+                             rows.step)
+    if key.size == 0:
+        return 0, 0, key
+    lo, hi = int(key.min()), int(key.max()) + 1
+    return lo, hi, key - lo
+
+
+def normalize_index(index, shape: tuple[int, ...]) -> tuple:
+    """One key per axis: an int (drops the axis), a slice, or a 1-d int64 array."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if len(index) > len(shape):
+        raise IndexError(f"too many indices ({len(index)}) for {len(shape)} dimensions")
+    index = index + (slice(None),) * (len(shape) - len(index))
+    keys = []
+    for axis, (key, n) in enumerate(zip(index, shape, strict=True)):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            # indices() gives stop -1 for a reversed slice to the start; as a slice, -1
+            # would mean the last element.
+            keys.append(slice(start, None if stop < 0 else stop, step))
+            continue
+        if not isinstance(key, (bool, np.bool_)):
+            try:
+                i = operator.index(key)
+            except TypeError:
+                pass
+            else:
+                if not -n <= i < n:
+                    raise IndexError(f"index {i} out of range for axis {axis} of size {n}")
+                keys.append(i % n)
+                continue
+        arr = np.asarray(key)
+        if arr.dtype == np.bool_:
+            if arr.shape != (n,):
+                raise IndexError(f"boolean index of shape {arr.shape} for axis {axis} of size {n}")
+            arr = np.flatnonzero(arr)
+        elif arr.size == 0:
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind not in "iu" or arr.ndim != 1:
+            raise IndexError(f"axis {axis}: expected an int, a slice or a 1-d array of ints, "
+                             f"not {key!r}")
+        arr = arr.astype(np.int64).ravel()
+        if arr.size and (arr.min() < -n or arr.max() >= n):
+            raise IndexError(f"index out of range for axis {axis} of size {n}")
+        keys.append(np.where(arr < 0, arr + n, arr))
+    return tuple(keys)
+
+
+def apply_outer(arr, keys: tuple):
+    """Apply one key per axis independently (outer indexing), last axis first so that
+    integer keys, which drop their axis, do not shift the axes still to be indexed."""
+    for axis in range(len(keys) - 1, -1, -1):
+        key = keys[axis]
+        if isinstance(key, slice):
+            if key != slice(0, arr.shape[axis], 1):
+                arr = arr[(slice(None),) * axis + (key,)]
+        elif isinstance(key, int):
+            arr = arr[(slice(None),) * axis + (key,)]
+        else:
+            arr = arr.take(key, axis=axis)
+    return arr

@@ -1,0 +1,1 @@
+"""Bridges from carray to other libraries (xarray, ...); each imports its library lazily."""

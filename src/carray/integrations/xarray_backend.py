@@ -1,0 +1,222 @@
+"""xarray backend for ds files: ``xarray.open_dataset("x.ds")`` and :func:`to_ds`.
+
+Variables stay lazy: each is a :class:`DsBackendArray` that, when indexed, reads just the
+selected part of the file through :func:`carray.formats.ds.read_variable` (outer indexing,
+so xarray hands it slices, ints and index arrays per dimension).
+
+How ds features appear in xarray:
+
+* Masked (``.missing``) numeric variables get a ``_FillValue`` (the variable's own
+  ``_FillValue`` or ``missing_value`` attribute if it has one, NaN for floats, netCDF's
+  default fill value for integers) and masked elements are read as that value, so xarray's usual decoding
+  (``mask_and_scale=True``) turns them into NaN. An integer array that happens to hold
+  the default fill value would be masked there too: the usual NetCDF caveat.
+* Masked bool variables are handed over as int8 with ``_FillValue = -1`` (xarray has no
+  masked bool), so they decode to floats 0/1/NaN.
+* str/unicode variables are object arrays of bytes/str; masked strings are None.
+* Variables without data (``.size: null``) are left out; dataset attributes become
+  ``Dataset.attrs``; names are unescaped (a ds key ``\\.x`` is the variable ``.x``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import numpy as np
+import xarray as xr
+from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
+from xarray.backends.store import StoreBackendEntrypoint
+from xarray.core import indexing
+
+from carray.formats import ds
+from carray.formats._ds_header import MAGIC, NUMERIC_TYPES, default_dims
+
+__all__ = ["DsBackendArray", "DsBackendEntrypoint", "DsDataStore", "to_ds"]
+
+# netCDF's default fill values, so files converted to NetCDF and back look the same.
+_INT_FILLS = {
+    "int8": -127, "int16": -32767, "int32": -2147483647, "int64": -9223372036854775806,
+    "uint8": 255, "uint16": 65535, "uint32": 4294967295, "uint64": 18446744073709551614,
+}
+
+
+class DsBackendArray(BackendArray):
+    """One variable of a ds file, read on indexing. Holds only the path and the name (no
+    open file), so it pickles and can be shipped to dask workers."""
+
+    def __init__(self, path: str, key: str, shape: tuple[int, ...], dtype: np.dtype,
+                 fill=None) -> None:
+        self.path = path
+        self.key = key
+        self.shape = shape
+        self.dtype = dtype
+        self.fill = fill  # value standing for masked elements (None: strings)
+
+    def __getitem__(self, key: indexing.ExplicitIndexer):
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_getitem)
+
+    def _raw_getitem(self, key: tuple) -> np.ndarray:
+        data = ds.read_variable(self.path, self.key, key)
+        if isinstance(data, np.ma.MaskedArray):
+            if data.dtype == np.bool_:
+                data = np.ma.MaskedArray(data.astype(np.int8), mask=np.ma.getmask(data))
+            if data.dtype == object:
+                values = np.array(data.data, dtype=object)
+                values[np.ma.getmaskarray(data)] = None
+                data = values
+            else:
+                data = data.filled(self.fill)
+        return np.asarray(data, dtype=self.dtype)
+
+
+def _variable_spec(key: str, entry: dict) -> tuple[np.dtype, dict, object] | None:
+    """dtype xarray sees, extra attributes, and the fill value, for one header entry."""
+    type_ = entry.get(".type", "float64")
+    order = "<" if entry.get(".endian", "b") == "l" else ">"
+    attrs: dict = {}
+    fill = None
+    if type_ in NUMERIC_TYPES:
+        dtype = NUMERIC_TYPES[type_].newbyteorder(order)
+    elif type_ == "bool":
+        dtype = np.dtype(bool)
+    else:
+        dtype = np.dtype(object)
+    if entry.get(".missing", False):
+        if type_ == "bool":
+            dtype, fill = np.dtype(np.int8), -1
+        elif type_ in NUMERIC_TYPES:
+            fill = entry.get("_FillValue", entry.get("missing_value"))
+            if isinstance(fill, list):  # CF allows several missing values; any one will do
+                fill = fill[0] if fill else None
+            if fill is None:
+                fill = np.nan if type_.startswith("float") else _INT_FILLS[type_]
+        if fill is not None:
+            attrs["_FillValue"] = dtype.type(fill)
+    return dtype, attrs, fill
+
+
+class DsDataStore(AbstractDataStore):
+    """The variables and attributes of one ds file, as xarray's store interface wants."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        self.header = ds.read_header(self.path)
+
+    def get_variables(self) -> dict:
+        out = {}
+        for key, entry in self.header.items():
+            if key.startswith(".") or entry.get(".size", []) is None:
+                continue
+            shape = tuple(entry.get(".size", []))
+            dims = entry.get(".dims")
+            dims = tuple(default_dims(key, len(shape)) if dims is None else dims)
+            dtype, extra, fill = _variable_spec(key, entry)
+            attrs = {k: v for k, v in entry.items() if not k.startswith(".")}
+            attrs.update(extra)
+            data = indexing.LazilyIndexedArray(
+                DsBackendArray(self.path, key, shape, dtype, fill))
+            out[ds.unescape(key)] = xr.Variable(dims, data, attrs)
+        return out
+
+    def get_attrs(self) -> dict:
+        return dict(self.header.get(".", {}))
+
+    def get_dimensions(self) -> dict:
+        sizes = {}
+        for var in self.get_variables().values():
+            sizes.update(zip(var.dims, var.shape, strict=True))
+        return sizes
+
+    def close(self) -> None:
+        pass  # no file stays open: each read opens and closes the file
+
+
+def _is_ds(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except (OSError, TypeError):
+        return False
+
+
+class DsBackendEntrypoint(BackendEntrypoint):
+    """Open ds files with ``xarray.open_dataset(path)`` (or ``engine="carray_ds"``)."""
+
+    description = "ds files (ds-format's native format) through carray"
+    url = "https://github.com/peterkuma/ds-format"
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "mask_and_scale",
+                               "decode_times", "concat_characters", "decode_coords",
+                               "use_cftime", "decode_timedelta")
+
+    def open_dataset(self, filename_or_obj, *, drop_variables: str | Iterable[str] | None = None,
+                     mask_and_scale=True, decode_times=True, concat_characters=True,
+                     decode_coords=True, use_cftime=None, decode_timedelta=None) -> xr.Dataset:
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            raise TypeError("the carray ds backend opens files by path")
+        store = DsDataStore(filename_or_obj)
+        return StoreBackendEntrypoint().open_dataset(
+            store, mask_and_scale=mask_and_scale, decode_times=decode_times,
+            concat_characters=concat_characters, decode_coords=decode_coords,
+            drop_variables=drop_variables, use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta)
+
+    def guess_can_open(self, filename_or_obj) -> bool:
+        """The ``ds-`` magic decides when the file can be read; the suffix otherwise."""
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            return False
+        if os.path.isfile(filename_or_obj):
+            return _is_ds(filename_or_obj)
+        return os.fspath(filename_or_obj).endswith(".ds")
+
+
+def to_ds(dataset: xr.Dataset, path: str | os.PathLike, *, fsync: bool = True) -> None:
+    """Write an xarray Dataset to a ds file.
+
+    Variables are CF-encoded first, as xarray does for NetCDF (datetimes to numbers with
+    ``units``, non-index coordinates listed in a ``coordinates`` attribute), then values
+    equal to a variable's ``_FillValue`` (and None in object arrays) become missing
+    values of ds's mask, and the ``_FillValue`` attribute is dropped.
+
+    Parameters
+    ----------
+    dataset : xarray.Dataset
+        What to write (dask-backed variables are computed).
+    path : str or os.PathLike
+        Destination ``.ds`` file, written atomically.
+    fsync : bool, default True
+        Flush to stable storage before the rename.
+    """
+    from xarray import conventions
+
+    # Where decoding turned fill values into NaN, the NaNs are the missing values. Taken
+    # before encoding because xarray casts NaN to the fill value through float64, which
+    # is not exact for 64-bit integers near their limits.
+    was_masked = {}
+    for name, var in dataset.variables.items():
+        cf = {**var.encoding, **var.attrs}
+        if var.dtype.kind == "f" and ("_FillValue" in cf or "missing_value" in cf):
+            was_masked[name] = np.isnan(np.asarray(var.values))
+    variables, attrs = conventions.encode_dataset_coordinates(dataset)
+    variables, attrs = conventions.cf_encoder(variables, attrs)
+    d: dict = {".": {".": dict(attrs)}}
+    for name, var in variables.items():
+        values = np.asarray(var.values)
+        var_attrs = dict(var.attrs)
+        fill = var_attrs.pop("_FillValue", None)
+        mask = was_masked.get(name, np.zeros(values.shape, bool))
+        if values.dtype == object:
+            mask = np.equal(values, None)
+        elif fill is not None:
+            mask = mask | (np.isnan(values) if values.dtype.kind == "f" and np.isnan(fill)
+                           else values == fill)
+        if mask.any():
+            if values.dtype == object:
+                values = values.copy()
+                values[mask] = ""  # a placeholder: masked values are not written
+            values = np.ma.MaskedArray(values, mask=mask)
+        key = ds.escape(str(name))
+        d[key] = values
+        d["."][key] = {**var_attrs, ".dims": [str(x) for x in var.dims]}
+    ds.write(path, d, fsync=fsync)
