@@ -86,7 +86,7 @@ Dataset = dict
 """A ds dataset: ``{name: data, ..., '.': {name: attrs, ..., '.': dataset attrs}}``."""
 
 __all__ = [
-    "Dataset", "dims", "escape", "merge", "meta", "read", "read_header", "read_variable",
+    "Dataset", "dims", "encode", "escape", "merge", "meta", "read", "read_header", "read_variable",
     "select", "unescape", "variables", "write",
 ]
 
