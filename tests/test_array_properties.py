@@ -196,3 +196,22 @@ def test_toplevel_iterblocks_covers_the_range():
     blocks = list(ca.iterblocks(a, blen=30, start=5, stop=95))
     assert [len(b) for b in blocks] == [30, 30, 30]
     np.testing.assert_array_equal(np.concatenate(blocks), np.arange(5, 95))
+
+
+@pytest.mark.parametrize("where", WHERE)
+@SETTINGS
+@given(n=st.integers(0, 60), chunklen=chunklens, skip=st.integers(0, 70),
+       limit=st.none() | st.integers(0, 70), step=st.integers(1, 4))
+def test_iterators_skip_and_limit_match_numpy(where, n, chunklen, skip, limit, step):
+    data = np.arange(n) * 2 - 5
+    mask = data % 3 == 0
+    stop = None if limit is None else skip + limit
+    with Store(where) as store:
+        a = store.reopen(store.make(data, chunklen))
+        assert list(a.iter(1, None, step, limit=limit, skip=skip)) == \
+            data[1::step][skip:stop].tolist()
+        assert list(a.where(mask, limit=limit, skip=skip)) == data[mask][skip:stop].tolist()
+        flags = store.make(mask, chunklen) if where == "memory" else ca.carray(mask,
+                                                                               chunklen=chunklen)
+        assert list(flags.wheretrue(limit=limit, skip=skip)) == \
+            np.flatnonzero(mask)[skip:stop].tolist()

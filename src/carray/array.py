@@ -12,11 +12,12 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
+from carray.attrs import Attrs
 from carray.codecs import blosc
 from carray.errors import ReadOnlyError, UnsupportedDTypeError
 from carray.grid import RowGrid, calc_chunklen, select
@@ -43,54 +44,6 @@ def _flush_all() -> None:
             arr.flush()
         except Exception:  # noqa: BLE001 - nothing can be reported at exit
             pass
-
-
-class Attrs(MutableMapping):
-    """User attributes of a container: a dict persisted on every change."""
-
-    def __init__(self, layout: Layout, mode: str) -> None:
-        self._layout = layout
-        self._mode = mode
-        self._data: dict | None = None
-
-    def _load(self) -> dict:
-        if self._data is None:
-            self._data = self._layout.load_attrs()
-        return self._data
-
-    def _writable(self) -> None:
-        if self._mode == "r":
-            raise ReadOnlyError("attributes cannot change: opened in mode 'r'")
-
-    def __getitem__(self, key: str) -> Any:
-        return self._load()[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._writable()
-        data = dict(self._load())
-        data[key] = value
-        self._layout.save_attrs(data)
-        self._data = data
-
-    def __delitem__(self, key: str) -> None:
-        self._writable()
-        data = dict(self._load())
-        del data[key]
-        self._layout.save_attrs(data)
-        self._data = data
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-    def getall(self) -> dict:
-        """A copy of every attribute."""
-        return dict(self._load())
-
-    def __repr__(self) -> str:
-        return f"Attrs({self._load()!r})"
 
 
 def _split_dtype(dtype: np.dtype) -> tuple[np.dtype, tuple[int, ...]]:
@@ -482,21 +435,9 @@ class carray:  # noqa: N801 - the bcolz name users know
         if step <= 0:
             raise NotImplementedError("iter needs a positive step")
         rows = range(self._len)[start:stop:step]
-        taken = 0
         blen = max(self._chunklen, 1)
-        for i in range(0, len(rows), blen):
-            block = self._read_range(rows[i:i + blen])
-            if skip:
-                if skip >= len(block):
-                    skip -= len(block)
-                    continue
-                block, skip = block[skip:], 0
-            if limit is not None:
-                block = block[: limit - taken]
-            yield from block
-            taken += len(block)
-            if limit is not None and taken >= limit:
-                return
+        blocks = (self._read_range(rows[i:i + blen]) for i in range(0, len(rows), blen))
+        return _skip_and_limit(blocks, skip, limit)
 
     def iterblocks(self, blen: int | None = None, start: int = 0,
                    stop: int | None = None) -> Iterator[np.ndarray]:
@@ -520,43 +461,21 @@ class carray:  # noqa: N801 - the bcolz name users know
         mask_src = boolarr if isinstance(boolarr, carray) else np.asarray(boolarr)
         if mask_src.dtype != bool:
             raise TypeError("boolarr must be of bool dtype")
-        taken = 0
-        for i in range(0, self._len, self._chunklen):
-            mask = np.asarray(mask_src[i:i + self._chunklen])
-            if not mask.any():
-                continue
-            values = self._read_range(range(i, min(i + self._chunklen, self._len)))[mask]
-            if skip:
-                if skip >= len(values):
-                    skip -= len(values)
-                    continue
-                values, skip = values[skip:], 0
-            if limit is not None:
-                values = values[: limit - taken]
-            yield from values
-            taken += len(values)
-            if limit is not None and taken >= limit:
-                return
+        def blocks() -> Iterator[np.ndarray]:
+            for i in range(0, self._len, self._chunklen):
+                mask = np.asarray(mask_src[i:i + self._chunklen])
+                if mask.any():
+                    yield self._read_range(range(i, min(i + self._chunklen, self._len)))[mask]
+
+        return _skip_and_limit(blocks(), skip, limit)
 
     def wheretrue(self, limit: int | None = None, skip: int = 0) -> Iterator[int]:
         """Iterate over the indices where this (bool) array is true."""
         if self._dtype.kind != "b" or self.ndim != 1:
             raise TypeError("wheretrue needs a 1-d bool carray")
-        taken = 0
-        for i in range(0, self._len, self._chunklen):
-            block = self._read_range(range(i, min(i + self._chunklen, self._len)))
-            idx = np.flatnonzero(block) + i
-            if skip:
-                if skip >= len(idx):
-                    skip -= len(idx)
-                    continue
-                idx, skip = idx[skip:], 0
-            if limit is not None:
-                idx = idx[: limit - taken]
-            yield from idx.tolist()
-            taken += len(idx)
-            if limit is not None and taken >= limit:
-                return
+        blocks = (np.flatnonzero(self._read_range(range(i, min(i + self._chunklen, self._len))))
+                  + i for i in range(0, self._len, self._chunklen))
+        return (int(i) for i in _skip_and_limit(blocks, skip, limit))
 
     def sum(self, dtype: Any = None) -> Any:
         """Sum of all values, computed chunk by chunk."""
@@ -809,6 +728,23 @@ class carray:  # noqa: N801 - the bcolz name users know
         head = np.array2string(self[:3])[:-1]
         tail = np.array2string(self[-3:])[1:]
         return f"{head} ... {tail}"
+
+
+def _skip_and_limit(blocks: Iterable, skip: int, limit: int | None) -> Iterator[Any]:
+    """Items of consecutive blocks, dropping the first ``skip`` and stopping after ``limit``."""
+    taken = 0
+    for block in blocks:
+        if skip:
+            if skip >= len(block):
+                skip -= len(block)
+                continue
+            block, skip = block[skip:], 0
+        if limit is not None:
+            block = block[: limit - taken]
+        yield from block
+        taken += len(block)
+        if limit is not None and taken >= limit:
+            return
 
 
 def _quantize(data: np.ndarray, digits: int) -> np.ndarray:

@@ -1,0 +1,57 @@
+"""User attributes of a container: a dict persisted through its layout."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+from carray.errors import ReadOnlyError
+from carray.layouts.base import Layout
+
+
+class Attrs(MutableMapping):
+    """User attributes of a container: a dict persisted on every change."""
+
+    def __init__(self, layout: Layout, mode: str) -> None:
+        self._layout = layout
+        self._mode = mode
+        self._data: dict | None = None
+
+    def _load(self) -> dict:
+        if self._data is None:
+            self._data = self._layout.load_attrs()
+        return self._data
+
+    def _writable(self) -> None:
+        if self._mode == "r":
+            raise ReadOnlyError("attributes cannot change: opened in mode 'r'")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._load()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._writable()
+        data = dict(self._load())
+        data[key] = value
+        self._layout.save_attrs(data)
+        self._data = data
+
+    def __delitem__(self, key: str) -> None:
+        self._writable()
+        data = dict(self._load())
+        del data[key]
+        self._layout.save_attrs(data)
+        self._data = data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def getall(self) -> dict:
+        """A copy of every attribute."""
+        return dict(self._load())
+
+    def __repr__(self) -> str:
+        return f"Attrs({self._load()!r})"
