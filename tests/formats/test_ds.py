@@ -341,25 +341,6 @@ def test_we_read_what_ds_format_writes(tmp_path):
 
 # -- partial reads read only what they need ---------------------------------------------------
 
-@pytest.fixture
-def count_reads(monkeypatch):
-    """Total bytes read from ds files while the test runs."""
-    total = {"bytes": 0}
-    pread, pread_into = _ds_header.pread, _ds_header.pread_into
-
-    def counting_pread(fd, n, offset):
-        data = pread(fd, n, offset)
-        total["bytes"] += len(data)
-        return data
-
-    def counting_pread_into(fd, buf, offset):
-        n = pread_into(fd, buf, offset)
-        total["bytes"] += n
-        return n
-
-    monkeypatch.setattr(_ds_header, "pread", counting_pread)
-    monkeypatch.setattr(_ds_header, "pread_into", counting_pread_into)
-    return total
 
 
 def test_partial_reads_touch_only_the_needed_bytes(tmp_path, count_reads):

@@ -20,24 +20,6 @@ from carray.integrations.xarray_backend import (  # noqa: E402
 DATA = Path(__file__).parent.parent / "data" / "ds"
 
 
-@pytest.fixture
-def count_reads(monkeypatch):
-    total = {"bytes": 0}
-    pread, pread_into = _ds_header.pread, _ds_header.pread_into
-
-    def counting_pread(fd, n, offset):
-        data = pread(fd, n, offset)
-        total["bytes"] += len(data)
-        return data
-
-    def counting_pread_into(fd, buf, offset):
-        n = pread_into(fd, buf, offset)
-        total["bytes"] += n
-        return n
-
-    monkeypatch.setattr(_ds_header, "pread", counting_pread)
-    monkeypatch.setattr(_ds_header, "pread_into", counting_pread_into)
-    return total
 
 
 def test_open_dataset_finds_the_backend_by_itself():
