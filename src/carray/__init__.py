@@ -8,6 +8,7 @@ from carray.errors import (
     CodecUnavailableError,
     ContainerExistsError,
     ContainerNotFoundError,
+    ExpressionError,
     FormatError,
     ReadOnlyError,
     UnsafeDataError,
@@ -25,15 +26,17 @@ from carray.params import (
     get_nthreads,
     set_nthreads,
 )
-from carray.toplevel import arange, fill, fromiter, iterblocks, ones, open, zeros
+from carray.table import ctable
+from carray.toplevel import arange, eval, fill, fromiter, iterblocks, ones, open, zeros
+from carray.vlstring import StringColumn
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
     "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
-    "ContainerExistsError", "ContainerNotFoundError", "FormatError", "ReadOnlyError",
-    "Shuffle", "UnsafeDataError", "UnsupportedDTypeError",
-    "arange", "carray", "cparams", "ds", "detect_number_of_cores", "fill", "fromiter",
+    "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
+    "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnsupportedDTypeError",
+    "arange", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "iterblocks", "ones", "open", "set_nthreads", "zeros",
 ]

@@ -12,19 +12,21 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from carray._util import human, quantize, skip_and_limit
 from carray.attrs import Attrs
 from carray.codecs import blosc
-from carray.errors import ReadOnlyError, UnsupportedDTypeError
+from carray.errors import FormatError, ReadOnlyError, UnsupportedDTypeError
 from carray.grid import RowGrid, calc_chunklen, select
 from carray.layouts.base import ArrayMeta, Layout
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
+from carray.zonemap import ZoneMap, summarised
 
 _MODES = ("r", "a", "w")
 # Reading this many rows or fewer from one chunk goes row by row (one block each).
@@ -174,8 +176,6 @@ class carray:  # noqa: N801 - the bcolz name users know
 
     def _open(self, rootdir: str, mode: str, allow_pickle: bool, fsync: bool) -> None:
         if not is_bcolz_carray(rootdir):
-            from carray.errors import FormatError
-
             raise FormatError("not a carray directory (no meta/storage)", rootdir)
         layout, meta, cbytes = BcolzLayout.open(rootdir, readonly=(mode == "r"), fsync=fsync,
                                                 allow_pickle=allow_pickle)
@@ -202,6 +202,19 @@ class carray:  # noqa: N801 - the bcolz name users know
         self._cbytes = cbytes
         self._tail = np.zeros((meta.chunklen, *meta.atomshape), dtype=meta.dtype)
         self._attrs = Attrs(layout, self._mode)
+        self._zones = self._load_zones(layout, meta)
+
+    @staticmethod
+    def _load_zones(layout: Layout, meta: ArrayMeta) -> ZoneMap | None:
+        if not summarised(meta.dtype, meta.atomshape):
+            return None
+        stored = layout.load_zonemap()
+        if stored is not None:
+            try:
+                return ZoneMap.from_bytes(stored, meta.dtype, layout.describe())
+            except FormatError:
+                pass  # only a cache: rebuilt as chunks are written or read
+        return ZoneMap(meta.dtype)
 
     def _load_tail(self) -> None:
         """Decode the persisted partial chunk into the tail buffer."""
@@ -217,8 +230,6 @@ class carray:  # noqa: N801 - the bcolz name users know
             rows = header.nbytes // self._rowsize
             blosc.decompress_into(chunk, self._tail[:rows], path)
         else:
-            from carray.errors import FormatError
-
             raise FormatError(
                 f"last chunk holds {header.nbytes} bytes, expected {want}", path)
 
@@ -369,10 +380,11 @@ class carray:  # noqa: N801 - the bcolz name users know
             self._decode_rows(nchunk, start, stop, tmp)
             out[...] = tmp[::step]
 
-    def _read_range(self, rows: range) -> np.ndarray:
+    def _read_range(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
         if rows.step < 0:
             return self._read_range(rows[::-1])[::-1]
-        out = np.empty((len(rows), *self._atomshape), dtype=self._dtype)
+        if out is None:
+            out = np.empty((len(rows), *self._atomshape), dtype=self._dtype)
         if len(rows):
             for s in self._grid.spans(rows.start, rows.stop, rows.step):
                 self._read_span(s.nchunk, s.start, s.stop, s.step,
@@ -437,7 +449,7 @@ class carray:  # noqa: N801 - the bcolz name users know
         rows = range(self._len)[start:stop:step]
         blen = max(self._chunklen, 1)
         blocks = (self._read_range(rows[i:i + blen]) for i in range(0, len(rows), blen))
-        return _skip_and_limit(blocks, skip, limit)
+        return skip_and_limit(blocks, skip, limit)
 
     def iterblocks(self, blen: int | None = None, start: int = 0,
                    stop: int | None = None) -> Iterator[np.ndarray]:
@@ -467,7 +479,7 @@ class carray:  # noqa: N801 - the bcolz name users know
                 if mask.any():
                     yield self._read_range(range(i, min(i + self._chunklen, self._len)))[mask]
 
-        return _skip_and_limit(blocks(), skip, limit)
+        return skip_and_limit(blocks(), skip, limit)
 
     def wheretrue(self, limit: int | None = None, skip: int = 0) -> Iterator[int]:
         """Iterate over the indices where this (bool) array is true."""
@@ -475,7 +487,7 @@ class carray:  # noqa: N801 - the bcolz name users know
             raise TypeError("wheretrue needs a 1-d bool carray")
         blocks = (np.flatnonzero(self._read_range(range(i, min(i + self._chunklen, self._len))))
                   + i for i in range(0, self._len, self._chunklen))
-        return (int(i) for i in _skip_and_limit(blocks, skip, limit))
+        return (int(i) for i in skip_and_limit(blocks, skip, limit))
 
     def sum(self, dtype: Any = None) -> Any:
         """Sum of all values, computed chunk by chunk."""
@@ -496,17 +508,21 @@ class carray:  # noqa: N801 - the bcolz name users know
         if self._objects is not None:
             raise UnsupportedDTypeError("object carrays are read-only")
 
-    def _compress(self, data: np.ndarray) -> bytes:
-        if self._cparams.quantize and self._dtype.kind == "f":
-            data = _quantize(data, self._cparams.quantize)
+    def _compress(self, data: np.ndarray, quantized: bool = False) -> bytes:
+        if self._cparams.quantize and self._dtype.kind == "f" and not quantized:
+            data = quantize(data, self._cparams.quantize)
         if self._layout.blosc1:
             return blosc.compress1(data, self._typesize, self._cparams)
         return blosc.compress2(data, self._typesize, self._cparams)
 
     def _store_chunk(self, nchunk: int, data: np.ndarray) -> None:
-        self._cbytes += self._layout.write_chunk(nchunk, self._compress(data))
+        if self._cparams.quantize and self._dtype.kind == "f":
+            data = quantize(data, self._cparams.quantize)
+        self._cbytes += self._layout.write_chunk(nchunk, self._compress(data, quantized=True))
         if self._cache is not None and self._cache[0] == nchunk:
             self._cache = None
+        if self._zones is not None:
+            self._zones.update(nchunk, data, self._layout.chunk_stamp(nchunk))
 
     def _mark_dirty(self) -> None:
         self._tail_dirty = True
@@ -627,6 +643,8 @@ class carray:  # noqa: N801 - the bcolz name users know
             chunk = self._compress(np.ascontiguousarray(full))
             for _ in range(nchunks):  # one compressed chunk, written many times
                 self._cbytes += self._layout.write_chunk(self._nfull, chunk)
+                if self._zones is not None:
+                    self._zones.update(self._nfull, full[:1], self._layout.chunk_stamp(self._nfull))
                 self._nfull += 1
                 self._len += cl
         if nitems > self._len:
@@ -647,6 +665,8 @@ class carray:  # noqa: N801 - the bcolz name users know
             # leaves a readable array (readers ignore files past the length).
             self.flush()
             self._cbytes += self._layout.drop_chunks(new_full + keep)
+            if self._zones is not None:
+                self._zones.truncate(new_full)
         else:
             self._len = nitems
             self._mark_dirty()
@@ -665,6 +685,10 @@ class carray:  # noqa: N801 - the bcolz name users know
             self._cbytes += self._layout.write_chunk(self._nfull, self._compress(
                 self._tail[: self._nleft]))
         self._tail_dirty = False
+        if self._zones is not None and self._zones.dirty:
+            self._zones.truncate(self._nfull)
+            self._layout.save_zonemap(self._zones.to_bytes())
+            self._zones.dirty = False
         self._layout.commit(self._meta(), self._cbytes)
         _unflushed.discard(self)
 
@@ -691,6 +715,31 @@ class carray:  # noqa: N801 - the bcolz name users know
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
 
+    def _clip(self, nitems: int) -> None:
+        """Hide rows past ``nitems`` without writing anything (read-only table views)."""
+        if nitems >= self._len:
+            return
+        self._len, self._nfull, self._cache = nitems, nitems // self._chunklen, None
+        if self._nleft:
+            self._load_tail()
+
+    def _zone_map(self) -> ZoneMap | None:
+        """The chunk summaries, with entries whose chunk file changed since dropped."""
+        if self._zones is None:
+            return None
+        self._zones.validate(0, self._nfull, self._layout.chunk_stamp)
+        self._zones.truncate(self._nfull)
+        return self._zones
+
+    def _learn_zone(self, nchunk: int, data: np.ndarray) -> None:
+        """Summarise a full chunk decoded for another reason (kept in memory; saved on flush)."""
+        if self._zones is not None and nchunk < self._nfull:
+            self._zones.update(nchunk, data, self._layout.chunk_stamp(nchunk))
+            if self._mode == "r" or self._layout.in_memory:
+                self._zones.dirty = False
+            else:
+                _unflushed.add(self)
+
     def free_cachemem(self) -> None:
         """Drop the decoded-chunk cache."""
         self._cache = None
@@ -716,7 +765,7 @@ class carray:  # noqa: N801 - the bcolz name users know
         where = f"\n  rootdir := {self._rootdir!r}\n  mode    := {self._mode!r}" \
             if self._rootdir else ""
         return (f"carray({self.shape}, {self._dtype})\n"
-                f"  nbytes := {_human(self.nbytes)}; cbytes := {_human(self.cbytes)}; "
+                f"  nbytes := {human(self.nbytes)}; cbytes := {human(self.cbytes)}; "
                 f"ratio: {self.cratio:.2f}\n"
                 f"  cparams := {self._cparams!r}\n"
                 f"  chunklen := {self._chunklen}; chunksize: {self._chunklen * self._rowsize}"
@@ -728,35 +777,3 @@ class carray:  # noqa: N801 - the bcolz name users know
         head = np.array2string(self[:3])[:-1]
         tail = np.array2string(self[-3:])[1:]
         return f"{head} ... {tail}"
-
-
-def _skip_and_limit(blocks: Iterable, skip: int, limit: int | None) -> Iterator[Any]:
-    """Items of consecutive blocks, dropping the first ``skip`` and stopping after ``limit``."""
-    taken = 0
-    for block in blocks:
-        if skip:
-            if skip >= len(block):
-                skip -= len(block)
-                continue
-            block, skip = block[skip:], 0
-        if limit is not None:
-            block = block[: limit - taken]
-        yield from block
-        taken += len(block)
-        if limit is not None and taken >= limit:
-            return
-
-
-def _quantize(data: np.ndarray, digits: int) -> np.ndarray:
-    """Keep ``digits`` significant decimal digits (bcolz's lossy quantize)."""
-    exp = np.ceil(np.log2(10.0 ** digits))
-    scale = 2.0 ** exp
-    return (np.around(scale * data) / scale).astype(data.dtype)
-
-
-def _human(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.2f} {unit}" if unit != "bytes" else f"{int(n)} bytes"
-        n /= 1024
-    return str(n)  # pragma: no cover

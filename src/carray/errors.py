@@ -42,6 +42,10 @@ class CodecUnavailableError(CodecError):
     """The buffer uses a codec this build cannot decode (e.g. Snappy)."""
 
 
+class ExpressionError(CArrayError, ValueError):
+    """A query expression cannot be parsed, or names something unknown."""
+
+
 class ReadOnlyError(CArrayError, PermissionError):
     """A write was attempted on something opened read-only."""
 
@@ -69,6 +73,7 @@ __all__ = [
     "CodecUnavailableError",
     "ContainerExistsError",
     "ContainerNotFoundError",
+    "ExpressionError",
     "FormatError",
     "ReadOnlyError",
     "UnsafeDataError",

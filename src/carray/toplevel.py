@@ -68,9 +68,14 @@ def arange(start: Any = None, stop: Any = None, step: Any = None, dtype: Any = N
     return a
 
 
-def fromiter(iterable: Iterable, dtype: Any, count: int = -1, **kwargs: Any) -> carray:
-    """A carray from an iterable, read ``count`` items at a time (-1: until exhausted)."""
+def fromiter(iterable: Iterable, dtype: Any, count: int = -1, **kwargs: Any) -> Any:
+    """A carray from an iterable, read ``count`` items at a time (-1: until exhausted).
+
+    A structured ``dtype`` makes a ctable with one column per field.
+    """
     dt = np.dtype(dtype)
+    if dt.names:
+        return _table_fromiter(iterable, dt, count, kwargs)
     if count is not None and count >= 0:
         kwargs.setdefault("expectedlen", count)
     a = carray(np.empty(0, dtype=dt), **kwargs)
@@ -91,22 +96,97 @@ def fromiter(iterable: Iterable, dtype: Any, count: int = -1, **kwargs: Any) -> 
     return a
 
 
+def _table_fromiter(iterable: Iterable, dt: np.dtype, count: int, kwargs: dict) -> Any:
+    from carray.table import ctable
+
+    if count is not None and count >= 0:
+        kwargs.setdefault("expectedlen", count)
+        iterable = itertools.islice(iterable, count)
+    t = ctable(np.empty(0, dtype=dt), **kwargs)
+    blen = min(c.chunklen for c in t.cols.values()) if t.names else 1024
+    it = iter(iterable)
+    n = 0
+    while True:
+        block = list(itertools.islice(it, blen))
+        if not block:
+            break
+        t.append(np.array(block, dtype=dt))
+        n += len(block)
+    if count is not None and count >= 0 and n < count:
+        raise ValueError(f"iterable too short: {count - n} items missing of {count}")
+    t.flush()
+    return t
+
+
+def eval(expression: str, user_dict: dict | None = None, vm: str | None = None,  # noqa: A001
+         out_flavor: str = "carray", blen: int | None = None, **kwargs: Any) -> Any:
+    """Evaluate an expression over carrays, arrays and scalars, block by block.
+
+    Names are looked up in ``user_dict``, then in the caller's variables (as
+    bcolz does).  Operands must have equal lengths; only one block of each is
+    decoded at a time.
+
+    Parameters
+    ----------
+    expression : str
+        numexpr syntax, e.g. ``"a * 2 + sin(b)"`` or ``"(x < 0.1) & (y > 0.5)"``.
+    vm : {None, 'numexpr', 'python'}
+        The evaluator (default numexpr when installed).
+    out_flavor : {'carray', 'numpy'}
+        The result's type; other keyword arguments go to the result carray.
+    """
+    from carray.query import BlockEvaluator, caller_scope
+
+    scope = caller_scope(1)
+    scope.update(user_dict or {})
+    ev = BlockEvaluator(expression, {}, scope, vm=vm, blen=blen, prune=False)
+    return collect_result(ev, out_flavor, kwargs)
+
+
+def collect_result(ev: Any, out_flavor: str, kwargs: dict) -> Any:
+    """Gather the blocks of an evaluation into a carray or a numpy array."""
+    if out_flavor not in ("carray", "bcolz", "numpy"):
+        raise ValueError(f"out_flavor must be 'carray' or 'numpy', got {out_flavor!r}")
+    if ev.length is None:
+        value = ev.constant()
+        return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+    out: Any = None
+    parts = []
+    for _, _, result, _ in ev.blocks():
+        if out_flavor == "numpy":
+            parts.append(np.array(result))
+            continue
+        if out is None:
+            kwargs.setdefault("expectedlen", ev.length)
+            out = carray(np.empty((0, *result.shape[1:]), dtype=result.dtype), **kwargs)
+        out.append(result)
+    if out_flavor == "numpy":
+        return np.concatenate(parts) if parts else np.empty(0)
+    if out is None:
+        out = carray(np.empty(0), **kwargs)
+    out.flush()
+    return out
+
+
 def iterblocks(cobj: carray, blen: int | None = None, start: int = 0,
                stop: int | None = None) -> Iterator[np.ndarray]:
     """Iterate over ``cobj`` in blocks of ``blen`` rows (bcolz's top-level form)."""
     return cobj.iterblocks(blen, start, stop)
 
 
-def open(rootdir: str | os.PathLike, mode: str = "a", **kwargs: Any) -> carray:  # noqa: A001
-    """Open a dataset on disk; the layout is told by what is on disk."""
+def open(rootdir: str | os.PathLike, mode: str = "a", **kwargs: Any) -> Any:  # noqa: A001
+    """Open a dataset on disk (a carray or a ctable); the layout is told by what is on disk."""
     rootdir = os.fspath(rootdir)
     if not os.path.exists(rootdir):
         raise ContainerNotFoundError(f"{rootdir}: no such dataset")
     if os.path.isfile(os.path.join(rootdir, "__rootdirs__")):
-        raise FormatError("is a table (ctable); tables are not supported yet", rootdir)
+        from carray.table import ctable
+
+        return ctable(rootdir=rootdir, mode=mode, **kwargs)
     if os.path.isfile(os.path.join(rootdir, "meta", "storage")):
         return carray(rootdir=rootdir, mode=mode, **kwargs)
     raise FormatError("not a carray dataset (no meta/storage)", rootdir)
 
 
-__all__ = ["arange", "calc_chunklen", "fill", "fromiter", "iterblocks", "ones", "open", "zeros"]
+__all__ = ["arange", "calc_chunklen", "eval", "fill", "fromiter", "iterblocks", "ones", "open",
+           "zeros"]

@@ -6,7 +6,7 @@ import argparse
 import json
 
 import carray
-from carray.array import _human
+from carray._util import human as _human
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -85,6 +85,17 @@ class Layout(abc.ABC):
     def save_attrs(self, attrs: dict) -> None:  # noqa: B027 - optional
         """Persist user attributes (no-op in memory)."""
 
+    def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
+        """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
+        return None
+
+    def load_zonemap(self) -> bytes | None:
+        """The persisted chunk summaries (see :mod:`carray.zonemap`), if any."""
+        return None
+
+    def save_zonemap(self, data: bytes) -> None:  # noqa: B027 - optional
+        """Persist the chunk summaries (no-op in memory)."""
+
     def close(self) -> None:  # noqa: B027 - optional
         """Release file handles and caches."""
 

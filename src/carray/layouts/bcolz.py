@@ -46,6 +46,8 @@ from carray.params import CNAMES, CParams
 
 DATA_DIR, META_DIR = "data", "meta"
 SIZES_FILE, STORAGE_FILE, ATTRS_FILE = "sizes", "storage", "__attrs__"
+# Our chunk summaries, beside bcolz's own metadata (bcolz ignores the file).
+ZONEMAP_FILE = "zonemap.npy"
 CHUNK_HEADER = struct.Struct("<4sB3xq")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 16
 _OPEN_CHUNKS = 64
@@ -340,6 +342,26 @@ class BcolzLayout(Layout):
                  "cbytes": int(cbytes)}
         atomic_write(os.path.join(self.rootdir, META_DIR, SIZES_FILE), _dumps(sizes),
                      fsync=self.fsync)
+
+    def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self._path(nchunk))
+        except FileNotFoundError:
+            return (-1, -1)
+        # Size plus a mix of inode and times: a rewrite by any writer changes it.
+        mix = hash((st.st_ino, st.st_mtime_ns, st.st_ctime_ns)) & 0x7FFFFFFFFFFFFFFF
+        return (st.st_size, mix)
+
+    def load_zonemap(self) -> bytes | None:
+        try:
+            with open(os.path.join(self.rootdir, META_DIR, ZONEMAP_FILE), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def save_zonemap(self, data: bytes) -> None:
+        # Not fsynced: it is a cache, checked against the chunk files when loaded.
+        atomic_write(os.path.join(self.rootdir, META_DIR, ZONEMAP_FILE), data, fsync=False)
 
     def load_attrs(self) -> dict:
         path = os.path.join(self.rootdir, ATTRS_FILE)

@@ -1,0 +1,746 @@
+"""``ctable``: equal-length columns, each a carray (or a variable-length string column).
+
+On disk a table is a bcolz 1.x table directory: one column directory directly
+under the root, ``__rootdirs__`` (``{"names": [...]}``, the column order) and
+the table's ``__attrs__``.  ``__rootdirs__`` is written last when a table is
+made and rewritten atomically on ``addcol``/``delcol``, so a reader sees the old
+or the new set of columns, never a half-built one.
+
+Columns are flushed one after another, so a crash in between can leave them
+with different lengths.  The table's length is therefore the shortest
+column's: a reader never sees rows that did not reach every column, and a
+table opened for writing cuts the longer columns back first.
+
+Queries (``where``, ``eval``, string keys) live in :mod:`carray.query`;
+conversions to and from pandas and Arrow in :mod:`carray.tables_interop`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import keyword
+import os
+import shutil
+from collections import namedtuple
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from carray._fileio import atomic_write
+from carray._util import human, skip_and_limit
+from carray.array import carray
+from carray.attrs import Attrs
+from carray.errors import (
+    ContainerExistsError,
+    ContainerNotFoundError,
+    FormatError,
+    ReadOnlyError,
+)
+from carray.grid import select
+from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray, read_json
+from carray.layouts.memory import MemoryLayout
+from carray.params import CParams
+from carray.query import BlockEvaluator, Expression, caller_scope
+from carray.vlstring import StringColumn, is_string_column, wants_string_column
+
+ROOTDIRS = "__rootdirs__"
+_RESERVED = {ROOTDIRS, "__attrs__"}
+_MODES = ("r", "a", "w")
+
+
+def is_ctable(path: str | os.PathLike) -> bool:
+    return os.path.isfile(os.path.join(path, ROOTDIRS))
+
+
+def check_name(name: Any) -> str:
+    """A column name that is safe as a directory name under the table's root."""
+    if not isinstance(name, str):
+        raise TypeError(f"column names must be str, got {name!r}")
+    if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or name in _RESERVED \
+            or (os.altsep and os.altsep in name):
+        raise ValueError(f"column name {name!r} is not allowed: names become directory names, "
+                         "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
+                         "or NUL")
+    return name
+
+
+def _field_dtype(col: Any) -> Any:
+    """The dtype of a column's values inside a row record."""
+    if isinstance(col, StringColumn):
+        return np.dtype(object)
+    return (col.dtype, col.shape[1:]) if col.ndim > 1 else col.dtype
+
+
+class Cols(Mapping):
+    """The columns of a table by name, in order (``t.cols['x']``)."""
+
+    def __init__(self, table: ctable) -> None:
+        self._table = table
+
+    def __getitem__(self, name: str) -> Any:
+        return self._table._cols[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table._cols)
+
+    def __len__(self) -> int:
+        return len(self._table._cols)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._table._cols)
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{n} : {c.dtype} ({len(c)} rows)"
+                         for n, c in self._table._cols.items())
+
+
+class ctable:  # noqa: N801 - the bcolz name users know
+    """A table of equal-length compressed columns, in memory or on disk.
+
+    Parameters
+    ----------
+    columns : optional
+        A list of columns (arrays, carrays, lists), a structured array, a dict of
+        columns, a pandas DataFrame, a pyarrow Table or another ctable.  Without
+        it, open ``rootdir`` (or start with no columns).
+    names : list of str, optional
+        Column names (default: the source's, else ``f0, f1, ...``).
+    cparams, expectedlen, chunklen, fsync
+        As for :class:`carray`, applied to every new column.
+    rootdir : str or path, optional
+        Table directory (bcolz 1.x layout); ``None`` keeps the table in memory.
+    mode : {'a', 'r', 'w'}, optional
+        Default: 'a' for an existing ``rootdir``, else 'w' ('r' never writes).
+    auto_flush : bool
+        Flush every column after appends and column changes (on disk).
+    """
+
+    def __init__(self, columns: Any = None, names: list[str] | None = None, *,
+                 cparams: CParams | dict | None = None, expectedlen: int | None = None,
+                 chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
+                 mode: str | None = None, auto_flush: bool = True, fsync: bool = True) -> None:
+        self._rootdir = os.fspath(rootdir) if rootdir is not None else None
+        exists = self._rootdir is not None and os.path.exists(self._rootdir)
+        mode = mode or ("a" if exists else "w")
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        self._mode, self._auto_flush, self._fsync = mode, auto_flush, fsync
+        self._new_kwargs = dict(cparams=CParams.coerce(cparams), expectedlen=expectedlen,
+                                chunklen=chunklen)
+        self._cols: dict[str, Any] = {}
+        if exists and columns is None:
+            if mode == "w":
+                raise ValueError(f"{self._rootdir}: mode 'w' replaces a table, so it needs "
+                                 "columns")
+            self._open()
+            return
+        if mode == "r":
+            raise ContainerNotFoundError(f"{self._rootdir}: no such table") if \
+                self._rootdir else ValueError("mode 'r' needs an existing rootdir")
+        if exists and mode == "a":
+            raise ContainerExistsError(f"{self._rootdir}: already exists; open it without "
+                                       "columns, or pass mode='w' to replace it")
+        self._create(columns, names)
+
+    # -- construction ---------------------------------------------------------------------
+
+    def _create(self, columns: Any, names: list[str] | None) -> None:
+        from carray.tables_interop import normalise_columns
+
+        pairs = normalise_columns(columns, names)
+        lengths = {len(values) for _, values in pairs}
+        if len(lengths) > 1:
+            raise ValueError(f"columns have different lengths: {sorted(lengths)}")
+        if self._rootdir is not None:
+            if os.path.exists(self._rootdir):  # mode 'w'
+                shutil.rmtree(self._rootdir) if os.path.isdir(self._rootdir) else \
+                    os.unlink(self._rootdir)
+            os.makedirs(self._rootdir)
+        for name, values in pairs:
+            self._cols[name] = self._new_column(name, values)
+        self._attrs = Attrs(self._attrs_layout(), self._mode)
+        if self._rootdir is not None:
+            self._attrs_layout().save_attrs({})
+            self._write_names()  # last: the table exists from here on
+        self._len = lengths.pop() if lengths else 0
+
+    def _new_column(self, name: str, values: Any, **kwargs: Any) -> Any:
+        path = os.path.join(self._rootdir, name) if self._rootdir is not None else None
+        args = {**self._new_kwargs, **kwargs}
+        if wants_string_column(values):
+            col = StringColumn(values, rootdir=path, mode="w", cparams=args["cparams"],
+                               expectedlen=args["expectedlen"], fsync=self._fsync)
+        else:
+            col = carray(values, rootdir=path, mode="w", fsync=self._fsync, **args)
+        return col
+
+    def _attrs_layout(self):
+        if self._rootdir is None:
+            if not hasattr(self, "_memory_attrs"):
+                self._memory_attrs = MemoryLayout()
+            return self._memory_attrs
+        return BcolzLayout(self._rootdir, readonly=self._mode == "r", fsync=self._fsync)
+
+    def _write_names(self) -> None:
+        data = (json.dumps({"names": list(self._cols)}, ensure_ascii=True) + "\n").encode()
+        atomic_write(os.path.join(self._rootdir, ROOTDIRS), data, fsync=self._fsync)
+
+    def _open(self) -> None:
+        root = self._rootdir
+        if not is_ctable(root):
+            raise FormatError(f"not a table directory (no {ROOTDIRS})", root)
+        meta = read_json(os.path.join(root, ROOTDIRS), ROOTDIRS)
+        names = meta.get("names") if isinstance(meta, dict) else None
+        if not isinstance(names, list) or len(set(map(str, names))) != len(names):
+            raise FormatError("must hold {\"names\": [unique column names]}",
+                              os.path.join(root, ROOTDIRS))
+        colmode = "r" if self._mode == "r" else "a"
+        for name in names:
+            try:
+                check_name(name)
+            except (TypeError, ValueError) as exc:
+                raise FormatError(f"bad column name: {exc}", os.path.join(root, ROOTDIRS)) \
+                    from None
+            path = os.path.join(root, name)
+            if is_string_column(path):
+                self._cols[name] = StringColumn(rootdir=path, mode=colmode, fsync=self._fsync)
+            elif is_bcolz_carray(path):
+                self._cols[name] = carray(rootdir=path, mode=colmode, fsync=self._fsync)
+            else:
+                raise FormatError(f"column {name!r} has no carray directory", path)
+        self._attrs = Attrs(self._attrs_layout(), self._mode)
+        lengths = [len(c) for c in self._cols.values()]
+        self._len = min(lengths) if lengths else 0
+        if any(n != self._len for n in lengths):
+            # Rows that did not reach every column (an interrupted append).
+            for col in self._cols.values():
+                if len(col) > self._len:
+                    if self._mode == "r":
+                        _clip(col, self._len)
+                    else:
+                        col.resize(self._len)
+
+    @classmethod
+    def _view(cls, cols: dict[str, Any], length: int) -> ctable:
+        """A table over existing column objects (no copy)."""
+        t = cls.__new__(cls)
+        t._rootdir, t._mode, t._auto_flush, t._fsync = None, "a", False, True
+        t._new_kwargs = dict(cparams=CParams(), expectedlen=None, chunklen=None)
+        t._cols, t._len = dict(cols), length
+        t._attrs = Attrs(t._attrs_layout(), "a")
+        return t
+
+    fromdataframe = staticmethod(lambda df, **kwargs: _interop().fromdataframe(df, **kwargs))
+    from_arrow = staticmethod(lambda table, **kwargs: _interop().from_arrow(table, **kwargs))
+
+    def todataframe(self, columns: list[str] | None = None, orient: str = "columns",
+                    strings: str = "object"):
+        """A pandas DataFrame, built column by column (see :mod:`carray.tables_interop`)."""
+        return _interop().todataframe(self, columns, orient, strings)
+
+    def to_arrow(self, columns: list[str] | None = None):
+        """A pyarrow Table, built column by column; string columns without a copy per row."""
+        return _interop().to_arrow(self, columns)
+
+    # -- properties -----------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._cols)
+
+    @property
+    def cols(self) -> Cols:
+        return Cols(self)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The row dtype (variable-length string columns appear as ``object``)."""
+        return np.dtype([(n, _field_dtype(c)) for n, c in self._cols.items()])
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self._len,)
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    @property
+    def len(self) -> int:
+        return self._len
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def size(self) -> int:
+        return self._len * len(self._cols)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self._cols.values())
+
+    @property
+    def cbytes(self) -> int:
+        return sum(c.cbytes for c in self._cols.values())
+
+    @property
+    def cparams(self) -> CParams:
+        return self._new_kwargs["cparams"]
+
+    @property
+    def attrs(self) -> Attrs:
+        return self._attrs
+
+    @property
+    def rootdir(self) -> str | None:
+        return self._rootdir
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def auto_flush(self) -> bool:
+        return self._auto_flush
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _outcols(self, outcols: Any) -> list[str]:
+        if outcols is None:
+            return self.names
+        if isinstance(outcols, str):
+            outcols = outcols.replace(",", " ").split()
+        names = list(outcols)
+        for name in names:
+            if name not in self._cols and name != "nrow__":
+                raise KeyError(f"no column {name!r} (columns: {self.names})")
+        return names
+
+    def _records(self, key: Any, names: list[str]) -> Any:
+        """Rows ``key`` of columns ``names`` as a structured array (or one record)."""
+        dtype = np.dtype([(n, _field_dtype(self._cols[n])) for n in names])
+        sel = select(key, self.shape)
+        if isinstance(sel.rows, int):
+            out = np.empty(1, dtype=dtype)
+            for n in names:
+                out[n][0] = _read(self._cols[n], range(sel.rows, sel.rows + 1))[0]
+            return out[0]
+        nrows = len(sel.rows)
+        out = np.empty(nrows, dtype=dtype)
+        for n in names:
+            out[n] = _read(self._cols[n], sel.rows)
+        return out if sel.post is None else out[sel.post]
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            if key in self._cols:
+                return self._cols[key]
+            return self.fetchwhere(key, out_flavor="numpy", _depth=1)
+        if isinstance(key, (list, tuple)) and key and all(isinstance(k, str) for k in key):
+            return ctable._view({k: self._cols[k] for k in self._outcols(key)}, self._len)
+        if isinstance(key, carray):
+            key = key[:]
+        return self._records(key, self.names)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self[:]
+        return out if dtype is None else out.astype(dtype)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.iter()
+
+    def iter(self, start: int = 0, stop: int | None = None, step: int = 1,
+             outcols: Any = None, limit: int | None = None, skip: int = 0,
+             out_flavor: Any = namedtuple) -> Iterator[Any]:
+        """Rows ``start:stop:step`` as namedtuples (``out_flavor=tuple`` for tuples)."""
+        names = self._outcols(outcols)
+        rows = range(self._len)[start:stop:step]
+        blen = max(min((c.chunklen for c in self._cols.values()), default=1024), 1)
+
+        def blocks() -> Iterator[list]:
+            for i in range(0, len(rows), blen):
+                part = rows[i:i + blen]
+                values = [list(part) if n == "nrow__" else _read(self._cols[n], part).tolist()
+                          for n in names]
+                yield list(zip(*values, strict=True)) if values else [()] * len(part)
+
+        return _as_rows(skip_and_limit(blocks(), skip, limit), names, out_flavor)
+
+    def iterblocks(self, blen: int | None = None, start: int = 0, stop: int | None = None,
+                   outcols: Any = None) -> Iterator[np.ndarray]:
+        """Consecutive blocks of ``blen`` rows as structured arrays."""
+        names = self._outcols(outcols)
+        blen = blen or min((c.chunklen for c in self._cols.values()), default=1024)
+        rows = range(self._len)[start:stop]
+        for i in range(0, len(rows), blen):
+            part = rows[i:i + blen]
+            yield self._records(slice(part.start, part.stop), [n for n in names
+                                                                if n != "nrow__"])
+
+    # -- queries --------------------------------------------------------------------------
+
+    def _evaluator(self, expression: str, user_dict: Mapping | None, vm: str | None,
+                   depth: int, blen: int | None = None, prune: bool = True) -> BlockEvaluator:
+        expr = Expression.parse(expression)
+        scope = {}
+        if any(n not in self._cols for n in expr.names):
+            scope = caller_scope(depth + 1)
+            scope.update(user_dict or {})
+        ev = BlockEvaluator(expr, self._cols, scope, vm=vm, blen=blen, prune=prune)
+        if ev.length is not None and ev.length != self._len:
+            raise ValueError(f"operands of {expression!r} have {ev.length} rows, the table "
+                             f"{self._len}")
+        ev.length = self._len
+        return ev
+
+    def _matches(self, ev: BlockEvaluator, names: list[str], skip: int,
+                 limit: int | None) -> Iterator[dict[str, np.ndarray]]:
+        """Blocks of matching rows: column name -> values (copies)."""
+        taken = 0
+        for lo, hi, result, env in ev.blocks():
+            if result.dtype != np.bool_:
+                raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
+            idx = np.flatnonzero(result)
+            if skip:
+                if skip >= len(idx):
+                    skip -= len(idx)
+                    continue
+                idx, skip = idx[skip:], 0
+            if limit is not None:
+                idx = idx[:limit - taken]
+            if len(idx) == 0:
+                continue
+            block = {}
+            for n in names:
+                if n == "nrow__":
+                    block[n] = idx + lo
+                elif n in env and isinstance(env[n], np.ndarray) and n in ev.columns:
+                    block[n] = env[n][idx]
+                else:
+                    block[n] = _read(self._cols[n], _rows_of(idx, lo, hi))
+            yield block
+            taken += len(idx)
+            if limit is not None and taken >= limit:
+                return
+
+    def where(self, expression: str, outcols: Any = None, limit: int | None = None,
+              skip: int = 0, out_flavor: Any = namedtuple, user_dict: Mapping | None = None,
+              vm: str | None = None, prune: bool = True) -> Iterator[Any]:
+        """Iterate over the rows where ``expression`` is true, as namedtuples.
+
+        ``outcols`` picks and orders the columns (``'nrow__'`` is the row number).
+        Only the columns the expression names are decoded for blocks that may
+        match; the others only for blocks with matches.
+        """
+        names = self._outcols(outcols)
+        ev = self._evaluator(expression, user_dict, vm, 1, prune=prune)
+        rows = itertools.chain.from_iterable(
+            zip(*(b[n].tolist() for n in names), strict=True)
+            for b in self._matches(ev, names, skip, limit))
+        return _as_rows(rows, names, out_flavor)
+
+    def whereblocks(self, expression: str, blen: int | None = None, outcols: Any = None,
+                    limit: int | None = None, skip: int = 0, user_dict: Mapping | None = None,
+                    vm: str | None = None, prune: bool = True) -> Iterator[np.ndarray]:
+        """Structured arrays of up to ``blen`` matching rows each."""
+        names = self._outcols(outcols)
+        ev = self._evaluator(expression, user_dict, vm, 1, prune=prune)
+        blen = blen or ev.blen
+        dtype = self._result_dtype(names)
+        pending: list[np.ndarray] = []
+        npending = 0
+        for block in self._matches(ev, names, skip, limit):
+            n = len(next(iter(block.values())))
+            arr = np.empty(n, dtype=dtype)
+            for name in names:
+                arr[name] = block[name]
+            pending.append(arr)
+            npending += n
+            while npending >= blen:
+                merged = np.concatenate(pending)
+                yield merged[:blen]
+                pending, npending = [merged[blen:]], npending - blen
+        if npending:
+            yield np.concatenate(pending)
+
+    def _result_dtype(self, names: list[str]) -> np.dtype:
+        return np.dtype([(n, np.int64) if n == "nrow__" else (n, _field_dtype(self._cols[n]))
+                         for n in names])
+
+    def fetchwhere(self, expression: str, outcols: Any = None, limit: int | None = None,
+                   skip: int = 0, out_flavor: str = "numpy", user_dict: Mapping | None = None,
+                   vm: str | None = None, prune: bool = True, _depth: int = 0,
+                   **kwargs: Any) -> Any:
+        """All matching rows at once: a structured array, or a ctable (``out_flavor='ctable'``)."""
+        names = self._outcols(outcols)
+        ev = self._evaluator(expression, user_dict, vm, 1 + _depth, prune=prune)
+        parts: dict[str, list] = {n: [] for n in names}
+        for block in self._matches(ev, names, skip, limit):
+            for n in names:
+                parts[n].append(block[n])
+        columns = {n: (np.concatenate(parts[n]) if parts[n] else
+                       np.empty(0, dtype=self._result_dtype([n])[n])) for n in names}
+        if out_flavor in ("ctable", "bcolz", "carray"):
+            return ctable(columns, **kwargs)
+        if out_flavor != "numpy":
+            raise ValueError(f"out_flavor must be 'numpy' or 'ctable', got {out_flavor!r}")
+        out = np.empty(len(next(iter(columns.values()))) if columns else 0,
+                       dtype=self._result_dtype(names))
+        for n in names:
+            out[n] = columns[n]
+        return out
+
+    def eval(self, expression: str, user_dict: Mapping | None = None, vm: str | None = None,
+             out_flavor: str = "carray", blen: int | None = None, **kwargs: Any) -> Any:
+        """Evaluate ``expression`` over the columns (and caller variables), block by block."""
+        from carray.toplevel import collect_result
+
+        ev = self._evaluator(expression, user_dict, vm, 1, blen=blen, prune=False)
+        return collect_result(ev, out_flavor, kwargs)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self._mode == "r":
+            raise ReadOnlyError(f"{self._rootdir or 'ctable'}: opened in mode 'r'")
+
+    def _conform(self, values: Any) -> dict[str, Any]:
+        """Incoming rows as one converted array per column, all checked before any write."""
+        from carray.tables_interop import normalise_rows
+
+        cols = normalise_rows(values, self.names)
+        out, lengths = {}, set()
+        for name, col in self._cols.items():
+            v = cols[name]
+            if isinstance(col, StringColumn):
+                v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
+            else:
+                v = np.asarray(v, dtype=col.dtype)
+                if v.shape == col.shape[1:]:
+                    v = v.reshape((1, *v.shape))
+                if v.shape[1:] != col.shape[1:]:
+                    raise ValueError(f"column {name!r}: rows of shape {v.shape[1:]}, expected "
+                                     f"{col.shape[1:]}")
+            out[name] = v
+            lengths.add(len(v))
+        if len(lengths) > 1:
+            raise ValueError(f"appended columns have different lengths: {sorted(lengths)}")
+        return out
+
+    def append(self, rows: Any) -> None:
+        """Append rows: a structured array or record, a list of columns (arrays or scalars),
+        a dict of columns, a DataFrame, an Arrow table or another ctable."""
+        self._writable()
+        cols = self._conform(rows)
+        n = len(next(iter(cols.values()))) if cols else 0
+        if n == 0:
+            return
+        old = self._len
+        try:
+            for name, col in self._cols.items():
+                col.append(cols[name])
+        except BaseException:
+            self._cut_back(old)
+            raise
+        self._len = old + n
+        if self._auto_flush:
+            self.flush()
+
+    def _cut_back(self, length: int) -> None:
+        for col in self._cols.values():
+            if len(col) > length:
+                col.resize(length)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._writable()
+        if isinstance(key, str) and (key in self._cols or key.isidentifier()):
+            if key in self._cols:
+                self._cols[key][:] = value
+            else:
+                self.addcol(value, name=key)
+            return
+        if isinstance(key, str):  # an expression: the rows where it holds
+            key = self.eval(key, out_flavor="numpy")
+        if isinstance(key, carray):
+            key = key[:]
+        if isinstance(value, tuple) or (isinstance(value, np.void) and value.dtype.names):
+            value = np.array(value if isinstance(value, np.void) else [value],
+                             dtype=self.dtype)[0] if isinstance(value, tuple) else value
+        arr = np.asarray(value)
+        if arr.dtype.names is None:
+            arr = np.asarray(value, dtype=self.dtype)
+        for name, col in self._cols.items():
+            col[key] = arr[name]
+        if self._auto_flush:
+            self.flush()
+
+    def addcol(self, newcol: Any, name: str | None = None, pos: int | None = None,
+               move: bool = False, **kwargs: Any) -> None:
+        """Add a column at position ``pos`` (default last), persisted at once."""
+        self._writable()
+        pos = len(self._cols) if pos is None else pos
+        if not 0 <= pos <= len(self._cols):
+            raise ValueError(f"pos must be in 0..{len(self._cols)}, got {pos}")
+        name = check_name(name if name is not None else getattr(newcol, "name", None)
+                          if isinstance(getattr(newcol, "name", None), str) else f"f{pos}")
+        if name in self._cols:
+            raise ValueError(f"a column named {name!r} already exists")
+        if self._cols and len(newcol) != self._len:
+            raise ValueError(f"the new column has {len(newcol)} rows, the table {self._len}")
+        if move and isinstance(newcol, carray) and newcol.rootdir and self._rootdir:
+            newcol.flush()
+            newcol.close()
+            dest = os.path.join(self._rootdir, name)
+            shutil.move(newcol.rootdir, dest)
+            col = carray(rootdir=dest, mode="a", fsync=self._fsync)
+        else:
+            if hasattr(newcol, "to_numpy") and not isinstance(newcol, np.ndarray):
+                from carray.tables_interop import column_values
+
+                newcol = column_values(newcol)
+            elif isinstance(newcol, carray):
+                newcol = newcol.copy(rootdir=None) if self._rootdir is None else newcol
+            col = self._new_column(name, newcol, **kwargs)
+        items = list(self._cols.items())
+        items.insert(pos, (name, col))
+        self._cols = dict(items)
+        if not self._len:
+            self._len = len(col)
+        if self._rootdir is not None:
+            self._write_names()
+
+    def delcol(self, name: str | None = None, pos: int | None = None,
+               keep: bool = False) -> None:
+        """Remove a column by name or position (exactly one); its directory too unless ``keep``."""
+        self._writable()
+        if (name is None) == (pos is None):
+            raise ValueError("pass exactly one of name and pos")
+        if name is None:
+            if not -len(self._cols) <= pos < len(self._cols):
+                raise IndexError(f"no column at position {pos}")
+            name = self.names[pos]
+        if name not in self._cols:
+            raise KeyError(f"no column {name!r}")
+        col = self._cols.pop(name)
+        if self._rootdir is not None:
+            self._write_names()  # first: the table no longer refers to it
+            col.close()
+            if not keep:
+                shutil.rmtree(os.path.join(self._rootdir, name))
+        if not self._cols:
+            self._len = 0
+
+    def resize(self, nitems: int) -> None:
+        """Grow (with each column's default) or shrink every column to ``nitems`` rows."""
+        self._writable()
+        if nitems < 0:
+            raise ValueError("nitems must be >= 0")
+        for col in self._cols.values():
+            col.resize(nitems)
+        self._len = nitems
+
+    def trim(self, nitems: int) -> None:
+        """Remove the last ``nitems`` rows."""
+        if nitems > self._len:
+            raise ValueError(f"cannot trim {nitems} rows from a table of {self._len}")
+        self.resize(self._len - nitems)
+
+    def flush(self) -> None:
+        if self._mode == "r":
+            return
+        for col in self._cols.values():
+            col.flush()
+
+    def close(self) -> None:
+        self.flush()
+        for col in self._cols.values():
+            col.close()
+
+    def __enter__(self) -> ctable:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def free_cachemem(self) -> None:
+        for col in self._cols.values():
+            col.free_cachemem()
+
+    def copy(self, **kwargs: Any) -> ctable:
+        """A copy (keyword arguments as for the constructor, e.g. ``rootdir``, ``cparams``)."""
+        kwargs.setdefault("cparams", self.cparams)
+        kwargs.setdefault("expectedlen", max(self._len, 1))
+        out = ctable({n: _empty_like(c) for n, c in self._cols.items()}, **kwargs)
+        blen = min((c.chunklen for c in self._cols.values()), default=1)
+        for i in range(0, self._len, blen):
+            out.append({n: _read(c, range(i, min(i + blen, self._len)))
+                        for n, c in self._cols.items()})
+        out.flush()
+        return out
+
+    def __repr__(self) -> str:
+        where = f"\n  rootdir := {self._rootdir!r}" if self._rootdir else ""
+        ratio = self.nbytes / self.cbytes if self.cbytes else 0.0
+        return (f"ctable({self.shape}, {self.dtype})\n  nbytes: {human(self.nbytes)}; "
+                f"cbytes: {human(self.cbytes)}; ratio: {ratio:.2f}\n"
+                f"  cparams := {self.cparams!r}{where}\n{self}")
+
+    def __str__(self) -> str:
+        if self._len <= 20:
+            return str(self[:])
+        return f"{str(self[:3])[:-1]} ... {str(self[-3:])[1:]}"
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _interop():
+    from carray import tables_interop
+
+    return tables_interop
+
+
+def _read(col: Any, rows: Any) -> np.ndarray:
+    """Rows (int array or range) of any column; strings as an object array of str."""
+    if isinstance(col, StringColumn):
+        return col._read_range(rows, True) if isinstance(rows, range) else \
+            col._read_rows(rows, True)
+    if isinstance(rows, range):
+        return col._read_range(rows)
+    return col._read(np.asarray(rows, dtype=np.int64))
+
+
+def _rows_of(idx: np.ndarray, lo: int, hi: int) -> Any:
+    """Row positions of matches in block ``[lo, hi)``: a range when they are all of them."""
+    if len(idx) == hi - lo:
+        return range(lo, hi)
+    return idx + lo
+
+
+def _clip(col: Any, length: int) -> None:
+    """Hide rows past ``length`` without writing (read-only tables)."""
+    if isinstance(col, StringColumn):
+        col._offsets._clip(length + 1)
+    else:
+        col._clip(length)
+
+
+def _empty_like(col: Any) -> Any:
+    if isinstance(col, StringColumn):
+        return np.empty(0, dtype=object)
+    return np.empty((0, *col.shape[1:]), dtype=col.dtype)
+
+
+def _as_rows(rows: Any, names: list[str], out_flavor: Any) -> Iterator[Any]:
+    if out_flavor in (tuple, "tuple"):
+        make = tuple
+    else:
+        valid = all(n.isidentifier() and not keyword.iskeyword(n) for n in names)
+        row = namedtuple("row", names, rename=not valid)
+        make = row._make
+    for values in rows:
+        yield make(values)

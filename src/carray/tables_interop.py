@@ -1,0 +1,239 @@
+"""Column sources for tables, and conversions to and from pandas and Arrow.
+
+Everything goes column by column: a DataFrame column or an Arrow column
+becomes one carray (or string column) without ever building rows.  Arrow
+strings keep their offsets and bytes; numeric Arrow columns without nulls are
+viewed, not copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from carray.array import carray
+from carray.vlstring import StringColumn
+
+
+def _is_dataframe(obj: Any) -> bool:
+    return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns") and \
+        hasattr(obj, "dtypes")
+
+
+def _is_arrow_table(obj: Any) -> bool:
+    return type(obj).__module__.startswith("pyarrow") and hasattr(obj, "column_names")
+
+
+def _is_arrow_array(obj: Any) -> bool:
+    return type(obj).__module__.startswith("pyarrow") and hasattr(obj, "type") and \
+        not hasattr(obj, "column_names")
+
+
+def column_values(col: Any) -> Any:
+    """A pandas Series or an Arrow (chunked) array as something a column accepts."""
+    if _is_arrow_array(col):
+        return _arrow_values(col)
+    return _series_values(col)
+
+
+def _series_values(series: Any) -> Any:
+    import pandas as pd
+
+    dtype = series.dtype
+    if isinstance(dtype, pd.ArrowDtype) or type(series.array).__name__.startswith("Arrow"):
+        import pyarrow as pa
+
+        return _arrow_values(pa.array(series.array))
+    if isinstance(dtype, pd.CategoricalDtype):
+        series = series.astype(dtype.categories.dtype)
+        dtype = series.dtype
+    if series.hasnans and dtype.kind not in "fcmM":
+        raise ValueError(f"column {series.name!r} has missing values; only float and "
+                         "datetime columns can hold them (as NaN/NaT)")
+    if dtype == np.dtype(object) or isinstance(dtype, pd.StringDtype):
+        values = series.to_numpy(dtype=object)
+        if len(values) and not all(isinstance(v, str) for v in values):
+            kinds = {type(v).__name__ for v in values}
+            raise TypeError(f"column {series.name!r} mixes value types {sorted(kinds)}; "
+                            "only str columns can be stored from object dtype")
+        return values
+    return series.to_numpy()
+
+
+def _arrow_values(arr: Any) -> Any:
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if arr.null_count and not (pa.types.is_floating(arr.type) or
+                               pa.types.is_timestamp(arr.type)):
+        raise ValueError(f"Arrow column of type {arr.type} has {arr.null_count} nulls; "
+                         "only float and timestamp columns can hold them (as NaN/NaT)")
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return arr.cast(pa.large_string())  # StringColumn takes its buffers as they are
+    if pa.types.is_fixed_size_list(arr.type):
+        flat = np.asarray(arr.flatten().to_numpy(zero_copy_only=False))
+        return flat.reshape(len(arr), arr.type.list_size)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def normalise_columns(columns: Any, names: list[str] | None) -> list[tuple[str, Any]]:
+    """``(name, values)`` per column of any source a table can be built from."""
+    from carray.table import check_name, ctable
+
+    if columns is None:
+        pairs: list[tuple[Any, Any]] = []
+    elif isinstance(columns, ctable):
+        pairs = [(n, columns.cols[n]) for n in columns.names]
+    elif _is_dataframe(columns):
+        pairs = [(str(n), _series_values(columns[n])) for n in columns.columns]
+    elif _is_arrow_table(columns):
+        pairs = [(n, _arrow_values(columns.column(n))) for n in columns.column_names]
+    elif isinstance(columns, Mapping):
+        pairs = list(columns.items())
+    elif isinstance(columns, np.ndarray) and columns.dtype.names:
+        pairs = [(n, columns[n]) for n in columns.dtype.names]
+    elif isinstance(columns, (list, tuple)):
+        pairs = [(f"f{i}", c) for i, c in enumerate(columns)]
+    else:
+        raise TypeError(f"cannot build a table from {type(columns).__name__}; pass a list of "
+                        "columns, a structured array, a dict, a DataFrame or an Arrow table")
+    if names is not None:
+        names = list(names)
+        if len(names) != len(pairs):
+            raise ValueError(f"{len(names)} names for {len(pairs)} columns")
+        pairs = [(n, v) for n, (_, v) in zip(names, pairs, strict=True)]
+    seen = set()
+    out = []
+    for name, values in pairs:
+        check_name(name)
+        if name in seen:
+            raise ValueError(f"duplicate column name {name!r}")
+        seen.add(name)
+        if isinstance(values, (StringColumn, carray)):
+            pass
+        elif _is_arrow_array(values):
+            values = _arrow_values(values)
+        elif hasattr(values, "to_numpy") and hasattr(values, "dtype"):
+            values = _series_values(values)
+        elif not isinstance(values, np.ndarray):
+            values = np.asarray(values)
+        out.append((name, values))
+    return out
+
+
+def normalise_rows(rows: Any, names: list[str]) -> dict[str, Any]:
+    """Rows to append, as ``name -> values`` for exactly the table's columns."""
+    from carray.table import ctable
+
+    if isinstance(rows, ctable):
+        cols = {n: rows.cols[n][:] if not isinstance(rows.cols[n], StringColumn)
+                else rows.cols[n].read(as_object=True) for n in rows.names}
+    elif _is_dataframe(rows) or _is_arrow_table(rows):
+        cols = dict(normalise_columns(rows, None))
+    elif isinstance(rows, Mapping):
+        cols = dict(rows)
+    elif isinstance(rows, (np.ndarray, np.void)) and rows.dtype.names:
+        cols = {n: rows[n] for n in rows.dtype.names}
+    elif isinstance(rows, (list, tuple)):
+        if len(rows) != len(names):
+            raise ValueError(f"expected {len(names)} columns (one value or array per column), "
+                             f"got {len(rows)}")
+        cols = dict(zip(names, rows, strict=True))
+    else:
+        raise TypeError(f"cannot append {type(rows).__name__} to a table")
+    missing = [n for n in names if n not in cols]
+    extra = [n for n in cols if n not in names]
+    if missing or extra:
+        raise ValueError(f"appended columns do not match the table: missing {missing}, "
+                         f"unknown {extra}")
+    out = {}
+    for n in names:
+        v = cols[n]
+        if isinstance(v, (carray, StringColumn)):
+            v = v[:] if isinstance(v, carray) else v.read(as_object=True)
+        elif isinstance(v, str):
+            v = np.array([v], dtype=object)
+        out[n] = v
+    return out
+
+
+# -- pandas and Arrow ---------------------------------------------------------------------------
+
+
+def fromdataframe(df: Any, **kwargs: Any):
+    """A ctable from a pandas DataFrame, column by column.
+
+    Object and string columns become variable-length string columns (pass
+    ``strings='fixed'`` for fixed-width ``U`` columns bcolz can read).
+    """
+    from carray.table import ctable
+
+    strings = kwargs.pop("strings", "variable")
+    pairs = normalise_columns(df, None)
+    if strings == "fixed":
+        pairs = [(n, np.asarray(v, dtype=str) if _is_strings(v) else v) for n, v in pairs]
+    elif strings != "variable":
+        raise ValueError(f"strings must be 'variable' or 'fixed', got {strings!r}")
+    return ctable(dict(pairs), **kwargs)
+
+
+def _is_strings(values: Any) -> bool:
+    return getattr(values, "dtype", None) == np.dtype(object) or _is_arrow_array(values)
+
+
+def todataframe(table: Any, columns: list[str] | None = None, orient: str = "columns",
+                strings: str = "object"):
+    """A pandas DataFrame from a ctable, column by column (``orient='index'`` transposes)."""
+    import pandas as pd
+
+    names = table._outcols(columns)
+    data = {}
+    for n in names:
+        col = table.cols[n]
+        if isinstance(col, StringColumn):
+            if strings == "arrow":
+                data[n] = pd.arrays.ArrowExtensionArray(col.to_arrow())
+            else:
+                data[n] = col.read(as_object=True)
+        elif col.ndim > 1:
+            data[n] = list(col[:])
+        else:
+            data[n] = col[:]
+    df = pd.DataFrame(data, columns=names, copy=False)
+    if orient == "index":
+        return df.T
+    if orient != "columns":
+        raise ValueError(f"orient must be 'columns' or 'index', got {orient!r}")
+    return df
+
+
+def to_arrow(table: Any, columns: list[str] | None = None):
+    """A pyarrow Table from a ctable; string columns keep their offsets and bytes."""
+    import pyarrow as pa
+
+    names = table._outcols(columns)
+    arrays = []
+    for n in names:
+        col = table.cols[n]
+        if isinstance(col, StringColumn):
+            arrays.append(col.to_arrow())
+        elif col.ndim > 1:
+            values = col[:]
+            width = int(np.prod(values.shape[1:]))
+            arrays.append(pa.FixedSizeListArray.from_arrays(
+                pa.array(values.reshape(-1)), width))
+        else:
+            arrays.append(pa.array(col[:]))
+    return pa.table(arrays, names=names)
+
+
+def from_arrow(table: Any, **kwargs: Any):
+    """A ctable from a pyarrow Table (or RecordBatch), column by column."""
+    from carray.table import ctable
+
+    return ctable(table, **kwargs)
