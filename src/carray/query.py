@@ -12,8 +12,10 @@ block where the whole expression cannot be true is skipped.  The check is
 three-valued: for every sub-expression we know whether it *may be true* and
 whether it *may be false* somewhere in the block, which is what ``~`` needs.
 
-numexpr evaluates when installed and able (it has no unicode or uint64);
-otherwise a small numpy evaluator walks the same tree.
+A small numpy evaluator walks the same tree; on blocks that fit in the CPU
+caches it is faster than numexpr for comparisons and arithmetic (numexpr's
+per-call cost dominates), so numexpr is used by default only when the
+expression calls functions (``sin``, ``exp``...), where its threads pay off.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ class Expression:
     text: str
     tree: ast.Expression
     names: tuple[str, ...]
+    numexpr_text: str
+    calls_functions: bool
 
     @classmethod
     def parse(cls, text: str) -> Expression:
@@ -123,11 +127,7 @@ class Expression:
                 names.append(node.id)
         calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
         names = [n for n in names if n not in calls or _is_used_as_value(tree, n)]
-        return cls(text, tree, tuple(names))
-
-    @property
-    def numexpr_text(self) -> str:
-        return ast.unparse(self.tree)
+        return cls(text, tree, tuple(names), ast.unparse(tree), bool(calls))
 
 
 def _is_used_as_value(tree: ast.AST, name: str) -> bool:
@@ -315,7 +315,11 @@ class BlockEvaluator:
             raise ValueError(f"vm must be 'numexpr' or 'python', got {vm!r}")
         if vm == "numexpr" and numexpr is None:
             raise ImportError("vm='numexpr' needs the numexpr package (pip install numexpr)")
-        self.vm = vm if vm is not None else ("numexpr" if numexpr is not None else "python")
+        if vm is None:
+            # On blocks that fit in cache numpy beats numexpr's per-call overhead for
+            # comparisons and arithmetic; numexpr's threads pay off on functions.
+            vm = "numexpr" if numexpr is not None and self.expr.calls_functions else "python"
+        self.vm = vm
         chunklens = [c.chunklen for c in self.columns.values() if hasattr(c, "chunklen")]
         self.blen = int(blen) if blen else (min(chunklens) if chunklens else _DEFAULT_BLEN)
         if self.blen < 1:

@@ -401,6 +401,7 @@ class ctable:  # noqa: N801 - the bcolz name users know
                  limit: int | None) -> Iterator[dict[str, np.ndarray]]:
         """Blocks of matching rows: column name -> values (copies)."""
         taken = 0
+        buffers: dict[str, np.ndarray] = {}
         for lo, hi, result, env in ev.blocks():
             if result.dtype != np.bool_:
                 raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
@@ -421,11 +422,22 @@ class ctable:  # noqa: N801 - the bcolz name users know
                 elif n in env and isinstance(env[n], np.ndarray) and n in ev.columns:
                     block[n] = env[n][idx]
                 else:
-                    block[n] = _read(self._cols[n], _rows_of(idx, lo, hi))
+                    block[n] = self._take(n, idx, lo, hi, buffers)
             yield block
             taken += len(idx)
             if limit is not None and taken >= limit:
                 return
+
+    def _take(self, name: str, idx: np.ndarray, lo: int, hi: int,
+              buffers: dict[str, np.ndarray]) -> np.ndarray:
+        """Rows ``lo + idx`` of a column: a whole-block decode (reused buffer) when dense."""
+        col = self._cols[name]
+        if isinstance(col, StringColumn) or len(idx) * 64 < hi - lo:
+            return _read(col, idx + lo)
+        buf = buffers.get(name)
+        if buf is None or len(buf) < hi - lo:
+            buf = buffers[name] = np.empty((hi - lo, *col.shape[1:]), dtype=col.dtype)
+        return col._read_range(range(lo, hi), out=buf[:hi - lo])[idx]
 
     def where(self, expression: str, outcols: Any = None, limit: int | None = None,
               skip: int = 0, out_flavor: Any = namedtuple, user_dict: Mapping | None = None,
@@ -712,13 +724,6 @@ def _read(col: Any, rows: Any) -> np.ndarray:
     if isinstance(rows, range):
         return col._read_range(rows)
     return col._read(np.asarray(rows, dtype=np.int64))
-
-
-def _rows_of(idx: np.ndarray, lo: int, hi: int) -> Any:
-    """Row positions of matches in block ``[lo, hi)``: a range when they are all of them."""
-    if len(idx) == hi - lo:
-        return range(lo, hi)
-    return idx + lo
 
 
 def _clip(col: Any, length: int) -> None:

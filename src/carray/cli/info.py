@@ -54,6 +54,12 @@ def format_description(info: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     with carray.open(args.path, mode="r") as a:
+        if isinstance(a, carray.ctable):
+            from carray.cli.table import describe_table, format_table
+
+            info = describe_table(a)
+            print(json.dumps(info, indent=2) if args.json else format_table(info))
+            return 0
         info = describe(a)
     print(json.dumps(info, indent=2) if args.json else format_description(info))
     return 0

@@ -16,6 +16,7 @@ from carray.errors import CArrayError
 # Modules that add verbs; each must define register(subparsers).
 VERB_MODULES = (
     "carray.cli.info",
+    "carray.cli.table",
     "carray.cli.demo",
     "carray.cli.ds",
     "carray.cli.convert",
