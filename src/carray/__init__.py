@@ -14,7 +14,7 @@ from carray.errors import (
     UnsafeDataError,
     UnsupportedDTypeError,
 )
-from carray.formats import ds
+from carray.formats import bloscpack, ds
 from carray.params import (
     BITSHUFFLE,
     NOSHUFFLE,
@@ -37,6 +37,6 @@ __all__ = [
     "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnsupportedDTypeError",
-    "arange", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
+    "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "iterblocks", "ones", "open", "set_nthreads", "zeros",
 ]

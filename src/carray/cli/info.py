@@ -53,6 +53,9 @@ def format_description(info: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if str(args.path).endswith(".blp"):  # a Bloscpack file, not a dataset directory
+        from carray.cli.pack import run_info_blp
+        return run_info_blp(args.path, args.json)
     with carray.open(args.path, mode="r") as a:
         if isinstance(a, carray.ctable):
             from carray.cli.table import describe_table, format_table

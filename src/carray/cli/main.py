@@ -20,6 +20,7 @@ VERB_MODULES = (
     "carray.cli.demo",
     "carray.cli.ds",
     "carray.cli.convert",
+    "carray.cli.pack",
 )
 
 

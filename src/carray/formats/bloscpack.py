@@ -1,0 +1,700 @@
+"""Bloscpack single files (``.blp``, format 3), readable and writable by bloscpack 0.16.
+
+A file is a 32-byte header, an optional metadata section (JSON), an optional
+table of chunk offsets, then Blosc1 chunks back to back, each followed by its
+checksum digest (see :mod:`carray.formats._blp_frame` and specs/bloscpack.md).
+NumPy arrays are stored as their raw bytes in C or Fortran order, with
+``{"dtype", "shape", "order", "container": "numpy"}`` as metadata.
+
+Compatibility notes:
+
+* Chunks are written as Blosc1 (format version 2) because bloscpack decodes
+  with c-blosc 1.x, which rejects Blosc2 chunks.
+* bloscpack's own ``append`` does not update an array's metadata and leaves
+  stale bytes after a last chunk that shrank; the reader tolerates both kinds of
+  trailing bytes, and :func:`append` here also rewrites the array's shape.
+* Every size read from a file is checked against the file size before anything
+  is allocated, and a chunk may not claim to inflate more than :data:`MAX_RATIO`
+  times (above what any Blosc1 codec achieves), so a small hostile file cannot
+  ask for a huge buffer.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import blosc as _blosc1
+import numpy as np
+
+from carray._fileio import atomic_write
+from carray.codecs import blosc
+from carray.errors import (
+    ChecksumError,
+    CodecError,
+    CodecUnavailableError,
+    FormatError,
+    UnsupportedDTypeError,
+)
+from carray.formats._blp_frame import (
+    HEADER_SIZE,
+    MAX_CHUNK_SIZE,
+    MAX_CHUNKS,
+    METADATA_HEADER_SIZE,
+    OFFSET_SIZE,
+    BlpHeader,
+    MetadataHeader,
+    calculate_chunks,
+    decode_metadata,
+    decode_offsets,
+    encode_metadata,
+    encode_offsets,
+    get_checksum,
+)
+from carray.params import CParams, Shuffle
+
+PathLike = str | os.PathLike
+
+#: bloscpack's defaults: 1 MiB chunks, clevel 7, byte shuffle, blosclz, typesize 8 for bytes.
+DEFAULT_CHUNK_SIZE = 2**20
+DEFAULT_CPARAMS = CParams(clevel=7, cname="blosclz", shuffle=Shuffle.SHUFFLE)
+DEFAULT_TYPESIZE = 8
+#: Largest inflation a chunk may claim.  zstd's best case (run-length blocks) is
+#: about 2**15; deflate's about 2**10; lz4 and blosclz about 2**8.
+MAX_RATIO = 2**16
+_SUFFIXES = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_COPY_BLOCK = 16 * 2**20
+
+
+# -- argument helpers -------------------------------------------------------------------------
+
+def parse_size(value: int | str | None, default: int = DEFAULT_CHUNK_SIZE) -> int:
+    """A chunk size given as an int, ``"512K"``/``"1M"``/``"2G"`` or ``"max"``."""
+    if value is None:
+        return default
+    if isinstance(value, str):
+        text = value.strip().upper()
+        if text == "MAX":
+            return MAX_CHUNK_SIZE
+        number, suffix = (text[:-1], text[-1]) if text[-1:] in _SUFFIXES else (text, "")
+        try:
+            value = int(float(number) * _SUFFIXES[suffix])
+        except ValueError:
+            raise ValueError(f"not a size: {value!r} (use e.g. 65536, 512K, 1M or max)") \
+                from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"chunk_size must be an int or a size string, not {value!r}")
+    if not 1 <= value <= MAX_CHUNK_SIZE:
+        raise ValueError(f"chunk_size must be 1..{MAX_CHUNK_SIZE}, got {value}")
+    return int(value)
+
+
+def _cparams(cparams: CParams | dict | None) -> CParams:
+    cp = DEFAULT_CPARAMS if cparams is None else CParams.coerce(cparams)
+    if cp.quantize:
+        raise ValueError("quantize is not supported by Bloscpack files")
+    return cp
+
+
+def _max_app_chunks(offsets: bool, nchunks: int,
+                    value: int | Callable[[int], int] | None) -> int:
+    # Without offsets there is nowhere to record appended chunks (bloscpack ignores it too).
+    if not offsets:
+        return 0
+    if value is None:
+        value = 10 * nchunks
+    elif callable(value):
+        value = value(nchunks)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"max_app_chunks must be an int >= 0, got {value!r}")
+    return min(int(value), MAX_CHUNKS - nchunks)
+
+
+def _compress(data: np.ndarray, typesize: int, cp: CParams) -> bytes:
+    """One Blosc1 (format version 2) chunk of the contiguous uint8 array ``data``.
+
+    Not :func:`carray.codecs.blosc.compress1`: that forces small blocks (32-64 KiB)
+    so carray can decode single blocks, which makes 1 MiB chunks compress 2-3x
+    slower.  A ``.blp`` file is always read whole, so c-blosc 1.x picks the block
+    size itself, exactly as bloscpack does (our chunks then match its bytes).
+    """
+    if data.nbytes > MAX_CHUNK_SIZE:
+        raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
+    if data.nbytes % typesize == 0 and data.nbytes:
+        return _blosc1.compress_ptr(data.ctypes.data, data.nbytes // typesize, typesize,
+                                    cp.clevel, int(cp.shuffle), cp.cname)
+    # compress_ptr takes whole items only; a byte stream's last chunk may end mid-item,
+    # and c-blosc 1.x stores such leftover bytes itself.
+    return _blosc1.compress(data.tobytes(), typesize, cp.clevel, int(cp.shuffle), cp.cname)
+
+
+def _flat_bytes(a: np.ndarray, order: str) -> np.ndarray:
+    """The array's bytes in the given memory order, as a 1-d uint8 view (no copy)."""
+    return a.reshape(-1, order=order).view(np.uint8)
+
+
+def _dtype_meta(dtype: np.dtype) -> str:
+    # bloscpack stores the repr of dtype.str (quotes included), or of dtype.descr for records.
+    return repr(dtype.descr) if dtype.names is not None else repr(dtype.str)
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+def _pack(flat: np.ndarray, path: PathLike, *, typesize: int, cparams, chunk_size: int,
+          checksum, offsets: bool, max_app_chunks, metadata: Any, meta_options: dict,
+          fsync: bool) -> None:
+    cp = _cparams(cparams)
+    impl = get_checksum(checksum)
+    if not 1 <= typesize <= 255:
+        raise ValueError(f"typesize must be 1..255, got {typesize}")
+    nchunks, csize, last = calculate_chunks(flat.nbytes, chunk_size)
+    apps = _max_app_chunks(offsets, nchunks, max_app_chunks)
+    header = BlpHeader(offsets, metadata is not None, impl.id, typesize, csize, last,
+                       nchunks, apps)
+    meta = b"" if metadata is None else encode_metadata(metadata, **meta_options)[0]
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(nchunks):
+            piece = _compress(flat[i * csize:i * csize + (last if i == nchunks - 1 else csize)],
+                              typesize, cp)
+            yield piece
+            if impl.size:
+                yield impl.digest(piece)
+
+    if not offsets:  # nothing to patch afterwards: stream chunks straight to disk
+        atomic_write(path, _chain((header.pack(), meta), chunks()), fsync=fsync)
+        return
+    # The offsets table precedes the chunks, so their sizes must be known first.
+    parts = list(chunks())
+    pos = HEADER_SIZE + len(meta) + header.total_slots * OFFSET_SIZE
+    starts = []
+    step = 2 if impl.size else 1
+    for i in range(0, len(parts), step):
+        starts.append(pos)
+        pos += sum(len(p) for p in parts[i:i + step])
+    table = encode_offsets(starts, header.total_slots)
+    atomic_write(path, [header.pack(), meta, table, *parts], fsync=fsync)
+
+
+def _chain(*iterables) -> Iterator[bytes]:
+    for it in iterables:
+        yield from it
+
+
+def _meta_options(meta_checksum, meta_codec, meta_level, max_meta_size) -> dict:
+    return {"checksum": meta_checksum, "codec": meta_codec, "level": meta_level,
+            "max_meta_size": max_meta_size}
+
+
+def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
+               chunk_size: int | str | None = None, checksum: str | None = "adler32",
+               offsets: bool = True, max_app_chunks: int | Callable | None = None,
+               metadata: dict | None = None, meta_checksum: str | None = "adler32",
+               meta_codec: str | None = "zlib", meta_level: int = 6,
+               max_meta_size: int | None = None, fsync: bool = True) -> None:
+    """Write a NumPy array to a Bloscpack file, as ``bloscpack.pack_ndarray_to_file`` does.
+
+    Parameters
+    ----------
+    array : array_like
+        Any non-object dtype with an itemsize of 1..255 bytes (the header stores
+        the itemsize in one byte).  A Fortran-contiguous array is stored in
+        Fortran order; anything else in C order.
+    path : str or os.PathLike
+        Destination, replaced atomically (written to a temporary name, renamed).
+    cparams : CParams or dict, optional
+        Blosc settings; default bloscpack's (blosclz, clevel 7, byte shuffle).
+    chunk_size : int or str, optional
+        Uncompressed bytes per chunk, a multiple of the itemsize; default 1 MiB
+        (rounded down to whole items).
+    checksum : str, optional
+        Digest after every chunk: None, adler32 (default), crc32, md5, sha1,
+        sha224, sha256, sha384 or sha512.
+    offsets : bool
+        Write the chunk offsets table (needed by :func:`append`).
+    max_app_chunks : int or callable, optional
+        Offset slots reserved for appends; default ``10 * nchunks``.
+    metadata : dict, optional
+        Extra JSON keys stored beside ``dtype``, ``shape``, ``order`` and ``container``.
+    meta_checksum, meta_codec, meta_level, max_meta_size
+        The metadata section's checksum, codec (``"zlib"`` or None), zlib level
+        and reserved size (default ten times the JSON).
+    fsync : bool
+        Flush to stable storage before the rename.
+
+    Raises
+    ------
+    UnsupportedDTypeError
+        Object arrays, or items larger than 255 bytes or of size 0.
+    ValueError
+        Bad parameters (chunk size not a multiple of the itemsize, unknown checksum).
+    """
+    a = np.asarray(array)
+    dtype = a.dtype
+    if dtype.hasobject:
+        raise UnsupportedDTypeError("object arrays cannot be stored in Bloscpack files")
+    if not 1 <= dtype.itemsize <= 255:
+        raise UnsupportedDTypeError(f"Bloscpack stores the itemsize in one byte: {dtype} has "
+                                    f"{dtype.itemsize}-byte items")
+    order = "F" if np.isfortran(a) else "C"
+    if not a.flags.c_contiguous and order == "C":  # (ascontiguousarray would make 0-d 1-d)
+        a = np.ascontiguousarray(a)
+    flat = _flat_bytes(a, order)
+    if chunk_size is None:
+        csize = max(DEFAULT_CHUNK_SIZE - DEFAULT_CHUNK_SIZE % dtype.itemsize, dtype.itemsize)
+    else:
+        csize = parse_size(chunk_size)
+        if flat.nbytes > csize and csize % dtype.itemsize:
+            raise ValueError(f"chunk_size {csize} is not a multiple of the itemsize "
+                             f"{dtype.itemsize}")
+    meta = {"dtype": _dtype_meta(dtype), "shape": list(a.shape), "order": order,
+            "container": "numpy"}
+    for key, value in (metadata or {}).items():
+        if key in meta:
+            raise ValueError(f"metadata key {key!r} is reserved for the array description")
+        meta[key] = value
+    _pack(flat, path, typesize=dtype.itemsize, cparams=cparams, chunk_size=csize,
+          checksum=checksum, offsets=offsets, max_app_chunks=max_app_chunks, metadata=meta,
+          meta_options=_meta_options(meta_checksum, meta_codec, meta_level, max_meta_size),
+          fsync=fsync)
+
+
+def pack_bytes(data, path: PathLike, *, cparams: CParams | dict | None = None,
+               typesize: int = DEFAULT_TYPESIZE, chunk_size: int | str | None = None,
+               checksum: str | None = "adler32", offsets: bool = True,
+               max_app_chunks: int | Callable | None = None, metadata: Any = None,
+               meta_checksum: str | None = "adler32", meta_codec: str | None = "zlib",
+               meta_level: int = 6, max_meta_size: int | None = None,
+               fsync: bool = True) -> None:
+    """Write a bytes-like object to a Bloscpack file (``bloscpack.pack_bytes_to_file``).
+
+    Parameters are those of :func:`pack_array`, plus ``typesize`` (the Blosc
+    typesize of the chunks, default 8 as bloscpack); ``metadata`` is any JSON
+    value stored as is (default: no metadata section).
+    """
+    flat = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+    _pack(flat, path, typesize=typesize, cparams=cparams, chunk_size=parse_size(chunk_size),
+          checksum=checksum, offsets=offsets, max_app_chunks=max_app_chunks, metadata=metadata,
+          meta_options=_meta_options(meta_checksum, meta_codec, meta_level, max_meta_size),
+          fsync=fsync)
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """Where chunk ``index`` lies: its Blosc buffer at ``offset``, ``cbytes`` long."""
+
+    index: int
+    offset: int
+    cbytes: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Everything in front of the chunks, validated."""
+
+    header: BlpHeader
+    metadata: Any
+    meta_header: MetadataHeader | None
+    offsets: list[int]
+    offsets_offset: int
+    data_start: int
+    file_size: int
+
+
+class _File:
+    """An open ``.blp`` file: positioned reads that either return all bytes or raise."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = os.fspath(path)
+        self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        self.size = os.fstat(self.fd).st_size
+
+    def __enter__(self) -> _File:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)
+
+    def pread(self, n: int, offset: int, what: str) -> bytes:
+        if offset + n > self.size:
+            raise FormatError(f"{what} needs bytes {offset}..{offset + n}, the file has "
+                              f"{self.size}", self.path, offset)
+        data = os.pread(self.fd, n, offset)
+        if len(data) != n:  # the file shrank under us
+            raise FormatError(f"{what} truncated", self.path, offset)
+        return data
+
+    def pread_into(self, view: memoryview, offset: int, what: str) -> None:
+        got = 0
+        while got < len(view):
+            n = os.preadv(self.fd, [view[got:]], offset + got)
+            if n <= 0:
+                raise FormatError(f"{what} truncated", self.path, offset + got)
+            got += n
+
+    def layout(self, verify: bool = True) -> Layout:
+        # A short file reaches unpack() whole so the error can say "not a Bloscpack file".
+        header = BlpHeader.unpack(os.pread(self.fd, HEADER_SIZE, 0), self.path)
+        pos = HEADER_SIZE
+        metadata, meta_header = None, None
+        if header.metadata:
+            mh = MetadataHeader.unpack(self.pread(METADATA_HEADER_SIZE, pos, "metadata header"),
+                                       self.path, pos)
+            if pos + mh.section_size > self.size:  # before reading max_meta_size bytes
+                raise FormatError(f"metadata section of {mh.section_size} bytes runs past the "
+                                  f"end of the file ({self.size} bytes)", self.path, pos)
+            metadata, meta_header = decode_metadata(
+                self.pread(mh.section_size, pos, "metadata"), self.path, pos, verify)
+            pos += mh.section_size
+        offsets_offset = pos
+        offsets: list[int] = []
+        if header.offsets:
+            slots = header.total_slots
+            if slots > (self.size - pos) // OFFSET_SIZE:
+                raise FormatError(f"offsets table of {slots} entries runs past the end of the "
+                                  f"file ({self.size} bytes)", self.path, pos)
+            offsets = decode_offsets(self.pread(slots * OFFSET_SIZE, pos, "offsets table"),
+                                     header, self.path, pos, self.size)
+            pos += slots * OFFSET_SIZE
+        return Layout(header, metadata, meta_header, offsets, offsets_offset, pos, self.size)
+
+    def spans(self, lay: Layout) -> list[ChunkSpan]:
+        """Walk the chunk headers and check them all before any data is decoded."""
+        h, path = lay.header, self.path
+        dsize = h.checksum_impl.size
+        # Each chunk takes at least a Blosc header: bounds nchunks before the loop.
+        if h.nchunks > (self.size - lay.data_start) // (blosc.BLOSC1_HEADER + dsize):
+            raise FormatError(f"{h.nchunks} chunks cannot fit in the "
+                              f"{self.size - lay.data_start} bytes after the header",
+                              path, lay.data_start)
+        spans, pos, i = [], lay.data_start, 0
+        while i < h.nchunks if h.nchunks >= 0 else pos < self.size:
+            if lay.offsets and lay.offsets[i] != pos:
+                raise FormatError(f"offsets table says chunk {i} starts at {lay.offsets[i]}, "
+                                  f"but the previous chunk ends at {pos}", path, pos)
+            ch = blosc.read_header(self.pread(blosc.BLOSC1_HEADER, pos, f"chunk {i} header"),
+                                   path, pos, size=self.size - pos)
+            if pos + ch.cbytes + dsize > self.size:
+                raise FormatError(f"chunk {i} checksum runs past the end of the file", path,
+                                  pos + ch.cbytes)
+            last = h.nchunks >= 0 and i == h.nchunks - 1
+            expected = h.last_chunk if last else h.chunk_size
+            if expected >= 0 and ch.nbytes != expected:
+                raise FormatError(f"chunk {i} holds {ch.nbytes} bytes, the header says "
+                                  f"{expected}", path, pos)
+            if ch.nbytes > ch.cbytes * MAX_RATIO:
+                raise FormatError(f"chunk {i} claims {ch.nbytes} bytes from {ch.cbytes} "
+                                  "compressed, beyond any Blosc codec", path, pos)
+            spans.append(ChunkSpan(i, pos, ch.cbytes, ch.nbytes))
+            pos += ch.cbytes + dsize
+            i += 1
+        # Bytes after the last chunk are tolerated: bloscpack's append leaves them.
+        return spans
+
+    def read_into(self, lay: Layout, spans: list[ChunkSpan], out: np.ndarray,
+                  verify: bool = True) -> None:
+        """Decode every chunk into the flat uint8 array ``out``, checking digests."""
+        impl = lay.header.checksum_impl
+        dsize = impl.size if verify else 0
+        buf = np.empty(max((s.cbytes for s in spans), default=0) + impl.size, np.uint8)
+        view = memoryview(buf)
+        pos = 0
+        for s in spans:
+            self.pread_into(view[:s.cbytes + dsize], s.offset, f"chunk {s.index}")
+            chunk = view[:s.cbytes]
+            if dsize and impl.digest(chunk) != view[s.cbytes:s.cbytes + dsize]:
+                raise ChecksumError(f"chunk {s.index}: {impl.name} checksum mismatch",
+                                    self.path, s.offset)
+            self.decode(chunk, out[pos:pos + s.nbytes], s)
+            pos += s.nbytes
+
+    def decode(self, chunk, out: np.ndarray, s: ChunkSpan) -> None:
+        try:
+            blosc.validate_chunk(chunk, s.nbytes, self.path, s.offset)
+            blosc.decompress_into(chunk, out, self.path)
+        except CodecUnavailableError:
+            raise
+        except CodecError as exc:  # corrupt bytes behind a plausible header
+            raise FormatError(f"chunk {s.index} does not decode: {exc}", self.path,
+                              s.offset) from None
+
+
+def _array_spec(meta: Any, path: str) -> tuple[np.dtype, tuple[int, ...], str]:
+    """dtype, shape and order from bloscpack's ndarray metadata."""
+    if not isinstance(meta, dict) or meta.get("container") != "numpy":
+        raise FormatError("file does not hold a NumPy array (no numpy metadata); read it with "
+                          "unpack_bytes", path, HEADER_SIZE)
+    spec = meta.get("dtype")
+    try:
+        try:
+            # literal parse only: the file is untrusted, so never eval().
+            parsed = ast.literal_eval(spec) if isinstance(spec, str) else _as_tuples(spec)
+        except (ValueError, SyntaxError):
+            parsed = spec  # before bloscpack 0.7.2 a plain dtype string was stored
+        dtype = np.dtype(parsed)
+    except (TypeError, ValueError, SyntaxError, RecursionError, MemoryError) as exc:
+        raise FormatError(f"metadata dtype {spec!r} is not a NumPy dtype ({exc})", path,
+                          HEADER_SIZE) from None
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise FormatError(f"metadata dtype {dtype} cannot be stored", path, HEADER_SIZE)
+    shape = meta.get("shape")
+    if not isinstance(shape, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise FormatError(f"metadata shape {shape!r} is not a list of sizes", path, HEADER_SIZE)
+    order = meta.get("order", "C")
+    if order not in ("C", "F"):
+        raise FormatError(f"metadata order {order!r} is neither 'C' nor 'F'", path, HEADER_SIZE)
+    return dtype, tuple(shape), order
+
+
+def _as_tuples(descr):
+    # Before 0.7.2 a record descr was stored as JSON lists; numpy wants tuples for fields.
+    if isinstance(descr, list):
+        if descr and isinstance(descr[0], list):
+            return [_as_tuples(d) for d in descr]
+        return tuple(_as_tuples(d) for d in descr)
+    return descr
+
+
+def _read(path: PathLike, verify: bool, want_array: bool):
+    with _File(path) as f:
+        lay = f.layout(verify)
+        if want_array:
+            dtype, shape, order = _array_spec(lay.metadata, f.path)
+        spans = f.spans(lay)
+        total = sum(s.nbytes for s in spans)
+        if want_array:
+            expected = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if expected != total:
+                raise FormatError(f"metadata shape {list(shape)} x {dtype.itemsize} bytes is "
+                                  f"{expected} bytes, the chunks hold {total}", f.path,
+                                  HEADER_SIZE)
+            out = np.empty(shape, dtype=dtype, order=order)
+            f.read_into(lay, spans, _flat_bytes(out, order), verify)
+            return out
+        out = np.empty(total, dtype=np.uint8)
+        f.read_into(lay, spans, out, verify)
+        return out
+
+
+def unpack_array(path: PathLike, *, verify: bool = True) -> np.ndarray:
+    """Read a NumPy array from a Bloscpack file (``bloscpack.unpack_ndarray_from_file``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.blp`` file holding an array (numpy metadata).
+    verify : bool
+        Check every chunk's and the metadata's checksum.
+
+    Returns
+    -------
+    numpy.ndarray
+        With the stored dtype (byte order included), shape and memory order.
+
+    Raises
+    ------
+    FormatError
+        The file is not a valid Bloscpack file or holds no array; the message
+        names the file and the offset.
+    ChecksumError
+        A digest does not match (``verify=True``).
+    """
+    return _read(path, verify, want_array=True)
+
+
+def unpack_bytes(path: PathLike, *, verify: bool = True) -> bytes:
+    """Read the uncompressed contents of any Bloscpack file as bytes.
+
+    Raises the same errors as :func:`unpack_array`.
+    """
+    return _read(path, verify, want_array=False).tobytes()
+
+
+def info(path: PathLike, *, verify: bool = False) -> dict[str, Any]:
+    """Describe a Bloscpack file without decoding its chunks.
+
+    Returns
+    -------
+    dict
+        ``path``, ``file_size``, ``header`` (the header fields), ``checksum``,
+        ``metadata`` (or None), ``metadata_header`` (or None), ``offsets`` (used
+        entries), ``free_offset_slots``, ``nbytes``, ``cbytes`` (chunks with their
+        digests), ``chunks`` (count) and ``first_chunk`` (its Blosc header fields).
+    """
+    with _File(path) as f:
+        lay = f.layout(verify)
+        spans = f.spans(lay)
+        first = None
+        if spans:
+            ch = blosc.read_header(f.pread(blosc.BLOSC1_HEADER, spans[0].offset, "chunk 0"),
+                                   f.path, spans[0].offset, size=spans[0].cbytes)
+            first = {"version": ch.version, "versionlz": ch.versionlz, "flags": ch.flags,
+                     "typesize": ch.typesize, "nbytes": ch.nbytes, "blocksize": ch.blocksize,
+                     "cbytes": ch.cbytes, "codec": ch.codec_name,
+                     "shuffle": bool(ch.flags & 0x01), "bitshuffle": bool(ch.flags & 0x04),
+                     "memcpyed": ch.memcpyed}
+        dsize = lay.header.checksum_impl.size
+        return {
+            "path": f.path, "file_size": f.size, "format_version": lay.header.format_version,
+            "header": lay.header.to_dict(), "checksum": lay.header.checksum_impl.name,
+            "metadata": lay.metadata,
+            "metadata_header": lay.meta_header.to_dict() if lay.meta_header else None,
+            "offsets": lay.offsets, "free_offset_slots": lay.header.max_app_chunks,
+            "nbytes": sum(s.nbytes for s in spans),
+            "cbytes": sum(s.cbytes + dsize for s in spans), "chunks": len(spans),
+            "first_chunk": first,
+        }
+
+
+# -- append -----------------------------------------------------------------------------------
+
+def _appended_bytes(lay: Layout, data, path: str) -> tuple[np.ndarray, Any, int]:
+    """The bytes to add, the metadata to store afterwards (None: keep the old section)
+    and the item size new chunk sizes must respect."""
+    meta = lay.metadata
+    if not (isinstance(meta, dict) and meta.get("container") == "numpy"):
+        if isinstance(data, np.ndarray):
+            return _flat_bytes(np.ascontiguousarray(data), "C"), None, 1
+        return np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8), None, 1
+    if not isinstance(data, np.ndarray):
+        raise ValueError(f"{path} holds a NumPy array: append an array, not "
+                         f"{type(data).__name__}")
+    dtype, shape, order = _array_spec(meta, path)
+    if data.dtype != dtype:
+        raise ValueError(f"{path} holds {dtype} items, cannot append {data.dtype}")
+    if not shape:
+        raise ValueError(f"{path} holds a 0-d array, nothing can be appended to it")
+    # C order grows along the first axis, Fortran order along the last.
+    axis = 0 if order == "C" else len(shape) - 1
+    rest = shape[1:] if order == "C" else shape[:-1]
+    new_rest = data.shape[1:] if order == "C" else data.shape[:-1]
+    if data.ndim != len(shape) or new_rest != rest:
+        raise ValueError(f"cannot append shape {data.shape} to {shape} (order {order}): all "
+                         f"but the {'first' if axis == 0 else 'last'} axis must match")
+    a = np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)
+    new_shape = list(shape)
+    new_shape[axis] += data.shape[axis]
+    return _flat_bytes(a, order), {**meta, "shape": new_shape}, dtype.itemsize
+
+
+def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
+           verify: bool = True, fsync: bool = True) -> int:
+    """Append an array or bytes to a Bloscpack file with an offsets table.
+
+    As bloscpack does: the short last chunk is filled up to ``chunk_size``
+    first, further chunks take reserved offset slots (``max_app_chunks``
+    decreases), and the header and offsets are updated.  For array files the
+    data must have the stored dtype and match all axes but the first (C order)
+    or last (Fortran order); the metadata shape is updated within its reserved
+    room.  The new file is written beside the old one and renamed over it, so
+    a failure leaves the old file untouched (and stale bytes that bloscpack's
+    in-place append may have left after the last chunk are dropped).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to extend.
+    data : numpy.ndarray or bytes-like
+        What to append.
+    cparams : CParams or dict, optional
+        Blosc settings of rewritten and new chunks; default bloscpack's.
+    verify : bool
+        Check the metadata's and the last chunk's checksums first.
+    fsync : bool
+        Flush the new file to stable storage before the rename.
+
+    Returns
+    -------
+    int
+        The number of chunks added (0 when the data fitted in the last chunk).
+
+    Raises
+    ------
+    FormatError
+        The file is invalid, has no offsets table, has too few free offset
+        slots, or its metadata room cannot hold the new shape.
+    ValueError
+        ``data`` does not match the stored array's dtype or shape.
+    """
+    cp = _cparams(cparams)
+    with _File(path) as f:
+        lay = f.layout(verify)
+        h = lay.header
+        if not h.offsets:
+            raise FormatError("cannot append: the file has no offsets table (written with "
+                              "offsets disabled)", f.path, 5)
+        if h.chunk_size < 0 or h.last_chunk < 0:
+            raise FormatError("cannot append: the chunk size is unknown", f.path, 8)
+        new, new_meta, itemsize = _appended_bytes(lay, data, f.path)
+        if new.nbytes == 0:
+            return 0
+        spans = f.spans(lay)
+        pieces: list[np.ndarray] = []
+        if h.chunk_size > 0 and spans:
+            # Refill the short last chunk, then continue with the file's chunk size.
+            last = spans[-1]
+            old_last = np.empty(last.nbytes, np.uint8)
+            f.read_into(lay, [last], old_last, verify)
+            fill = min(h.chunk_size - last.nbytes, new.nbytes)
+            pieces.append(np.concatenate([old_last, new[:fill]]))
+            kept, rest = spans[:-1], new[fill:]
+            nrest, csize, rest_last = calculate_chunks(rest.nbytes, h.chunk_size)                 if rest.nbytes else (0, h.chunk_size, 0)
+            chunk_size = h.chunk_size
+        else:
+            # Empty input is stored as one empty chunk: replace it by chunks of the default size.
+            kept, rest = [], new
+            csize = h.chunk_size or max(DEFAULT_CHUNK_SIZE - DEFAULT_CHUNK_SIZE % itemsize,
+                                        itemsize)
+            nrest, chunk_size, rest_last = calculate_chunks(rest.nbytes, csize)
+            csize = chunk_size
+        for j in range(nrest):
+            pieces.append(rest[j * csize:j * csize + (rest_last if j == nrest - 1 else csize)])
+        nchunks = len(kept) + len(pieces)
+        added = nchunks - len(spans)
+        if added > h.max_app_chunks:
+            raise FormatError(f"cannot append: {added} more chunks needed, only "
+                              f"{h.max_app_chunks} offset slots are free", f.path, 24)
+        meta_section = None
+        if new_meta is not None:
+            mh = lay.meta_header
+            try:
+                # Keep the file's metadata settings; only the shape changes.
+                meta_section = encode_metadata(new_meta, checksum=mh.checksum,
+                                               codec="zlib" if mh.codec else None,
+                                               level=mh.level,
+                                               max_meta_size=mh.max_meta_size)[0]
+            except ValueError as exc:
+                raise FormatError(f"cannot append: the new metadata does not fit its reserved "
+                                  f"room ({exc})", f.path, HEADER_SIZE) from None
+        typesize = h.typesize or 1
+        impl = h.checksum_impl
+        compressed = [_compress(p, typesize, cp) for p in pieces]
+        new_header = BlpHeader(True, h.metadata, h.checksum, h.typesize, chunk_size,
+                               pieces[-1].nbytes, nchunks, h.max_app_chunks - added)
+        copy_end = kept[-1].offset + kept[-1].cbytes + impl.size if kept else lay.data_start
+        starts, pos = [s.offset for s in kept], copy_end
+        for c in compressed:
+            starts.append(pos)
+            pos += len(c) + impl.size
+
+        def parts() -> Iterator[bytes]:
+            yield new_header.pack()
+            if h.metadata:
+                yield meta_section if meta_section is not None else \
+                    f.pread(lay.offsets_offset - HEADER_SIZE, HEADER_SIZE, "metadata")
+            yield encode_offsets(starts, new_header.total_slots)
+            for at in range(lay.data_start, copy_end, _COPY_BLOCK):
+                yield f.pread(min(_COPY_BLOCK, copy_end - at), at, "chunks")
+            for c in compressed:
+                yield c
+                yield impl.digest(c)
+
+        atomic_write(f.path, parts(), fsync=fsync)
+        return added
