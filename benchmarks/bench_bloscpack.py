@@ -29,10 +29,10 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from _common import median_time
 
 import carray
 from carray.formats import bloscpack as ours
@@ -46,15 +46,6 @@ import bloscpack  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 CHUNK = 2**20
 CPARAMS = carray.CParams(clevel=7, cname="blosclz", shuffle=carray.SHUFFLE)
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def make_data(nbytes: int) -> np.ndarray:

@@ -31,21 +31,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import median_time
 
 import carray as ca
 
 RESULTS = Path(__file__).parent / "results"
 APPEND_ROWS = 10_000
 NTHREADS = 2
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def make_data(kind: str, nbytes: int) -> np.ndarray:

@@ -337,3 +337,47 @@ def test_empty_table(where):
     t2.append({"a": [1], "b": [b"x"]})
     assert reopen(t2)[0].tolist() == (1, b"x")
     assert len(ca.ctable()) == 0
+
+
+# -- every row key, against numpy ------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+
+def _row_keys(n: int):
+    ints = st.integers(-n, n - 1) if n else st.nothing()
+    bounds = st.none() | st.integers(-n - 3, n + 3)
+    steps = st.none() | st.integers(-5, 5).filter(lambda s: s != 0)
+    lists = st.lists(st.integers(-n, n - 1), max_size=12) if n else st.just([])
+    lists = lists.map(lambda v: np.array(v, dtype=int))
+    return ints | st.builds(slice, bounds, bounds, steps) | lists | hnp.arrays(bool, n)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(0, 40), chunklen=st.integers(1, 9), disk=st.booleans(), data=st.data())
+def test_every_row_key_matches_numpy(tmp_path_factory, n, chunklen, disk, data):
+    rec = sample(n)
+    rec["s"] = rec["s"][::-1] if n else rec["s"]
+    strings = np.array([f"v{i}" * (i % 4) for i in range(n)], dtype=object)
+    root = str(tmp_path_factory.mktemp("t") / "t") if disk else None
+    t = ca.ctable({**{k: rec[k] for k in rec.dtype.names}, "vs": strings}, chunklen=chunklen,
+                  rootdir=root)
+    if root:
+        t.close()
+        t = ca.open(root, mode="a")
+    key = data.draw(_row_keys(n))
+    got = t[key]
+    want = rec[key]
+    for name in rec.dtype.names:
+        np.testing.assert_array_equal(np.asarray(got[name]), want[name])
+    assert list(np.atleast_1d(got["vs"])) == list(np.atleast_1d(strings[key]))
+    # writes through the same key land where numpy's would
+    new = np.zeros_like(rec)
+    new["i"] = -np.arange(n) - 1
+    exp = rec.copy()
+    exp[key] = new[key]
+    t2 = ca.ctable(rec, chunklen=chunklen, rootdir=f"{root}2" if root else None)
+    t2[key] = new[key]
+    np.testing.assert_array_equal(t2[:], exp)

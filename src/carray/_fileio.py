@@ -48,3 +48,14 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pread_full(fd: int, n: int, offset: int) -> bytes:
+    """Up to ``n`` bytes at ``offset``, retrying short reads (short only at end of file)."""
+    data = os.pread(fd, n, offset)
+    while len(data) < n:
+        more = os.pread(fd, n - len(data), offset + len(data))
+        if not more:
+            break
+        data += more
+    return data

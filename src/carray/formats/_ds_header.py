@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from carray._fileio import pread_full
 from carray.errors import FormatError
 
 MAGIC = b"ds-"
@@ -149,13 +150,7 @@ def pread_into(fd: int, buf, offset: int) -> int:
 def pread(fd: int, n: int, offset: int) -> bytes:
     """Up to ``n`` bytes at ``offset`` (short at EOF). Like :func:`pread_into`, every read of
     a ds file goes through one of these two."""
-    data = os.pread(fd, n, offset)
-    while len(data) < n:
-        more = os.pread(fd, n - len(data), offset + len(data))
-        if not more:
-            break
-        data += more
-    return data
+    return pread_full(fd, n, offset)
 
 
 def read_prefix(fd: int) -> tuple[bytes, int]:

@@ -1,0 +1,267 @@
+"""Chunk and block index math of Caterva / b2nd arrays, as small pure functions.
+
+Facts relied on (specs/caterva-b2nd.md §2, from c-blosc2 ``b2nd.c``
+``update_shape_struct`` and ``get_set_slice``):
+
+* Per dimension, a chunk holds ``extchunk[i] = ceil(chunkshape[i] / blockshape[i])
+  * blockshape[i]`` items: the chunk shape rounded **up to a multiple of the
+  block shape**. Every chunk, edge chunks included, is that full size; items
+  outside ``shape`` or outside ``chunkshape`` are padding.
+* Chunks are numbered in C order over the grid ``ceil(shape / chunkshape)``.
+* Inside a chunk the blocks are stored one after the other in C order over the
+  grid ``extchunk / blockshape``, and each block is C-ordered over ``blockshape``.
+  So the decoded chunk is an array of shape ``blocks_in_chunk + blockshape``
+  (2N axes), and interleaving the axes as (b0, s0, b1, s1, ...) gives the
+  chunk in plain C order.
+* ``ndim == 0``: one chunk of one item. Any ``shape[i] == 0``: no chunks.
+  ``chunkshape[i] == 0`` only together with ``blockshape[i] == 0`` and
+  ``shape[i] == 0``.
+* Blosc2 caps ``ndim`` at 8 for caterva (``CATERVA_MAX_DIM``); b2nd allows 16
+  (``B2ND_MAX_DIM``), but this module sticks to the 8 the task requires.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+
+MAX_DIM = 8
+INT32_MAX = 2**31 - 1
+#: A Blosc2 chunk holds at most this many bytes (int32 sizes, 32-byte header).
+MAX_CHUNK_NBYTES = INT32_MAX - 32
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints, 0 when ``b`` is 0."""
+    return -(-a // b) if b else 0
+
+
+def ext_chunkshape(chunkshape: Sequence[int], blockshape: Sequence[int]) -> tuple[int, ...]:
+    """Items a stored chunk spans per dimension: chunkshape rounded up to whole blocks."""
+    return tuple(ceil_div(c, b) * b for c, b in zip(chunkshape, blockshape, strict=True))
+
+
+def chunks_in_array(shape: Sequence[int], chunkshape: Sequence[int]) -> tuple[int, ...]:
+    """Size of the chunk grid per dimension."""
+    return tuple(ceil_div(s, c) for s, c in zip(shape, chunkshape, strict=True))
+
+
+def blocks_in_chunk(chunkshape: Sequence[int], blockshape: Sequence[int]) -> tuple[int, ...]:
+    """Size of the block grid inside one chunk, per dimension."""
+    return tuple(ceil_div(c, b) for c, b in zip(chunkshape, blockshape, strict=True))
+
+
+def check_geometry(shape: Sequence[int], chunkshape: Sequence[int],
+                   blockshape: Sequence[int], itemsize: int) -> str | None:
+    """Why these shapes cannot describe a stored array, or None when they can.
+
+    Kept free of exceptions so both the reader (which wraps the reason in a
+    ``FormatError`` naming the file) and the writer (``ValueError``) share it.
+    """
+    ndim = len(shape)
+    if not len(chunkshape) == len(blockshape) == ndim:
+        return (f"shape {tuple(shape)}, chunks {tuple(chunkshape)} and blocks "
+                f"{tuple(blockshape)} differ in length")
+    if ndim > MAX_DIM:
+        return f"{ndim} dimensions, Blosc2 arrays have at most {MAX_DIM}"
+    if itemsize <= 0:
+        return f"item size {itemsize} is not positive"
+    for i, (s, c, b) in enumerate(zip(shape, chunkshape, blockshape, strict=True)):
+        if s < 0 or c < 0 or b < 0:
+            return f"negative size in dimension {i}: shape {s}, chunk {c}, block {b}"
+        if s > 0 and (c == 0 or b == 0):
+            return f"dimension {i} has {s} items but chunk {c} and block {b}"
+        if c == 0 and b != 0:
+            return f"dimension {i}: chunk size 0 with block size {b}"
+        if b > c:
+            return f"dimension {i}: block {b} larger than chunk {c}"
+    ext = ext_chunkshape(chunkshape, blockshape)
+    if math.prod(ext) * itemsize > MAX_CHUNK_NBYTES:
+        return (f"chunks of {ext} items of {itemsize} bytes exceed the Blosc2 limit of "
+                f"{MAX_CHUNK_NBYTES} bytes")
+    return None
+
+
+def nchunks_of(shape: Sequence[int], chunkshape: Sequence[int]) -> int:
+    """Number of stored chunks (0 when the array is empty)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return math.prod(chunks_in_array(shape, chunkshape))
+
+
+def chunk_coords(nchunk: int, grid: Sequence[int]) -> tuple[int, ...]:
+    """N-d coordinate of linear chunk ``nchunk`` in the C-ordered grid."""
+    return tuple(int(x) for x in np.unravel_index(nchunk, tuple(grid))) if grid else ()
+
+
+def chunk_index(coords: Sequence[int], grid: Sequence[int]) -> int:
+    """Linear (C-order) index of the chunk at ``coords``."""
+    n = 0
+    for c, g in zip(coords, grid, strict=True):
+        n = n * g + c
+    return n
+
+
+def chunk_box(coords: Sequence[int], shape: Sequence[int],
+              chunkshape: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """``(start, stop)`` per dimension of the array items a chunk holds (padding excluded)."""
+    return tuple((c * cs, min((c + 1) * cs, s))
+                 for c, s, cs in zip(coords, shape, chunkshape, strict=True))
+
+
+def chunks_touching(starts: Sequence[int], stops: Sequence[int],
+                    chunkshape: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    """Chunk coordinates, in C order, intersecting the box ``[starts, stops)``.
+
+    The box must be non-empty in every dimension.
+    """
+    ranges = [range(a // cs, ceil_div(b, cs))
+              for a, b, cs in zip(starts, stops, chunkshape, strict=True)]
+    return product(*ranges)
+
+
+def _interleave(ndim: int) -> tuple[int, ...]:
+    # (b0..bn-1, s0..sn-1) -> (b0, s0, b1, s1, ...)
+    return tuple(ax for i in range(ndim) for ax in (i, ndim + i))
+
+
+def _deinterleave(ndim: int) -> tuple[int, ...]:
+    # (b0, s0, b1, s1, ...) -> (b0..bn-1, s0..sn-1)
+    return tuple(range(0, 2 * ndim, 2)) + tuple(range(1, 2 * ndim, 2))
+
+
+def split_shape(ext: Sequence[int], blockshape: Sequence[int]) -> tuple[int, ...]:
+    """``ext`` split into (block index, position in block) pairs: (b0, s0, b1, s1, ...)."""
+    return tuple(x for e, b in zip(ext, blockshape, strict=True) for x in (e // b, b))
+
+
+def blocked_is_c_order(ext: Sequence[int], blockshape: Sequence[int]) -> bool:
+    """True when a chunk's block layout is byte-for-byte the chunk in C order.
+
+    That is the case when the only axes longer than one keep their relative
+    order after interleaving, e.g. blocks that span the full trailing dimensions.
+    """
+    ndim = len(ext)
+    sizes = list(blocks_in_chunk(ext, blockshape)) + list(blockshape)
+    stored = [ax for ax in range(2 * ndim) if sizes[ax] > 1]
+    wanted = [ax for ax in _interleave(ndim) if sizes[ax] > 1]
+    return stored == wanted
+
+
+def blocked_view(buf: np.ndarray, ext: Sequence[int], blockshape: Sequence[int]) -> np.ndarray:
+    """View a decoded chunk (flat, C-contiguous) as a (b0, s0, b1, s1, ...) array.
+
+    Reshaping the result to ``ext`` (which copies) gives the chunk in C order;
+    assigning it into a split view of the destination avoids that copy.
+    """
+    ndim = len(ext)
+    bic = tuple(e // b for e, b in zip(ext, blockshape, strict=True))
+    return buf.reshape(bic + tuple(blockshape)).transpose(_interleave(ndim))
+
+
+def to_blocked(chunk: np.ndarray, blockshape: Sequence[int]) -> np.ndarray:
+    """Reorder a C-order chunk of the extended chunk shape into its stored block order.
+
+    Returns a C-contiguous array (a copy unless the layout is already C order).
+    """
+    ndim = chunk.ndim
+    split = chunk.reshape(split_shape(chunk.shape, blockshape))
+    return np.ascontiguousarray(split.transpose(_deinterleave(ndim)))
+
+
+def normalize_key(key, shape: Sequence[int]) -> tuple[list[int], list[int], list[int], tuple]:
+    """Turn an index key into per-dimension (starts, stops, steps) and a post-selection.
+
+    Integers and slices (any step) are accepted, plus ``Ellipsis``. The box
+    ``[starts, stops)`` is what must be read; the post-selection (applied to
+    that box) applies steps and drops the integer-indexed dimensions.
+
+    Raises
+    ------
+    IndexError
+        Too many indices, or an integer out of range.
+    TypeError
+        An index that is neither an int, a slice nor ``...``.
+    """
+    ndim = len(shape)
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (ndim - len(key) + 1) + key[i + 1:]
+    if len(key) > ndim:
+        raise IndexError(f"too many indices: array is {ndim}-dimensional, "
+                         f"{len(key)} were indexed")
+    key = key + (slice(None),) * (ndim - len(key))
+    starts, stops, steps, post = [], [], [], []
+    for dim, (k, n) in enumerate(zip(key, shape, strict=True)):
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            i = int(k) + n if k < 0 else int(k)
+            if not 0 <= i < n:
+                raise IndexError(f"index {int(k)} is out of bounds for axis {dim} with size {n}")
+            starts.append(i)
+            stops.append(i + 1)
+            steps.append(1)
+            post.append(0)
+        elif isinstance(k, slice):
+            a, b, st = k.indices(n)
+            if st < 0:
+                # Read the ascending box, reverse afterwards.
+                count = len(range(a, b, st))
+                lo = a + st * (count - 1) if count else 0
+                hi = a + 1 if count else 0
+                starts.append(lo)
+                stops.append(hi)
+                steps.append(1)
+                post.append(slice(None, None, st))
+            else:
+                b = max(a, b)
+                count = len(range(a, b, st))
+                starts.append(a)
+                stops.append(a + (count - 1) * st + 1 if count else a)
+                steps.append(1)
+                post.append(slice(None, None, st))
+        else:
+            raise TypeError(f"only integers, slices and '...' are valid indices, not "
+                            f"{type(k).__name__}")
+    return starts, stops, steps, tuple(post)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Shapes of a stored N-d array and the derived chunk/block grids."""
+
+    shape: tuple[int, ...]
+    chunkshape: tuple[int, ...]
+    blockshape: tuple[int, ...]
+    itemsize: int
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def extchunk(self) -> tuple[int, ...]:
+        return ext_chunkshape(self.chunkshape, self.blockshape)
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return chunks_in_array(self.shape, self.chunkshape)
+
+    @property
+    def nchunks(self) -> int:
+        return nchunks_of(self.shape, self.chunkshape)
+
+    @property
+    def chunk_nbytes(self) -> int:
+        return math.prod(self.extchunk) * self.itemsize
+
+    @property
+    def block_nbytes(self) -> int:
+        return math.prod(self.blockshape) * self.itemsize

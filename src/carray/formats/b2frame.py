@@ -1,0 +1,511 @@
+"""Blosc2 frames: python-blosc2 ``.b2nd`` / ``.b2frame`` files and sparse directories,
+and caterva 0.7 frames, read and written without python-blosc2's frame code.
+
+Format facts relied on (specs/blosc2-chunk-and-frame.md, specs/caterva-b2nd.md,
+fixtures/QUIRKS.md "Blosc2 / b2nd / caterva"); byte-level details are in
+:mod:`._b2frame_header`, chunk checks in :mod:`._b2frame_chunk`, index math
+in :mod:`._b2nd_geometry`:
+
+* A contiguous frame is ``header | chunk 0 | chunk 1 | ... | offsets chunk |
+  trailer``. Chunk *i* starts at ``header_len + offset[i]``; the offsets chunk
+  (a Blosc2 chunk of int64 LE offsets) at ``header_len + cbytes``.
+* A sparse frame is a directory: ``chunks.b2frame`` holds header, offsets
+  chunk (right after the header) and trailer; a non-negative offset is the
+  number *n* of the file ``%08X.chunk`` holding that chunk.
+* Negative offsets are special chunks that take no space (zeros, NaN,
+  uninitialised). ``nbytes == 0`` means no chunks and no offsets chunk.
+* An N-d array is described by the ``b2nd`` metalayer (shape, chunkshape,
+  blockshape, dtype string) or the older ``caterva`` one (no dtype). Every
+  stored chunk holds ``chunkshape`` rounded up to whole blocks, blocks in C
+  order, each block C-ordered; the frame's chunksize is that padded size
+  times the item size and its blocksize one block.
+* Plain SChunks (no N-d layer) are byte streams cut into ``chunksize`` pieces,
+  the last one possibly short.
+* python-blosc2 msgpack-packs user metalayer and vlmeta values; vlmeta values
+  are then stored as Blosc2 chunks in the trailer.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from carray._fileio import pread_full
+from carray.codecs.blosc import BLOSC2_HEADER, read_header
+from carray.errors import FormatError
+from carray.formats import _b2frame_chunk as _chunk
+from carray.formats import _b2nd_geometry as geo
+from carray.formats._b2frame_header import (
+    FIXED_HEADER,
+    SPARSE_INDEX,
+    TRAILER_TAIL,
+    FrameHeader,
+    locate_trailer,
+    parse_fixed_header,
+    parse_metalayers,
+    parse_nd_meta,
+    parse_trailer,
+)
+from carray.formats._b2frame_write import (
+    BLOCK_TARGET,
+    CHUNK_TARGET,
+    _copy_dtype,
+    default_chunks_blocks,
+    write_array,
+)
+
+__all__ = ["BLOCK_TARGET", "CHUNK_TARGET", "Frame", "default_chunks_blocks", "read_array",
+           "read_frame", "read_region", "write_array"]
+
+
+
+def _unpack(raw: bytes) -> Any:
+    """A msgpack value, or the raw bytes when they are not exactly one msgpack object."""
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException, TypeError, RecursionError):
+        return raw
+
+
+def _split_view(a: np.ndarray, blockshape) -> np.ndarray:
+    """A writable (n0/b0, b0, n1/b1, b1, ...) view of ``a``; every ``n_i`` divisible by ``b_i``."""
+    shape, strides = [], []
+    for n, st, b in zip(a.shape, a.strides, blockshape, strict=True):
+        shape += [n // b, b]
+        strides += [st * b, st]
+    return np.lib.stride_tricks.as_strided(a, tuple(shape), tuple(strides))
+
+
+class Frame:
+    """An open Blosc2 frame (contiguous file or sparse directory), read-only.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.b2nd`` / ``.b2frame`` / ``.caterva`` file, or a sparse frame directory.
+    dtype : dtype-like, optional
+        Item type for frames that store none (caterva, plain SChunks); must have
+        the frame's item size. Defaults to an unsigned int of that size, or raw
+        void bytes for other sizes.
+
+    Attributes
+    ----------
+    kind : str
+        ``"b2nd"``, ``"caterva"`` or ``"schunk"`` (no N-d metalayer).
+    shape, chunkshape, blockshape : tuple of int
+        Array geometry. A plain SChunk reads as a 1-d array whose chunks are
+        ``chunksize // itemsize`` long (the last one may be short).
+    dtype : numpy.dtype
+    nchunks : int
+    meta : dict
+        Metalayers, msgpack-decoded where they are msgpack (raw bytes otherwise).
+    meta_raw : dict of bytes
+    vlmeta : dict
+        Variable-length metadata (user attributes), decoded on first access.
+    header : FrameHeader
+        The decoded header fields (typesize, chunksize, codec, ...).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, dtype=None) -> None:
+        self.path = os.fspath(path)
+        self.contiguous = not os.path.isdir(self.path)
+        index = self.path if self.contiguous else os.path.join(self.path, SPARSE_INDEX)
+        self._fd: int | None = os.open(index, os.O_RDONLY)
+        try:
+            self._parse(index)
+            self._setup_geometry(dtype)
+        except BaseException:
+            self.close()
+            raise
+        if not self.contiguous:
+            self.close()  # everything needed from chunks.b2frame is in memory now
+
+    # -- parsing -------------------------------------------------------------------------
+
+    def _parse(self, index: str) -> None:
+        fd = self._fd
+        size = os.fstat(fd).st_size
+        hdr = parse_fixed_header(pread_full(fd, FIXED_HEADER, 0), index, size)
+        want_type = 0 if self.contiguous else 1
+        if hdr.frame_type != want_type:
+            kinds = ("contiguous", "sparse")
+            raise FormatError(f"frame says it is {kinds[hdr.frame_type % 2]} but is stored "
+                              f"as a {'file' if self.contiguous else 'directory'}", index, 26)
+        header = pread_full(fd, hdr.header_len, 0)
+        parse_metalayers(header, hdr, index)
+        trailer_len = locate_trailer(pread_full(fd, TRAILER_TAIL, hdr.frame_len - TRAILER_TAIL),
+                                     hdr.frame_len, hdr.header_len, index)
+        trailer_start = hdr.frame_len - trailer_len
+        index_start = hdr.header_len + (hdr.cbytes if self.contiguous else 0)
+        if index_start > trailer_start:
+            raise FormatError(f"chunks end at {index_start}, after the trailer starts at "
+                              f"{trailer_start}", index, 38)
+        self._vlmeta_raw = parse_trailer(pread_full(fd, trailer_len, trailer_start), trailer_start,
+                                         index)
+        self.header: FrameHeader = hdr
+        self.meta_raw: dict[str, bytes] = dict(hdr.meta)
+        self.meta: dict[str, Any] = {k: _unpack(v) for k, v in hdr.meta.items()}
+        self._vlmeta: dict[str, Any] | None = None
+        self._index = index
+        if hdr.nbytes == 0:
+            self.nchunks = 0
+            self._offsets: _chunk.Offsets | None = None
+            return
+        if index_start + BLOSC2_HEADER > trailer_start:
+            raise FormatError("no room for the chunk offsets before the trailer", index,
+                              index_start)
+        expect = -(-hdr.nbytes // hdr.chunksize) if hdr.chunksize else None
+        buf = pread_full(fd, trailer_start - index_start, index_start)
+        self._offsets = _chunk.Offsets(buf, expect, index, index_start)
+        self.nchunks = len(self._offsets)
+
+    def _setup_geometry(self, dtype) -> None:
+        hdr, path = self.header, self._index
+        ts = hdr.typesize
+        layer = "b2nd" if "b2nd" in self.meta_raw else (
+            "caterva" if "caterva" in self.meta_raw else None)
+        if dtype is not None:
+            dtype = np.dtype(dtype)
+            if dtype.itemsize != ts:
+                raise ValueError(f"dtype {dtype} has {dtype.itemsize}-byte items, the frame "
+                                 f"{ts}-byte ones")
+        if layer is None:
+            self.kind = "schunk"
+            n = hdr.nbytes
+            if dtype is None:
+                dtype = _copy_dtype(ts) if n % ts == 0 and hdr.chunksize % ts == 0 else None
+            if dtype is None:
+                dtype, ts = np.dtype(np.uint8), 1
+            self.dtype = dtype
+            self.shape = (n // ts,)
+            self.chunkshape = self.blockshape = ((hdr.chunksize // ts) or self.shape[0],)
+            return
+        self.kind = layer
+        offset = hdr.meta_offsets[layer]
+        nd = parse_nd_meta(self.meta_raw[layer], layer, path, offset)
+        reason = geo.check_geometry(nd.shape, nd.chunkshape, nd.blockshape, ts)
+        if reason:
+            raise FormatError(f"{layer} metalayer: {reason}", path, offset)
+        if nd.dtype is not None:
+            if nd.dtype.hasobject:
+                raise FormatError(f"b2nd dtype {nd.dtype} holds Python objects; refusing it",
+                                  path, offset)
+            if nd.dtype.itemsize != ts:
+                raise FormatError(f"b2nd dtype {nd.dtype} has {nd.dtype.itemsize}-byte "
+                                  f"items but the frame typesize is {ts}", path, offset)
+            dtype = dtype or nd.dtype
+        self.dtype = dtype if dtype is not None else _copy_dtype(ts)
+        self.shape, self.chunkshape, self.blockshape = nd.shape, nd.chunkshape, nd.blockshape
+        g = self.geometry
+        want = g.nchunks
+        if want == 0:
+            if hdr.nbytes:
+                raise FormatError(f"empty array of shape {g.shape} but the frame holds "
+                                  f"{hdr.nbytes} bytes", path, 29)
+            return
+        if hdr.chunksize != g.chunk_nbytes:
+            raise FormatError(f"frame chunksize {hdr.chunksize} but the {layer} layout needs "
+                              f"{g.chunk_nbytes} bytes per chunk", path, 57)
+        if hdr.nbytes != want * g.chunk_nbytes:
+            raise FormatError(f"frame holds {hdr.nbytes} bytes, {want} chunks of "
+                              f"{g.chunk_nbytes} bytes expected", path, 29)
+
+    # -- basic properties ----------------------------------------------------------------
+
+    @property
+    def geometry(self) -> geo.Geometry:
+        return geo.Geometry(self.shape, self.chunkshape, self.blockshape, self.header.typesize)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def vlmeta(self) -> dict[str, Any]:
+        if self._vlmeta is None:
+            out = {}
+            for name, raw in self._vlmeta_raw.items():
+                h, _ = _chunk.check_chunk(raw, self._index, None)
+                data = np.empty(h.nbytes, np.uint8)
+                _chunk.decode_into(raw, data, f"{self._index} (vlmeta {name!r})", None)
+                out[name] = _unpack(data.tobytes())
+            self._vlmeta = out
+        return self._vlmeta
+
+    def close(self) -> None:
+        """Release the file descriptor (sparse frames hold none after opening)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Frame:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        layout = "contiguous" if self.contiguous else "sparse"
+        return (f"Frame({self.path!r}, {self.kind}, {layout}, shape={self.shape}, "
+                f"chunks={self.chunkshape}, blocks={self.blockshape}, dtype={self.dtype})")
+
+    # -- chunks --------------------------------------------------------------------------
+
+    def chunk_nbytes(self, i: int) -> int | None:
+        """Uncompressed size of chunk ``i`` (None for variable-size SChunks)."""
+        cs, nb = self.header.chunksize, self.header.nbytes
+        if not cs:
+            return None
+        return min(cs, nb - i * cs)
+
+    def _locate(self, i: int) -> tuple[int, str | None, int, int]:
+        """(special code, file, start, size) of chunk ``i``; file None for special chunks."""
+        if not 0 <= i < self.nchunks:
+            raise IndexError(f"chunk {i} out of range for {self.nchunks} chunks")
+        off = self._offsets[i]
+        if off < 0:
+            return _chunk.special_of_offset(off, self._index, None), None, 0, BLOSC2_HEADER
+        if self.contiguous:
+            end = self.header.cbytes
+            if off + 16 > end:
+                raise FormatError(f"chunk {i} offset {off} points past the {end} bytes of "
+                                  "chunk data", self.path)
+            start = self.header.header_len + off
+            h = read_header(self._read(self.path, 32 if off + 32 <= end else 16, start),
+                            self.path, start, size=end - off)
+            return 0, self.path, start, h.cbytes
+        if off >= 2**32:
+            raise FormatError(f"chunk {i} file number {off} is out of range", self._index)
+        name = os.path.join(self.path, f"{off:08X}.chunk")
+        try:
+            size = os.path.getsize(name)
+        except FileNotFoundError:
+            raise FormatError(f"chunk file {off:08X}.chunk of chunk {i} is missing",
+                              self.path) from None
+        return 0, name, 0, size
+
+    def _read(self, name: str, n: int, offset: int) -> bytes:
+        if name == self.path and self._fd is not None:
+            return pread_full(self._fd, n, offset)
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            return pread_full(fd, n, offset)
+        finally:
+            os.close(fd)
+
+    def read_chunk(self, i: int) -> bytes:
+        """The stored bytes of chunk ``i`` (a synthesised 32-byte chunk for special offsets)."""
+        code, name, start, size = self._locate(i)
+        if name is None:
+            nb = self.chunk_nbytes(i)
+            if nb is None:
+                raise FormatError(f"chunk {i} is special in a variable-size frame", self.path)
+            return _chunk.special_chunk(code, nb, self.header.typesize, self.header.blocksize)
+        data = self._read(name, size, start)
+        if len(data) != size:
+            raise FormatError(f"chunk {i} truncated: {len(data)} of {size} bytes", name, start)
+        return data
+
+    def chunk_reader(self, i: int) -> tuple[Callable[[int, int], bytes], int]:
+        """``(read_at, size)`` for ranged reads of chunk ``i``'s stored bytes.
+
+        ``read_at(offset, length)`` returns up to ``length`` bytes from ``offset``
+        within the chunk, never past its ``size``.
+        """
+        code, name, start, size = self._locate(i)
+        if name is None:
+            data = self.read_chunk(i)
+            return (lambda off, n: data[off:off + n]), len(data)
+
+        def read_at(off: int, n: int) -> bytes:
+            off = max(0, min(off, size))
+            return self._read(name, max(0, min(n, size - off)), start + off)
+
+        return read_at, size
+
+    def decode_chunk(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Chunk ``i`` decompressed, as flat uint8 (into ``out`` when given)."""
+        buf = self.read_chunk(i)
+        nb = self.chunk_nbytes(i)
+        if nb is None:
+            nb = read_header(buf, self.path).nbytes
+        if out is None:
+            out = np.empty(nb, np.uint8)
+        where = self._where(i)
+        _chunk.decode_into(buf, out, where, None, typesize=self.header.typesize)
+        return out
+
+    def _where(self, i: int) -> str:
+        return f"{self.path} (chunk {i})"
+
+    # -- arrays --------------------------------------------------------------------------
+
+    def read_bytes(self) -> bytes:
+        """All chunks decompressed back to back (the SChunk's byte content)."""
+        hdr = self.header
+        out = np.empty(hdr.nbytes, np.uint8)
+        pos = 0
+        for i in range(self.nchunks):
+            buf = self.read_chunk(i)
+            nb = self.chunk_nbytes(i)
+            if nb is None:
+                nb = read_header(buf, self.path).nbytes
+            if pos + nb > hdr.nbytes:
+                raise FormatError(f"chunks hold more than the frame's {hdr.nbytes} bytes",
+                                  self.path)
+            _chunk.decode_into(buf, out[pos:pos + nb], self._where(i), None,
+                               typesize=hdr.typesize)
+            pos += nb
+        if pos != hdr.nbytes:
+            raise FormatError(f"chunks hold {pos} bytes, the frame says {hdr.nbytes}",
+                              self.path)
+        return out.tobytes()
+
+    def read(self) -> np.ndarray:
+        """The whole array."""
+        if self.kind == "schunk":
+            return np.frombuffer(self.read_bytes(), self.dtype).reshape(self.shape).copy()
+        return self._read_box([0] * self.ndim, list(self.shape))
+
+    def __getitem__(self, key) -> np.ndarray:
+        return self.read_region(key)
+
+    def read_region(self, key) -> np.ndarray:
+        """``array[key]`` for integers, slices (any step) and ``...``, decoding only the
+        chunks (and, inside them, the blocks) the selection touches."""
+        starts, stops, _, post = geo.normalize_key(key, self.shape)
+        if self.kind == "schunk":
+            full = self.read()
+            box = full[tuple(slice(a, b) for a, b in zip(starts, stops, strict=True))]
+        else:
+            box = self._read_box(starts, stops)
+        if post:
+            return box[post]
+        # numpy: a[()] of a 0-d array is a scalar, a[...] stays an array
+        keep = key is Ellipsis or (isinstance(key, tuple) and any(k is Ellipsis for k in key))
+        return box if keep or self.ndim else box[()]
+
+    def _read_box(self, starts: list[int], stops: list[int]) -> np.ndarray:
+        g = self.geometry
+        ts, ext, bs = g.itemsize, g.extchunk, g.blockshape
+        vt = _copy_dtype(ts)
+        out = np.empty(tuple(b - a for a, b in zip(starts, stops, strict=True)), vt)
+        if out.size == 0:
+            return out.view(self.dtype)
+        c_order = geo.blocked_is_c_order(ext, bs)
+        block_items = math.prod(bs)
+        bic = geo.blocks_in_chunk(ext, bs)
+        for coords in geo.chunks_touching(starts, stops, g.chunkshape):
+            i = geo.chunk_index(coords, g.grid)
+            cstart = [c * cs for c, cs in zip(coords, g.chunkshape, strict=True)]
+            lo = [max(a, c) for a, c in zip(starts, cstart, strict=True)]
+            hi = [min(b, c + cs, s) for b, c, cs, s in
+                  zip(stops, cstart, g.chunkshape, g.shape, strict=True)]
+            llo = [x - c for x, c in zip(lo, cstart, strict=True)]
+            lhi = [x - c for x, c in zip(hi, cstart, strict=True)]
+            dest = out[tuple(slice(a - s, b - s) for a, b, s in zip(lo, hi, starts, strict=True))
+                       + (Ellipsis,)]
+            whole = all(a == 0 for a in llo) and list(lhi) == list(ext)
+            if whole and c_order and dest.flags.c_contiguous:
+                # The stored chunk is this piece of the output, byte for byte.
+                self.decode_chunk(i, dest.reshape(-1).view(np.uint8))
+                continue
+            buf = np.empty(g.chunk_nbytes, np.uint8)
+            blo = [a // b for a, b in zip(llo, bs, strict=True)]
+            bhi = [geo.ceil_div(a, b) for a, b in zip(lhi, bs, strict=True)]
+            first = geo.chunk_index(blo, bic) * block_items * ts
+            last = (geo.chunk_index([b - 1 for b in bhi], bic) + 1) * block_items * ts
+            if first == 0 and last == g.chunk_nbytes:
+                self.decode_chunk(i, buf)
+            else:  # Blosc decodes only the blocks in [first, last)
+                read_at, size = self.chunk_reader(i)
+                _chunk.decode_range_ranged(read_at, size, first, buf[first:last],
+                                           self._where(i), None, typesize=ts)
+            items = buf.view(vt)
+            if c_order:
+                dest[...] = items.reshape(ext)[tuple(map(slice, llo, lhi))]
+                continue
+            blocked = geo.blocked_view(items, ext, bs)
+            sel = tuple(s for a, b in zip(blo, bhi, strict=True) for s in (slice(a, b),
+                                                                          slice(None)))
+            sub = blocked[sel]
+            aligned = all(a % b == 0 and (h - a) % b == 0
+                          for a, h, b in zip(llo, lhi, bs, strict=True))
+            if aligned:
+                _split_view(dest, bs)[...] = sub
+            else:
+                span = tuple((b - a) * s for a, b, s in zip(blo, bhi, bs, strict=True))
+                part = sub.reshape(span)
+                dest[...] = part[tuple(slice(a - b0 * s, h - b0 * s) for a, h, b0, s in
+                                       zip(llo, lhi, blo, bs, strict=True))]
+        return out.view(self.dtype)
+
+
+def read_frame(path: str | os.PathLike, *, dtype=None) -> Frame:
+    """Open a Blosc2 frame (contiguous file or sparse directory).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    dtype : dtype-like, optional
+        Item type for caterva frames and plain SChunks, which store only the item size.
+
+    Returns
+    -------
+    Frame
+        Close it (or use it as a context manager) to release its file descriptor.
+
+    Raises
+    ------
+    FormatError
+        The bytes do not form a valid frame; the message names the file and offset.
+    CodecUnavailableError
+        A chunk uses a codec or filter this build cannot decode.
+    """
+    return Frame(path, dtype=dtype)
+
+
+def read_array(path: str | os.PathLike, *, dtype=None) -> np.ndarray:
+    """Read a whole ``b2nd`` / ``caterva`` array (or a plain SChunk as 1-d) into numpy.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    dtype : dtype-like, optional
+        See :func:`read_frame`.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    with Frame(path, dtype=dtype) as f:
+        return f.read()
+
+
+def read_region(path: str | os.PathLike, key, *, dtype=None) -> np.ndarray:
+    """``array[key]`` of a stored array, decoding only the chunks the selection touches.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    key : int, slice, Ellipsis or a tuple of them
+    dtype : dtype-like, optional
+        See :func:`read_frame`.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    with Frame(path, dtype=dtype) as f:
+        return f.read_region(key)
