@@ -53,12 +53,11 @@ def _series_values(series: Any) -> Any:
         raise ValueError(f"column {series.name!r} has missing values; only float and "
                          "datetime columns can hold them (as NaN/NaT)")
     if dtype == np.dtype(object) or isinstance(dtype, pd.StringDtype):
-        values = series.to_numpy(dtype=object)
-        if len(values) and not all(isinstance(v, str) for v in values):
-            kinds = {type(v).__name__ for v in values}
-            raise TypeError(f"column {series.name!r} mixes value types {sorted(kinds)}; "
-                            "only str columns can be stored from object dtype")
-        return values
+        kind = pd.api.types.infer_dtype(series, skipna=False)  # one pass in C
+        if len(series) and kind != "string":
+            raise TypeError(f"column {series.name!r} holds {kind!r} values; only str columns "
+                            "can be stored from object dtype")
+        return series.to_numpy(dtype=object)
     return series.to_numpy()
 
 

@@ -66,15 +66,15 @@ def encode(values: Any) -> tuple[np.ndarray, np.ndarray]:
     if arr.dtype.kind not in "OUT" and arr.dtype != STRING_DTYPE:
         raise TypeError(f"a string column holds str values, got dtype {arr.dtype}")
     arr = arr.reshape(-1)
-    if arr.dtype == np.dtype(object):
-        bad = [v for v in arr[:64] if not isinstance(v, str)]
-        if bad or not all(isinstance(v, str) for v in arr):
-            bad = bad or [v for v in arr if not isinstance(v, str)]
-            raise TypeError(f"a string column holds str values only, got {bad[0]!r}")
     pa = _pyarrow()
     if pa is not None:
         src = arr if arr.dtype == np.dtype(object) else arr.astype(object)
-        parr = pa.array(src, type=pa.large_string())
+        try:  # pyarrow checks every value's type in C
+            parr = pa.array(src, type=pa.large_string(), from_pandas=False)
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            parr = None
+        if parr is None or parr.null_count:
+            _check_str(arr)
         offs = np.frombuffer(parr.buffers()[1], dtype=np.int64)[parr.offset:parr.offset
                                                                  + len(parr) + 1]
         data_buf = parr.buffers()[2]
@@ -85,7 +85,15 @@ def encode(values: Any) -> tuple[np.ndarray, np.ndarray]:
     return _encode_numpy(arr)
 
 
+def _check_str(arr: np.ndarray) -> None:
+    if arr.dtype == np.dtype(object):
+        bad = next((v for v in arr if not isinstance(v, str)), None)
+        if bad is not None or any(v is None for v in arr):
+            raise TypeError(f"a string column holds str values only, got {bad!r}")
+
+
 def _encode_numpy(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    _check_str(arr)
     text = arr.astype(STRING_DTYPE)
     lengths = np.zeros(len(text), dtype=np.int64)
     parts = []

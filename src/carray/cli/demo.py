@@ -55,4 +55,26 @@ def run(args: argparse.Namespace) -> int:
         assert np.array_equal(full, np.concatenate([signal, more]))
         print()
         print(format_description(describe(b)))
+        print()
+        _table_tour(Path(tmp) / "readings.ctable" if not args.keep else
+                    Path(args.keep).with_suffix(".ctable"), signal, rng)
     return 0
+
+
+def _table_tour(root: Path, signal: np.ndarray, rng: np.random.Generator) -> None:
+    """The same readings as a table with a station name, queried with min/max pruning."""
+    n = len(signal)
+    names = np.array(["north", "south", "east", "west", "summit"], dtype=object)
+    print(f"ctable: {n:,} rows (time, station, temperature) -> {root}")
+    t = _timed("create a table on disk", lambda: carray.ctable(
+        {"time": np.arange(n, dtype=np.int64), "station": names[np.arange(n) % 5],
+         "temp": signal}, rootdir=root, mode="w"))
+    t.close()
+    t = carray.open(root, mode="r")
+    hits = _timed("where (time < 50000) & (temp > 20), cold", lambda: t.fetchwhere(
+        "(time < 50000) & (temp > 20)", outcols=["time", "station"]))
+    print(f"  {len(hits):,} rows; first: {hits[0] if len(hits) else None}")
+    _timed("same query without min/max pruning", lambda: t.fetchwhere(
+        "(time < 50000) & (temp > 20)", outcols=["time", "station"], prune=False))
+    mean = _timed("mean temperature, chunk by chunk", lambda: t.eval("temp").sum() / n)
+    print(f"  mean = {mean:.3f}")
