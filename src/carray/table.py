@@ -174,7 +174,7 @@ class ctable:  # noqa: N801 - the bcolz name users know
             col = StringColumn(values, rootdir=path, mode="w", cparams=args["cparams"],
                                expectedlen=args["expectedlen"], fsync=self._fsync)
         else:
-            col = carray(values, rootdir=path, mode="w", fsync=self._fsync, **args)
+            col = carray(values, rootdir=path, mode="w", fsync=self._fsync, format="bcolz", **args)
         return col
 
     def _attrs_layout(self):
@@ -405,39 +405,51 @@ class ctable:  # noqa: N801 - the bcolz name users know
         for lo, hi, result, env in ev.blocks():
             if result.dtype != np.bool_:
                 raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
-            idx = np.flatnonzero(result)
-            if skip:
-                if skip >= len(idx):
-                    skip -= len(idx)
-                    continue
-                idx, skip = idx[skip:], 0
-            if limit is not None:
-                idx = idx[:limit - taken]
-            if len(idx) == 0:
+            count = int(np.count_nonzero(result))
+            if count == 0:
                 continue
+            # A boolean mask selects fastest; positions are needed to skip, limit or number.
+            sel: np.ndarray = result
+            if skip or limit is not None or "nrow__" in names or count * 64 < hi - lo:
+                sel = np.flatnonzero(result)
+                if skip:
+                    if skip >= len(sel):
+                        skip -= len(sel)
+                        continue
+                    sel, skip = sel[skip:], 0
+                if limit is not None:
+                    sel = sel[:limit - taken]
+                count = len(sel)
+                if count == 0:
+                    continue
             block = {}
             for n in names:
                 if n == "nrow__":
-                    block[n] = idx + lo
+                    block[n] = sel + lo
                 elif n in env and isinstance(env[n], np.ndarray) and n in ev.columns:
-                    block[n] = env[n][idx]
+                    block[n] = env[n][sel]
                 else:
-                    block[n] = self._take(n, idx, lo, hi, buffers)
+                    block[n] = self._take(n, sel, count, lo, hi, buffers)
             yield block
-            taken += len(idx)
+            taken += count
             if limit is not None and taken >= limit:
                 return
 
-    def _take(self, name: str, idx: np.ndarray, lo: int, hi: int,
+    def _take(self, name: str, sel: np.ndarray, count: int, lo: int, hi: int,
               buffers: dict[str, np.ndarray]) -> np.ndarray:
-        """Rows ``lo + idx`` of a column: a whole-block decode (reused buffer) when dense."""
+        """Rows ``sel`` (mask or positions) of block ``[lo, hi)`` of a column.
+
+        Few rows are fetched one by one (only their Blosc blocks are decoded); many
+        by decoding the whole block into a reused buffer.
+        """
         col = self._cols[name]
-        if isinstance(col, StringColumn) or len(idx) * 64 < hi - lo:
+        if isinstance(col, StringColumn) or count * 64 < hi - lo:
+            idx = np.flatnonzero(sel) if sel.dtype == np.bool_ else sel
             return _read(col, idx + lo)
         buf = buffers.get(name)
         if buf is None or len(buf) < hi - lo:
             buf = buffers[name] = np.empty((hi - lo, *col.shape[1:]), dtype=col.dtype)
-        return col._read_range(range(lo, hi), out=buf[:hi - lo])[idx]
+        return col._read_range(range(lo, hi), out=buf[:hi - lo])[sel]
 
     def where(self, expression: str, outcols: Any = None, limit: int | None = None,
               skip: int = 0, out_flavor: Any = namedtuple, user_dict: Mapping | None = None,

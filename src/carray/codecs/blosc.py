@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import struct
 from dataclasses import dataclass
 
@@ -80,6 +81,97 @@ def _load_libblosc2() -> ctypes.CDLL:
 _lib = _load_libblosc2()
 
 
+def _dparams_fields() -> list[str] | None:
+    """Field names of ``blosc2_dparams`` in the header shipped with this libblosc2.
+
+    The struct is passed by value to ``blosc2_create_dctx``, so its layout must
+    match the library exactly; without the header, per-thread contexts are off.
+    """
+    header = os.path.join(os.path.dirname(_blosc2.__file__), "include", "blosc2.h")
+    try:
+        with open(header, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    end = text.find("} blosc2_dparams;")
+    start = text.rfind("typedef struct {", 0, end)
+    if end < 0 or start < 0:
+        return None
+    body = re.sub(r"//[^\n]*|/\*.*?\*/", "", text[start + 16:end], flags=re.S)
+    return [decl.split()[-1].lstrip("*") for decl in body.split(";") if decl.strip()]
+
+
+_DPARAMS_TYPES = {"nthreads": ctypes.c_int16, "schunk": ctypes.c_void_p,
+                  "postfilter": ctypes.c_void_p, "postparams": ctypes.c_void_p,
+                  "typesize": ctypes.c_int32}
+
+
+def _make_dparams_type() -> type | None:
+    fields = _dparams_fields()
+    if not fields or fields[0] != "nthreads" or any(f not in _DPARAMS_TYPES for f in fields):
+        return None
+    cls = type("DParams", (ctypes.Structure,),
+               {"_fields_": [(f, _DPARAMS_TYPES[f]) for f in fields]})
+    _lib.blosc2_create_dctx.argtypes = [cls]
+    _lib.blosc2_create_dctx.restype = ctypes.c_void_p
+    _lib.blosc2_free_ctx.argtypes = [ctypes.c_void_p]
+    _lib.blosc2_free_ctx.restype = None
+    _lib.blosc2_decompress_ctx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                                           ctypes.c_void_p, ctypes.c_int32]
+    _lib.blosc2_decompress_ctx.restype = ctypes.c_int
+    return cls
+
+
+_DParams = _make_dparams_type()
+
+
+class Decoder:
+    """A single-threaded decompression context of one's own.
+
+    The library-wide functions share one context behind a lock, so threads
+    calling them take turns; each thread holding its own ``Decoder`` decodes
+    in parallel with the others.  Use as a context manager.
+    """
+
+    def __init__(self) -> None:
+        self._ctx = None
+        if _DParams is not None:
+            self._ctx = _lib.blosc2_create_dctx(_DParams(nthreads=1))
+
+    @staticmethod
+    def available() -> bool:
+        return _DParams is not None
+
+    def decompress_into(self, chunk, out: np.ndarray, path: str | None = None) -> None:
+        """As :func:`decompress_into`, on this context."""
+        if self._ctx is None:
+            decompress_into(chunk, out, path)
+            return
+        if not out.flags.c_contiguous:
+            raise ValueError("output buffer must be C-contiguous")
+        h = validate_chunk(chunk, out.nbytes, path)
+        if h.nbytes == 0:
+            return
+        n = _lib.blosc2_decompress_ctx(self._ctx, _address(chunk), h.cbytes, out.ctypes.data,
+                                       out.nbytes)
+        if n != out.nbytes:
+            raise CodecError(f"{path or 'chunk'}: Blosc failed to decompress (error {n})")
+
+    def close(self) -> None:
+        if self._ctx is not None:
+            _lib.blosc2_free_ctx(self._ctx)
+            self._ctx = None
+
+    def __enter__(self) -> Decoder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
 def set_nthreads(nthreads: int) -> None:
     """Set the thread count of every Blosc library carray drives."""
     _lib.blosc2_set_nthreads(nthreads)
@@ -94,6 +186,9 @@ def _init_threads() -> None:
 
 
 _init_threads()
+# python-blosc then uses c-blosc's context API, so chunks can be (de)compressed on
+# several threads at once (the Bloscpack reader and writer do).
+_blosc1.set_releasegil(True)
 
 
 @dataclass(frozen=True)
