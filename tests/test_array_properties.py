@@ -19,7 +19,7 @@ import carray as ca
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-WHERE = ["memory", "disk"]
+WHERE = ["memory", "disk", "bcolz"]  # disk: the default (superchunk) layout
 
 
 class Store:
@@ -27,7 +27,7 @@ class Store:
 
     def __init__(self, where: str) -> None:
         self.where = where
-        self._tmp = tempfile.TemporaryDirectory() if where == "disk" else None
+        self._tmp = tempfile.TemporaryDirectory() if where != "memory" else None
 
     def __enter__(self) -> Store:
         return self
@@ -38,7 +38,8 @@ class Store:
 
     def make(self, data: np.ndarray, chunklen: int) -> ca.carray:
         root = None if self._tmp is None else f"{self._tmp.name}/a"
-        return ca.carray(data, chunklen=chunklen, rootdir=root, mode="w")
+        fmt = "bcolz" if self.where == "bcolz" else "superchunk"
+        return ca.carray(data, chunklen=chunklen, rootdir=root, mode="w", format=fmt)
 
     def reopen(self, a: ca.carray) -> ca.carray:
         if self._tmp is None:

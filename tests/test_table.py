@@ -142,8 +142,11 @@ def test_append_forms(where):
     t.append({n: rec[n][18:20] for n in rec.dtype.names})   # dict of columns
     t.append(rec[20])                                       # one record
     t.append(list(rec[21].tolist()))                        # one row as scalars
-    t.append(ca.ctable(rec[22:30]))                         # another table
+    t.append([tuple(r) for r in rec[22:25].tolist()])      # a list of row tuples
+    t.append(ca.ctable(rec[25:30]))                         # another table
     np.testing.assert_array_equal(reopen(t)[:], rec)
+    with pytest.raises(ValueError, match="a row has"):
+        t.append([(1, 2.0)])
 
 
 def test_append_is_checked_before_anything_is_written(where):

@@ -13,20 +13,21 @@ import atexit
 import os
 import weakref
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from carray import _parallel
 from carray._util import human, quantize, skip_and_limit
 from carray.attrs import Attrs
 from carray.codecs import blosc
 from carray.errors import FormatError, ReadOnlyError, UnsupportedDTypeError
 from carray.grid import RowGrid, calc_chunklen, select
+from carray.layouts import FORMATS, create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
-from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
-from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
-from carray.zonemap import ZoneMap, summarised
+from carray.zonemap import ZoneMap
 
 _MODES = ("r", "a", "w")
 # Reading this many rows or fewer from one chunk goes row by row (one block each).
@@ -75,7 +76,14 @@ class carray:  # noqa: N801 - the bcolz name users know
     chunklen : int, optional
         Rows per chunk (overrides ``expectedlen``).
     rootdir : str or path, optional
-        Directory on disk (bcolz 1.x layout); ``None`` keeps it in memory.
+        Directory on disk; ``None`` keeps it in memory.
+    format : {'superchunk', 'bcolz'}, optional
+        On-disk layout of a new ``rootdir`` (default 'superchunk': few files,
+        checksums, crash-safe commits; 'bcolz' is bcolz 1.x's one file per
+        chunk).  An existing directory is opened in whatever layout it holds.
+    storage : dict, optional
+        Options of the superchunk layout: ``superchunksize``, ``checksum``,
+        ``spare``, ``blosc1`` (at creation) and ``verify`` (also when opening).
     safe : bool
         Kept for bcolz compatibility; conversions are always checked.
     mode : {'a', 'r', 'w'}
@@ -99,9 +107,13 @@ class carray:  # noqa: N801 - the bcolz name users know
                  dtype: Any = None, dflt: Any = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
                  safe: bool = True, mode: str = "a", *, allow_pickle: bool = False,
-                 fsync: bool = True) -> None:
+                 fsync: bool = True, format: str | None = None,  # noqa: A002
+                 storage: dict | None = None) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        if format is not None and format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        self._format, self._storage = format, dict(storage or {})
         self._mode = mode
         self._objects: np.ndarray | None = None
         self._cache: tuple[int, np.ndarray] | None = None
@@ -160,10 +172,8 @@ class carray:  # noqa: N801 - the bcolz name users know
             raise ValueError("dflt must be a scalar")
         meta = ArrayMeta(dtype=base, atomshape=atomshape, length=0, chunklen=int(chunklen),
                          cparams=cp, dflt=dflt_arr, expectedlen=expected)
-        if rootdir is None:
-            layout: Layout = MemoryLayout()
-        else:
-            layout = BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync)
+        layout = create_layout(rootdir, meta, format=self._format, mode=mode, fsync=fsync,
+                               storage=self._storage)
         self._init_state(layout, meta, cbytes=0)
         if length:
             if isinstance(data, carray):
@@ -175,10 +185,8 @@ class carray:  # noqa: N801 - the bcolz name users know
             self.flush()
 
     def _open(self, rootdir: str, mode: str, allow_pickle: bool, fsync: bool) -> None:
-        if not is_bcolz_carray(rootdir):
-            raise FormatError("not a carray directory (no meta/storage)", rootdir)
-        layout, meta, cbytes = BcolzLayout.open(rootdir, readonly=(mode == "r"), fsync=fsync,
-                                                allow_pickle=allow_pickle)
+        layout, meta, cbytes = open_layout(rootdir, readonly=(mode == "r"), fsync=fsync,
+                                           allow_pickle=allow_pickle, storage=self._storage)
         self._init_state(layout, meta, cbytes)
         if meta.dtype == np.dtype(object):
             self._objects = layout.read_objects(meta.length)
@@ -202,19 +210,7 @@ class carray:  # noqa: N801 - the bcolz name users know
         self._cbytes = cbytes
         self._tail = np.zeros((meta.chunklen, *meta.atomshape), dtype=meta.dtype)
         self._attrs = Attrs(layout, self._mode)
-        self._zones = self._load_zones(layout, meta)
-
-    @staticmethod
-    def _load_zones(layout: Layout, meta: ArrayMeta) -> ZoneMap | None:
-        if not summarised(meta.dtype, meta.atomshape):
-            return None
-        stored = layout.load_zonemap()
-        if stored is not None:
-            try:
-                return ZoneMap.from_bytes(stored, meta.dtype, layout.describe())
-            except FormatError:
-                pass  # only a cache: rebuilt as chunks are written or read
-        return ZoneMap(meta.dtype)
+        self._zones = ZoneMap.load(layout, meta)
 
     def _load_tail(self) -> None:
         """Decode the persisted partial chunk into the tail buffer."""
@@ -336,9 +332,7 @@ class carray:  # noqa: N801 - the bcolz name users know
     # -- reading --------------------------------------------------------------------------
 
     def _chunk_path(self, nchunk: int) -> str | None:
-        if self._rootdir is None:
-            return None
-        return os.path.join(self._rootdir, "data", f"__{nchunk}.blp")
+        return self._layout.chunk_path(nchunk)
 
     def _decoded_chunk(self, nchunk: int) -> np.ndarray:
         """Chunk ``nchunk`` decoded (cached: the last one decoded is kept)."""
@@ -385,11 +379,30 @@ class carray:  # noqa: N801 - the bcolz name users know
             return self._read_range(rows[::-1])[::-1]
         if out is None:
             out = np.empty((len(rows), *self._atomshape), dtype=self._dtype)
-        if len(rows):
-            for s in self._grid.spans(rows.start, rows.stop, rows.step):
-                self._read_span(s.nchunk, s.start, s.stop, s.step,
-                                out[s.out_start:s.out_start + s.count])
+        if not len(rows):
+            return out
+        whole = []
+        for s in self._grid.spans(rows.start, rows.stop, rows.step):
+            dest = out[s.out_start:s.out_start + s.count]
+            if s.step == 1 and s.start == 0 and s.stop == self._chunklen and \
+                    s.nchunk < self._nfull and not (self._cache and self._cache[0] == s.nchunk):
+                whole.append((s.nchunk, dest))
+            else:
+                self._read_span(s.nchunk, s.start, s.stop, s.step, dest)
+        # Blosc's own threads meet at the end of every chunk, which costs more than it
+        # saves at these sizes: whole chunks decode single-threaded, several at once.
+        _parallel.run([partial(self._decode_whole, n, dest) for n, dest in whole])
         return out
+
+    def _decode_whole(self, nchunk: int, out: np.ndarray) -> None:
+        """A full chunk into ``out`` on this thread's own context (safe in parallel).
+
+        Layouts keep file handles and caches, so fetching the bytes takes turns;
+        decoding, the expensive part, does not.
+        """
+        with _parallel.io_lock:
+            chunk = self._layout.read_chunk(nchunk)
+        _parallel.decoder().decompress_into(chunk, out, self._chunk_path(nchunk))
 
     def _read_row(self, row: int) -> np.ndarray:
         nchunk, local = divmod(row, self._chunklen)

@@ -138,6 +138,13 @@ def normalise_rows(rows: Any, names: list[str]) -> dict[str, Any]:
         cols = dict(rows)
     elif isinstance(rows, (np.ndarray, np.void)) and rows.dtype.names:
         cols = {n: rows[n] for n in rows.dtype.names}
+    elif isinstance(rows, list) and rows and all(isinstance(r, (tuple, np.void))
+                                                 for r in rows):
+        # A list of tuples is a list of rows (a list of lists or arrays is columns).
+        for r in rows:
+            if len(r) != len(names):
+                raise ValueError(f"a row has {len(r)} values, the table {len(names)} columns")
+        cols = {n: [r[i] for r in rows] for i, n in enumerate(names)}
     elif isinstance(rows, (list, tuple)):
         if len(rows) != len(names):
             raise ValueError(f"expected {len(names)} columns (one value or array per column), "

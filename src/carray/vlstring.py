@@ -191,7 +191,7 @@ class StringColumn:
         if mode == "r":
             raise ValueError("mode 'r' needs an existing string column")
         expected = expectedlen or (len(values) if values is not None else 0) or 2**16
-        kw = dict(cparams=cparams, fsync=fsync, mode="w" if mode == "w" else "a")
+        kw = dict(cparams=cparams, fsync=fsync, mode="w" if mode == "w" else "a", format="bcolz")
         if self._rootdir is not None:
             if os.path.exists(self._rootdir):
                 if mode != "w":

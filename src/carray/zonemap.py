@@ -97,6 +97,19 @@ class ZoneMap:
 
     # -- persistence ------------------------------------------------------------------------
 
+    @classmethod
+    def load(cls, layout, meta) -> ZoneMap | None:
+        """The summaries a layout keeps for an array (a fresh map when none are usable)."""
+        if not summarised(meta.dtype, meta.atomshape):
+            return None
+        stored = layout.load_zonemap()
+        if stored is not None:
+            try:
+                return cls.from_bytes(stored, meta.dtype, layout.describe())
+            except FormatError:
+                pass  # only a cache: rebuilt as chunks are written or read
+        return cls(meta.dtype)
+
     def to_bytes(self) -> bytes:
         table = np.empty(len(self.lo), dtype=[("lo", self.dtype), ("hi", self.dtype),
                                               ("nan", "?"), ("known", "?"),

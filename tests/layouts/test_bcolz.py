@@ -117,7 +117,7 @@ def _rebuild(entry, root):
     expected = _expected(entry)
     cparams = params.get("cparams") or {}
     cparams = {k: v for k, v in cparams.items() if k in ("clevel", "shuffle", "cname", "quantize")}
-    a = ca.carray(expected, rootdir=root, mode="w", chunklen=meta["chunklen"],
+    a = ca.carray(expected, rootdir=root, format="bcolz", mode="w", chunklen=meta["chunklen"],
                   cparams=cparams or None, dflt=ca.open(DATA / entry["path"], mode="r").dflt,
                   expectedlen=json.loads(meta["meta_storage_text"])["expectedlen"])
     for k, v in meta["attrs"].items():
@@ -153,7 +153,7 @@ def test_written_metadata_matches_bcolz_bytes(entry, tmp_path):
 
 
 def test_leftover_chunk_holds_only_leftover_rows(tmp_path):
-    a = ca.carray(np.arange(25, dtype="i4"), chunklen=10, rootdir=tmp_path / "a")
+    a = ca.carray(np.arange(25, dtype="i4"), chunklen=10, rootdir=tmp_path / "a", format="bcolz")
     raw = (tmp_path / "a" / "data" / "__2.blp").read_bytes()
     assert raw[:16] == b"blpk\x01\x00\x00\x00" + struct.pack("<q", 1)
     assert struct.unpack_from("<i", raw, 20)[0] == 5 * 4
@@ -173,7 +173,7 @@ def test_bcolz_reads_what_we_write(dtype, cname, tmp_path):
     rng = np.random.default_rng(0)
     data = rng.integers(0, 100, 1037).astype(dtype)
     root = str(tmp_path / "ours")
-    a = ca.carray(data, rootdir=root, chunklen=100,
+    a = ca.carray(data, rootdir=root, format="bcolz", chunklen=100,
                   cparams=ca.CParams(cname=cname, shuffle=ca.BITSHUFFLE if cname == "zstd"
                                      else ca.SHUFFLE))
     a.append(data[:50])
@@ -191,7 +191,7 @@ def test_bcolz_reads_what_we_write(dtype, cname, tmp_path):
 def test_bcolz_reads_our_multidimensional_and_resized(tmp_path):
     root = str(tmp_path / "md")
     data = np.arange(2 * 3 * 57, dtype="f8").reshape(57, 2, 3)
-    a = ca.carray(data, rootdir=root, chunklen=8, dflt=-1.0)
+    a = ca.carray(data, rootdir=root, format="bcolz", chunklen=8, dflt=-1.0)
     a.resize(70)
     a.trim(3)
     theirs = bcolz.open(root, mode="r")
@@ -202,7 +202,7 @@ def test_bcolz_reads_our_multidimensional_and_resized(tmp_path):
 
 def test_bcolz_can_append_to_ours_and_we_read_it_back(tmp_path):
     root = str(tmp_path / "shared")
-    ca.carray(np.arange(1000, dtype="i8"), rootdir=root, chunklen=64).flush()
+    ca.carray(np.arange(1000, dtype="i8"), rootdir=root, format="bcolz", chunklen=64).flush()
     theirs = bcolz.open(root, mode="a")
     theirs.append(np.arange(1000, 1100, dtype="i8"))
     theirs.flush()
@@ -296,7 +296,8 @@ def test_chunk_with_wrong_magic_or_version(tmp_path):
 
 def test_chunk_of_the_wrong_size(tmp_path):
     root = _copy(tmp_path)
-    other = ca.carray(np.arange(10, dtype="i4"), chunklen=10, rootdir=tmp_path / "o")
+    other = ca.carray(np.arange(10, dtype="i4"), chunklen=10, rootdir=tmp_path / "o",
+                      format="bcolz")
     shutil.copy(tmp_path / "o" / "data" / "__0.blp", root / "data" / "__0.blp")
     with pytest.raises(FormatError, match="expected"):
         ca.open(root, mode="r")[:]

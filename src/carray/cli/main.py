@@ -21,6 +21,7 @@ VERB_MODULES = (
     "carray.cli.ds",
     "carray.cli.convert",
     "carray.cli.pack",
+    "carray.cli.verify",
 )
 
 

@@ -1,9 +1,44 @@
 """Layouts: how an array's chunks and metadata map to storage.
 
-A layout knows nothing of selections; an array never parses a header.
+A layout knows nothing of selections; an array never parses a header.  New
+datasets on disk use the superchunk layout unless ``format="bcolz"`` is asked
+for; existing ones are told apart by what is on disk.
 """
 
-from carray.layouts.base import ArrayMeta, Layout
-from carray.layouts.memory import MemoryLayout
+from __future__ import annotations
 
-__all__ = ["ArrayMeta", "Layout", "MemoryLayout"]
+import os
+
+from carray.errors import FormatError
+from carray.layouts.base import ArrayMeta, Layout
+from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
+from carray.layouts.memory import MemoryLayout
+from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
+
+FORMATS = ("superchunk", "bcolz")
+
+
+def create_layout(rootdir: str | os.PathLike | None, meta: ArrayMeta, *,
+                  format: str | None = None, mode: str = "a",  # noqa: A002
+                  fsync: bool = True, storage: dict | None = None) -> Layout:
+    """A new, empty layout for ``meta``: in memory when ``rootdir`` is None."""
+    if rootdir is None:
+        return MemoryLayout()
+    if (format or "superchunk") == "superchunk":
+        return SuperchunkLayout.create(rootdir, meta, mode=mode, fsync=fsync, **(storage or {}))
+    return BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync)
+
+
+def open_layout(rootdir: str | os.PathLike, *, readonly: bool, fsync: bool = True,
+                allow_pickle: bool = False, storage: dict | None = None
+                ) -> tuple[Layout, ArrayMeta, int]:
+    """Open an existing dataset directory, whichever layout it is in."""
+    if is_superchunk_dataset(rootdir):
+        return SuperchunkLayout.open(rootdir, readonly=readonly, fsync=fsync,
+                                     verify=(storage or {}).get("verify", True))
+    if not is_bcolz_carray(rootdir):
+        raise FormatError("not a carray directory (no meta/storage)", rootdir)
+    return BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync, allow_pickle=allow_pickle)
+
+
+__all__ = ["FORMATS", "ArrayMeta", "Layout", "MemoryLayout", "create_layout", "open_layout"]

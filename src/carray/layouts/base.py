@@ -85,6 +85,10 @@ class Layout(abc.ABC):
     def save_attrs(self, attrs: dict) -> None:  # noqa: B027 - optional
         """Persist user attributes (no-op in memory)."""
 
+    def chunk_path(self, nchunk: int) -> str | None:
+        """The file holding chunk ``nchunk``, for error messages (None in memory)."""
+        return None
+
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
         """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
         return None

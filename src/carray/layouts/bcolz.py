@@ -247,6 +247,9 @@ class BcolzLayout(Layout):
     def _path(self, nchunk: int) -> str:
         return os.path.join(self._datadir, chunk_name(nchunk))
 
+    def chunk_path(self, nchunk: int) -> str | None:
+        return self._path(nchunk)
+
     def _check_header(self, buf, path: str, size: int | None = None) -> None:
         size = len(buf) if size is None else size
         if size < CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER:

@@ -1,0 +1,233 @@
+"""``carray verify PATH...``: check every chunk of a dataset and report every problem found.
+
+Superchunk datasets (:mod:`carray.layouts.superchunk`): metadata files, each
+superchunk file's Bloscpack header, metadata section and digest, offsets (in
+bounds, not overlapping), every chunk's checksum, Blosc header, size and
+decodability.  bcolz 1.x directories: metadata, chunk file headers and
+decodability.  ctable directories: every column.  Nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+import numpy as np
+
+from carray.codecs import blosc
+from carray.errors import CArrayError, FormatError
+from carray.formats._blp_frame import (
+    HEADER_SIZE,
+    METADATA_HEADER_SIZE,
+    BlpHeader,
+    MetadataHeader,
+    decode_metadata,
+)
+from carray.layouts import superchunk as sc_mod
+from carray.layouts._superchunk_meta import Journal, Sizes, StorageInfo, decode_attr
+from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray, read_json
+
+
+def verify_path(path: str | os.PathLike) -> tuple[list[str], int]:
+    """Check a dataset; returns (problems, number of chunks checked)."""
+    path = os.fspath(path)
+    if sc_mod.is_superchunk_dataset(path):
+        return _verify_superchunk(path)
+    if is_bcolz_carray(path):
+        return _verify_bcolz(path)
+    if os.path.isfile(os.path.join(path, "__rootdirs__")):
+        problems: list[str] = []
+        checked = 0
+        for name in sorted(os.listdir(path)):
+            sub = os.path.join(path, name)
+            if os.path.isdir(sub) and (sc_mod.is_superchunk_dataset(sub)
+                                       or is_bcolz_carray(sub)):
+                p, n = verify_path(sub)
+                problems += p
+                checked += n
+        return problems, checked
+    return [f"{path}: not a carray dataset (no meta/storage)"], 0
+
+
+def _where(path: str, offset: int | None, message: str) -> str:
+    return f"{path}" + (f" at offset {offset}" if offset is not None else "") + f": {message}"
+
+
+def _verify_superchunk(root: str) -> tuple[list[str], int]:
+    problems: list[str] = []
+    meta_dir = os.path.join(root, sc_mod.META_DIR)
+    storage_path = os.path.join(meta_dir, sc_mod.STORAGE_FILE)
+    try:
+        info = StorageInfo.from_json(read_json(storage_path, "meta/storage"), storage_path)
+    except CArrayError as exc:
+        return [str(exc)], 0
+    sizes_path = os.path.join(meta_dir, sc_mod.SIZES_FILE)
+    try:
+        sizes = Sizes.from_json(read_json(sizes_path, "meta/sizes"), sizes_path)
+    except CArrayError as exc:
+        return problems + [str(exc)], 0
+    if sizes.nbytes != sizes.length * info.rowsize:
+        problems.append(_where(sizes_path, None, f"nbytes {sizes.nbytes} != length "
+                               f"{sizes.length} x row size {info.rowsize}"))
+    jpath = os.path.join(meta_dir, sc_mod.JOURNAL_FILE)
+    if os.path.exists(jpath):
+        with open(jpath, "rb") as f:
+            journal = Journal.decode(f.read())
+        if journal is not None and journal.generation == sizes.generation + 1:
+            problems.append(_where(jpath, None, "an interrupted commit is pending; open the "
+                                   "dataset in mode 'a' to complete it (checked as committed)"))
+    attrs_path = os.path.join(meta_dir, sc_mod.ATTRS_FILE)
+    if os.path.exists(attrs_path):
+        try:
+            attrs = read_json(attrs_path, "meta/attrs")
+            if not isinstance(attrs, dict):
+                raise FormatError("meta/attrs must hold a JSON object", attrs_path)
+            for key, value in attrs.items():
+                try:
+                    decode_attr(value)
+                except (TypeError, ValueError, KeyError, IndexError) as exc:
+                    problems.append(_where(attrs_path, None, f"attribute {key!r}: {exc}"))
+        except CArrayError as exc:
+            problems.append(str(exc))
+    S = info.superchunksize
+    nchunks = -(-sizes.length // info.chunklen)
+    checked = 0
+    for k in range(math.ceil(nchunks / S)):
+        first = k * S
+        count = min(S, nchunks - first)
+        p, n = _verify_file(root, info, sizes, k, count, nchunks)
+        problems += p
+        checked += n
+    return problems, checked
+
+
+def _verify_file(root: str, info: StorageInfo, sizes: Sizes, k: int, count: int,
+                 nchunks: int) -> tuple[list[str], int]:
+    path = os.path.join(root, sc_mod.DATA_DIR, sc_mod.superchunk_name(k))
+    problems: list[str] = []
+    S = info.superchunksize
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return [_where(path, None, f"missing (holds chunks {k * S}..{k * S + count - 1})")], 0
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            header = BlpHeader.unpack(os.pread(fd, HEADER_SIZE, 0), path)
+            ck = header.checksum_impl
+            if ck.name != info.checksum:
+                problems.append(_where(path, 6, f"checksum {ck.name}, meta/storage says "
+                                       f"{info.checksum}"))
+            if not (header.offsets and header.metadata) or header.total_slots != S:
+                raise FormatError(f"header has {header.total_slots} offset slots (metadata "
+                                  f"{header.metadata}), expected {S}", path, 16)
+            mh = MetadataHeader.unpack(os.pread(fd, METADATA_HEADER_SIZE, HEADER_SIZE), path)
+            if HEADER_SIZE + mh.section_size > size:
+                raise FormatError(f"metadata section ({mh.section_size} bytes) runs past the "
+                                  f"end of the file ({size} bytes)", path, HEADER_SIZE)
+            try:
+                decode_metadata(os.pread(fd, mh.section_size, HEADER_SIZE), path)
+            except CArrayError as exc:
+                problems.append(str(exc))
+            table_pos = HEADER_SIZE + mh.section_size
+            data_start = table_pos + 8 * S
+            if data_start > size:
+                raise FormatError(f"offsets table runs past the end of the file ({size} bytes)",
+                                  path, table_pos)
+            table = np.frombuffer(os.pread(fd, 8 * S, table_pos), "<i8")
+        except CArrayError as exc:
+            return problems + [str(exc)], 0
+        if header.nchunks < count:
+            problems.append(_where(path, 16, f"header says {header.nchunks} chunks, the "
+                                   f"dataset needs {count} here"))
+        dsize = ck.size
+        regions: list[tuple[int, int, int]] = []
+        checked = 0
+        for slot in range(count):
+            n = k * S + slot
+            off = int(table[slot])
+            slot_at = table_pos + 8 * slot
+            if off < data_start or off >= size:
+                problems.append(_where(path, slot_at, f"chunk {n}: offset {off} outside the "
+                                       f"chunk area [{data_start}, {size})"))
+                continue
+            try:
+                h = blosc.read_header(os.pread(fd, blosc.BLOSC1_HEADER, off), path, off,
+                                      size=size - off)
+                if off + h.cbytes + dsize > size:
+                    raise FormatError(f"chunk {n}: checksum runs past the end of the file",
+                                      path, off + h.cbytes)
+                rec = os.pread(fd, h.cbytes + dsize, off)
+                regions.append((off, off + len(rec), n))
+                chunk = memoryview(rec)[:h.cbytes]
+                if dsize and ck.digest(chunk) != rec[h.cbytes:]:
+                    problems.append(_where(path, off + h.cbytes,
+                                           f"chunk {n}: {ck.name} checksum mismatch"))
+                rows = info.chunklen if n < nchunks - 1 else \
+                    sizes.length - (nchunks - 1) * info.chunklen
+                blosc.validate_chunk(chunk, None, path, off)
+                if h.nbytes not in (rows * info.rowsize, info.chunk_nbytes):
+                    raise FormatError(f"chunk {n} holds {h.nbytes} bytes, expected "
+                                      f"{rows * info.rowsize}", path, off)
+                blosc.decompress(chunk, path)
+                checked += 1
+            except CArrayError as exc:
+                problems.append(f"{exc} (chunk {n})" if f"chunk {n}" not in str(exc) else
+                                str(exc))
+        regions.sort()
+        for (_, end, a), (start, _, b) in zip(regions, regions[1:], strict=False):
+            if start < end:
+                problems.append(_where(path, start, f"chunks {a} and {b} overlap"))
+        return problems, checked
+    finally:
+        os.close(fd)
+
+
+def _verify_bcolz(root: str) -> tuple[list[str], int]:
+    try:
+        layout, meta, _ = BcolzLayout.open(root, readonly=True, allow_pickle=False)
+    except CArrayError as exc:
+        return [str(exc)], 0
+    problems: list[str] = []
+    checked = 0
+    nchunks = -(-meta.length // meta.chunklen)
+    try:
+        for n in range(nchunks):
+            rows = meta.chunklen if n < nchunks - 1 else meta.length - n * meta.chunklen
+            try:
+                chunk = layout.read_chunk(n)
+                h = blosc.validate_chunk(chunk, None, layout._path(n))
+                if h.nbytes not in (rows * meta.rowsize, meta.chunklen * meta.rowsize):
+                    raise FormatError(f"holds {h.nbytes} bytes, expected "
+                                      f"{rows * meta.rowsize}", layout._path(n))
+                blosc.decompress(chunk, layout._path(n))
+                checked += 1
+            except CArrayError as exc:
+                problems.append(str(exc))
+    finally:
+        layout.close()
+    return problems, checked
+
+
+def _run(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.paths:
+        problems, checked = verify_path(path)
+        for p in problems:
+            print(p)
+        if problems:
+            status = 1
+            print(f"{path}: {len(problems)} problem(s); {checked} chunk(s) OK")
+        else:
+            print(f"{path}: OK ({checked} chunk(s) checked)")
+    return status
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "verify", help="check every chunk of datasets (checksums, headers, decoding)",
+        description="Check every chunk of each dataset and report every problem found; "
+                    "exits 1 if there is any.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="dataset directories")
+    p.set_defaults(func=_run)

@@ -1,0 +1,367 @@
+"""The JSON and journal files of a superchunk dataset (see :mod:`carray.layouts.superchunk`).
+
+* ``meta/storage``: how chunks are stored, written once at creation.
+* ``meta/sizes``: length, nbytes, cbytes and the commit generation, rewritten
+  atomically (temporary name + rename) by every commit; the only authority on
+  the length.
+* ``meta/attrs``: user attributes, each stored with its type (and dtype for
+  numpy values) as the carray proposal's ``attributes`` file shows
+  (seeds/001: ``{"value": 23.5, "type": "scalar", "dtype": "float32"}``), so
+  ints, floats, strings, lists, dicts and numpy scalars/arrays round-trip.
+* ``meta/journal``: a redo log of the byte writes one commit makes to
+  superchunk files that the last committed state still references.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from carray.errors import FormatError
+from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
+from carray.params import CNAMES, CParams
+
+FORMAT_NAME = "carray-superchunk"
+FORMAT_VERSION = 1
+
+
+def dumps(obj: Any) -> bytes:
+    """Every metadata file: ASCII JSON, one trailing newline."""
+    return (json.dumps(obj, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# -- meta/storage ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StorageInfo:
+    """The parsed ``meta/storage`` file: everything fixed at creation.
+
+    Parameters
+    ----------
+    dtype, atomshape, chunklen
+        Base dtype, trailing row shape and rows per chunk.
+    superchunksize : int
+        Chunks per superchunk file (offset slots in each file).
+    checksum : str
+        Name of the digest stored after every chunk.
+    spare : float
+        Fraction of a chunk's size left free after it for in-place rewrites.
+    blosc1 : bool
+        Chunks are Blosc1 (so the files are plain Bloscpack when ``spare`` is 0).
+    """
+
+    dtype: np.dtype
+    atomshape: tuple[int, ...]
+    chunklen: int
+    superchunksize: int
+    checksum: str
+    spare: float
+    blosc1: bool
+    cparams: CParams
+    dflt: Any
+    expectedlen: int
+    typesize: int
+
+    @property
+    def rowsize(self) -> int:
+        return self.dtype.itemsize * int(np.prod(self.atomshape, dtype=np.int64))
+
+    @property
+    def chunk_nbytes(self) -> int:
+        return self.chunklen * self.rowsize
+
+    def to_json(self) -> dict[str, Any]:
+        filters = []
+        if self.cparams.quantize:
+            filters.append(f"quantize:{self.cparams.quantize}")
+        if self.cparams.shuffle == 1:
+            filters.append("shuffle")
+        elif self.cparams.shuffle == 2:
+            filters.append("bitshuffle")
+        order = self.dtype.byteorder
+        endian = {"<": "little", ">": "big", "|": "none"}.get(
+            order, "little" if np.little_endian else "big")
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "dtype": str(self.dtype),
+            "atomshape": list(self.atomshape),
+            "chunkshape": [self.chunklen, *self.atomshape],
+            "chunklen": self.chunklen,
+            "superchunksize": self.superchunksize,
+            "endianness": endian,
+            "order": "C",
+            "codec": {"library": "blosc1" if self.blosc1 else "blosc2",
+                      "cname": self.cparams.cname, "clevel": self.cparams.clevel,
+                      "typesize": self.typesize},
+            "filters": filters,
+            "checksum": self.checksum,
+            "spare": self.spare,
+            "dflt": encode_dflt(np.asarray(self.dflt)),
+            "expectedlen": self.expectedlen,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, path: str) -> StorageInfo:
+        """Validate a parsed ``meta/storage``; every problem is a FormatError naming ``path``."""
+        from carray.formats._blp_frame import get_checksum
+
+        def need(cond: bool, message: str) -> None:
+            if not cond:
+                raise FormatError(message, path)
+
+        need(isinstance(obj, dict), "meta/storage must hold a JSON object")
+        need(obj.get("format") == FORMAT_NAME, f"not a {FORMAT_NAME} dataset")
+        version = obj.get("format_version")
+        need(version == FORMAT_VERSION,
+             f"unsupported {FORMAT_NAME} format version {version!r} (this build reads "
+             f"{FORMAT_VERSION})")
+        dtype = parse_dtype(obj.get("dtype"), path)
+        need(dtype != np.dtype(object), "object dtype cannot be stored in this layout")
+        atom = obj.get("atomshape", [])
+        need(isinstance(atom, list) and all(_is_int(n) and n >= 0 for n in atom),
+             f"atomshape must be a list of ints >= 0, got {atom!r}")
+        chunklen, sc = obj.get("chunklen"), obj.get("superchunksize")
+        need(_is_int(chunklen) and chunklen >= 1, f"chunklen must be an int >= 1, got "
+             f"{chunklen!r}")
+        need(_is_int(sc) and 1 <= sc <= 2**24,
+             f"superchunksize must be an int in 1..2**24, got {sc!r}")
+        need(obj.get("order", "C") == "C", f"only C order is supported, got {obj.get('order')!r}")
+        checksum = obj.get("checksum")
+        try:
+            checksum = get_checksum(checksum).name
+        except ValueError as exc:
+            raise FormatError(f"meta/storage: {exc}", path) from None
+        spare = obj.get("spare", 0.0)
+        need(isinstance(spare, (int, float)) and not isinstance(spare, bool)
+             and 0 <= spare <= 10, f"spare must be a number in [0, 10], got {spare!r}")
+        codec = obj.get("codec")
+        need(isinstance(codec, dict), "codec must be a JSON object")
+        library = codec.get("library")
+        need(library in ("blosc1", "blosc2"), f"unknown codec library {library!r}")
+        need(codec.get("cname") in CNAMES, f"unknown codec {codec.get('cname')!r}")
+        filters = obj.get("filters", [])
+        need(isinstance(filters, list) and all(isinstance(f, str) for f in filters),
+             "filters must be a list of names")
+        shuffle, quantize = 0, 0
+        for f in filters:
+            if f == "shuffle":
+                shuffle = 1
+            elif f == "bitshuffle":
+                shuffle = 2
+            elif f.startswith("quantize:") and f[9:].isdigit():
+                quantize = int(f[9:])
+            else:
+                raise FormatError(f"unknown filter {f!r}", path)
+        try:
+            cparams = CParams(clevel=codec.get("clevel", 5), cname=codec["cname"],
+                              shuffle=shuffle, quantize=quantize)
+        except (TypeError, ValueError) as exc:
+            raise FormatError(f"bad codec parameters: {exc}", path) from None
+        typesize = codec.get("typesize", 1)
+        need(_is_int(typesize) and 1 <= typesize <= 255, f"bad typesize {typesize!r}")
+        expectedlen = obj.get("expectedlen", 0)
+        return cls(dtype=dtype, atomshape=tuple(atom), chunklen=chunklen, superchunksize=sc,
+                   checksum=checksum, spare=float(spare), blosc1=library == "blosc1",
+                   cparams=cparams, dflt=decode_dflt(obj.get("dflt"), dtype, path),
+                   expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize)
+
+
+# -- meta/sizes ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sizes:
+    """The parsed ``meta/sizes``: the committed length and the commit generation."""
+
+    length: int
+    nbytes: int
+    cbytes: int
+    generation: int
+
+    def to_json(self, atomshape: tuple[int, ...]) -> dict[str, Any]:
+        return {"shape": [self.length, *atomshape], "length": self.length,
+                "nbytes": self.nbytes, "cbytes": self.cbytes, "generation": self.generation}
+
+    @classmethod
+    def from_json(cls, obj: Any, path: str) -> Sizes:
+        if not isinstance(obj, dict):
+            raise FormatError("meta/sizes must hold a JSON object", path)
+        vals = [obj.get(k) for k in ("length", "nbytes", "cbytes", "generation")]
+        if not all(_is_int(v) and v >= 0 for v in vals):
+            raise FormatError("meta/sizes needs ints >= 0 for length, nbytes, cbytes and "
+                              f"generation, got {vals!r}", path)
+        return cls(*vals)
+
+
+# -- meta/attrs: typed values ----------------------------------------------------------------
+
+def _plain_array(arr: np.ndarray) -> bool:
+    # Nested JSON lists are readable, but only exact for these kinds of values.
+    if arr.dtype.kind in "biu":
+        return True
+    return arr.dtype.kind == "f" and bool(np.isfinite(arr).all())
+
+
+def encode_attr(value: Any) -> dict[str, Any]:
+    """One attribute value as ``{"type": ..., "value": ..., ["dtype": ...]}``."""
+    if value is None:
+        return {"type": "none", "value": None}
+    if isinstance(value, bool):
+        return {"type": "bool", "value": value}
+    if isinstance(value, int):
+        return {"type": "int", "value": value}
+    if isinstance(value, float):
+        return {"type": "float", "value": value if math.isfinite(value) else repr(value)}
+    if isinstance(value, complex):
+        return {"type": "complex", "value": [repr(value.real), repr(value.imag)]}
+    if isinstance(value, str):
+        return {"type": "string", "value": value}
+    if isinstance(value, bytes):
+        return {"type": "bytes", "value": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (np.generic, np.ndarray)):
+        arr = np.asarray(value)
+        if arr.dtype.hasobject:
+            raise TypeError("attribute arrays of dtype object cannot be stored")
+        entry: dict[str, Any] = {"type": "scalar" if isinstance(value, np.generic) else "array",
+                                 "dtype": np.lib.format.dtype_to_descr(arr.dtype)}
+        if arr.ndim:
+            entry["shape"] = list(arr.shape)
+        if _plain_array(arr) and not arr.dtype.names:
+            entry["value"] = arr.tolist()
+        else:
+            entry["encoding"] = "base64"
+            entry["value"] = base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode()
+        return entry
+    if isinstance(value, (list, tuple)):
+        return {"type": "list" if isinstance(value, list) else "tuple",
+                "value": [encode_attr(v) for v in value]}
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError("attribute dicts must have string keys")
+        return {"type": "dict", "value": {k: encode_attr(v) for k, v in value.items()}}
+    raise TypeError(f"attribute values of type {type(value).__name__} cannot be stored")
+
+
+def _descr(d: Any) -> np.dtype:
+    if isinstance(d, list):  # JSON turned the tuples of a structured descr into lists
+        d = [tuple(_descr_item(x) for x in f) for f in d]
+        return np.lib.format.descr_to_dtype(d)
+    if isinstance(d, str):
+        return np.dtype(d)
+    raise TypeError(f"bad dtype {d!r}")
+
+
+def _descr_item(x: Any) -> Any:
+    if isinstance(x, list) and x and all(isinstance(i, int) for i in x):
+        return tuple(x)
+    if isinstance(x, list):
+        return [tuple(_descr_item(i) for i in f) for f in x]
+    return x
+
+
+def decode_attr(entry: Any) -> Any:
+    """Inverse of :func:`encode_attr`; raises ValueError/TypeError/KeyError on bad input."""
+    if not isinstance(entry, dict) or "type" not in entry:
+        raise ValueError(f"not a typed attribute: {entry!r}")
+    kind, value = entry["type"], entry.get("value")
+    if kind == "none":
+        return None
+    if kind in ("bool", "int", "string"):
+        want = {"bool": bool, "int": int, "string": str}[kind]
+        if not isinstance(value, want) or (kind == "int" and isinstance(value, bool)):
+            raise ValueError(f"{kind} attribute holds {value!r}")
+        return value
+    if kind == "float":
+        return float(value)
+    if kind == "complex":
+        return complex(float(value[0]), float(value[1]))
+    if kind == "bytes":
+        return base64.b64decode(value, validate=True)
+    if kind in ("scalar", "array"):
+        dtype = _descr(entry.get("dtype"))
+        shape = tuple(entry.get("shape", ()))
+        if entry.get("encoding") == "base64":
+            raw = base64.b64decode(value, validate=True)
+            arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        else:
+            arr = np.array(value, dtype=dtype)
+            if shape and arr.shape != shape:
+                arr = arr.reshape(shape)
+        return arr[()] if kind == "scalar" else arr
+    if kind in ("list", "tuple"):
+        items = [decode_attr(v) for v in value]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {k: decode_attr(v) for k, v in value.items()}
+    raise ValueError(f"unknown attribute type {kind!r}")
+
+
+# -- meta/journal ----------------------------------------------------------------------------
+
+JOURNAL_MAGIC = b"CAJRNL01"
+_J_HEAD = struct.Struct("<8sQI")     # magic, generation, number of writes
+_J_WRITE = struct.Struct("<IQI")     # superchunk number, file offset, length
+_J_TAIL = struct.Struct("<QI")       # total bytes before the tail, crc32 of them
+
+
+@dataclass(frozen=True)
+class Journal:
+    """One commit's redo log: byte writes into superchunk files, then the new sizes.
+
+    Replaying it is idempotent (every write is absolute), so a crash during
+    replay is repaired by replaying again.
+    """
+
+    generation: int
+    writes: tuple[tuple[int, int, bytes], ...]
+    sizes: bytes
+
+    def encode(self) -> bytes:
+        parts = [_J_HEAD.pack(JOURNAL_MAGIC, self.generation, len(self.writes))]
+        for k, offset, data in self.writes:
+            parts.append(_J_WRITE.pack(k, offset, len(data)))
+            parts.append(bytes(data))
+        parts.append(struct.pack("<I", len(self.sizes)))
+        parts.append(self.sizes)
+        body = b"".join(parts)
+        return body + _J_TAIL.pack(len(body), zlib.crc32(body) & 0xFFFFFFFF)
+
+    @classmethod
+    def decode(cls, buf: bytes) -> Journal | None:
+        """The journal, or None when it is incomplete or damaged (then it is discarded)."""
+        if len(buf) < _J_HEAD.size + 4 + _J_TAIL.size:
+            return None
+        total, crc = _J_TAIL.unpack_from(buf, len(buf) - _J_TAIL.size)
+        if total != len(buf) - _J_TAIL.size or zlib.crc32(buf[:total]) & 0xFFFFFFFF != crc:
+            return None
+        magic, generation, nwrites = _J_HEAD.unpack_from(buf, 0)
+        if magic != JOURNAL_MAGIC:
+            return None
+        pos, writes = _J_HEAD.size, []
+        try:
+            for _ in range(nwrites):
+                k, offset, length = _J_WRITE.unpack_from(buf, pos)
+                pos += _J_WRITE.size
+                if pos + length > total:
+                    return None
+                writes.append((k, offset, buf[pos:pos + length]))
+                pos += length
+            (nsizes,) = struct.unpack_from("<I", buf, pos)
+            pos += 4
+            sizes = buf[pos:pos + nsizes]
+        except struct.error:
+            return None
+        if pos + nsizes != total:
+            return None
+        return cls(generation, tuple(writes), sizes)

@@ -1,0 +1,858 @@
+"""The superchunk layout: carray's own directory format, crash-safe and checksummed.
+
+Spec facts relied on:
+
+* seeds/001 and seeds/003 (the carray/BLZ persistence proposals): a dataset is a
+  directory with ``data/`` (one file per *superchunk*, a run of consecutive
+  chunks, named by its sequence number) and ``meta/`` (JSON: ``storage``,
+  ``sizes``, typed ``attributes``); a chunk may keep spare room after it so a
+  modified chunk that still fits is rewritten in place.
+* specs/bloscpack.md (format 3): each superchunk file is framed as Bloscpack --
+  32-byte header (``blpk``, version 3, options offsets|metadata, checksum id,
+  typesize, chunk_size, last_chunk, nchunks, max_app_chunks), a metadata
+  section (32-byte metadata header, JSON, digest), ``nchunks + max_app_chunks``
+  int64 offsets (-1 unused), then every chunk followed by its checksum digest
+  computed over the compressed chunk bytes.  The reference reader streams
+  chunks sequentially right after the offsets table, so a file is readable by
+  bloscpack 0.16 only when its chunks are Blosc1, in order and back to back
+  (``blosc1=True, spare=0``; commits re-pack such files when a rewrite broke
+  the order).
+
+On-disk layout (``rootdir``)::
+
+    meta/storage   JSON, written once: dtype, row shape, chunklen, superchunksize,
+                   endianness, order, codec + ordered filters, checksum, spare,
+                   format name ("carray-superchunk") and version
+    meta/sizes     JSON {shape, length, nbytes, cbytes, generation}; the only
+                   authority on the length, replaced atomically by each commit
+    meta/attrs     typed user attributes
+    meta/journal   present only while a commit is being applied (see below)
+    data/sc_000000.blp, sc_000001.blp, ...   chunks [k*S, (k+1)*S) each
+
+Inside a superchunk file the offsets table has one slot per chunk the file can
+hold (``S = superchunksize``: header ``nchunks`` used + ``max_app_chunks`` free).
+Slot ``i`` points at chunk ``k*S + i``: its Blosc bytes, its digest, then
+``ceil(spare * cbytes)`` zero bytes of room.
+
+Crash safety.  The committed state is ``meta/sizes`` plus the offsets tables and
+headers of the superchunk files.  Between commits, chunk bytes only ever go to
+space the committed state does not reference: the end of a superchunk file (a
+new file is written under a temporary name and renamed), or a region written
+since the last commit.  A rewrite that fits the room of a chunk the committed
+state references cannot be done in place yet; it is kept in memory until the
+commit (bounded; past the bound chunks move to the end instead).  A commit
+then (1) fsyncs the new chunk bytes, (2) writes ``meta/journal`` -- every byte
+write it is about to make to referenced space (in-place chunks, offset slots,
+headers) and the new sizes, with a generation number and a CRC -- atomically,
+(3) applies those writes and fsyncs, (4) replaces ``meta/sizes`` (generation
++1), (5) deletes the journal.  Opening in mode 'a' replays a complete journal
+whose generation is the next one and discards any other; mode 'r' applies it in
+memory only.  Writes are absolute, so replaying twice is harmless; the
+generation stops an old journal from being replayed over newer data.
+Interrupted at any point, a dataset reopens at its last complete commit.
+
+Checksums are verified on every whole-chunk read (``verify=True``, the
+default).  A ranged partial read fetches only the Blosc header and the blocks
+it needs, so it checks the header and block table, not the digest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import struct
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from carray._fileio import atomic_write, fsync_path
+from carray.codecs import blosc
+from carray.errors import (
+    ChecksumError,
+    ContainerExistsError,
+    ContainerNotFoundError,
+    FormatError,
+    ReadOnlyError,
+)
+from carray.formats._blp_frame import (
+    HEADER_SIZE,
+    METADATA_HEADER_SIZE,
+    BlpHeader,
+    MetadataHeader,
+    decode_metadata,
+    dumps_metadata,
+    encode_metadata_bytes,
+    get_checksum,
+)
+from carray.layouts._superchunk_meta import (
+    FORMAT_NAME,
+    Journal,
+    Sizes,
+    StorageInfo,
+    decode_attr,
+    dumps,
+    encode_attr,
+)
+from carray.layouts.base import ArrayMeta, Layout
+from carray.layouts.bcolz import read_json
+
+DATA_DIR, META_DIR = "data", "meta"
+STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
+JOURNAL_FILE, ZONEMAP_FILE = "journal", "zonemap.npy"
+# Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
+DEFAULT_SUPERCHUNK_NBYTES = 16 * 2**20
+MAX_DEFAULT_SUPERCHUNKSIZE = 8192
+DEFAULT_SPARE = 0.1
+# In-place rewrites waiting for the next commit are held in memory up to this much.
+INPLACE_LIMIT = 64 * 2**20
+_OPEN_FILES = 64
+_BLOSC_HEAD = blosc.BLOSC1_HEADER
+
+
+def superchunk_name(k: int) -> str:
+    return f"sc_{k:06d}.blp"
+
+
+def is_superchunk_dataset(path: str | os.PathLike) -> bool:
+    """True when ``path/meta/storage`` names this layout."""
+    try:
+        with open(os.path.join(path, META_DIR, STORAGE_FILE), "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return f'"format": "{FORMAT_NAME}"'.encode() in head
+
+
+def default_superchunksize(chunk_nbytes: int) -> int:
+    """Chunks per superchunk so that a file holds about 16 MB of uncompressed chunks."""
+    return max(1, min(MAX_DEFAULT_SUPERCHUNKSIZE, DEFAULT_SUPERCHUNK_NBYTES // max(chunk_nbytes, 1)))
+
+
+@dataclass
+class _Superchunk:
+    """What is known about one superchunk file: committed and working offsets."""
+
+    k: int
+    path: str
+    size: int            # file size: where new regions go
+    offsets_pos: int     # file offset of the offsets table
+    data_start: int      # first byte after the offsets table
+    header: BlpHeader    # as committed
+    offsets: np.ndarray  # working: what reads use
+    committed: np.ndarray  # as in the file
+    committed_end: int   # bytes at or past this are not referenced by the committed state
+    dirty: bool = False  # bytes written since the last fsync
+    created: bool = False
+    garbage: int = 0     # bytes of moved chunks' old regions (this session only)
+    sizes: dict[int, int] = field(default_factory=dict)  # slot -> cbytes, when known
+
+
+class SuperchunkLayout(Layout):
+    """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
+
+    Use :meth:`create` or :meth:`open`; see the module docstring for the format.
+    """
+
+    in_memory = False
+
+    def __init__(self, rootdir: str, info: StorageInfo, readonly: bool, fsync: bool,
+                 verify: bool) -> None:
+        super().__init__(readonly)
+        self.rootdir = rootdir
+        self.info = info
+        self.fsync = fsync
+        self.verify = verify
+        self.blosc1 = info.blosc1
+        self._S = info.superchunksize
+        self._ck = get_checksum(info.checksum)
+        self._dsize = self._ck.size
+        self._datadir = os.path.join(rootdir, DATA_DIR)
+        self._metadir = os.path.join(rootdir, META_DIR)
+        self._scs: dict[int, _Superchunk] = {}
+        self._fds: OrderedDict[int, int] = OrderedDict()
+        self._inplace: dict[int, bytes] = {}  # chunk -> chunk + digest, applied at commit
+        self._inplace_bytes = 0
+        self._overlay: dict[int, list[tuple[int, bytes]]] = {}  # mode 'r' journal replay
+        self._stamps: dict[int, tuple[int, int]] = {}
+        self._count = 0
+        self._generation = 0
+        self._dropped = False
+        self._touched: set[int] = set()  # superchunks changed since the last commit
+
+    # -- creation and opening ---------------------------------------------------------------
+
+    @classmethod
+    def create(cls, rootdir: str | os.PathLike, meta: ArrayMeta, mode: str = "a",
+               fsync: bool = True, superchunksize: int | None = None,
+               checksum: str | int | None = "adler32", spare: float = DEFAULT_SPARE,
+               blosc1: bool = False, verify: bool = True) -> SuperchunkLayout:
+        """Make a new, empty dataset directory holding ``meta``.
+
+        Parameters
+        ----------
+        rootdir : path
+            The dataset directory; must not exist unless ``mode='w'``.
+        meta : ArrayMeta
+            dtype, row shape, chunk length, compression parameters, default value.
+        superchunksize : int, optional
+            Chunks per superchunk file (default: about 16 MB of uncompressed chunks).
+        checksum : str or int
+            Digest stored after every chunk: None, adler32, crc32, md5, sha1, sha224,
+            sha256, sha384 or sha512.
+        spare : float
+            Room left after each chunk, as a fraction of its compressed size.
+        blosc1 : bool
+            Store Blosc1 chunks (with ``spare=0`` every superchunk file is then a
+            Bloscpack file that bloscpack 0.16 reads).
+        """
+        rootdir = os.fspath(rootdir)
+        if os.path.exists(rootdir):
+            if mode != "w":
+                raise ContainerExistsError(
+                    f"{rootdir}: already exists; open it, or pass mode='w' to replace it")
+            shutil.rmtree(rootdir) if os.path.isdir(rootdir) else os.unlink(rootdir)
+        if not isinstance(spare, (int, float)) or not 0 <= spare <= 10:
+            raise ValueError(f"spare must be a fraction in [0, 10], got {spare!r}")
+        ck = get_checksum(checksum)  # ValueError for unknown names
+        chunk_nbytes = meta.chunklen * meta.rowsize
+        if superchunksize is None:
+            superchunksize = default_superchunksize(chunk_nbytes)
+        if not isinstance(superchunksize, int) or not 1 <= superchunksize <= 2**24:
+            raise ValueError(f"superchunksize must be an int in 1..2**24, got {superchunksize!r}")
+        info = StorageInfo(
+            dtype=meta.dtype, atomshape=meta.atomshape, chunklen=meta.chunklen,
+            superchunksize=superchunksize, checksum=ck.name, spare=float(spare),
+            blosc1=bool(blosc1), cparams=meta.cparams, dflt=meta.dflt,
+            expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype))
+        os.makedirs(os.path.join(rootdir, DATA_DIR))
+        os.makedirs(os.path.join(rootdir, META_DIR))
+        atomic_write(os.path.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
+                     fsync=fsync)
+        layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify)
+        layout.save_attrs({})
+        layout._generation = -1  # the first commit writes generation 0
+        layout.commit(meta.replace(length=0), 0)
+        return layout
+
+    @classmethod
+    def open(cls, rootdir: str | os.PathLike, readonly: bool = False, fsync: bool = True,
+             verify: bool = True) -> tuple[SuperchunkLayout, ArrayMeta, int]:
+        """Open a dataset; returns the layout, its metadata and its cbytes.
+
+        In mode 'a' a complete journal left by an interrupted commit is replayed
+        first; with ``readonly`` it is applied in memory only.
+        """
+        rootdir = os.fspath(rootdir)
+        if not os.path.isdir(rootdir):
+            raise ContainerNotFoundError(f"{rootdir}: no such carray directory")
+        storage_path = os.path.join(rootdir, META_DIR, STORAGE_FILE)
+        info = StorageInfo.from_json(read_json(storage_path, "meta/storage"), storage_path)
+        layout = cls(rootdir, info, readonly=readonly, fsync=fsync, verify=verify)
+        sizes = layout._recover()
+        layout._generation = sizes.generation
+        layout._count = -(-sizes.length // info.chunklen)
+        meta = ArrayMeta(dtype=info.dtype, atomshape=info.atomshape, length=sizes.length,
+                         chunklen=info.chunklen, cparams=info.cparams, dflt=info.dflt,
+                         expectedlen=info.expectedlen or sizes.length)
+        return layout, meta, sizes.cbytes
+
+    def _read_sizes(self) -> Sizes:
+        path = os.path.join(self._metadir, SIZES_FILE)
+        return Sizes.from_json(read_json(path, "meta/sizes"), path)
+
+    def _recover(self) -> Sizes:
+        """The committed sizes, after replaying (or discarding) a leftover journal."""
+        sizes = self._read_sizes()
+        jpath = os.path.join(self._metadir, JOURNAL_FILE)
+        try:
+            with open(jpath, "rb") as f:
+                buf = f.read()
+        except FileNotFoundError:
+            return sizes
+        journal = Journal.decode(buf)
+        if journal is None or journal.generation != sizes.generation + 1:
+            if not self.readonly:  # incomplete, damaged or already applied
+                os.unlink(jpath)
+            return sizes
+        spath = os.path.join(self._metadir, SIZES_FILE)
+        try:
+            new_sizes = Sizes.from_json(json.loads(journal.sizes.decode("ascii")), jpath)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise FormatError(f"journal holds bad sizes: {exc}", jpath) from None
+        for k, offset, data in journal.writes:
+            path = self._sc_path(k)
+            try:
+                size = os.path.getsize(path)
+            except FileNotFoundError:
+                raise FormatError(f"journal writes to missing {superchunk_name(k)}",
+                                  jpath) from None
+            if offset + len(data) > size:
+                raise FormatError(f"journal write [{offset}, {offset + len(data)}) past the "
+                                  f"end of {superchunk_name(k)} ({size} bytes)", jpath)
+        if self.readonly:
+            for k, offset, data in journal.writes:
+                self._overlay.setdefault(k, []).append((offset, data))
+            return new_sizes
+        self._apply(journal.writes)
+        atomic_write(spath, journal.sizes, fsync=self.fsync)
+        if self.fsync:
+            fsync_path(self._metadir)
+        os.unlink(jpath)
+        return new_sizes
+
+    # -- superchunk files -------------------------------------------------------------------
+
+    def _sc_path(self, k: int) -> str:
+        return os.path.join(self._datadir, superchunk_name(k))
+
+    def chunk_path(self, nchunk: int) -> str:
+        """The file holding chunk ``nchunk`` (for messages)."""
+        return self._sc_path(nchunk // self._S)
+
+    def _fd(self, sc: _Superchunk) -> int:
+        fd = self._fds.get(sc.k)
+        if fd is not None:
+            self._fds.move_to_end(sc.k)
+            return fd
+        try:
+            fd = os.open(sc.path, os.O_RDONLY if self.readonly else os.O_RDWR)
+        except FileNotFoundError:
+            raise FormatError(f"superchunk file {superchunk_name(sc.k)} is missing",
+                              sc.path) from None
+        self._fds[sc.k] = fd
+        if len(self._fds) > _OPEN_FILES:
+            old_k, old_fd = self._fds.popitem(last=False)
+            old = self._scs.get(old_k)
+            if old is not None and old.dirty and self.fsync:
+                os.fsync(old_fd)
+                old.dirty = False
+            os.close(old_fd)
+        return fd
+
+    def _pread(self, sc: _Superchunk, n: int, offset: int) -> bytes:
+        data = os.pread(self._fd(sc), n, offset)
+        patches = self._overlay.get(sc.k)
+        if patches:
+            data = _patch(data, offset, patches)
+        return data
+
+    def _pwrite(self, sc: _Superchunk, offset: int, parts: tuple) -> None:
+        fd = self._fd(sc)
+        for part in parts:
+            view = memoryview(part).cast("B")
+            while view:
+                n = os.pwrite(fd, view, offset)
+                view, offset = view[n:], offset + n
+        sc.dirty = True
+
+    def _new_file(self, k: int) -> None:
+        """Write an empty superchunk file (header, metadata, free slots) under its name."""
+        info = self.info
+        raw = dumps_metadata({"format": FORMAT_NAME, "superchunk": k, "first_chunk": k * self._S,
+                              "superchunksize": self._S})
+        section, _ = encode_metadata_bytes(raw, checksum=self._ck.id, codec=None,
+                                           max_meta_size=len(raw))
+        header = BlpHeader(True, True, self._ck.id, info.typesize, self._chunk_size_field(),
+                           0, 0, self._S)
+        table = np.full(self._S, -1, dtype="<i8")
+        atomic_write(self._sc_path(k), (header.pack(), section, table), fsync=self.fsync)
+
+    def _chunk_size_field(self) -> int:
+        n = self.info.chunk_nbytes
+        return n if n <= 2**31 - 1 else -1
+
+    def _get(self, k: int, create: bool = False) -> _Superchunk:
+        sc = self._scs.get(k)
+        if sc is not None:
+            return sc
+        path = self._sc_path(k)
+        created = False
+        if not os.path.exists(path):
+            if not create:
+                raise FormatError(f"superchunk file {superchunk_name(k)} is missing", path)
+            self._new_file(k)
+            created = True
+        sc = self._load(k, path)
+        sc.created = created
+        if not self.readonly:
+            # Slots past the committed length are stale (from a shrink): free them.
+            first = max(0, self._count - k * self._S)
+            if first < self._S:
+                sc.offsets[first:] = -1
+        self._scs[k] = sc
+        return sc
+
+    def _load(self, k: int, path: str) -> _Superchunk:
+        sc = _Superchunk(k, path, 0, 0, 0, None, None, None, 0)  # type: ignore[arg-type]
+        self._scs[k] = sc  # so _fd/_pread can use it
+        try:
+            size = os.fstat(self._fd(sc)).st_size
+            head = self._pread(sc, HEADER_SIZE + METADATA_HEADER_SIZE, 0)
+            header = BlpHeader.unpack(head[:HEADER_SIZE], path)
+            if not (header.offsets and header.metadata):
+                raise FormatError("superchunk file lacks its offsets table or metadata", path, 5)
+            if header.checksum != self._ck.id:
+                raise FormatError(f"checksum id {header.checksum} differs from meta/storage's "
+                                  f"{self._ck.name}", path, 6)
+            if header.total_slots != self._S:
+                raise FormatError(f"{header.total_slots} offset slots, meta/storage says "
+                                  f"superchunksize {self._S}", path, 16)
+            mh = MetadataHeader.unpack(head[HEADER_SIZE:], path)
+            if HEADER_SIZE + mh.section_size > size:
+                raise FormatError(f"metadata section of {mh.section_size} bytes does not fit "
+                                  f"a file of {size}", path, HEADER_SIZE)
+            section = self._pread(sc, mh.section_size, HEADER_SIZE)
+            obj, _ = decode_metadata(section, path, HEADER_SIZE, verify=self.verify)
+            if not isinstance(obj, dict) or obj.get("superchunk") != k:
+                raise FormatError(f"metadata does not name superchunk {k}: {obj!r}", path,
+                                  HEADER_SIZE)
+            offsets_pos = HEADER_SIZE + mh.section_size
+            data_start = offsets_pos + 8 * self._S
+            if data_start > size:
+                raise FormatError(f"offsets table ({self._S} slots) runs past the end of the "
+                                  f"file ({size} bytes)", path, offsets_pos)
+            table = np.frombuffer(self._pread(sc, 8 * self._S, offsets_pos), "<i8").copy()
+            bad = np.flatnonzero((table < -1) | ((table >= 0) & ((table < data_start)
+                                                                 | (table >= size))))
+            if bad.size:
+                i = int(bad[0])
+                raise FormatError(f"offset of slot {i} is {int(table[i])}, outside the chunk "
+                                  f"area [{data_start}, {size})", path, offsets_pos + 8 * i)
+        except BaseException:
+            self._scs.pop(k, None)
+            fd = self._fds.pop(k, None)
+            if fd is not None:
+                os.close(fd)
+            raise
+        sc.size, sc.offsets_pos, sc.data_start, sc.header = size, offsets_pos, data_start, header
+        sc.offsets, sc.committed, sc.committed_end = table, table.copy(), size
+        return sc
+
+    # -- chunks ---------------------------------------------------------------------------
+
+    def _locate(self, nchunk: int) -> tuple[_Superchunk, int]:
+        if not 0 <= nchunk < self._count:
+            raise IndexError(f"chunk {nchunk} out of range (the dataset has {self._count})")
+        k, slot = divmod(nchunk, self._S)
+        sc = self._get(k)
+        off = int(sc.offsets[slot])
+        if off < 0:
+            raise FormatError(f"chunk {nchunk} has no offset (slot {slot} is -1)", sc.path,
+                              sc.offsets_pos + 8 * slot)
+        return sc, off
+
+    def _head(self, sc: _Superchunk, off: int, nchunk: int) -> blosc.ChunkHeader:
+        head = self._pread(sc, _BLOSC_HEAD, off)
+        h = blosc.read_header(head, sc.path, off, size=sc.size - off)
+        if off + h.cbytes + self._dsize > sc.size:
+            raise FormatError(f"chunk {nchunk}: its checksum runs past the end of the file",
+                              sc.path, off + h.cbytes)
+        return h
+
+    def read_chunk(self, nchunk: int) -> memoryview:
+        rec = self._inplace.get(nchunk)
+        if rec is not None:
+            return memoryview(rec)[:len(rec) - self._dsize]
+        sc, off = self._locate(nchunk)
+        cbytes = sc.sizes.get(nchunk % self._S)
+        if cbytes is None:
+            cbytes = self._head(sc, off, nchunk).cbytes
+        n = cbytes + self._dsize
+        buf = self._pread(sc, n, off)
+        if len(buf) != n:
+            raise FormatError(f"chunk {nchunk} truncated: {len(buf)} of {n} bytes", sc.path, off)
+        view = memoryview(buf)
+        if self.verify and self._dsize and \
+                self._ck.digest(view[:cbytes]) != buf[cbytes:]:
+            raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch", sc.path,
+                                off + cbytes)
+        return view[:cbytes]
+
+    def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
+        rec = self._inplace.get(nchunk)
+        if rec is not None:
+            size = len(rec) - self._dsize
+            return (lambda o, n: rec[o:min(o + n, size)]), size
+        sc, off = self._locate(nchunk)
+        head = self._pread(sc, _BLOSC_HEAD, off)
+        h = blosc.read_header(head, sc.path, off, size=sc.size - off)
+        size = h.cbytes
+
+        def read_at(offset: int, length: int) -> bytes:
+            if offset == 0 and length == _BLOSC_HEAD:
+                return head
+            length = max(0, min(length, size - offset))
+            return self._pread(sc, length, off + offset)
+
+        return read_at, size
+
+    def _cbytes_of(self, sc: _Superchunk, slot: int, off: int) -> int:
+        known = sc.sizes.get(slot)
+        if known is not None:
+            return known
+        rec = self._inplace.get(sc.k * self._S + slot)
+        if rec is not None:
+            return len(rec) - self._dsize
+        try:
+            cbytes = self._head(sc, off, sc.k * self._S + slot).cbytes
+        except FormatError:
+            return 0
+        sc.sizes[slot] = cbytes
+        return cbytes
+
+    def _capacity(self, sc: _Superchunk, off: int) -> int:
+        offs = sc.offsets
+        higher = offs[offs > off]
+        return (int(higher.min()) if higher.size else sc.size) - off
+
+    def write_chunk(self, nchunk: int, data: bytes) -> int:
+        if self.readonly:
+            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        if not 0 <= nchunk <= self._count:
+            raise IndexError(f"chunk {nchunk} written before chunk {self._count}")
+        k, slot = divmod(nchunk, self._S)
+        sc = self._get(k, create=True)
+        self._touched.add(k)
+        data = bytes(data)
+        digest = self._ck.digest(data)
+        need = len(data) + self._dsize
+        old = int(sc.offsets[slot])
+        old_cbytes = self._cbytes_of(sc, slot, old) if old >= 0 and nchunk < self._count else 0
+        prev = self._inplace.pop(nchunk, None)
+        if prev is not None:
+            self._inplace_bytes -= len(prev)
+        self._count = max(self._count, nchunk + 1)
+        sc.sizes[slot] = len(data)
+        if old >= 0:
+            room = self._capacity(sc, old)
+            if need <= room:
+                if old >= sc.committed_end:
+                    # Written since the last commit: nothing committed refers to it.
+                    self._pwrite(sc, old, (data, digest))
+                    self._stamps[nchunk] = _stamp(old, data, digest)
+                    return len(data) - old_cbytes
+                if self._inplace_bytes + need <= INPLACE_LIMIT:
+                    self._inplace[nchunk] = data + digest
+                    self._inplace_bytes += need
+                    self._stamps[nchunk] = _stamp(old, data, digest)
+                    return len(data) - old_cbytes
+            if old < sc.committed_end:
+                sc.garbage += room
+        off = sc.size
+        spare = math.ceil(len(data) * self.info.spare)
+        self._pwrite(sc, off, (data, digest, bytes(spare)))
+        sc.size += need + spare
+        sc.offsets[slot] = off
+        self._stamps[nchunk] = _stamp(off, data, digest)
+        return len(data) - old_cbytes
+
+    def drop_chunks(self, first: int) -> int:
+        if self.readonly:
+            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        first = max(first, 0)
+        removed = 0
+        for n in range(first, self._count):
+            sc, off = self._locate(n)
+            removed += self._cbytes_of(sc, n % self._S, off)
+        for n in [n for n in self._inplace if n >= first]:
+            self._inplace_bytes -= len(self._inplace.pop(n))
+        for n in [n for n in self._stamps if n >= first]:
+            del self._stamps[n]
+        for k in self._existing_superchunks():
+            if (k + 1) * self._S <= first:
+                continue
+            try:
+                sc = self._get(k)
+            except FormatError:
+                continue  # a damaged file past the end is deleted at the next commit
+            lo = max(0, first - k * self._S)
+            sc.offsets[lo:] = -1
+            self._touched.add(k)
+            for slot in [s for s in sc.sizes if s >= lo]:
+                del sc.sizes[slot]
+        self._count = min(self._count, first)
+        self._dropped = True
+        return -removed
+
+    def _existing_superchunks(self) -> list[int]:
+        found = set(self._scs)
+        try:
+            names = os.listdir(self._datadir)
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            if name.startswith("sc_") and name.endswith(".blp") and name[3:-4].isdigit():
+                found.add(int(name[3:-4]))
+        return sorted(found)
+
+    # -- commit ---------------------------------------------------------------------------
+
+    def _apply(self, writes) -> None:
+        """Make the journal's writes to superchunk files, then fsync them.
+
+        Descriptors of their own: replay runs before any superchunk is loaded, and
+        the page cache keeps them coherent with the cached read descriptors.
+        """
+        fds: dict[int, int] = {}
+        try:
+            for k, offset, data in writes:
+                fd = fds.get(k)
+                if fd is None:
+                    fd = fds[k] = os.open(self._sc_path(k), os.O_RDWR)
+                view = memoryview(data).cast("B")
+                while view:
+                    n = os.pwrite(fd, view, offset)
+                    view, offset = view[n:], offset + n
+            if self.fsync:
+                for fd in fds.values():
+                    os.fsync(fd)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+    def _last_nbytes(self, sc: _Superchunk, nused: int) -> int:
+        if nused == 0:
+            return 0
+        n = sc.k * self._S + nused - 1
+        rec = self._inplace.get(n)
+        if rec is not None:
+            return blosc.read_header(rec).nbytes
+        return self._head(sc, int(sc.offsets[nused - 1]), n).nbytes
+
+    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
+        """Make every chunk written so far durable, then record ``meta`` (see module doc)."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        scs = list(self._scs.values())
+        if self.fsync:
+            for sc in scs:
+                if sc.dirty:
+                    os.fsync(self._fd(sc))
+                    sc.dirty = False
+            if any(sc.created for sc in scs):
+                fsync_path(self._datadir)
+        writes: list[tuple[int, int, bytes]] = []
+        for n, rec in sorted(self._inplace.items()):
+            sc, off = self._locate(n)
+            writes.append((sc.k, off, rec))
+        new_headers: dict[int, BlpHeader] = {}
+        for sc in scs:
+            changed = np.flatnonzero(sc.offsets != sc.committed)
+            if changed.size:
+                for lo, hi in _runs(changed):
+                    writes.append((sc.k, sc.offsets_pos + 8 * lo, sc.offsets[lo:hi].tobytes()))
+            used = sc.offsets >= 0
+            nused = int(np.argmin(used)) if not used.all() else self._S
+            last = min(self._last_nbytes(sc, nused), max(self._chunk_size_field(), 0)) \
+                if nused else 0
+            header = BlpHeader(True, True, self._ck.id, self.info.typesize,
+                               self._chunk_size_field(), last, nused, self._S - nused)
+            if header != sc.header:
+                new_headers[sc.k] = header
+                writes.append((sc.k, 0, header.pack()))
+        generation = self._generation + 1
+        sizes = Sizes(meta.length, meta.length * meta.rowsize, int(cbytes), generation)
+        sizes_bytes = dumps(sizes.to_json(meta.atomshape))
+        jpath = os.path.join(self._metadir, JOURNAL_FILE)
+        if writes:
+            atomic_write(jpath, Journal(generation, tuple(writes), sizes_bytes).encode(),
+                         fsync=self.fsync)
+            if self.fsync:
+                fsync_path(self._metadir)
+            self._apply(writes)
+        atomic_write(os.path.join(self._metadir, SIZES_FILE), sizes_bytes, fsync=self.fsync)
+        if self.fsync:
+            fsync_path(self._metadir)
+        if writes:
+            os.unlink(jpath)
+        self._generation = generation
+        self._inplace.clear()
+        self._inplace_bytes = 0
+        for sc in scs:
+            sc.committed = sc.offsets.copy()
+            sc.committed_end = sc.size
+            sc.created = False
+            sc.header = new_headers.get(sc.k, sc.header)
+        self._delete_past_end()
+        touched, self._touched = self._touched, set()
+        for k in sorted(touched):
+            sc = self._scs.get(k)
+            if sc is not None and self._needs_compaction(sc):
+                self._compact(sc)
+
+    def _delete_past_end(self) -> None:
+        """Remove superchunk files wholly past the committed chunks (after a shrink)."""
+        if not self._dropped:
+            return
+        self._dropped = False
+        keep = -(-self._count // self._S)
+        removed = False
+        for k in self._existing_superchunks():
+            if k < keep:
+                continue
+            self._forget(k)
+            try:
+                os.unlink(self._sc_path(k))
+                removed = True
+            except FileNotFoundError:
+                pass
+        if removed and self.fsync:
+            fsync_path(self._datadir)
+
+    def _forget(self, k: int) -> None:
+        self._scs.pop(k, None)
+        fd = self._fds.pop(k, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _needs_compaction(self, sc: _Superchunk) -> bool:
+        used = sc.offsets[sc.offsets >= 0]
+        if not used.size:
+            return False
+        if self.info.blosc1 and self.info.spare == 0:
+            # Bloscpack readers stream chunks back to back: keep the files that way.
+            return not self._sequential(sc, len(used))
+        area = sc.size - sc.data_start
+        return sc.garbage > 2**20 and sc.garbage * 2 > area
+
+    def _sequential(self, sc: _Superchunk, nused: int) -> bool:
+        pos = sc.data_start
+        for slot in range(nused):
+            off = int(sc.offsets[slot])
+            if off != pos:
+                return False
+            pos += self._cbytes_of(sc, slot, off) + self._dsize
+        return True
+
+    def _compact(self, sc: _Superchunk) -> None:
+        """Rewrite a superchunk file with its chunks in order and no dead space.
+
+        Runs right after a commit; the new file is renamed over the old one, so
+        either version is a complete copy of the committed state.
+        """
+        nused = int((sc.offsets >= 0).sum())
+        prefix = self._pread(sc, sc.offsets_pos, 0)
+        recs, table, pos = [], np.full(self._S, -1, dtype="<i8"), sc.data_start
+        for slot in range(nused):
+            n = sc.k * self._S + slot
+            off = int(sc.offsets[slot])
+            cb = self._cbytes_of(sc, slot, off)
+            rec = self._pread(sc, cb + self._dsize, off)
+            if self.verify and self._dsize and self._ck.digest(rec[:cb]) != rec[cb:]:
+                raise ChecksumError(f"chunk {n}: {self._ck.name} checksum mismatch", sc.path,
+                                    off + cb)
+            spare = math.ceil(cb * self.info.spare)
+            recs.append(rec)
+            if spare:
+                recs.append(bytes(spare))
+            table[slot] = pos
+            pos += len(rec) + spare
+        atomic_write(sc.path, (prefix, table, *recs), fsync=self.fsync)
+        if self.fsync:
+            fsync_path(self._datadir)
+        self._forget(sc.k)
+        for n in range(sc.k * self._S, (sc.k + 1) * self._S):
+            self._stamps.pop(n, None)
+        self._get(sc.k)
+
+    # -- metadata -------------------------------------------------------------------------
+
+    def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
+        stamp = self._stamps.get(nchunk)
+        if stamp is not None:
+            return stamp
+        if nchunk >= self._count:
+            return (-1, -1)
+        try:
+            sc, off = self._locate(nchunk)
+            h = self._head(sc, off, nchunk)
+            tail = self._dsize or min(16, h.cbytes)
+            rec_end = h.cbytes + self._dsize
+            head = self._pread(sc, _BLOSC_HEAD, off)
+            end = self._pread(sc, tail, off + rec_end - tail)
+        except FormatError:
+            return (-1, -1)
+        return (h.cbytes, _crc_stamp(off, head, end))
+
+    def load_zonemap(self) -> bytes | None:
+        try:
+            with open(os.path.join(self._metadir, ZONEMAP_FILE), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def save_zonemap(self, data: bytes) -> None:
+        if self.readonly:
+            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        # Not fsynced: a cache, checked against chunk stamps when loaded.
+        atomic_write(os.path.join(self._metadir, ZONEMAP_FILE), data, fsync=False)
+
+    def load_attrs(self) -> dict:
+        path = os.path.join(self._metadir, ATTRS_FILE)
+        if not os.path.exists(path):
+            return {}
+        obj = read_json(path, "meta/attrs")
+        if not isinstance(obj, dict):
+            raise FormatError("meta/attrs must hold a JSON object", path)
+        try:
+            return {k: decode_attr(v) for k, v in obj.items()}
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            raise FormatError(f"bad attribute in meta/attrs: {exc}", path) from None
+
+    def save_attrs(self, attrs: dict) -> None:
+        if self.readonly:
+            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        encoded = {str(k): encode_attr(v) for k, v in attrs.items()}
+        atomic_write(os.path.join(self._metadir, ATTRS_FILE), dumps(encoded), fsync=self.fsync)
+
+    def close(self) -> None:
+        for k in list(self._fds):
+            sc = self._scs.get(k)
+            fd = self._fds.pop(k)
+            if sc is not None and sc.dirty and self.fsync:
+                os.fsync(fd)
+                sc.dirty = False
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+    def describe(self) -> str:
+        return f"superchunk directory {self.rootdir!r}"
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted indices as [lo, hi) runs of consecutive values."""
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    return [(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, breaks)]
+
+
+def _patch(data: bytes, offset: int, patches: list[tuple[int, bytes]]) -> bytes:
+    """``data`` read at ``offset``, with the journal's pending writes laid over it."""
+    out = None
+    end = offset + len(data)
+    for p_off, p_data in patches:
+        lo, hi = max(offset, p_off), min(end, p_off + len(p_data))
+        if lo < hi:
+            out = bytearray(data) if out is None else out
+            out[lo - offset:hi - offset] = p_data[lo - p_off:hi - p_off]
+    return bytes(out) if out is not None else data
+
+
+def _crc_stamp(off: int, head: bytes, tail: bytes) -> int:
+    return zlib.crc32(struct.pack("<q", off) + bytes(head) + bytes(tail)) & 0x7FFFFFFF
+
+
+def _stamp(off: int, data: bytes, digest: bytes) -> tuple[int, int]:
+    tail = digest if digest else data[-min(16, len(data)):]
+    return (len(data), _crc_stamp(off, data[:_BLOSC_HEAD], tail))
