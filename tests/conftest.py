@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+import collections.abc
+import importlib
+
 import pytest
 
 from carray.formats import _ds_header
@@ -26,3 +30,18 @@ def count_reads(monkeypatch):
     monkeypatch.setattr(_ds_header, "pread", counting_pread)
     monkeypatch.setattr(_ds_header, "pread_into", counting_pread_into)
     return total
+
+
+@pytest.fixture(scope="session")
+def bloscpack_peer():
+    """The real bloscpack 0.16, a test dependency.
+
+    It still imports ABCs from ``collections`` (gone in Python 3.10), so those
+    names are put back first; nothing else changes.
+    """
+    for name in ("MutableMapping", "Mapping", "Sequence", "Iterable"):
+        if not hasattr(collections, name):
+            setattr(collections, name, getattr(collections.abc, name))
+    module = importlib.import_module("bloscpack")
+    importlib.import_module("bloscpack.append")  # a submodule the package does not import
+    return module

@@ -397,11 +397,14 @@ class carray:  # noqa: N801 - the bcolz name users know
     def _decode_whole(self, nchunk: int, out: np.ndarray) -> None:
         """A full chunk into ``out`` on this thread's own context (safe in parallel).
 
-        Layouts keep file handles and caches, so fetching the bytes takes turns;
-        decoding, the expensive part, does not.
+        Layouts that keep unshared state fetch the bytes in turns; decoding, the
+        expensive part, never waits.
         """
-        with _parallel.io_lock:
+        if self._layout.concurrent_reads:
             chunk = self._layout.read_chunk(nchunk)
+        else:
+            with _parallel.io_lock:
+                chunk = self._layout.read_chunk(nchunk)
         _parallel.decoder().decompress_into(chunk, out, self._chunk_path(nchunk))
 
     def _read_row(self, row: int) -> np.ndarray:

@@ -30,37 +30,55 @@ def summarised(dtype: np.dtype, atomshape: tuple[int, ...]) -> bool:
 class ZoneMap:
     """Min, max and has-NaN per chunk, plus the stamp of the chunk file summarised."""
 
+    _FIELDS = ("lo", "hi", "nan", "known", "checked", "stamp")
+
     def __init__(self, dtype: np.dtype, nchunks: int = 0) -> None:
         self.dtype = np.dtype(dtype)
-        self.lo = np.zeros(nchunks, dtype=self.dtype)
-        self.hi = np.zeros(nchunks, dtype=self.dtype)
-        self.nan = np.zeros(nchunks, dtype=bool)
-        self.known = np.zeros(nchunks, dtype=bool)
-        # (size, mtime_ns) of the chunk file; zeros in memory.
-        self.stamp = np.zeros((nchunks, 2), dtype=np.int64)
-        # Stamps are checked against the files once per session (see validate()).
-        self.checked = np.zeros(nchunks, dtype=bool)
+        self._n = 0
+        self._alloc(max(nchunks, 16))
+        self._n = nchunks
         self.dirty = False
 
+    def _alloc(self, capacity: int) -> None:
+        # Arrays grow by doubling, so summarising chunk after chunk stays linear.
+        old = {f: getattr(self, "_" + f, None) for f in self._FIELDS}
+        self._lo = np.zeros(capacity, dtype=self.dtype)
+        self._hi = np.zeros(capacity, dtype=self.dtype)
+        self._nan = np.zeros(capacity, dtype=bool)
+        self._known = np.zeros(capacity, dtype=bool)
+        # Stamps are checked against the files once per session (see validate()).
+        self._checked = np.zeros(capacity, dtype=bool)
+        # (size, mix of inode and times) of the chunk file; zeros in memory.
+        self._stamp = np.zeros((capacity, 2), dtype=np.int64)
+        for f, arr in old.items():
+            if arr is not None:
+                getattr(self, "_" + f)[:self._n] = arr[:self._n]
+
+    lo = property(lambda self: self._lo[:self._n])
+    hi = property(lambda self: self._hi[:self._n])
+    nan = property(lambda self: self._nan[:self._n])
+    known = property(lambda self: self._known[:self._n])
+    checked = property(lambda self: self._checked[:self._n])
+    stamp = property(lambda self: self._stamp[:self._n])
+
     def __len__(self) -> int:
-        return len(self.lo)
+        return self._n
 
     def _grow(self, nchunks: int) -> None:
-        extra = nchunks - len(self.lo)
-        if extra <= 0:
+        if nchunks <= self._n:
             return
-        self.lo = np.concatenate([self.lo, np.zeros(extra, dtype=self.dtype)])
-        self.hi = np.concatenate([self.hi, np.zeros(extra, dtype=self.dtype)])
-        self.nan = np.concatenate([self.nan, np.zeros(extra, dtype=bool)])
-        self.known = np.concatenate([self.known, np.zeros(extra, dtype=bool)])
-        self.checked = np.concatenate([self.checked, np.zeros(extra, dtype=bool)])
-        self.stamp = np.concatenate([self.stamp, np.zeros((extra, 2), dtype=np.int64)])
+        if nchunks > len(self._lo):
+            self._alloc(max(nchunks, 2 * len(self._lo)))
+        # Entries past the old end are unknown (stale values may linger after truncate).
+        self._known[self._n:nchunks] = False
+        self._checked[self._n:nchunks] = False
+        self._n = nchunks
 
     def update(self, nchunk: int, data: np.ndarray, stamp: tuple[int, int] | None) -> None:
         """Summarise the values just written as chunk ``nchunk``."""
         self._grow(nchunk + 1)
         if len(data) == 0:
-            self.known[nchunk] = False
+            self._known[nchunk] = False
             return
         if self.dtype.kind == "f":
             lo, hi = np.fmin.reduce(data), np.fmax.reduce(data)
@@ -68,32 +86,31 @@ class ZoneMap:
             has_nan = bool(np.isnan(lo) or np.isnan(hi)) or bool(np.isnan(data.sum()))
         else:
             lo, hi, has_nan = data.min(), data.max(), False
-        self.lo[nchunk], self.hi[nchunk], self.nan[nchunk] = lo, hi, has_nan
-        self.known[nchunk] = True
-        self.checked[nchunk] = True
-        self.stamp[nchunk] = stamp if stamp is not None else (0, 0)
+        self._lo[nchunk], self._hi[nchunk], self._nan[nchunk] = lo, hi, has_nan
+        self._known[nchunk] = True
+        self._checked[nchunk] = True
+        self._stamp[nchunk] = stamp if stamp is not None else (0, 0)
         self.dirty = True
 
     def forget(self, nchunk: int) -> None:
-        if nchunk < len(self.known) and self.known[nchunk]:
-            self.known[nchunk] = False
+        if nchunk < self._n and self._known[nchunk]:
+            self._known[nchunk] = False
             self.dirty = True
 
     def truncate(self, nchunks: int) -> None:
         """Drop entries for chunks ``nchunks`` and above."""
-        if nchunks < len(self.lo):
-            for name in ("lo", "hi", "nan", "known", "checked", "stamp"):
-                setattr(self, name, getattr(self, name)[:nchunks])
+        if nchunks < self._n:
+            self._n = nchunks
             self.dirty = True
 
     def validate(self, first: int, stop: int, stamp_of) -> None:
         """Check the stamps of entries ``[first, stop)`` not checked yet this session."""
         self._grow(stop)
-        todo = np.flatnonzero(self.known[first:stop] & ~self.checked[first:stop]) + first
+        todo = np.flatnonzero(self._known[first:stop] & ~self._checked[first:stop]) + first
         for nchunk in todo:
-            if tuple(self.stamp[nchunk]) != stamp_of(int(nchunk)):
-                self.known[nchunk] = False
-            self.checked[nchunk] = True
+            if tuple(self._stamp[nchunk]) != stamp_of(int(nchunk)):
+                self._known[nchunk] = False
+            self._checked[nchunk] = True
 
     # -- persistence ------------------------------------------------------------------------
 
@@ -135,4 +152,5 @@ class ZoneMap:
             raise FormatError(f"zone map is unreadable: {exc}", path) from None
         zm.nan[:], zm.known[:] = table["nan"], table["known"]
         zm.stamp[:, 0], zm.stamp[:, 1] = table["size"], table["mtime"]
+        zm.checked[:] = False
         return zm

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-import collections.abc
 import importlib
 import json
 import os
@@ -25,11 +23,8 @@ def run(capsys, *argv):
 
 
 @pytest.fixture(scope="module")
-def peer():
-    for name in ("MutableMapping", "Mapping", "Sequence", "Iterable"):
-        if not hasattr(collections, name):
-            setattr(collections, name, getattr(collections.abc, name))
-    return pytest.importorskip("bloscpack")
+def peer(bloscpack_peer):
+    return bloscpack_peer
 
 
 def test_pack_unpack_npy_round_trip(capsys, tmp_path, peer):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-import collections.abc
-import importlib
 import json
 import os
 import struct
@@ -27,14 +24,8 @@ FIXTURES = {f["name"]: f for f in MANIFEST["fixtures"]}
 
 
 @pytest.fixture(scope="module")
-def peer():
-    """The real bloscpack 0.16 (needs the collections shim on Python >= 3.10)."""
-    for name in ("MutableMapping", "Mapping", "Sequence", "Iterable"):
-        if not hasattr(collections, name):
-            setattr(collections, name, getattr(collections.abc, name))
-    bloscpack = pytest.importorskip("bloscpack")
-    importlib.import_module("bloscpack.append")  # a submodule the package does not import
-    return bloscpack
+def peer(bloscpack_peer):
+    return bloscpack_peer
 
 
 def read_expected(fx):

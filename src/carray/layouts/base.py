@@ -52,6 +52,8 @@ class Layout(abc.ABC):
     blosc1: bool = False
     #: True when the layout keeps chunks in this process only.
     in_memory: bool = True
+    #: True when ``read_chunk`` may be called from several threads at once.
+    concurrent_reads: bool = False
 
     def __init__(self, readonly: bool = False) -> None:
         self.readonly = readonly

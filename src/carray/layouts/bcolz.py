@@ -145,6 +145,7 @@ class BcolzLayout(Layout):
 
     blosc1 = True
     in_memory = False
+    concurrent_reads = True  # each read opens, reads and closes its own file
 
     def __init__(self, rootdir: str | os.PathLike, readonly: bool = False,
                  fsync: bool = True) -> None:

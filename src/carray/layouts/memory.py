@@ -10,6 +10,7 @@ class MemoryLayout(Layout):
 
     blosc1 = False
     in_memory = True
+    concurrent_reads = True  # list indexing
 
     def __init__(self) -> None:
         super().__init__(readonly=False)

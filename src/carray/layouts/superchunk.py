@@ -63,6 +63,7 @@ import math
 import os
 import shutil
 import struct
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -158,6 +159,8 @@ class SuperchunkLayout(Layout):
     Use :meth:`create` or :meth:`open`; see the module docstring for the format.
     """
 
+    concurrent_reads = True
+
     in_memory = False
 
     def __init__(self, rootdir: str, info: StorageInfo, readonly: bool, fsync: bool,
@@ -175,6 +178,7 @@ class SuperchunkLayout(Layout):
         self._metadir = os.path.join(rootdir, META_DIR)
         self._scs: dict[int, _Superchunk] = {}
         self._fds: OrderedDict[int, int] = OrderedDict()
+        self._read_lock = threading.RLock()
         self._inplace: dict[int, bytes] = {}  # chunk -> chunk + digest, applied at commit
         self._inplace_bytes = 0
         self._overlay: dict[int, list[tuple[int, bytes]]] = {}  # mode 'r' journal replay
@@ -455,15 +459,18 @@ class SuperchunkLayout(Layout):
         return h
 
     def read_chunk(self, nchunk: int) -> memoryview:
-        rec = self._inplace.get(nchunk)
-        if rec is not None:
-            return memoryview(rec)[:len(rec) - self._dsize]
-        sc, off = self._locate(nchunk)
-        cbytes = sc.sizes.get(nchunk % self._S)
-        if cbytes is None:
-            cbytes = self._head(sc, off, nchunk).cbytes
-        n = cbytes + self._dsize
-        buf = self._pread(sc, n, off)
+        # Safe from several threads: file handles and caches change under the lock;
+        # the digest, the slow part, is computed outside it.
+        with self._read_lock:
+            rec = self._inplace.get(nchunk)
+            if rec is not None:
+                return memoryview(rec)[:len(rec) - self._dsize]
+            sc, off = self._locate(nchunk)
+            cbytes = sc.sizes.get(nchunk % self._S)
+            if cbytes is None:
+                cbytes = self._head(sc, off, nchunk).cbytes
+            n = cbytes + self._dsize
+            buf = self._pread(sc, n, off)
         if len(buf) != n:
             raise FormatError(f"chunk {nchunk} truncated: {len(buf)} of {n} bytes", sc.path, off)
         view = memoryview(buf)
