@@ -103,11 +103,16 @@ def run(size_mb: int, repeat: int, workdir: str) -> dict:
     assert np.array_equal(ours.unpack_array(p_peer), a)
     assert np.array_equal(bloscpack.unpack_ndarray_from_file(p_ours), a)
     times: dict[str, dict[str, list[float]]] = {"pack": {}, "unpack": {}, "checksum": {}}
-    # Interleave the contenders so drifting machine load hits them alike.
-    for _ in range(repeat):
+    # Interleave the contenders so drifting machine load hits them alike, rotating
+    # their order; flush the writers' dirty pages before reading, or the first
+    # reader after the writers pays for the kernel's write-back.
+    for rep in range(repeat):
         for group, fns in (("pack", pack), ("unpack", unpack), ("checksum", checks)):
-            for name, fn in fns.items():
-                times[group].setdefault(name, []).append(median_time(fn, 1))
+            os.sync()
+            names = list(fns)
+            names = names[rep % len(names):] + names[:rep % len(names)]
+            for name in names:
+                times[group].setdefault(name, []).append(median_time(fns[name], 1))
     res: dict = {"size_mb": round(mb, 1), "ratio": {}, "pack_MBps": {}, "unpack_MBps": {},
                  "read_s": {}}
     for name, ts in times["pack"].items():

@@ -155,7 +155,7 @@ def test_zone_maps_are_persisted_and_survive_reopen(tmp_path):
     cols = data(5000, sort=True)
     t = ca.ctable(cols, chunklen=500, rootdir=str(tmp_path / "t"))
     t.close()
-    assert os.path.exists(tmp_path / "t" / "x" / "meta" / "zonemap.npy")
+    assert os.path.exists(tmp_path / "t" / "x" / "meta" / "zonemap_000000.npy")
     r = ca.open(str(tmp_path / "t"), mode="r")
     ev = r._evaluator("x > 0.95", None, None, 0)
     list(ev.blocks())

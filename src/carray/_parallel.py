@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from carray.codecs import blosc
 from carray.params import get_nthreads
 
@@ -30,6 +32,18 @@ def decoder() -> blosc.Decoder:
     if dec is None:
         dec = _local.decoder = blosc.Decoder()
     return dec
+
+
+def scratch(nbytes: int) -> np.ndarray:
+    """This thread's reusable byte buffer, at least ``nbytes`` long.
+
+    Reading chunk files into it rather than into new bytes objects saves an
+    allocation and its page faults per chunk.
+    """
+    buf = getattr(_local, "scratch", None)
+    if buf is None or len(buf) < nbytes:
+        buf = _local.scratch = np.empty(max(nbytes, 1 << 16), dtype=np.uint8)
+    return buf
 
 
 def workers() -> int:

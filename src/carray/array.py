@@ -401,7 +401,7 @@ class carray:  # noqa: N801 - the bcolz name users know
         expensive part, never waits.
         """
         if self._layout.concurrent_reads:
-            chunk = self._layout.read_chunk(nchunk)
+            chunk = self._layout.read_chunk_into(nchunk, _parallel.scratch)
         else:
             with _parallel.io_lock:
                 chunk = self._layout.read_chunk(nchunk)
@@ -703,8 +703,7 @@ class carray:  # noqa: N801 - the bcolz name users know
         self._tail_dirty = False
         if self._zones is not None and self._zones.dirty:
             self._zones.truncate(self._nfull)
-            self._layout.save_zonemap(self._zones.to_bytes())
-            self._zones.dirty = False
+            self._zones.save(self._layout)
         self._layout.commit(self._meta(), self._cbytes)
         _unflushed.discard(self)
 

@@ -34,6 +34,9 @@ class ZoneMap:
 
     def __init__(self, dtype: np.dtype, nchunks: int = 0) -> None:
         self.dtype = np.dtype(dtype)
+        self._pending_load = None
+        self._dirty_segments = set()
+        self._saved: set[int] = set()
         self._n = 0
         self._alloc(max(nchunks, 16))
         self._n = nchunks
@@ -54,17 +57,21 @@ class ZoneMap:
             if arr is not None:
                 getattr(self, "_" + f)[:self._n] = arr[:self._n]
 
-    lo = property(lambda self: self._lo[:self._n])
-    hi = property(lambda self: self._hi[:self._n])
-    nan = property(lambda self: self._nan[:self._n])
-    known = property(lambda self: self._known[:self._n])
-    checked = property(lambda self: self._checked[:self._n])
-    stamp = property(lambda self: self._stamp[:self._n])
+    def _view(name: str):  # noqa: N805 - builds the properties below
+        def get(self) -> np.ndarray:
+            self._ensure()
+            return getattr(self, "_" + name)[:self._n]
+        return property(get)
+
+    lo, hi, nan = _view("lo"), _view("hi"), _view("nan")
+    known, checked, stamp = _view("known"), _view("checked"), _view("stamp")
 
     def __len__(self) -> int:
+        self._ensure()
         return self._n
 
     def _grow(self, nchunks: int) -> None:
+        self._ensure()
         if nchunks <= self._n:
             return
         if nchunks > len(self._lo):
@@ -76,6 +83,7 @@ class ZoneMap:
 
     def update(self, nchunk: int, data: np.ndarray, stamp: tuple[int, int] | None) -> None:
         """Summarise the values just written as chunk ``nchunk``."""
+        self._ensure()
         self._grow(nchunk + 1)
         if len(data) == 0:
             self._known[nchunk] = False
@@ -90,17 +98,25 @@ class ZoneMap:
         self._known[nchunk] = True
         self._checked[nchunk] = True
         self._stamp[nchunk] = stamp if stamp is not None else (0, 0)
+        self._mark(nchunk)
+
+    def _mark(self, nchunk: int) -> None:
+        self._dirty_segments.add(nchunk // self.SEGMENT)
         self.dirty = True
 
     def forget(self, nchunk: int) -> None:
+        self._ensure()
         if nchunk < self._n and self._known[nchunk]:
             self._known[nchunk] = False
-            self.dirty = True
+            self._mark(nchunk)
 
     def truncate(self, nchunks: int) -> None:
         """Drop entries for chunks ``nchunks`` and above."""
+        self._ensure()
         if nchunks < self._n:
             self._n = nchunks
+            if nchunks % self.SEGMENT:
+                self._mark(nchunks - 1)
             self.dirty = True
 
     def validate(self, first: int, stop: int, stamp_of) -> None:
@@ -113,44 +129,82 @@ class ZoneMap:
             self._checked[nchunk] = True
 
     # -- persistence ------------------------------------------------------------------------
+    #
+    # Persisted in segments of SEGMENT chunks, so a flush rewrites only the segments
+    # that changed (appending to a dataset of a million chunks touches one), and
+    # loaded only when first needed, so opening a large dataset does not read them.
+
+    SEGMENT = 4096
+    _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8")]
 
     @classmethod
     def load(cls, layout, meta) -> ZoneMap | None:
-        """The summaries a layout keeps for an array (a fresh map when none are usable)."""
+        """The summaries a layout keeps for an array, read on first use."""
         if not summarised(meta.dtype, meta.atomshape):
             return None
-        stored = layout.load_zonemap()
-        if stored is not None:
-            try:
-                return cls.from_bytes(stored, meta.dtype, layout.describe())
-            except FormatError:
-                pass  # only a cache: rebuilt as chunks are written or read
-        return cls(meta.dtype)
+        zm = cls(meta.dtype)
+        zm._pending_load = layout
+        return zm
 
-    def to_bytes(self) -> bytes:
-        table = np.empty(len(self.lo), dtype=[("lo", self.dtype), ("hi", self.dtype),
-                                              ("nan", "?"), ("known", "?"),
-                                              ("size", "<i8"), ("mtime", "<i8")])
-        table["lo"], table["hi"], table["nan"], table["known"] = \
-            self.lo, self.hi, self.nan, self.known
-        table["size"], table["mtime"] = self.stamp[:, 0], self.stamp[:, 1]
+    def _ensure(self) -> None:
+        if self._pending_load is not None:
+            self._load_now()
+
+    def _load_now(self) -> None:
+        layout, self._pending_load = self._pending_load, None
+        saved = layout.zonemap_segments()
+        self._saved = set(saved)
+        for k in saved:
+            data = layout.load_zonemap(k)
+            if data is None:
+                continue
+            try:
+                table = self._parse(data, layout.describe())
+            except FormatError:
+                continue  # only a cache: rebuilt as chunks are written or read
+            first = k * self.SEGMENT
+            self._grow(first + len(table))
+            rows = slice(first, first + len(table))
+            self._lo[rows], self._hi[rows] = table["lo"], table["hi"]
+            self._nan[rows], self._known[rows] = table["nan"], table["known"]
+            self._stamp[rows, 0], self._stamp[rows, 1] = table["size"], table["mtime"]
+            self._checked[rows] = False
+        self._dirty_segments = set()
+
+    def _parse(self, data: bytes, where: str) -> np.ndarray:
+        try:
+            table = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, TypeError, OSError, EOFError) as exc:
+            raise FormatError(f"zone map is unreadable: {exc}", where) from None
+        want = np.dtype([("lo", self.dtype), ("hi", self.dtype), *self._ROW])
+        if table.ndim != 1 or table.dtype != want or len(table) > self.SEGMENT:
+            raise FormatError(f"zone map segment has layout {table.dtype}, expected {want}",
+                              where)
+        return table
+
+    def _segment_bytes(self, k: int) -> bytes | None:
+        rows = slice(k * self.SEGMENT, min((k + 1) * self.SEGMENT, self._n))
+        if rows.start >= rows.stop:
+            return None
+        table = np.empty(rows.stop - rows.start,
+                         dtype=[("lo", self.dtype), ("hi", self.dtype), *self._ROW])
+        table["lo"], table["hi"] = self._lo[rows], self._hi[rows]
+        table["nan"], table["known"] = self._nan[rows], self._known[rows]
+        table["size"], table["mtime"] = self._stamp[rows, 0], self._stamp[rows, 1]
         buf = io.BytesIO()
         np.save(buf, table, allow_pickle=False)
         return buf.getvalue()
 
-    @classmethod
-    def from_bytes(cls, data: bytes, dtype: np.dtype, path: str) -> ZoneMap:
-        try:
-            table = np.load(io.BytesIO(data), allow_pickle=False)
-            if table.ndim != 1 or table.dtype.names != ("lo", "hi", "nan", "known", "size",
-                                                         "mtime"):
-                raise ValueError(f"unexpected layout {table.dtype}")
-            zm = cls(dtype, len(table))
-            zm.lo[:] = table["lo"]
-            zm.hi[:] = table["hi"]
-        except (ValueError, TypeError, OSError, EOFError) as exc:
-            raise FormatError(f"zone map is unreadable: {exc}", path) from None
-        zm.nan[:], zm.known[:] = table["nan"], table["known"]
-        zm.stamp[:, 0], zm.stamp[:, 1] = table["size"], table["mtime"]
-        zm.checked[:] = False
-        return zm
+    def save(self, layout) -> None:
+        """Write the segments changed since the last save; delete those past the end."""
+        if not self.dirty:
+            return
+        self._ensure()
+        nseg = -(-self._n // self.SEGMENT)
+        saved = self._saved
+        stale = {k for k in saved if k >= nseg}
+        for k in sorted(self._dirty_segments | stale):
+            data = self._segment_bytes(k) if k < nseg else None
+            layout.save_zonemap(k, data)
+            (saved.add if data is not None else saved.discard)(k)
+        self._saved, self._dirty_segments, self.dirty = saved, set(), False

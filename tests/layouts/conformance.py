@@ -141,9 +141,13 @@ class LayoutConformance:
     def test_zonemap_blob(self, tmp_path):
         layout = self.make(tmp_path, meta())
         self.fill(layout, 3)
-        layout.save_zonemap(b"\x93NUMPY-ish blob")
+        layout.save_zonemap(0, b"\x93NUMPY-ish blob")
+        layout.save_zonemap(3, b"another")
         if self.persistent:
-            assert layout.load_zonemap() == b"\x93NUMPY-ish blob"
+            assert layout.zonemap_segments() == [0, 3]
+            assert layout.load_zonemap(0) == b"\x93NUMPY-ish blob"
+            layout.save_zonemap(0, None)
+            assert layout.zonemap_segments() == [3] and layout.load_zonemap(0) is None
             s0 = layout.chunk_stamp(1)
             layout.write_chunk(1, chunk_of(6, layout))
             assert layout.chunk_stamp(1) != s0
@@ -179,7 +183,8 @@ class PersistentLayoutConformance(LayoutConformance):
             ro.read_chunk(i)
             ro.chunk_reader(i)
         ro.load_attrs()
-        ro.load_zonemap()
+        ro.zonemap_segments()
+        ro.load_zonemap(0)
         ro.chunk_stamp(3)
         ro.close()
         assert snapshot(tmp_path) == before

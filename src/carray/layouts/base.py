@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from carray._fileio import atomic_write
+from carray.errors import ReadOnlyError
 from carray.params import CParams
 
 
@@ -62,6 +67,14 @@ class Layout(abc.ABC):
     def read_chunk(self, nchunk: int):
         """The whole compressed chunk ``nchunk`` as a bytes-like object."""
 
+    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]):
+        """Chunk ``nchunk``, possibly placed in ``scratch(nbytes)`` (a reusable buffer).
+
+        The result is only valid until ``scratch`` is called again; callers decode
+        it at once.  Layouts that read files override this to skip an allocation.
+        """
+        return self.read_chunk(nchunk)
+
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
         """Ranged access to chunk ``nchunk``: ``(read_at(offset, length), size)``.
 
@@ -95,15 +108,58 @@ class Layout(abc.ABC):
         """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
         return None
 
-    def load_zonemap(self) -> bytes | None:
-        """The persisted chunk summaries (see :mod:`carray.zonemap`), if any."""
+    def zonemap_segments(self) -> list[int]:
+        """Numbers of the persisted zone-map segments (see :mod:`carray.zonemap`)."""
+        return []
+
+    def load_zonemap(self, segment: int) -> bytes | None:
+        """One persisted segment of chunk summaries, if any."""
         return None
 
-    def save_zonemap(self, data: bytes) -> None:  # noqa: B027 - optional
-        """Persist the chunk summaries (no-op in memory)."""
+    def save_zonemap(self, segment: int, data: bytes | None) -> None:  # noqa: B027
+        """Persist (or, with None, delete) one segment of chunk summaries."""
 
     def close(self) -> None:  # noqa: B027 - optional
         """Release file handles and caches."""
 
     def describe(self) -> str:
         return "memory"
+
+
+class ZonemapFiles:
+    """Zone-map segments as ``<metadir>/zonemap_NNNNNN.npy`` files.
+
+    Not fsynced: the summaries are a cache, checked against each chunk's stamp
+    when used, so a lost or stale segment only costs a re-read.
+    """
+
+    _zonemap_dir: str
+    readonly: bool
+
+    def _zonemap_path(self, segment: int) -> str:
+        return os.path.join(self._zonemap_dir, f"zonemap_{segment:06d}.npy")
+
+    def zonemap_segments(self) -> list[int]:
+        try:
+            names = os.listdir(self._zonemap_dir)
+        except FileNotFoundError:
+            return []
+        found = (re.fullmatch(r"zonemap_(\d{6})\.npy", n) for n in names)
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def load_zonemap(self, segment: int) -> bytes | None:
+        try:
+            with open(self._zonemap_path(segment), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def save_zonemap(self, segment: int, data: bytes | None) -> None:
+        if self.readonly:
+            raise ReadOnlyError("zone maps cannot change: opened read-only")
+        path = self._zonemap_path(segment)
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        else:
+            atomic_write(path, data, fsync=False)

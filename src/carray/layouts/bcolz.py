@@ -41,13 +41,11 @@ from carray.errors import (
     FormatError,
     UnsafeDataError,
 )
-from carray.layouts.base import ArrayMeta, Layout
+from carray.layouts.base import ArrayMeta, Layout, ZonemapFiles
 from carray.params import CNAMES, CParams
 
 DATA_DIR, META_DIR = "data", "meta"
 SIZES_FILE, STORAGE_FILE, ATTRS_FILE = "sizes", "storage", "__attrs__"
-# Our chunk summaries, beside bcolz's own metadata (bcolz ignores the file).
-ZONEMAP_FILE = "zonemap.npy"
 CHUNK_HEADER = struct.Struct("<4sB3xq")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 16
 _OPEN_CHUNKS = 64
@@ -140,7 +138,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-class BcolzLayout(Layout):
+class BcolzLayout(ZonemapFiles, Layout):
     """A bcolz 1.x carray directory."""
 
     blosc1 = True
@@ -153,6 +151,8 @@ class BcolzLayout(Layout):
         self.rootdir = os.fspath(rootdir)
         self.fsync = fsync
         self._datadir = os.path.join(self.rootdir, DATA_DIR)
+        # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
+        self._zonemap_dir = os.path.join(self.rootdir, META_DIR)
         self._pending: set[str] = set()
         # Chunk files kept open for ranged reads: number -> (fd, size).
         self._open_files: OrderedDict[int, tuple[int, int]] = OrderedDict()
@@ -275,6 +275,27 @@ class BcolzLayout(Layout):
         self._check_header(buf, path)
         return memoryview(buf)[CHUNK_HEADER_SIZE:]
 
+    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> memoryview:
+        path = self._path(nchunk)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
+        try:
+            size = os.fstat(fd).st_size
+            view = memoryview(scratch(size))[:size]
+            got = 0
+            while got < size:
+                n = os.readv(fd, [view[got:]])
+                if n <= 0:
+                    break
+                got += n
+        finally:
+            os.close(fd)
+        view = view[:got]
+        self._check_header(view, path)
+        return view[CHUNK_HEADER_SIZE:]
+
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
         entry = self._open_files.get(nchunk)
         if entry is None:
@@ -355,17 +376,6 @@ class BcolzLayout(Layout):
         # Size plus a mix of inode and times: a rewrite by any writer changes it.
         mix = hash((st.st_ino, st.st_mtime_ns, st.st_ctime_ns)) & 0x7FFFFFFFFFFFFFFF
         return (st.st_size, mix)
-
-    def load_zonemap(self) -> bytes | None:
-        try:
-            with open(os.path.join(self.rootdir, META_DIR, ZONEMAP_FILE), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
-    def save_zonemap(self, data: bytes) -> None:
-        # Not fsynced: it is a cache, checked against the chunk files when loaded.
-        atomic_write(os.path.join(self.rootdir, META_DIR, ZONEMAP_FILE), data, fsync=False)
 
     def load_attrs(self) -> dict:
         path = os.path.join(self.rootdir, ATTRS_FILE)

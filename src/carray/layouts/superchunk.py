@@ -99,12 +99,12 @@ from carray.layouts._superchunk_meta import (
     dumps,
     encode_attr,
 )
-from carray.layouts.base import ArrayMeta, Layout
+from carray.layouts.base import ArrayMeta, Layout, ZonemapFiles
 from carray.layouts.bcolz import read_json
 
 DATA_DIR, META_DIR = "data", "meta"
 STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
-JOURNAL_FILE, ZONEMAP_FILE = "journal", "zonemap.npy"
+JOURNAL_FILE = "journal"
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
 DEFAULT_SUPERCHUNK_NBYTES = 16 * 2**20
 MAX_DEFAULT_SUPERCHUNKSIZE = 8192
@@ -153,7 +153,7 @@ class _Superchunk:
     sizes: dict[int, int] = field(default_factory=dict)  # slot -> cbytes, when known
 
 
-class SuperchunkLayout(Layout):
+class SuperchunkLayout(ZonemapFiles, Layout):
     """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
 
     Use :meth:`create` or :meth:`open`; see the module docstring for the format.
@@ -176,6 +176,7 @@ class SuperchunkLayout(Layout):
         self._dsize = self._ck.size
         self._datadir = os.path.join(rootdir, DATA_DIR)
         self._metadir = os.path.join(rootdir, META_DIR)
+        self._zonemap_dir = self._metadir
         self._scs: dict[int, _Superchunk] = {}
         self._fds: OrderedDict[int, int] = OrderedDict()
         self._read_lock = threading.RLock()
@@ -785,19 +786,6 @@ class SuperchunkLayout(Layout):
         except FormatError:
             return (-1, -1)
         return (h.cbytes, _crc_stamp(off, head, end))
-
-    def load_zonemap(self) -> bytes | None:
-        try:
-            with open(os.path.join(self._metadir, ZONEMAP_FILE), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
-    def save_zonemap(self, data: bytes) -> None:
-        if self.readonly:
-            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
-        # Not fsynced: a cache, checked against chunk stamps when loaded.
-        atomic_write(os.path.join(self._metadir, ZONEMAP_FILE), data, fsync=False)
 
     def load_attrs(self) -> dict:
         path = os.path.join(self._metadir, ATTRS_FILE)
