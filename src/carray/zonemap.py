@@ -123,10 +123,11 @@ class ZoneMap:
         """Check the stamps of entries ``[first, stop)`` not checked yet this session."""
         self._grow(stop)
         todo = np.flatnonzero(self._known[first:stop] & ~self._checked[first:stop]) + first
-        for nchunk in todo:
-            if tuple(self._stamp[nchunk]) != stamp_of(int(nchunk)):
-                self._known[nchunk] = False
-            self._checked[nchunk] = True
+        if len(todo):
+            now = np.array([stamp_of(n) for n in todo.tolist()], dtype=np.int64)
+            changed = (now != self._stamp[todo]).any(axis=1)
+            self._known[todo[changed]] = False
+            self._checked[todo] = True
 
     # -- persistence ------------------------------------------------------------------------
     #

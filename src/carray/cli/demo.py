@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         # A slowly varying sensor signal: compressible, like real measurements.
         signal = (20 + np.cumsum(rng.normal(0, 0.01, n))).round(2)
         print(f"carray demo: {n:,} float64 readings -> {root}")
-        a = _timed("create on disk (bcolz 1.x layout)", lambda: carray.carray(
+        a = _timed("create on disk (superchunk layout)", lambda: carray.carray(
             signal, rootdir=root, mode="w", cparams=carray.CParams(cname="zstd", clevel=5)))
         more = (signal[-1] + np.cumsum(rng.normal(0, 0.01, 100_000))).round(2)
         _timed("append 100,000 rows, 1,000 at a time",

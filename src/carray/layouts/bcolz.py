@@ -49,6 +49,7 @@ SIZES_FILE, STORAGE_FILE, ATTRS_FILE = "sizes", "storage", "__attrs__"
 CHUNK_HEADER = struct.Struct("<4sB3xq")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 16
 _OPEN_CHUNKS = 64
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 def chunk_name(nchunk: int) -> str:
@@ -154,6 +155,7 @@ class BcolzLayout(ZonemapFiles, Layout):
         # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
         self._zonemap_dir = os.path.join(self.rootdir, META_DIR)
         self._pending: set[str] = set()
+        self._datadir_fd: int | None = None
         # Chunk files kept open for ranged reads: number -> (fd, size).
         self._open_files: OrderedDict[int, tuple[int, int]] = OrderedDict()
 
@@ -369,14 +371,19 @@ class BcolzLayout(ZonemapFiles, Layout):
                      fsync=self.fsync)
 
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
+        if self._datadir_fd is None:
+            try:
+                self._datadir_fd = os.open(self._datadir, os.O_RDONLY | _O_DIRECTORY)
+            except FileNotFoundError:
+                return (-1, -1)
         try:
-            st = os.stat(self._path(nchunk))
+            # Relative to an open directory: no path to build, one syscall per chunk.
+            st = os.stat(chunk_name(nchunk), dir_fd=self._datadir_fd)
         except FileNotFoundError:
             return (-1, -1)
         # Size plus a mix of inode and times: a rewrite by any writer changes it.
         mix = hash((st.st_ino, st.st_mtime_ns, st.st_ctime_ns)) & 0x7FFFFFFFFFFFFFFF
         return (st.st_size, mix)
-
     def load_attrs(self) -> dict:
         path = os.path.join(self.rootdir, ATTRS_FILE)
         try:
@@ -404,6 +411,9 @@ class BcolzLayout(ZonemapFiles, Layout):
     def close(self) -> None:
         for nchunk in list(self._open_files):
             self._forget(nchunk)
+        if self._datadir_fd is not None:
+            os.close(self._datadir_fd)
+            self._datadir_fd = None
 
     def __del__(self) -> None:
         try:
