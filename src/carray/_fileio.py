@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 _TMP_SUFFIX = ".tmp"
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable,
-                 *, fsync: bool = True) -> None:
+                 *, fsync: bool = True, finish: Callable[[int], None] | None = None) -> None:
     """Replace ``path`` with ``data`` so a reader sees either the old or the new file.
 
     ``data`` may be one bytes-like object or an iterable of them (written in order).
+    ``finish(fd)``, if given, runs after the last part and before the fsync, to patch
+    bytes whose values were only known at the end (e.g. an index written up front).
     """
     path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}{_TMP_SUFFIX}"
@@ -25,6 +27,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview |
                 view = memoryview(part).cast("B")
                 while view:
                     view = view[os.write(fd, view):]
+            if finish is not None:
+                finish(fd)
             if fsync:
                 os.fsync(fd)
         finally:

@@ -207,16 +207,30 @@ def _pack(flat: np.ndarray, path: PathLike, *, typesize: int, cparams, chunk_siz
     if not offsets:  # nothing to patch afterwards: stream chunks straight to disk
         atomic_write(path, _chain((header.pack(), meta), chunks()), fsync=fsync)
         return
-    # The offsets table precedes the chunks, so their sizes must be known first.
-    parts = list(chunks())
-    pos = HEADER_SIZE + len(meta) + header.total_slots * OFFSET_SIZE
-    starts = []
-    step = 2 if impl.size else 1
-    for i in range(0, len(parts), step):
-        starts.append(pos)
-        pos += sum(len(p) for p in parts[i:i + step])
-    table = encode_offsets(starts, header.total_slots)
-    atomic_write(path, [header.pack(), meta, table, *parts], fsync=fsync)
+    # The offsets table precedes the chunks: write a blank one, stream the chunks as
+    # they are compressed (writing overlaps compressing), then fill the table in.
+    table_at = HEADER_SIZE + len(meta)
+    starts: list[int] = []
+
+    def stream() -> Iterator[bytes]:
+        yield header.pack()
+        yield meta
+        yield bytes(header.total_slots * OFFSET_SIZE)
+        pos = table_at + header.total_slots * OFFSET_SIZE
+        for piece, digest in _in_parallel(encode, range(nchunks)):
+            starts.append(pos)
+            pos += len(piece) + len(digest)
+            yield piece
+            if digest:
+                yield digest
+
+    def fill_table(fd: int) -> None:
+        table = memoryview(encode_offsets(starts, header.total_slots))
+        done = 0
+        while done < len(table):
+            done += os.pwrite(fd, table[done:], table_at + done)
+
+    atomic_write(path, stream(), fsync=fsync, finish=fill_table)
 
 
 def _chain(*iterables) -> Iterator[bytes]:
