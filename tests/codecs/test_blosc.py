@@ -120,3 +120,58 @@ def test_typesize_rule_matches_bcolz():
     assert blosc.blosc_typesize(np.dtype("i8")) == 8
     assert blosc.blosc_typesize(np.dtype([("a", "i4"), ("b", "f8")])) == 12
     assert blosc.blosc_typesize(np.dtype("V300")) == 1
+
+
+# -- ranged reads: only the header, the block table and the blocks needed --------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(typesize=st.sampled_from([1, 2, 4, 8, 16]), nitems=st.integers(1, 40_000),
+       cname=st.sampled_from(["lz4", "zstd", "blosclz", "zlib", "lz4hc"]),
+       clevel=st.integers(0, 9), shuffle=st.integers(0, 2), blosc1=st.booleans(),
+       noisy=st.booleans(), data=st.data())
+def test_ranged_reads_match_whole_decodes(typesize, nitems, cname, clevel, shuffle, blosc1,
+                                          noisy, data):
+    rng = np.random.default_rng(nitems)
+    n = nitems * typesize
+    raw = rng.integers(0, 255, n).astype(np.uint8) if noisy else \
+        (np.cumsum(rng.integers(-3, 4, n)) % 251).astype(np.uint8)
+    cp = CParams(cname=cname, clevel=clevel, shuffle=shuffle)
+    chunk = (blosc.compress1 if blosc1 else blosc.compress2)(raw, typesize, cp)
+    a = data.draw(st.integers(0, nitems - 1))
+    b = data.draw(st.integers(a + 1, nitems))
+    out = np.empty((b - a) * typesize, np.uint8)
+    blosc.getitem_ranged(lambda o, length: chunk[o:o + length], a * typesize, out, len(chunk),
+                         None, n)
+    np.testing.assert_array_equal(out, raw[a * typesize:b * typesize])
+
+
+def test_ranged_read_of_one_item_fetches_one_block():
+    x = np.arange(131072, dtype="f8")
+    for compress in (blosc.compress1, blosc.compress2):
+        chunk = compress(x, 8, CParams(cname="lz4"))
+        fetched = []
+
+        def read_at(offset, length, chunk=chunk, fetched=fetched):
+            fetched.append(length)
+            return chunk[offset:offset + length]
+
+        out = np.empty(1, "f8")
+        blosc.getitem_ranged(read_at, 8 * 70_000, out, len(chunk), None, x.nbytes)
+        assert out[0] == 70_000.0
+        assert sum(fetched) < len(chunk) / 8
+
+
+def test_ranged_read_falls_back_for_delta_filtered_chunks():
+    import blosc2
+
+    x = np.arange(100_000, dtype="i8")
+    chunk = blosc2.compress2(x, typesize=8, filters=[blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE],
+                             blocksize=32768)
+    out = np.empty(10, "i8")
+    blosc.getitem_ranged(lambda o, length: chunk[o:o + length], 8 * 90_000, out, len(chunk),
+                         None, x.nbytes)
+    np.testing.assert_array_equal(out, x[90_000:90_010])

@@ -346,6 +346,13 @@ def getitem_into(chunk, start: int, out: np.ndarray, path: str | None = None,
                          f"{h.nbytes} bytes")
     if out.nbytes == 0:
         return
+    if not h.is_blosc1 and not _blocks_independent(h, bytes(chunk[:BLOSC2_HEADER])):
+        # libblosc2's getitem mis-decodes DELTA-filtered blocks other than the first:
+        # decode the whole chunk instead.
+        whole = np.empty(h.nbytes, dtype=np.uint8)
+        decompress_into(chunk, whole, path)
+        out.reshape(-1).view(np.uint8)[:] = whole[start:start + out.nbytes]
+        return
     ts = h.typesize
     n = _lib.blosc2_getitem(_address(chunk), h.cbytes, start // ts, out.nbytes // ts,
                             out.ctypes.data, out.nbytes)
@@ -362,11 +369,13 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     blocks holding the range, then decodes those blocks as a chunk of their own
     (blocks are independent); other chunks are read whole.
     """
-    h = read_header(read_at(0, BLOSC1_HEADER), path, size=size)
+    head = read_at(0, BLOSC2_HEADER if size >= BLOSC2_HEADER else BLOSC1_HEADER)
+    h = read_header(head, path, size=size)
     if expected_nbytes is not None and h.nbytes != expected_nbytes:
         raise FormatError(f"Blosc chunk holds {h.nbytes} bytes uncompressed, expected "
                           f"{expected_nbytes}", path)
-    if not h.is_blosc1 or h.nbytes == 0 or out.nbytes == 0:
+    hs = h.header_size
+    if not _blocks_independent(h, head) or h.nbytes == 0 or out.nbytes == 0:
         chunk = read_at(0, h.cbytes)
         getitem_into(chunk, start, out, path, validate_chunk(chunk, h.nbytes, path))
         return
@@ -374,14 +383,14 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
         raise ValueError(f"byte range [{start}, {start + out.nbytes}) outside a chunk of "
                          f"{h.nbytes} bytes")
     if h.memcpyed:
-        raw = read_at(BLOSC1_HEADER + start, out.nbytes)
-        if len(raw) != out.nbytes or h.cbytes != h.nbytes + BLOSC1_HEADER:
+        raw = read_at(hs + start, out.nbytes)
+        if len(raw) != out.nbytes or h.cbytes != h.nbytes + hs:
             raise FormatError("raw Blosc chunk truncated", path)
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
         return
     bs, nblocks = h.blocksize, h.nblocks
-    table = read_at(BLOSC1_HEADER, 4 * nblocks)
-    table_end = BLOSC1_HEADER + 4 * nblocks
+    table = read_at(hs, 4 * nblocks)
+    table_end = hs + 4 * nblocks
     if len(table) != 4 * nblocks or table_end > h.cbytes:
         raise FormatError(f"Blosc chunk of {h.cbytes} bytes cannot hold {nblocks} block "
                           "offsets", path)
@@ -391,9 +400,13 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     # Threads may store blocks out of order: a block ends where the next stored one begins.
     stored = np.append(np.unique(bstarts), h.cbytes)
     first, last = start // bs, (start + out.nbytes - 1) // bs
+    if first == last == nblocks - 1 and h.nbytes % bs and first:
+        # A lone short last block would make a chunk smaller than one block, which
+        # Blosc2 reads with a different block size: keep its full neighbour.
+        first -= 1
     k = last - first + 1
     sub_nbytes = min(h.nbytes - first * bs, k * bs)
-    sub_start = BLOSC1_HEADER + 4 * k
+    sub_start = hs + 4 * k
     pieces, offsets, pos = [], [], sub_start
     for j in range(first, last + 1):
         lo = int(bstarts[j])
@@ -403,8 +416,9 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
         pos += hi - lo
     # A chunk of just these blocks: the same header with its sizes and offsets updated.
     sub = bytearray(sub_start)
+    sub[:hs] = head[:hs]
     _HEADER.pack_into(sub, 0, h.version, h.versionlz, h.flags, h.typesize, sub_nbytes, bs, pos)
-    struct.pack_into(f"<{k}i", sub, BLOSC1_HEADER, *offsets)
+    struct.pack_into(f"<{k}i", sub, hs, *offsets)
     sub += b"".join(pieces)
     if len(sub) != pos:
         raise FormatError("Blosc chunk truncated inside a block", path)
@@ -415,6 +429,24 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     tmp = np.empty(sub_nbytes, dtype=np.uint8)
     decompress_into(sub, tmp, path)
     out.reshape(-1).view(np.uint8)[:] = tmp[local:local + out.nbytes]
+
+
+# Blosc2 filter code whose blocks depend on the chunk's first block.
+_DELTA = 3
+
+
+def _blocks_independent(h: ChunkHeader, head: bytes) -> bool:
+    """Whether any block of this chunk decodes on its own (so a few can be fetched).
+
+    Blosc1 blocks always do.  A Blosc2 chunk qualifies when its extended header
+    flags nothing special (no dictionary, special values or variable-length
+    blocks: byte 31 is 0) and no DELTA filter ties blocks to the first one.
+    """
+    if h.is_blosc1:
+        return True
+    if h.header_size != BLOSC2_HEADER or len(head) < BLOSC2_HEADER:
+        return False
+    return head[31] == 0 and _DELTA not in head[16:22]
 
 
 def blosc_typesize(dtype: np.dtype) -> int:
