@@ -63,3 +63,24 @@ def pread_full(fd: int, n: int, offset: int) -> bytes:
             break
         data += more
     return data
+
+
+def pread_into(fd: int, buf, offset: int) -> int:
+    """Fill ``buf`` from ``offset``, retrying short reads; returns the bytes read
+    (fewer only at end of file)."""
+    view = memoryview(buf).cast("B")
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n <= 0:
+            break
+        done += n
+    return done
+
+
+def pwrite_all(fd: int, data, offset: int) -> None:
+    """Write all of ``data`` at ``offset``, retrying short writes."""
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n

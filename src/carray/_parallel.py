@@ -34,15 +34,19 @@ def decoder() -> blosc.Decoder:
     return dec
 
 
-def scratch(nbytes: int) -> np.ndarray:
-    """This thread's reusable byte buffer, at least ``nbytes`` long.
+def scratch(nbytes: int, slot: str = "read") -> np.ndarray:
+    """This thread's reusable byte buffer named ``slot``, at least ``nbytes`` long.
 
-    Reading chunk files into it rather than into new bytes objects saves an
-    allocation and its page faults per chunk.
+    Reading chunk files (slot "read") and decoding chunks (slot "decoded") into
+    buffers kept per thread rather than into new objects saves an allocation and
+    its page faults per chunk.
     """
-    buf = getattr(_local, "scratch", None)
+    buffers = getattr(_local, "scratch", None)
+    if buffers is None:
+        buffers = _local.scratch = {}
+    buf = buffers.get(slot)
     if buf is None or len(buf) < nbytes:
-        buf = _local.scratch = np.empty(max(nbytes, 1 << 16), dtype=np.uint8)
+        buf = buffers[slot] = np.empty(max(nbytes, 1 << 16), dtype=np.uint8)
     return buf
 
 

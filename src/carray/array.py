@@ -1,15 +1,18 @@
-"""``carray``: a compressed array chunked along its first axis, in memory or on disk.
+"""``carray``: a compressed N-d array in chunks, in memory or on disk.
 
-Rows live in compressed chunks of ``chunklen`` rows, except the last partial
-chunk (the *tail*), which stays uncompressed in memory so appends are cheap; it
-is compressed and written when it fills, and on ``flush()``/close.  Reads decode
-only the chunks a key touches, and inside a chunk only the Blosc blocks of the
-rows asked for.  All key handling is in :mod:`carray.grid`.
+The array is tiled by the chunk grid of :mod:`carray.grid` (chunks along every
+axis, each split into blocks); a bcolz-style array chunked by runs of rows is
+the case whose chunks span every axis but the first.  The chunks of the last,
+partial run of rows along the first axis (the *tail*) are kept decoded in
+memory, so appends are cheap; they are compressed and written when the run
+fills, and on ``flush()``/close.  Reads decode only the chunks a key touches,
+and inside a chunk only the blocks of the items asked for (:mod:`carray.chunkio`).
 """
 
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import weakref
 from collections.abc import Iterator
@@ -19,22 +22,41 @@ from typing import Any
 import numpy as np
 
 from carray import _parallel
-from carray._util import human, quantize, skip_and_limit
+from carray._util import human, skip_and_limit
 from carray.attrs import Attrs
-from carray.codecs import blosc
-from carray.errors import FormatError, ReadOnlyError, UnsupportedDTypeError
-from carray.grid import RowGrid, calc_chunklen, select
+from carray.chunkio import ChunkIO
+from carray.errors import ContainerNotFoundError, ReadOnlyError, UnsupportedDTypeError
+from carray.grid import (
+    NDGrid,
+    calc_chunklen,
+    default_blocks,
+    default_chunks_blocks,
+    gather,
+    gather_blocked,
+    plan,
+    scatter,
+)
+from carray.keys import (
+    CoordKey,
+    OrthoKey,
+    coordinate_key,
+    needs_coordinates,
+    orthogonal_key,
+)
 from carray.layouts import FORMATS, create_layout, open_layout
-from carray.layouts.base import ArrayMeta, Layout
+from carray.layouts.base import ArrayMeta, Layout, row_chunk_tail
 from carray.params import CParams
 from carray.zonemap import ZoneMap
 
 _MODES = ("r", "a", "w")
-# Reading this many rows or fewer from one chunk goes row by row (one block each).
-_SPARSE_ROWS = 8
 # An array started empty without expectedlen is assumed to grow this long, so
 # row-by-row appends fill chunks of a useful size (bcolz would pick 16 KiB).
 _DEFAULT_EXPECTEDLEN = 2**20
+# A tail (the last partial run of chunk rows) bigger than this is not kept
+# decoded between writes: it is written out and decoded again when needed.
+_TAIL_BUDGET = 64 * 2**20
+# Point reads of at most this many items in one chunk decode them one by one.
+_FEW_POINTS = 8
 
 # Disk arrays with unwritten rows, flushed at interpreter exit if still alive.
 _unflushed: weakref.WeakSet = weakref.WeakSet()
@@ -57,8 +79,35 @@ def _split_dtype(dtype: np.dtype) -> tuple[np.dtype, tuple[int, ...]]:
     return dtype, ()
 
 
+def _is_int(k: Any) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+class _Indexer:
+    """``a.oindex[...]`` / ``a.vindex[...]``: one indexing rule, named explicitly."""
+
+    def __init__(self, array: carray, kind: str) -> None:
+        self._array, self._kind = array, kind
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        a = self._array
+        if self._kind == "v":
+            out = a._read_points(coordinate_key(a._plain_key(key), a.shape))
+        else:
+            out = a._read_ortho(orthogonal_key(a._plain_key(key), a.shape))
+        return out[()] if out.ndim == 0 else out
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        a = self._array
+        a._writable()
+        if self._kind == "v":
+            a._write_points(coordinate_key(a._plain_key(key), a.shape), value)
+        else:
+            a._write_ortho(orthogonal_key(a._plain_key(key), a.shape), value)
+
+
 class carray:  # noqa: N801 - the bcolz name users know
-    """A compressed, chunked N-d array, chunked along its first axis.
+    """A compressed, chunked N-d array.
 
     Parameters
     ----------
@@ -69,21 +118,30 @@ class carray:  # noqa: N801 - the bcolz name users know
     dtype : dtype, optional
         Convert ``array`` to this dtype (default: its own, or float64 when empty).
     dflt : scalar, optional
-        Value for rows added by ``resize`` (default zero).
+        Value for items added by ``resize`` (default zero).
     expectedlen : int, optional
-        How many rows the array is expected to hold; sizes the chunks as bcolz
-        does.  Default: the initial length, or 2**20 rows when starting empty.
+        How long the first axis is expected to grow; sizes default chunks.
+        Default: the initial length, or 2**20 rows when starting empty.
     chunklen : int, optional
-        Rows per chunk (overrides ``expectedlen``).
+        Chunk by runs of this many whole rows (bcolz's layout).
+    chunks : tuple of int, optional
+        The chunk shape, one size per axis.  Default: runs of rows sized as bcolz
+        does for 1-d arrays; for N-d arrays, near-cubic chunks of a quarter of the
+        CPU's L3 cache, except that axes too short to share are taken whole.
+    blocks : tuple of int, optional
+        The block shape inside each chunk: a read decodes only the blocks it
+        touches.  Default: chosen from the dtype, the chunk shape and the L2 cache
+        for N-d chunks; 1-d and row chunks use Blosc's own byte blocks.
     rootdir : str or path, optional
-        Directory on disk; ``None`` keeps it in memory.
-    format : {'superchunk', 'bcolz'}, optional
-        On-disk layout of a new ``rootdir`` (default 'superchunk': few files,
-        checksums, crash-safe commits; 'bcolz' is bcolz 1.x's one file per
-        chunk).  An existing directory is opened in whatever layout it holds.
+        Where on disk (a directory, or a ``.b2nd`` file); ``None`` keeps it in memory.
+    format : {'superchunk', 'bcolz', 'b2nd'}, optional
+        On-disk layout of a new ``rootdir``: 'superchunk' (the default: few files,
+        checksums, crash-safe commits), 'bcolz' (bcolz 1.x, one file per chunk,
+        rows only) or 'b2nd' (a python-blosc2 frame; the default for ``*.b2nd``).
+        An existing ``rootdir`` is opened in whatever layout it holds.
     storage : dict, optional
-        Options of the superchunk layout: ``superchunksize``, ``checksum``,
-        ``spare``, ``blosc1`` (at creation) and ``verify`` (also when opening).
+        Layout options: for 'superchunk' ``superchunksize``, ``checksum``,
+        ``spare``, ``blosc1`` and ``verify``; for 'b2nd' ``contiguous``.
     safe : bool
         Kept for bcolz compatibility; conversions are always checked.
     mode : {'a', 'r', 'w'}
@@ -93,6 +151,14 @@ class carray:  # noqa: N801 - the bcolz name users know
         Allow opening bcolz ``object`` arrays, whose items are pickles.
     fsync : bool
         Make flushed data durable with fsync (default True).
+
+    Notes
+    -----
+    ``a[key]`` indexes every axis on its own (``np.ix_`` semantics): with at most
+    one index array that is numpy's meaning; ``a[[0, 2], [1, 3]]`` is a 2x2
+    block.  ``a.vindex[key]`` follows numpy's advanced indexing (index arrays
+    broadcast together and pick single items), as does a key holding an N-d
+    boolean mask; ``a.oindex[key]`` is the orthogonal rule by name.
 
     Examples
     --------
@@ -106,20 +172,22 @@ class carray:  # noqa: N801 - the bcolz name users know
     def __init__(self, array: Any = None, cparams: CParams | dict | None = None,
                  dtype: Any = None, dflt: Any = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
-                 safe: bool = True, mode: str = "a", *, allow_pickle: bool = False,
-                 fsync: bool = True, format: str | None = None,  # noqa: A002
+                 safe: bool = True, mode: str = "a", *, chunks: Any = None, blocks: Any = None,
+                 allow_pickle: bool = False, fsync: bool = True,
+                 format: str | None = None,  # noqa: A002
                  storage: dict | None = None) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         if format is not None and format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
-        self._format, self._storage = format, dict(storage or {})
+        self._storage = dict(storage or {})
         self._mode = mode
         self._objects: np.ndarray | None = None
-        self._cache: tuple[int, np.ndarray] | None = None
-        self._tail_dirty = False
         rootdir = os.fspath(rootdir) if rootdir is not None else None
         self._rootdir = rootdir
+        if format is None and rootdir is not None and rootdir.endswith(".b2nd"):
+            format = "b2nd"  # noqa: A001 - python-blosc2's file extension
+        self._format = format
 
         if rootdir is not None and array is None and os.path.exists(rootdir):
             self._open(rootdir, mode, allow_pickle, fsync)
@@ -129,15 +197,14 @@ class carray:  # noqa: N801 - the bcolz name users know
         if mode == "r":
             if rootdir is None:
                 raise ValueError("mode 'r' needs an existing rootdir")
-            from carray.errors import ContainerNotFoundError
-
             raise ContainerNotFoundError(f"{rootdir}: no such carray directory")
-        self._create(array, cparams, dtype, dflt, expectedlen, chunklen, rootdir, mode, fsync)
+        self._create(array, cparams, dtype, dflt, expectedlen, chunklen, chunks, blocks,
+                     rootdir, mode, fsync)
 
     # -- construction ---------------------------------------------------------------------
 
-    def _create(self, array, cparams, dtype, dflt, expectedlen, chunklen, rootdir, mode,
-                fsync) -> None:
+    def _create(self, array, cparams, dtype, dflt, expectedlen, chunklen, chunks, blocks,
+                rootdir, mode, fsync) -> None:
         if array is None:
             data = np.empty(0, dtype=np.dtype(dtype) if dtype is not None else np.float64)
         elif isinstance(array, carray):
@@ -150,7 +217,7 @@ class carray:  # noqa: N801 - the bcolz name users know
         base, atom = _split_dtype(dt)
         if isinstance(data, np.ndarray) and data.ndim == 0:
             raise ValueError("a carray needs at least one dimension; got a 0-d value")
-        atomshape = atom + tuple(data.shape[1:])
+        atomshape = tuple(atom) + tuple(data.shape[1:])
         if base == np.dtype(object):
             raise UnsupportedDTypeError(
                 "object arrays cannot be stored: their items would have to be pickled")
@@ -158,20 +225,15 @@ class carray:  # noqa: N801 - the bcolz name users know
             raise UnsupportedDTypeError(f"dtype {base} has zero-size items")
         cp = CParams.coerce(cparams)
         length = len(data)
-        if expectedlen is not None:
-            expected = int(expectedlen)
-        else:
-            expected = length or _DEFAULT_EXPECTEDLEN
-        rowsize = base.itemsize * int(np.prod(atomshape, dtype=np.int64))
-        if chunklen is None:
-            chunklen = calc_chunklen(expected, rowsize)
-        elif not isinstance(chunklen, (int, np.integer)) or chunklen < 1:
-            raise ValueError(f"chunklen must be a positive int, got {chunklen!r}")
+        expected = int(expectedlen) if expectedlen is not None else \
+            (length or _DEFAULT_EXPECTEDLEN)
+        chunks, blocks = self._choose_grid(base, atomshape, expected, chunklen, chunks, blocks)
         dflt_arr = np.zeros((), dtype=base) if dflt is None else np.asarray(dflt, dtype=base)
         if dflt_arr.ndim:
             raise ValueError("dflt must be a scalar")
-        meta = ArrayMeta(dtype=base, atomshape=atomshape, length=0, chunklen=int(chunklen),
+        meta = ArrayMeta(dtype=base, shape=(0, *atomshape), chunks=chunks, blocks=blocks,
                          cparams=cp, dflt=dflt_arr, expectedlen=expected)
+        meta.grid  # noqa: B018 - validates the shapes before anything is created
         layout = create_layout(rootdir, meta, format=self._format, mode=mode, fsync=fsync,
                                storage=self._storage)
         self._init_state(layout, meta, cbytes=0)
@@ -181,83 +243,125 @@ class carray:  # noqa: N801 - the bcolz name users know
                     self.append(block)
             else:
                 self.append(data.reshape((length, *atomshape)))
-        if not layout.in_memory:
-            self.flush()
+        self.flush()
+
+    def _choose_grid(self, dtype: np.dtype, atomshape: tuple[int, ...], expected: int,
+                     chunklen, chunks, blocks) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+        rows_only = self._format == "bcolz"
+        needs_blocks = self._format == "b2nd"
+        ndim = 1 + len(atomshape)
+        itemsize = max(dtype.itemsize, 1)
+        if chunklen is not None:
+            if chunks is not None:
+                raise ValueError("give chunklen or chunks, not both")
+            if not _is_int(chunklen) or chunklen < 1:
+                raise ValueError(f"chunklen must be a positive int, got {chunklen!r}")
+            chunks = (int(chunklen), *row_chunk_tail(atomshape))
+        elif chunks is None:
+            if rows_only or ndim == 1:
+                rowsize = itemsize * math.prod(atomshape)
+                chunks = (calc_chunklen(expected, rowsize), *row_chunk_tail(atomshape))
+            else:
+                chunks, auto = default_chunks_blocks((expected, *atomshape), itemsize)
+                blocks = auto if blocks is None else blocks
+        else:
+            chunks = tuple(chunks)
+            if len(chunks) != ndim:
+                raise ValueError(f"chunks {chunks} must have one size per axis ({ndim})")
+        chunks = tuple(int(c) for c in chunks)
+        row_like = chunks[1:] == row_chunk_tail(atomshape)
+        if blocks is None and (needs_blocks or not (ndim == 1 or row_like)):
+            blocks = default_blocks(chunks, itemsize)
+        if blocks is not None:
+            blocks = tuple(int(b) for b in blocks)
+            if len(blocks) != ndim:
+                raise ValueError(f"blocks {blocks} must have one size per axis ({ndim})")
+        if rows_only and (blocks is not None or not row_like):
+            raise ValueError("the bcolz layout chunks by whole rows only: give chunklen, "
+                             "not chunks or blocks")
+        return chunks, blocks
 
     def _open(self, rootdir: str, mode: str, allow_pickle: bool, fsync: bool) -> None:
         layout, meta, cbytes = open_layout(rootdir, readonly=(mode == "r"), fsync=fsync,
                                            allow_pickle=allow_pickle, storage=self._storage)
+        if not meta.shape:
+            layout.close()
+            raise UnsupportedDTypeError(
+                f"{rootdir}: a 0-d array is not a carray; read it with "
+                "carray.formats.b2frame.read_array")
         self._init_state(layout, meta, cbytes)
         if meta.dtype == np.dtype(object):
             self._objects = layout.read_objects(meta.length)
             return
-        if self._nleft:
-            self._load_tail()
+        if self._nleft and self._per_row == 1:
+            self._ensure_tail()
 
     def _init_state(self, layout: Layout, meta: ArrayMeta, cbytes: int) -> None:
         self._layout = layout
         self._dtype = meta.dtype
-        self._atomshape = meta.atomshape
-        self._chunklen = meta.chunklen
+        self._shape = tuple(meta.shape)
+        self._chunks = tuple(meta.chunks)
+        self._blocks = None if meta.blocks is None else tuple(meta.blocks)
         self._cparams = meta.cparams
-        self._dflt = np.asarray(meta.dflt, dtype=meta.dtype)
+        self._dflt = np.asarray(meta.dflt if meta.dflt is not None else 0, dtype=meta.dtype)
         self._expectedlen = meta.expectedlen
-        self._rowsize = meta.rowsize
-        self._grid = RowGrid(meta.chunklen)
-        self._typesize = blosc.blosc_typesize(meta.dtype)
-        self._len = meta.length
-        self._nfull = meta.length // meta.chunklen
+        self._io = ChunkIO(layout, meta.dtype, self._blocks, meta.cparams)
+        self._grid_memo: NDGrid | None = None
+        self._nfull = self._shape[0] // self._chunks[0]
+        self._tail: np.ndarray | None = None
+        self._tail_dirty = False
+        self._cache: tuple[int, np.ndarray] | None = None
         self._cbytes = cbytes
-        self._tail = np.zeros((meta.chunklen, *meta.atomshape), dtype=meta.dtype)
         self._attrs = Attrs(layout, self._mode)
         self._zones = ZoneMap.load(layout, meta)
 
-    def _load_tail(self) -> None:
-        """Decode the persisted partial chunk into the tail buffer."""
-        chunk = self._layout.read_chunk(self._nfull)
-        path = self._chunk_path(self._nfull)
-        header = blosc.validate_chunk(chunk, None, path)
-        want = self._nleft * self._rowsize
-        if header.nbytes == want:
-            blosc.decompress_into(chunk, self._tail[: self._nleft], path)
-        elif want < header.nbytes <= self._chunklen * self._rowsize and \
-                header.nbytes % self._rowsize == 0:
-            # A chunk that filled after the last flush: its first rows are ours.
-            rows = header.nbytes // self._rowsize
-            blosc.decompress_into(chunk, self._tail[:rows], path)
-        else:
-            raise FormatError(
-                f"last chunk holds {header.nbytes} bytes, expected {want}", path)
+    # -- geometry -------------------------------------------------------------------------
+
+    def _grid(self) -> NDGrid:
+        g = self._grid_memo
+        if g is None or g.shape != self._shape:
+            g = self._grid_memo = NDGrid(self._shape, self._chunks, self._blocks or self._chunks,
+                                         max(self._dtype.itemsize, 1))
+        return g
+
+    @property
+    def _per_row(self) -> int:
+        """Chunks in one run of chunk rows (1 when chunks span every axis but the first)."""
+        return math.prod(-(-n // c) for n, c in zip(self._shape[1:], self._chunks[1:],
+                                                    strict=True))
+
+    @property
+    def _nleft(self) -> int:
+        return self._shape[0] - self._nfull * self._chunks[0]
+
+    def _set_length(self, n: int) -> None:
+        self._shape = (n, *self._shape[1:])
 
     # -- properties -----------------------------------------------------------------------
 
     @property
-    def _nleft(self) -> int:
-        return self._len - self._nfull * self._chunklen
-
-    @property
     def dtype(self) -> np.dtype:
-        """The dtype of one value (the base dtype; rows may hold several)."""
+        """The dtype of one item."""
         return self._dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (self._len, *self._atomshape)
+        return self._shape
 
     @property
     def ndim(self) -> int:
-        return 1 + len(self._atomshape)
+        return len(self._shape)
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self._shape)
 
     @property
     def len(self) -> int:
-        return self._len
+        return self._shape[0]
 
     def __len__(self) -> int:
-        return self._len
+        return self._shape[0]
 
     @property
     def itemsize(self) -> int:
@@ -266,12 +370,12 @@ class carray:  # noqa: N801 - the bcolz name users know
     @property
     def nbytes(self) -> int:
         """Uncompressed size in bytes."""
-        return self._len * self._rowsize
+        return self.size * self._dtype.itemsize
 
     @property
     def cbytes(self) -> int:
-        """Compressed size in bytes (the uncompressed tail buffer counts in full, as bcolz)."""
-        return self._cbytes + self._tail.nbytes
+        """Compressed size in bytes (a decoded tail counts in full, as in bcolz)."""
+        return self._cbytes + (self._tail.nbytes if self._tail is not None else 0)
 
     @property
     def cratio(self) -> float:
@@ -279,30 +383,36 @@ class carray:  # noqa: N801 - the bcolz name users know
 
     @property
     def chunklen(self) -> int:
-        return self._chunklen
+        """Rows per chunk: the chunk size along the first axis."""
+        return self._chunks[0]
 
     @property
     def chunks(self) -> tuple[int, ...]:
         """The chunk shape."""
-        return (self._chunklen, *self._atomshape)
+        return self._chunks
+
+    @property
+    def blocks(self) -> tuple[int, ...] | None:
+        """The block shape inside a chunk (None: Blosc's own blocks over C order)."""
+        return self._blocks
 
     @property
     def nchunks(self) -> int:
-        """Number of full, compressed chunks."""
-        return self._nfull
+        """Number of compressed chunks in complete runs of rows (bcolz: full chunks)."""
+        return self._nfull * self._per_row
 
     @property
     def leftover(self) -> int:
-        """Rows in the last, partial chunk."""
+        """Rows in the last, partial run of chunk rows."""
         return self._nleft
 
     nleftover = leftover
 
     @property
     def partitions(self) -> list[tuple[int, int]]:
-        """``(start, stop)`` row ranges of every chunk, the partial one included."""
-        cl = self._chunklen
-        return [(i * cl, min((i + 1) * cl, self._len)) for i in range(self._grid.nchunks(self._len))]
+        """``(start, stop)`` row ranges of every run of chunk rows, the partial one included."""
+        cl, n = self._chunks[0], self._shape[0]
+        return [(i, min(i + cl, n)) for i in range(0, n, cl)]
 
     @property
     def cparams(self) -> CParams:
@@ -329,126 +439,169 @@ class carray:  # noqa: N801 - the bcolz name users know
         """User attributes (JSON-serialisable values), persisted on every change."""
         return self._attrs
 
+    @property
+    def oindex(self) -> _Indexer:
+        """Orthogonal indexing: every axis indexed on its own (``np.ix_`` semantics)."""
+        return _Indexer(self, "o")
+
+    @property
+    def vindex(self) -> _Indexer:
+        """numpy's advanced indexing: index arrays broadcast together and pick items."""
+        return _Indexer(self, "v")
+
     # -- reading --------------------------------------------------------------------------
 
-    def _chunk_path(self, nchunk: int) -> str | None:
-        return self._layout.chunk_path(nchunk)
+    def _plain_key(self, key: Any) -> Any:
+        if isinstance(key, carray):
+            return key[:]
+        if isinstance(key, tuple):
+            return tuple(k[:] if isinstance(k, carray) else k for k in key)
+        return key
 
-    def _decoded_chunk(self, nchunk: int) -> np.ndarray:
-        """Chunk ``nchunk`` decoded (cached: the last one decoded is kept)."""
-        if self._cache is not None and self._cache[0] == nchunk:
-            return self._cache[1]
-        out = np.empty((self._chunklen, *self._atomshape), dtype=self._dtype)
-        blosc.decompress_into(self._layout.read_chunk(nchunk), out, self._chunk_path(nchunk))
-        self._cache = (nchunk, out)
-        return out
+    def _tail_view(self, coords: tuple[int, ...]) -> np.ndarray:
+        """The tail's items of chunk ``coords`` (in the last run of rows), origin at 0."""
+        box = tuple(slice(c * s, (c + 1) * s) for c, s in zip(coords[1:], self._chunks[1:],
+                                                                strict=True))
+        return self._tail[(slice(None), *box)]
 
-    def _decode_rows(self, nchunk: int, start: int, stop: int, out: np.ndarray) -> None:
-        """Rows ``[start, stop)`` of full chunk ``nchunk`` into ``out`` (C-contiguous)."""
-        if self._cache is not None and self._cache[0] == nchunk:
-            out[...] = self._cache[1][start:stop]
-        elif start == 0 and stop == self._chunklen:
-            blosc.decompress_into(self._layout.read_chunk(nchunk), out,
-                                  self._chunk_path(nchunk))
-        elif self._layout.in_memory:
-            chunk = self._layout.read_chunk(nchunk)
-            header = blosc.validate_chunk(chunk, self._chunklen * self._rowsize)
-            blosc.getitem_into(chunk, start * self._rowsize, out, None, header)
-        else:
-            read_at, size = self._layout.chunk_reader(nchunk)
-            blosc.getitem_ranged(read_at, start * self._rowsize, out, size,
-                                 self._chunk_path(nchunk), self._chunklen * self._rowsize)
+    def _in_tail(self, coords: tuple[int, ...]) -> bool:
+        return self._tail is not None and coords[0] == self._nfull and self._nleft > 0
 
-    def _read_span(self, nchunk: int, start: int, stop: int, step: int,
-                   out: np.ndarray) -> None:
-        if nchunk >= self._nfull:
-            out[...] = self._tail[start:stop:step]
-        elif step == 1:
-            self._decode_rows(nchunk, start, stop, out)
-        elif self._cache is not None and self._cache[0] == nchunk:
-            out[...] = self._cache[1][start:stop:step]
-        elif stop - start == self._chunklen or (stop - start) > self._chunklen // 2:
-            out[...] = self._decoded_chunk(nchunk)[start:stop:step]
-        else:
-            tmp = np.empty((stop - start, *self._atomshape), dtype=self._dtype)
-            self._decode_rows(nchunk, start, stop, tmp)
-            out[...] = tmp[::step]
-
-    def _read_range(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
-        if rows.step < 0:
-            return self._read_range(rows[::-1])[::-1]
+    def _read_ortho(self, okey: OrthoKey, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
-            out = np.empty((len(rows), *self._atomshape), dtype=self._dtype)
-        if not len(rows):
-            return out
-        whole = []
-        for s in self._grid.spans(rows.start, rows.stop, rows.step):
-            dest = out[s.out_start:s.out_start + s.count]
-            if s.step == 1 and s.start == 0 and s.stop == self._chunklen and \
-                    s.nchunk < self._nfull and not (self._cache and self._cache[0] == s.nchunk):
-                whole.append((s.nchunk, dest))
+            out = np.empty(okey.sel_shape, dtype=self._dtype)
+        if okey.size == 0:
+            return okey.finish(out)
+        grid = self._grid()
+        tasks = []
+        blocked = self._io.blocked(grid)
+        for piece in plan(grid, okey):
+            if self._in_tail(piece.coords):
+                gather(piece, self._tail_view(piece.coords), out)
+            elif self._cache is not None and self._cache[0] == piece.nchunk:
+                raw = self._cache[1]
+                if blocked:
+                    gather_blocked(piece, raw, grid, out)
+                else:
+                    gather(piece, raw.reshape(grid.ext_chunks), out)
             else:
-                self._read_span(s.nchunk, s.start, s.stop, s.step, dest)
-        # Blosc's own threads meet at the end of every chunk, which costs more than it
-        # saves at these sizes: whole chunks decode single-threaded, several at once.
-        _parallel.run([partial(self._decode_whole, n, dest) for n, dest in whole])
-        return out
+                tasks.append(partial(self._io.read_piece, grid, piece, out))
+        _parallel.run(tasks)
+        return okey.finish(out)
 
-    def _decode_whole(self, nchunk: int, out: np.ndarray) -> None:
-        """A full chunk into ``out`` on this thread's own context (safe in parallel).
-
-        Layouts that keep unshared state fetch the bytes in turns; decoding, the
-        expensive part, never waits.
-        """
-        if self._layout.concurrent_reads:
-            chunk = self._layout.read_chunk_into(nchunk, _parallel.scratch)
-        else:
-            with _parallel.io_lock:
-                chunk = self._layout.read_chunk(nchunk)
-        _parallel.decoder().decompress_into(chunk, out, self._chunk_path(nchunk))
-
-    def _read_row(self, row: int) -> np.ndarray:
-        nchunk, local = divmod(row, self._chunklen)
-        if nchunk >= self._nfull:
-            return self._tail[local].copy()
-        out = np.empty((1, *self._atomshape), dtype=self._dtype)
-        self._decode_rows(nchunk, local, local + 1, out)
+    def _read_item(self, index: tuple[int, ...]) -> Any:
+        """One item, by non-negative coordinates (the fast path of ``a[i]``)."""
+        c0 = self._chunks[0]
+        row = index[0] - self._nfull * c0
+        if self._tail is not None and row >= 0:
+            return self._tail[(row, *index[1:])].copy()
+        grid = self._grid()
+        coords = tuple(i // c for i, c in zip(index, self._chunks, strict=True))
+        local = [np.array([i - x * c]) for i, x, c in zip(index, coords, self._chunks,
+                                                          strict=True)]
+        nchunk = grid.chunk_index(coords)
+        offset = int(self._io.item_offsets(grid, local)[0])
+        if self._cache is not None and self._cache[0] == nchunk:
+            return self._cache[1][offset].copy()
+        out = np.empty(1, dtype=self._dtype)
+        self._io.decode_range(nchunk, offset, out, False)
         return out[0]
 
-    def _read_rows(self, rows: np.ndarray) -> np.ndarray:
-        out = np.empty((len(rows), *self._atomshape), dtype=self._dtype)
-        for nchunk, local, pos in self._grid.groups(rows):
-            if nchunk >= self._nfull:
-                out[pos] = self._tail[local]
-            elif len(local) <= _SPARSE_ROWS:
-                for r, p in zip(local.tolist(), pos.tolist(), strict=True):
-                    self._decode_rows(nchunk, r, r + 1, out[p:p + 1])
+    def _read_points(self, ckey: CoordKey) -> np.ndarray:
+        """Items at the coordinates of a :class:`CoordKey`, in its output shape."""
+        out = np.empty(ckey.size, dtype=self._dtype)
+        if ckey.size == 0:
+            return out.reshape(ckey.out_shape)
+        grid = self._grid()
+        for nchunk, pos, local, coords in self._point_groups(grid, ckey):
+            if self._in_tail(coords):
+                out[pos] = self._tail_view(coords)[tuple(local)]
+                continue
+            offsets = self._io.item_offsets(grid, local)
+            if self._cache is not None and self._cache[0] == nchunk:
+                out[pos] = self._cache[1][offsets]
+            elif len(pos) <= _FEW_POINTS:
+                for p, off in zip(pos.tolist(), offsets.tolist(), strict=True):
+                    self._io.decode_range(nchunk, off, out[p:p + 1], False)
             else:
-                lo, hi = int(local[0]), int(local[-1]) + 1
-                tmp = np.empty((hi - lo, *self._atomshape), dtype=self._dtype)
-                self._decode_rows(nchunk, lo, hi, tmp)
-                out[pos] = tmp[local - lo]
-        return out
+                buf = np.zeros(grid.chunk_items, dtype=self._dtype)
+                self._decode_for(grid, nchunk, offsets, buf)
+                out[pos] = buf[offsets]
+        return out.reshape(ckey.out_shape)
+
+    def _decode_for(self, grid: NDGrid, nchunk: int, offsets: np.ndarray,
+                    buf: np.ndarray) -> None:
+        """Decode into ``buf`` at least the items of chunk ``nchunk`` at ``offsets``."""
+        if self._io.blocked(grid):
+            blocks = np.unique(offsets // math.prod(grid.blocks))
+            if len(blocks) > grid.nblocks // 2:
+                self._io.decode_whole(nchunk, buf)
+            else:
+                self._io.decode_blocks(nchunk, blocks, buf, grid)
+            return
+        lo, hi = int(offsets.min()), int(offsets.max()) + 1
+        if hi - lo > grid.chunk_items // 2:
+            self._io.decode_whole(nchunk, buf)
+        else:
+            self._io.decode_range(nchunk, lo, buf[lo:hi], False)
+
+    def _point_groups(self, grid: NDGrid, ckey: CoordKey):
+        """``(nchunk, output positions, local coordinates, chunk coordinates)`` per chunk."""
+        flat = [c.reshape(-1) for c in ckey.coords]
+        cc = [x // c for x, c in zip(flat, self._chunks, strict=True)]
+        nchunk = np.ravel_multi_index(tuple(cc), grid.grid_shape)
+        order = np.argsort(nchunk, kind="stable")
+        srt = nchunk[order]
+        cuts = np.flatnonzero(np.diff(srt)) + 1
+        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(srt)].tolist(), strict=True):
+            pos = order[lo:hi]
+            coords = tuple(int(c[pos[0]]) for c in cc)
+            local = [x[pos] - k * c for x, k, c in zip(flat, coords, self._chunks, strict=True)]
+            yield int(srt[lo]), pos, local, coords
+
+    def _row_key(self, rows: range) -> OrthoKey:
+        """The selection of whole rows ``rows`` (positive step)."""
+        axes = (rows, *(range(n) for n in self._shape[1:]))
+        return OrthoKey(self._shape, axes, (), (), (len(rows), *self._shape[1:]))
+
+    def _read_range(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
+        """Whole rows ``rows`` (any step) as an array (tables read columns this way)."""
+        if rows.step < 0:
+            return self._read_range(rows[::-1])[::-1]
+        if self._objects is not None:
+            return self._objects[rows.start:rows.stop:rows.step]
+        return self._read_ortho(self._row_key(rows), out)
 
     def _read(self, rows: int | range | np.ndarray) -> np.ndarray:
-        if isinstance(rows, int):
-            return self._read_row(rows)
         if isinstance(rows, range):
             return self._read_range(rows)
-        return self._read_rows(rows)
+        return self._read_ortho(orthogonal_key(rows, self._shape))
 
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, carray):
-            key = key[:]
         if isinstance(key, str):
             raise TypeError("string (expression) keys need a ctable; use carray.eval")
+        key = self._plain_key(key)
         if self._objects is not None:
             return self._objects[key]
-        sel = select(key, self.shape)
-        result = self._read(sel.rows)
-        if sel.post is not None:
-            result = result[sel.post]
-        return result
+        if _is_int(key) and len(self._shape) == 1:
+            n = self._shape[0]
+            if not -n <= key < n:
+                raise IndexError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
+            return self._read_item((int(key) % n,))
+        if isinstance(key, tuple) and len(key) == len(self._shape) and len(key) > 1 \
+                and all(_is_int(k) for k in key):
+            index = []
+            for ax, (k, n) in enumerate(zip(key, self._shape, strict=True)):
+                if not -n <= k < n:
+                    raise IndexError(f"index {int(k)} is out of bounds for axis {ax} with "
+                                     f"size {n}")
+                index.append(int(k) % n)
+            return self._read_item(tuple(index))
+        if needs_coordinates(key):
+            result = self._read_points(coordinate_key(key, self._shape))
+        else:
+            result = self._read_ortho(orthogonal_key(key, self._shape))
+        return result[()] if result.ndim == 0 else result
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self[:]
@@ -462,38 +615,37 @@ class carray:  # noqa: N801 - the bcolz name users know
         """Iterate over rows ``start:stop:step``, skipping ``skip`` and yielding at most ``limit``."""
         if step <= 0:
             raise NotImplementedError("iter needs a positive step")
-        rows = range(self._len)[start:stop:step]
-        blen = max(self._chunklen, 1)
+        rows = range(self._shape[0])[start:stop:step]
+        blen = max(self._chunks[0], 1)
         blocks = (self._read_range(rows[i:i + blen]) for i in range(0, len(rows), blen))
         return skip_and_limit(blocks, skip, limit)
 
     def iterblocks(self, blen: int | None = None, start: int = 0,
                    stop: int | None = None) -> Iterator[np.ndarray]:
         """Iterate over consecutive blocks of ``blen`` rows (default: the chunk length)."""
-        blen = blen or self._chunklen
+        blen = blen or self._chunks[0]
         if blen < 1:
             raise ValueError("blen must be positive")
-        rows = range(self._len)[start:stop]
+        rows = range(self._shape[0])[start:stop]
         for i in range(0, len(rows), blen):
-            if self._objects is not None:
-                yield self._objects[rows[i:i + blen].start:rows[i:i + blen].stop]
-            else:
-                yield self._read_range(rows[i:i + blen])
+            yield self._read_range(rows[i:i + blen])
 
     def where(self, boolarr: Any, limit: int | None = None, skip: int = 0) -> Iterator[Any]:
         """Iterate over the values where ``boolarr`` (same length, bool) is true."""
         if self.ndim != 1:
             raise NotImplementedError("where works on 1-d arrays")
-        if len(boolarr) != self._len:
-            raise ValueError(f"boolarr has length {len(boolarr)}, expected {self._len}")
+        if len(boolarr) != len(self):
+            raise ValueError(f"boolarr has length {len(boolarr)}, expected {len(self)}")
         mask_src = boolarr if isinstance(boolarr, carray) else np.asarray(boolarr)
         if mask_src.dtype != bool:
             raise TypeError("boolarr must be of bool dtype")
+        cl, n = self._chunks[0], len(self)
+
         def blocks() -> Iterator[np.ndarray]:
-            for i in range(0, self._len, self._chunklen):
-                mask = np.asarray(mask_src[i:i + self._chunklen])
+            for i in range(0, n, cl):
+                mask = np.asarray(mask_src[i:i + cl])
                 if mask.any():
-                    yield self._read_range(range(i, min(i + self._chunklen, self._len)))[mask]
+                    yield self._read_range(range(i, min(i + cl, n)))[mask]
 
         return skip_and_limit(blocks(), skip, limit)
 
@@ -501,12 +653,13 @@ class carray:  # noqa: N801 - the bcolz name users know
         """Iterate over the indices where this (bool) array is true."""
         if self._dtype.kind != "b" or self.ndim != 1:
             raise TypeError("wheretrue needs a 1-d bool carray")
-        blocks = (np.flatnonzero(self._read_range(range(i, min(i + self._chunklen, self._len))))
-                  + i for i in range(0, self._len, self._chunklen))
+        cl, n = self._chunks[0], len(self)
+        blocks = (np.flatnonzero(self._read_range(range(i, min(i + cl, n)))) + i
+                  for i in range(0, n, cl))
         return (int(i) for i in skip_and_limit(blocks, skip, limit))
 
     def sum(self, dtype: Any = None) -> Any:
-        """Sum of all values, computed chunk by chunk."""
+        """Sum of all values, computed a run of chunk rows at a time."""
         if self._dtype.kind in "SUVO":
             raise TypeError(f"cannot sum values of dtype {self._dtype}")
         acc_dtype = np.dtype(dtype) if dtype is not None else \
@@ -524,183 +677,265 @@ class carray:  # noqa: N801 - the bcolz name users know
         if self._objects is not None:
             raise UnsupportedDTypeError("object carrays are read-only")
 
-    def _compress(self, data: np.ndarray, quantized: bool = False) -> bytes:
-        if self._cparams.quantize and self._dtype.kind == "f" and not quantized:
-            data = quantize(data, self._cparams.quantize)
-        if self._layout.blosc1:
-            return blosc.compress1(data, self._typesize, self._cparams)
-        return blosc.compress2(data, self._typesize, self._cparams)
-
-    def _store_chunk(self, nchunk: int, data: np.ndarray) -> None:
-        if self._cparams.quantize and self._dtype.kind == "f":
-            data = quantize(data, self._cparams.quantize)
-        self._cbytes += self._layout.write_chunk(nchunk, self._compress(data, quantized=True))
-        if self._cache is not None and self._cache[0] == nchunk:
-            self._cache = None
-        if self._zones is not None:
-            self._zones.update(nchunk, data, self._layout.chunk_stamp(nchunk))
-
     def _mark_dirty(self) -> None:
         self._tail_dirty = True
         if not self._layout.in_memory:
             _unflushed.add(self)
 
+    def _store_chunk(self, nchunk: int, raw: np.ndarray, grid: NDGrid) -> None:
+        """Compress and store a chunk given in stored order."""
+        self._cbytes += self._layout.write_chunk(nchunk, self._io.encode(raw, grid))
+        if self._cache is not None and self._cache[0] == nchunk:
+            self._cache = None
+        if self._zones is not None and nchunk < self._nfull:
+            self._zones.update(nchunk, raw.reshape(-1)[:self._chunks[0]],
+                               self._layout.chunk_stamp(nchunk))
+
+    def _store_row(self, row: int, slab: np.ndarray, rows: int | None = None) -> None:
+        """Store the chunks of run ``row`` of chunk rows, from its items ``slab``.
+
+        ``rows`` (the tail's) stores only that many rows where the layout allows.
+        """
+        grid = self._grid()
+        per_row = self._per_row
+        for t, trailing in enumerate(np.ndindex(*grid.grid_shape[1:])):
+            box = tuple(slice(c * s, (c + 1) * s) for c, s in zip(trailing, self._chunks[1:],
+                                                                    strict=True))
+            region = slab[(slice(None), *box)]
+            raw = self._io.stored_from_region(region, grid, rows)
+            self._store_chunk(row * per_row + t, raw, grid)
+
+    def _ensure_tail(self) -> None:
+        """Decode the last partial run of chunk rows into the tail buffer."""
+        if self._tail is not None:
+            return
+        tail = np.zeros((self._chunks[0], *self._shape[1:]), dtype=self._dtype)
+        nleft = self._nleft
+        if nleft:
+            start = self._nfull * self._chunks[0]
+            self._read_ortho(self._row_key(range(start, start + nleft)), tail[:nleft])
+        self._tail = tail
+
+    def _flush_tail(self) -> None:
+        """Write the tail's chunks (only its rows where the layout allows)."""
+        if self._tail_dirty and self._nleft:
+            nleft = self._nleft
+            self._store_row(self._nfull, self._tail[:nleft], rows=nleft)
+        self._tail_dirty = False
+
+    def _release_big_tail(self) -> None:
+        if self._tail is not None and self._tail.nbytes > _TAIL_BUDGET and self._per_row > 1:
+            self._flush_tail()
+            self._tail = None
+
     def _as_rows(self, array: Any) -> np.ndarray:
         arr = array[:] if isinstance(array, carray) else array
         arr = np.asarray(arr, dtype=self._dtype)
-        if arr.shape == self._atomshape:
-            arr = arr.reshape((1, *self._atomshape))
-        if arr.shape[1:] != self._atomshape:
+        atom = self._shape[1:]
+        if arr.shape == atom:
+            arr = arr.reshape((1, *atom))
+        if arr.shape[1:] != atom:
             raise ValueError(
                 f"cannot append rows of shape {arr.shape[1:]} to a carray whose rows have "
-                f"shape {self._atomshape}")
+                f"shape {atom}")
         return arr
 
     def append(self, array: Any) -> None:
-        """Append rows (or a single row) at the end.
+        """Append rows (or a single row) along the first axis.
 
-        Only full chunks are compressed and stored; the rest waits in the tail
-        until it fills or the array is flushed.
+        Only complete runs of chunk rows are compressed and stored; the rest
+        waits in the tail until it fills or the array is flushed.
         """
         self._writable()
         arr = self._as_rows(array)
         n = len(arr)
         if n == 0:
             return
-        cl, pos = self._chunklen, 0
+        c0 = self._chunks[0]
         nleft = self._nleft
+        if self._tail is not None and nleft + n < c0:  # the common case: fill the tail
+            self._tail[nleft:nleft + n] = arr
+            self._set_length(self._shape[0] + n)
+            self._mark_dirty()
+            return
+        pos = 0
         if nleft:
-            take = min(cl - nleft, n)
+            self._ensure_tail()
+            take = min(c0 - nleft, n)
             self._tail[nleft:nleft + take] = arr[:take]
             pos = take
-            self._len += take
-            if nleft + take == cl:  # the tail just filled
-                self._store_chunk(self._nfull, self._tail)
+            self._set_length(self._shape[0] + take)
+            if nleft + take == c0:  # the tail just filled
                 self._nfull += 1
+                self._store_row(self._nfull - 1, self._tail)
                 self._tail_dirty = False
             else:
                 self._mark_dirty()
-        while n - pos >= cl:
-            self._store_chunk(self._nfull, arr[pos:pos + cl])
+        while n - pos >= c0:
+            self._set_length(self._shape[0] + c0)
             self._nfull += 1
-            self._len += cl
-            pos += cl
+            self._store_row(self._nfull - 1, arr[pos:pos + c0])
+            pos += c0
         if pos < n:
+            self._ensure_tail()
             rest = n - pos
             self._tail[:rest] = arr[pos:]
-            self._len += rest
+            self._set_length(self._shape[0] + rest)
             self._mark_dirty()
+        self._release_big_tail()
 
-    def _write_chunk_rows(self, nchunk: int, local: Any, values: np.ndarray) -> None:
-        """Assign ``values`` to rows ``local`` (slice or int array) of chunk ``nchunk``."""
-        if nchunk >= self._nfull:
-            self._tail[local] = values
-            self._mark_dirty()
+    def _write_ortho(self, okey: OrthoKey, value: Any) -> None:
+        values = okey.expand_values(np.asarray(self._plain_key(value), dtype=self._dtype))
+        if okey.size == 0:
             return
-        if isinstance(local, slice) and local == slice(0, self._chunklen, 1):
-            self._store_chunk(nchunk, np.ascontiguousarray(values))
-            return
-        chunk = self._decoded_chunk(nchunk).copy()
-        chunk[local] = values
-        self._store_chunk(nchunk, chunk)
-        self._cache = (nchunk, chunk)
+        grid = self._grid()
+        for piece in plan(grid, okey):
+            if piece.coords[0] == self._nfull and self._nleft:
+                self._ensure_tail()
+                scatter(piece, values, self._tail_view(piece.coords))
+                self._mark_dirty()
+                continue
+            if piece.full:
+                raw = np.zeros(grid.chunk_items, dtype=self._dtype)
+            elif self._cache is not None and self._cache[0] == piece.nchunk:
+                raw = self._cache[1].copy()
+            else:
+                raw = self._io.decoded(piece.nchunk, grid)
+            self._io.scatter_piece(grid, piece, values, raw)
+            self._store_chunk(piece.nchunk, raw, grid)
+            self._cache = (piece.nchunk, raw)
+        self._release_big_tail()
 
-    def _write(self, rows: int | range | np.ndarray, values: np.ndarray) -> None:
-        if isinstance(rows, int):
-            nchunk, local = divmod(rows, self._chunklen)
-            self._write_chunk_rows(nchunk, slice(local, local + 1), values.reshape(
-                (1, *self._atomshape)))
-        elif isinstance(rows, range):
-            if rows.step < 0:
-                rows, values = rows[::-1], values[::-1]
-            if len(rows) == 0:
-                return
-            for s in self._grid.spans(rows.start, rows.stop, rows.step):
-                self._write_chunk_rows(s.nchunk, slice(s.start, s.stop, s.step),
-                                       values[s.out_start:s.out_start + s.count])
-        else:
-            for nchunk, local, pos in self._grid.groups(rows):
-                self._write_chunk_rows(nchunk, local, values[pos])
+    def _write_points(self, ckey: CoordKey, value: Any) -> None:
+        values = np.broadcast_to(np.asarray(self._plain_key(value), dtype=self._dtype),
+                                 ckey.out_shape).reshape(-1)
+        if ckey.size == 0:
+            return
+        grid = self._grid()
+        for nchunk, pos, local, coords in self._point_groups(grid, ckey):
+            if coords[0] == self._nfull and self._nleft:
+                self._ensure_tail()
+                self._tail_view(coords)[tuple(local)] = values[pos]
+                self._mark_dirty()
+                continue
+            raw = self._cache[1].copy() if self._cache is not None and \
+                self._cache[0] == nchunk else self._io.decoded(nchunk, grid)
+            raw[self._io.item_offsets(grid, local)] = values[pos]
+            self._store_chunk(nchunk, raw, grid)
+            self._cache = (nchunk, raw)
+        self._release_big_tail()
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._writable()
-        if isinstance(key, carray):
-            key = key[:]
-        sel = select(key, self.shape)
-        if sel.post is None:
-            row_shape = self._atomshape if isinstance(sel.rows, int) else \
-                (sel.nrows, *self._atomshape)
-            values = np.broadcast_to(np.asarray(value, dtype=self._dtype), row_shape)
+        key = self._plain_key(key)
+        if needs_coordinates(key):
+            self._write_points(coordinate_key(key, self._shape), value)
         else:
-            values = self._read(sel.rows)
-            values[sel.post] = value
-        self._write(sel.rows, values)
+            self._write_ortho(orthogonal_key(key, self._shape), value)
 
-    def resize(self, nitems: int) -> None:
-        """Grow (with ``dflt``) or shrink to ``nitems`` rows."""
+    # -- resizing -------------------------------------------------------------------------
+
+    def resize(self, shape: int | tuple[int, ...]) -> None:
+        """Grow (with ``dflt``) or shrink to ``shape``: a new length, or a whole new shape.
+
+        Any axis may grow or shrink; the chunk and block shapes stay.  Growing or
+        shrinking the first axis touches only the chunks at the end; other axes
+        move and rewrite chunks (the bcolz layout, rows only, refuses them).
+        """
         self._writable()
-        if nitems < 0:
-            raise ValueError("nitems must be >= 0")
-        if nitems > self._len:
-            self._grow(nitems)
-        elif nitems < self._len:
-            self._shrink(nitems)
+        new = (shape,) if _is_int(shape) else tuple(shape)
+        if _is_int(shape):
+            new = (int(shape), *self._shape[1:])
+        if len(new) != len(self._shape) or not all(_is_int(n) for n in new):
+            raise ValueError(f"cannot resize a {self.ndim}-d carray to {shape!r}")
+        new = tuple(int(n) for n in new)
+        if any(n < 0 for n in new):
+            raise ValueError(f"new shape {new} has a negative length")
+        if new[1:] != self._shape[1:]:
+            from carray._resize import resize_trailing
+
+            resize_trailing(self, new[1:])
+        if new[0] > self._shape[0]:
+            self._grow(new[0])
+        elif new[0] < self._shape[0]:
+            self._shrink(new[0])
         self.flush()
 
     def _grow(self, nitems: int) -> None:
-        cl = self._chunklen
+        c0 = self._chunks[0]
         nleft = self._nleft
         if nleft:
-            fill = min(cl - nleft, nitems - self._len)
-            self.append(np.broadcast_to(self._dflt, (fill, *self._atomshape)))
-        full = np.broadcast_to(self._dflt, (cl, *self._atomshape))
-        nchunks = (nitems - self._len) // cl
-        if nchunks:
-            chunk = self._compress(np.ascontiguousarray(full))
-            for _ in range(nchunks):  # one compressed chunk, written many times
-                self._cbytes += self._layout.write_chunk(self._nfull, chunk)
-                if self._zones is not None:
-                    self._zones.update(self._nfull, full[:1], self._layout.chunk_stamp(self._nfull))
+            fill = min(c0 - nleft, nitems - self._shape[0])
+            self.append(np.broadcast_to(self._dflt, (fill, *self._shape[1:])))
+        rows = (nitems - self._shape[0]) // c0
+        if rows:
+            grid = self._grid()
+            full = np.full(grid.chunk_items, self._dflt, dtype=self._dtype)
+            chunk = self._io.encode(full, grid)  # one compressed chunk, written many times
+            for _ in range(rows):
+                self._set_length(self._shape[0] + c0)
                 self._nfull += 1
-                self._len += cl
-        if nitems > self._len:
-            self.append(full[: nitems - self._len])
+                first = (self._nfull - 1) * self._per_row
+                for nchunk in range(first, first + self._per_row):
+                    self._cbytes += self._layout.write_chunk(nchunk, chunk)
+                    if self._zones is not None:
+                        self._zones.update(nchunk, full[:1], self._layout.chunk_stamp(nchunk))
+        if nitems > self._shape[0]:
+            self.append(np.broadcast_to(self._dflt, (nitems - self._shape[0],
+                                                     *self._shape[1:])))
 
     def _shrink(self, nitems: int) -> None:
-        cl = self._chunklen
-        new_full, new_left = divmod(nitems, cl)
+        c0 = self._chunks[0]
+        new_full, new_left = divmod(nitems, c0)
         if new_full < self._nfull:
-            if new_left:
-                self._tail[:new_left] = self._decoded_chunk(new_full)[:new_left]
+            per_row = self._per_row
+            if new_left and (per_row == 1 or self._layout.in_memory):
+                start = new_full * c0
+                tail = np.zeros((c0, *self._shape[1:]), dtype=self._dtype)
+                self._read_ortho(self._row_key(range(start, nitems)), tail[:new_left])
+                self._tail, self._tail_dirty = tail, True
+            else:
+                # A large tail is decoded again when next needed; its chunks stay.
+                self._tail, self._tail_dirty = None, False
             self._cache = None
-            # On disk the chunk holding the new tail stays until flush rewrites it.
-            keep = 1 if new_left and not self._layout.in_memory else 0
-            self._nfull, self._len = new_full, nitems
-            self._tail_dirty = bool(new_left)
+            # The chunks holding the new tail stay until a flush rewrites them.
+            keep = 1 if new_left else 0
+            self._nfull = new_full
+            self._set_length(nitems)
             # Record the shorter length before deleting files, so a crash in between
-            # leaves a readable array (readers ignore files past the length).
+            # leaves a readable array (readers ignore chunks past the length).
             self.flush()
-            self._cbytes += self._layout.drop_chunks(new_full + keep)
+            self._cbytes += self._layout.drop_chunks((new_full + keep) * per_row)
             if self._zones is not None:
                 self._zones.truncate(new_full)
         else:
-            self._len = nitems
-            self._mark_dirty()
+            self._set_length(nitems)
+            if self._tail is not None:
+                self._mark_dirty()
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows (a negative count grows the array)."""
-        if nitems > self._len:
-            raise ValueError(f"cannot trim {nitems} rows from a carray of {self._len}")
-        self.resize(self._len - nitems)
+        if nitems > self._shape[0]:
+            raise ValueError(f"cannot trim {nitems} rows from a carray of {self._shape[0]}")
+        self.resize(self._shape[0] - nitems)
+
+    # -- persistence ----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write the partial last chunk and the sizes; no-op in memory or mode 'r'."""
-        if self._mode == "r" or self._layout.in_memory or self._objects is not None:
+        """Write the partial last run of chunks and the sizes; nothing in mode 'r'.
+
+        In memory a partial chunk of rows stays decoded, as bcolz keeps it; the
+        several chunks of a partial run of N-d chunks are compressed, so the
+        decoded tail lives only between appends and the next flush.
+        """
+        if self._mode == "r" or self._objects is not None:
             return
-        if self._tail_dirty and self._nleft:
-            self._cbytes += self._layout.write_chunk(self._nfull, self._compress(
-                self._tail[: self._nleft]))
-        self._tail_dirty = False
+        if self._per_row > 1:
+            self._flush_tail()
+            self._tail = None
+        if self._layout.in_memory:
+            return
+        self._flush_tail()
         if self._zones is not None and self._zones.dirty:
             self._zones.truncate(self._nfull)
             self._zones.save(self._layout)
@@ -708,8 +943,8 @@ class carray:  # noqa: N801 - the bcolz name users know
         _unflushed.discard(self)
 
     def _meta(self) -> ArrayMeta:
-        return ArrayMeta(dtype=self._dtype, atomshape=self._atomshape, length=self._len,
-                         chunklen=self._chunklen, cparams=self._cparams, dflt=self._dflt,
+        return ArrayMeta(dtype=self._dtype, shape=self._shape, chunks=self._chunks,
+                         blocks=self._blocks, cparams=self._cparams, dflt=self._dflt,
                          expectedlen=self._expectedlen)
 
     def close(self) -> None:
@@ -732,11 +967,12 @@ class carray:  # noqa: N801 - the bcolz name users know
 
     def _clip(self, nitems: int) -> None:
         """Hide rows past ``nitems`` without writing anything (read-only table views)."""
-        if nitems >= self._len:
+        if nitems >= self._shape[0]:
             return
-        self._len, self._nfull, self._cache = nitems, nitems // self._chunklen, None
-        if self._nleft:
-            self._load_tail()
+        self._set_length(nitems)
+        self._nfull, self._cache, self._tail = nitems // self._chunks[0], None, None
+        if self._nleft and self._per_row == 1:
+            self._ensure_tail()
 
     def _zone_map(self) -> ZoneMap | None:
         """The chunk summaries, with entries whose chunk file changed since dropped."""
@@ -762,15 +998,15 @@ class carray:  # noqa: N801 - the bcolz name users know
     # -- copies ---------------------------------------------------------------------------
 
     def copy(self, **kwargs: Any) -> carray:
-        """A new carray with the same rows; keyword arguments as for the constructor."""
-        args = dict(cparams=self._cparams, dflt=self._dflt[()], expectedlen=self._len,
-                    chunklen=self._chunklen)
-        if "expectedlen" in kwargs and "chunklen" not in kwargs:
-            args.pop("chunklen")
+        """A new carray with the same items; keyword arguments as for the constructor."""
+        args = dict(cparams=self._cparams, dflt=self._dflt[()], expectedlen=len(self),
+                    chunks=self._chunks, blocks=self._blocks)
+        if ("expectedlen" in kwargs or "chunklen" in kwargs) and "chunks" not in kwargs:
+            args.pop("chunks")
+            args.pop("blocks")
         args.update(kwargs)
         dtype = args.pop("dtype", None)
-        base = np.dtype((self._dtype, self._atomshape)) if self._atomshape else self._dtype
-        out = carray(np.empty((0,), dtype=base), dtype=dtype, **args)
+        out = carray(np.empty((0, *self._shape[1:]), dtype=self._dtype), dtype=dtype, **args)
         for block in self.iterblocks():
             out.append(block if dtype is None else block.astype(out.dtype))
         out.flush()
@@ -779,15 +1015,17 @@ class carray:  # noqa: N801 - the bcolz name users know
     def __repr__(self) -> str:
         where = f"\n  rootdir := {self._rootdir!r}\n  mode    := {self._mode!r}" \
             if self._rootdir else ""
+        blocks = f"; blocks := {self._blocks}" if self._blocks is not None else ""
         return (f"carray({self.shape}, {self._dtype})\n"
                 f"  nbytes := {human(self.nbytes)}; cbytes := {human(self.cbytes)}; "
                 f"ratio: {self.cratio:.2f}\n"
                 f"  cparams := {self._cparams!r}\n"
-                f"  chunklen := {self._chunklen}; chunksize: {self._chunklen * self._rowsize}"
+                f"  chunks := {self._chunks}{blocks}; chunksize: "
+                f"{math.prod(self._chunks) * self._dtype.itemsize}"
                 f"{where}\n{self}")
 
     def __str__(self) -> str:
-        if self._len <= 20:
+        if len(self) <= 20:
             return np.array2string(self[:])
         head = np.array2string(self[:3])[:-1]
         tail = np.array2string(self[-3:])[1:]

@@ -1,20 +1,323 @@
-"""The chunk grid: every read and write is a selection mapped onto it.
+"""The chunk grid: chunks along every axis, each chunk split again into blocks.
 
-An array is chunked along its first axis into chunks of ``chunklen`` rows; a
-row is one item of the trailing shape.  A numpy-style key splits into the rows
-it selects (an int, a positive-step range, or an array of row numbers) and a
-remainder applied to those rows afterwards.  Keeping that split here means
-``a[3]``, ``a[::-7]``, ``a[mask]``, ``a[:, 5, 2:9]`` and ``a[[4, 1], 0]`` all go
-through the same few lines, on reads and on writes.
+This is the one piece of indexing math.  Every read and write of a carray --
+``a[3]``, ``a[::7]``, ``a[mask]``, ``a[:, 5, 2:9]``, append, resize -- is a key
+(normalised by :mod:`carray.keys`) mapped onto this grid, laid out the
+Caterva / b2nd way (specs/caterva-b2nd.md section 2):
+
+* the array is tiled by chunks of ``chunks`` items per axis, numbered in C
+  order over the chunk grid ``ceil(shape / chunks)``;
+* a stored chunk spans ``chunks`` rounded **up** to a multiple of ``blocks``
+  per axis (its *extended* shape); edge chunks are padded to that same size;
+* inside a chunk the blocks are stored one after the other in C order, and
+  each block is itself C-ordered.  One block is one Blosc block, so a read
+  only has to decode the blocks its selection touches.
+
+A bcolz-style array chunked by rows is the case where chunks span every axis
+but the first and ``blocks == chunks``: the chunk is then plain C order and
+Blosc's own byte blocks serve partial reads.
+
+Nothing here does I/O or compression.  A reader walks the :class:`Piece`
+objects :func:`plan` yields for an :class:`~carray.keys.OrthoKey`, decodes each
+piece's chunk (or just ``piece.blocks`` of it) and :func:`gather`\\ s into the
+output; a writer does the reverse with :func:`scatter` and :func:`reblock`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import operator
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from itertools import product
+from pathlib import Path
 
 import numpy as np
+
+from carray.formats import _b2nd_geometry as geo
+from carray.keys import AxisIndex, OrthoKey, _as_shape
+
+__all__ = ["NDGrid", "Piece", "CacheSizes", "cpu_cache_sizes", "calc_chunklen",
+           "default_chunks_blocks", "default_blocks", "plan", "gather", "scatter", "deblock", "reblock",
+           "gather_blocked", "scatter_blocked", "split_index", "outer_index",
+           "c_run", "c_bounds", "MAX_DIM"]
+
+#: numpy's own limit; file formats with a lower one (b2nd) check theirs.
+MAX_DIM = 64
+
+
+# --------------------------------------------------------------------------- grid
+
+
+@dataclass(frozen=True)
+class NDGrid:
+    """Shape, chunk shape and block shape of an N-d array, validated.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Array shape; zero-length axes are allowed (the grid then has no chunks).
+    chunks : tuple of int
+        Chunk shape, positive; may exceed ``shape`` (the chunk is then padded).
+    blocks : tuple of int
+        Block shape, positive and at most ``chunks`` per axis.
+    itemsize : int
+        Bytes per item.
+
+    Raises
+    ------
+    ValueError
+        Mismatched lengths, more than 64 axes, non-positive chunk/block sizes,
+        negative shape, blocks larger than chunks, or a chunk over Blosc2's
+        2 GiB limit.
+    """
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    blocks: tuple[int, ...]
+    itemsize: int
+
+    def __post_init__(self) -> None:
+        # Normalise numpy ints and lists so equality and hashing behave.
+        for name in ("shape", "chunks", "blocks"):
+            object.__setattr__(self, name, _as_shape(name, getattr(self, name)))
+        object.__setattr__(self, "itemsize", operator.index(self.itemsize))
+        shape, chunks, blocks = self.shape, self.chunks, self.blocks
+        if not len(shape) == len(chunks) == len(blocks):
+            raise ValueError(f"shape {shape}, chunks {chunks} and blocks {blocks} must have "
+                             "the same number of dimensions")
+        if len(shape) > MAX_DIM:
+            raise ValueError(f"{len(shape)} dimensions: arrays have at most {MAX_DIM}")
+        if self.itemsize <= 0:
+            raise ValueError(f"itemsize must be positive, got {self.itemsize}")
+        for ax, (s, c, b) in enumerate(zip(shape, chunks, blocks, strict=True)):
+            if s < 0:
+                raise ValueError(f"shape {shape}: axis {ax} has negative length {s}")
+            # b2nd tolerates 0-sized chunks on empty axes; we never write them,
+            # and refusing them keeps every division below safe.
+            if c <= 0 or b <= 0:
+                raise ValueError(f"chunks {chunks}, blocks {blocks}: axis {ax} has chunk size "
+                                 f"{c} and block size {b}, both must be > 0")
+            if b > c:
+                raise ValueError(f"blocks {blocks} larger than chunks {chunks} on axis {ax}")
+        if math.prod(self.ext_chunks) * self.itemsize > geo.MAX_CHUNK_NBYTES:
+            raise ValueError(f"chunks of {self.ext_chunks} items of {self.itemsize} bytes "
+                             f"exceed the Blosc limit of {geo.MAX_CHUNK_NBYTES} bytes")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @cached_property
+    def grid_shape(self) -> tuple[int, ...]:
+        """Number of chunks along each axis."""
+        return geo.chunks_in_array(self.shape, self.chunks)
+
+    @cached_property
+    def nchunks(self) -> int:
+        """Number of stored chunks (0 when any axis is empty)."""
+        return geo.nchunks_of(self.shape, self.chunks)
+
+    @cached_property
+    def ext_chunks(self) -> tuple[int, ...]:
+        """Shape of a stored chunk: ``chunks`` rounded up to whole blocks."""
+        return geo.ext_chunkshape(self.chunks, self.blocks)
+
+    @cached_property
+    def blocks_per_chunk(self) -> tuple[int, ...]:
+        """Shape of the block grid inside one chunk."""
+        return geo.blocks_in_chunk(self.chunks, self.blocks)
+
+    @cached_property
+    def nblocks(self) -> int:
+        """Blocks in one chunk."""
+        return math.prod(self.blocks_per_chunk)
+
+    @cached_property
+    def chunk_items(self) -> int:
+        return math.prod(self.ext_chunks)
+
+    @cached_property
+    def chunk_nbytes(self) -> int:
+        """Decoded bytes of one stored chunk, padding included."""
+        return self.chunk_items * self.itemsize
+
+    @cached_property
+    def block_nbytes(self) -> int:
+        """Decoded bytes of one block: the Blosc ``blocksize``."""
+        return math.prod(self.blocks) * self.itemsize
+
+    def chunk_coords(self, nchunk: int) -> tuple[int, ...]:
+        return geo.chunk_coords(nchunk, self.grid_shape)
+
+    def chunk_index(self, coords: Sequence[int]) -> int:
+        return geo.chunk_index(coords, self.grid_shape)
+
+    def chunk_slices(self, coords: Sequence[int]) -> tuple[slice, ...]:
+        """The part of the array chunk ``coords`` holds (padding excluded)."""
+        return tuple(slice(a, b) for a, b in geo.chunk_box(coords, self.shape, self.chunks))
+
+    def valid_shape(self, coords: Sequence[int]) -> tuple[int, ...]:
+        """Shape of the non-padding corner of chunk ``coords`` (its origin is 0)."""
+        return tuple(b - a for a, b in geo.chunk_box(coords, self.shape, self.chunks))
+
+    def block_slices(self, nblock: int) -> tuple[slice, ...]:
+        """Where block ``nblock`` sits inside the extended chunk.
+
+        Lets a reader decode one block straight into a C-ordered chunk buffer.
+        """
+        coords = geo.chunk_coords(nblock, self.blocks_per_chunk)
+        return tuple(slice(c * b, (c + 1) * b) for c, b in zip(coords, self.blocks, strict=True))
+
+    def resized(self, new_shape: Sequence[int]) -> NDGrid:
+        """The same chunking over a new shape (same number of axes)."""
+        new_shape = _as_shape("new_shape", new_shape)
+        if len(new_shape) != self.ndim:
+            raise ValueError(f"cannot resize a {self.ndim}-d grid to shape {new_shape}")
+        return NDGrid(new_shape, self.chunks, self.blocks, self.itemsize)
+
+
+# ------------------------------------------------------------------ default chunks
+
+@dataclass(frozen=True)
+class CacheSizes:
+    l1d: int
+    l2: int
+    l3: int
+
+
+_FALLBACK_CACHES = CacheSizes(32 * 2**10, 2**20, 8 * 2**20)
+_SYS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def _parse_size(text: str) -> int:
+    # sysfs writes "32K", "1024K", "8M"; be lenient about plain bytes and "G".
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    digits = text[:-1] if scale != 1 else text
+    return int(digits) * scale
+
+
+@lru_cache(maxsize=8)
+def cpu_cache_sizes(root: str = _SYS_CACHE) -> CacheSizes:
+    """L1 data, L2 and L3 sizes of CPU 0, read from sysfs.
+
+    Any level that cannot be read (not Linux, containers hiding sysfs, CPUs
+    without an L3) falls back to 32 KiB / 1 MiB / 8 MiB.
+    """
+    found: dict[int, int] = {}
+    for d in sorted(Path(root).glob("index*")):  # a missing root globs to nothing
+        try:
+            level = int((d / "level").read_text())
+            kind = (d / "type").read_text().strip()
+            size = _parse_size((d / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and size > 0:
+            found[level] = max(found.get(level, 0), size)
+    fb = _FALLBACK_CACHES
+    return CacheSizes(found.get(1, fb.l1d), found.get(2, fb.l2), found.get(3, fb.l3))
+
+
+def _clamp(x: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, x))
+
+
+def _cubic(lengths: Sequence[int], budget: float) -> list[int]:
+    """Per-axis sizes, each <= its length, with product about ``budget``, sides near equal.
+
+    Water filling: axes are visited shortest first; each gets the n-th root of
+    the budget still left (or its whole length if shorter), so what a short
+    axis cannot use goes to the longer ones. Among equal lengths the last axis
+    is visited last and absorbs the rounding, which keeps runs contiguous in C
+    order.
+    """
+    n = len(lengths)
+    sizes = [1] * n
+    order = sorted(range(n), key=lambda ax: (lengths[ax], -ax))
+    for done, ax in enumerate(order):
+        side = budget ** (1.0 / (n - done))
+        # A tiny epsilon so exact roots (e.g. 64 ** (1/3)) do not floor down.
+        size = _clamp(int(side * (1 + 1e-9)), 1, lengths[ax])
+        sizes[ax] = size
+        budget = budget / size
+    return sizes
+
+
+def _targets(caches: CacheSizes | None) -> tuple[int, int]:
+    """Bytes per block and per chunk (see :func:`default_chunks_blocks`)."""
+    caches = caches or cpu_cache_sizes()
+    block_target = _clamp(caches.l2 // 4, 16 * 2**10, 2**20)
+    chunk_target = max(_clamp(caches.l3 // 4, 2 * 2**20, 8 * 2**20), 8 * block_target)
+    return block_target, chunk_target
+
+
+def default_blocks(chunks: Sequence[int], itemsize: int,
+                   caches: CacheSizes | None = None) -> tuple[int, ...]:
+    """The block shape for chunks of shape ``chunks`` (the rule of :func:`default_chunks_blocks`).
+
+    Each side is then evened out so whole blocks tile the chunk with as little
+    padding as possible (a side of 100 split near 32 becomes 4 blocks of 25).
+    """
+    chunks = _as_shape("chunks", chunks)
+    if any(c <= 0 for c in chunks):
+        raise ValueError(f"chunks {chunks} must be positive")
+    block_target, _ = _targets(caches)
+    blocks = _cubic(chunks, max(block_target // max(itemsize, 1), 1))
+    return tuple(-(-c // -(-c // b)) for c, b in zip(chunks, blocks, strict=True))
+
+
+def default_chunks_blocks(shape: Sequence[int], itemsize: int,
+                          caches: CacheSizes | None = None
+                          ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Chunk and block shapes for an array of ``shape`` and ``itemsize``.
+
+    The rule:
+
+    * **Block bytes** target a quarter of L2, clamped to 16 KiB - 1 MiB: while
+      Blosc decodes a block, the compressed input, the shuffle scratch buffer
+      and the output all want to stay in L2.
+    * **Chunk bytes** target a quarter of L3 (shared between cores), clamped
+      to 2 - 8 MiB and to at least 8 blocks, so a chunk is big enough to
+      compress well and to amortise its per-chunk index entry and I/O.
+    * **Shapes are as cubic as the array allows.** Reading a slice orthogonal
+      to axis ``k`` (``a[..., i, ...]``) decodes every touched block whole, so
+      it reads ``blocks[k]`` times more items than it returns; equal sides make
+      that overhead the same for every axis. Axes shorter than the cube side
+      are taken whole and their unused share goes to the other axes.
+      Chunks are built as a near-cubic number of blocks per axis, so no chunk
+      has padding except where the array itself ends.
+
+    Zero-length axes are sized as if unbounded, since they are likely to grow.
+
+    Returns
+    -------
+    (chunks, blocks) : tuple of tuple of int
+        Valid for :class:`NDGrid` with the same ``shape`` and ``itemsize``.
+    """
+    shape = _as_shape("shape", shape)
+    itemsize = operator.index(itemsize)
+    if itemsize <= 0:
+        raise ValueError(f"itemsize must be positive, got {itemsize}")
+    if itemsize > geo.MAX_CHUNK_NBYTES:
+        raise ValueError(f"items of {itemsize} bytes do not fit in a Blosc2 chunk")
+    if any(s < 0 for s in shape):
+        raise ValueError(f"shape {shape} has a negative length")
+    if len(shape) > MAX_DIM:
+        raise ValueError(f"{len(shape)} dimensions: arrays have at most {MAX_DIM}")
+    block_target, chunk_target = _targets(caches)
+    lengths = [s if s > 0 else sys.maxsize for s in shape]
+    blocks = _cubic(lengths, max(block_target // itemsize, 1))
+    # The chunk is a near-cubic stack of whole blocks over the block grid.
+    block_grid = [-(-n // b) for n, b in zip(lengths, blocks, strict=True)]
+    per_chunk = max(chunk_target // (itemsize * math.prod(blocks)), 1)
+    stack = _cubic(block_grid, per_chunk)
+    # Never wider than the array: an edge chunk is padded to whole blocks anyway.
+    chunks = [min(k * b, n) for k, b, n in zip(stack, blocks, lengths, strict=True)]
+    return tuple(chunks), tuple(blocks)
+
 
 # bcolz 1.x chunk size heuristic (specs/bcolz.md section 8).
 _MIN_EXPECTED_MB, _MAX_EXPECTED_MB = 1e-4, 1e4
@@ -35,192 +338,373 @@ def calc_chunklen(expectedlen: int, atomsize: int) -> int:
     return chunksize // atomsize
 
 
-@dataclass(frozen=True)
-class Span:
-    """The part of one chunk a positive-step row range touches."""
+# ------------------------------------------------------------------------- plan
 
-    nchunk: int
-    start: int   # first row inside the chunk
-    stop: int    # one past the last row inside the chunk (start + (count-1)*step + 1)
-    step: int
-    out_start: int  # position of these rows in the selection's output
-    count: int
+class Piece:
+    """What one chunk contributes to (or receives from) a selection.
 
-
-@dataclass(frozen=True)
-class RowGrid:
-    """Rows ``[i*chunklen, (i+1)*chunklen)`` live in chunk ``i``."""
-
-    chunklen: int
-
-    def nchunks(self, nrows: int) -> int:
-        return -(-nrows // self.chunklen)
-
-    def spans(self, start: int, stop: int, step: int = 1) -> Iterator[Span]:
-        """Split ``range(start, stop, step)`` (step > 0) into per-chunk spans."""
-        if step <= 0:
-            raise ValueError("spans needs a positive step")
-        n = len(range(start, stop, step))
-        if n == 0:
-            return
-        last = start + (n - 1) * step
-        row, out = start, 0
-        cl = self.chunklen
-        while row <= last:
-            nchunk = row // cl
-            chunk_end = min((nchunk + 1) * cl, last + 1)
-            count = (chunk_end - row - 1) // step + 1
-            local = row - nchunk * cl
-            yield Span(nchunk, local, local + (count - 1) * step + 1, step, out, count)
-            out += count
-            row += count * step
-
-    def groups(self, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        """Group row numbers by chunk: ``(nchunk, rows inside the chunk, output positions)``.
-
-        ``rows`` may be in any order and hold repeats; positions keep that order.
-        """
-        if rows.size == 0:
-            return
-        order = np.argsort(rows, kind="stable")
-        sorted_rows = rows[order]
-        chunk_ids = sorted_rows // self.chunklen
-        bounds = np.flatnonzero(np.diff(chunk_ids)) + 1
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(sorted_rows)], strict=True):
-            nchunk = int(chunk_ids[lo])
-            yield nchunk, sorted_rows[lo:hi] - nchunk * self.chunklen, order[lo:hi]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """A key split into the rows it picks and what to apply to those rows.
-
-    ``rows`` is an int (one row, axis dropped), a ``range`` with positive or
-    negative step, or an int64 array of row numbers.  ``post`` is ``None`` when
-    the rows are the answer, else a key to index the rows' array with (its first
-    entry addresses the selected rows in their selection order).
+    ``local`` and ``out`` hold per axis, in matching order, positions inside
+    the extended chunk and positions in the selection (``OrthoKey.sel_shape``);
+    each is a ``range`` or an intp array. ``blocks`` is the sorted linear
+    indices (C order over ``NDGrid.blocks_per_chunk``) of the blocks holding at
+    least one selected item, computed when first asked for (readers of C-ordered
+    chunks never need it). ``full`` says the selection covers every non-padding
+    item of the chunk, so a writer need not decode it first.
     """
 
-    rows: int | range | np.ndarray
-    post: tuple | None
+    __slots__ = ("nchunk", "coords", "local", "out", "full", "_axis_blocks", "_per_chunk",
+                 "_blocks")
+
+    def __init__(self, nchunk: int, coords: tuple[int, ...], local: tuple[AxisIndex, ...],
+                 out: tuple[AxisIndex, ...], full: bool, axis_blocks: tuple[np.ndarray, ...],
+                 per_chunk: tuple[int, ...]) -> None:
+        self.nchunk, self.coords, self.local, self.out, self.full = nchunk, coords, local, out, full
+        self._axis_blocks, self._per_chunk = axis_blocks, per_chunk
+        self._blocks: np.ndarray | None = None
 
     @property
-    def nrows(self) -> int:
-        if isinstance(self.rows, int):
-            return 1
-        return len(self.rows)
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(x) for x in self.local)
+
+    @property
+    def nblocks(self) -> int:
+        """How many blocks the piece touches."""
+        return math.prod(len(b) for b in self._axis_blocks)
+
+    @property
+    def blocks(self) -> np.ndarray:
+        if self._blocks is None:
+            # An outer "sum" of per-axis block coordinates, raveled in C order;
+            # ascending per axis makes the flattened result ascending too.
+            lin = np.zeros(1, dtype=np.intp)
+            for b, nb in zip(self._axis_blocks, self._per_chunk, strict=True):
+                lin = (lin[:, None] * nb + b[None, :]).ravel()
+            self._blocks = lin
+        return self._blocks
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+@dataclass(frozen=True)
+class _AxisGroup:
+    # The part of one axis' selection that falls in chunk ``coord`` of that axis.
+    coord: int
+    local: AxisIndex
+    out: AxisIndex
+    blocks: np.ndarray  # sorted unique block coordinates touched along this axis
+    full: bool
 
 
-def _expand(key, ndim: int) -> tuple:
-    """Make ``key`` a tuple with Ellipsis expanded; None entries kept."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    n_ellipsis = sum(1 for k in key if k is Ellipsis)
-    if n_ellipsis > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(
-        (np.ndim(k) if (isinstance(k, np.ndarray) and k.dtype == bool) else 1)
-        for k in key if k is not None and k is not Ellipsis)
-    if consumed > ndim:
-        raise IndexError(
-            f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
-            "indexed")
-    if n_ellipsis:
-        i = next(i for i, k in enumerate(key) if k is Ellipsis)
-        key = key[:i] + (slice(None),) * (ndim - consumed) + key[i + 1:]
-    return key
+def _range_groups(sel: range, chunk: int, block: int, length: int) -> list[_AxisGroup]:
+    if len(sel) == 0:
+        return []
+    n = len(sel)
+    # Work on the ascending version; a descending range maps its output back.
+    asc = sel if sel.step > 0 else sel[::-1]
+    step, last = asc.step, asc[-1]
+    groups = []
+    pos, done = asc.start, 0
+    while pos <= last:  # one turn per touched chunk
+        coord = pos // chunk
+        base = coord * chunk
+        end = min(base + chunk, last + 1)
+        count = (end - pos - 1) // step + 1
+        lo = pos - base
+        local = range(lo, lo + (count - 1) * step + 1, step)
+        if sel.step > 0:
+            out = range(done, done + count)
+        else:
+            # Ascending item j of ``asc`` is output n-1-j: read this chunk's part
+            # backwards so the output side stays an ascending range.
+            local = local[::-1]
+            out = range(n - done - count, n - done)
+        if step == 1:
+            blocks = np.arange(lo // block, (lo + count - 1) // block + 1, dtype=np.intp)
+        else:
+            hit = np.arange(lo, lo + (count - 1) * step + 1, step, dtype=np.intp) // block
+            blocks = np.unique(hit)
+        valid = min(chunk, length - base)
+        full = lo == 0 and count == valid and (step == 1 or count == 1)
+        groups.append(_AxisGroup(coord, local, out, blocks, full))
+        pos += count * step
+        done += count
+    return groups
 
 
-def _as_index_array(k) -> np.ndarray | None:
-    """An array key (list, ndarray, array-like with __array__), or None for scalars/slices."""
-    if isinstance(k, (slice, type(None))) or k is Ellipsis or _is_int(k):
-        return None
-    if isinstance(k, (bool, np.bool_)):
-        return np.asarray(k)
-    arr = np.asarray(k)
-    if arr.dtype == object and arr.size == 0:
-        arr = arr.astype(np.intp)
-    return arr
+def _array_groups(sel: np.ndarray, chunk: int, block: int, length: int) -> list[_AxisGroup]:
+    if sel.size == 0:
+        return []
+    # Stable, so repeated indices keep their order (last write wins, as in numpy).
+    order = np.argsort(sel, kind="stable").astype(np.intp, copy=False)
+    srt = sel[order]
+    coords = srt // chunk
+    cuts = np.flatnonzero(np.diff(coords)) + 1
+    los, his = np.r_[0, cuts], np.r_[cuts, srt.size]
+    groups = []
+    for lo, hi in zip(los.tolist(), his.tolist(), strict=True):
+        coord = int(coords[lo])
+        base = coord * chunk
+        local = srt[lo:hi] - base  # sorted, so uniques are where the value changes
+        bl = local // block
+        blocks = bl[np.r_[True, bl[1:] != bl[:-1]]]
+        distinct = 1 + int(np.count_nonzero(local[1:] != local[:-1]))
+        full = distinct == min(chunk, length - base)
+        groups.append(_AxisGroup(coord, local, order[lo:hi], blocks, full))
+    return groups
 
 
-def select(key, shape: tuple[int, ...]) -> Selection:
-    """Split a numpy-style key on an array of ``shape`` into rows and remainder.
+def plan(grid: NDGrid, okey: OrthoKey) -> Iterator[Piece]:
+    """Yield one :class:`Piece` per chunk the selection touches, in chunk (C) order.
 
-    Raises
-    ------
-    IndexError
-        Out-of-bounds rows, wrong mask lengths, or malformed keys, with numpy's wording.
+    The per-axis split is computed once; the pieces are the cartesian product
+    of those splits, so the cost is one Python step per touched chunk.
     """
-    ndim = len(shape)
-    nrows = shape[0]
-    key = _expand(key, ndim)
-    # The first entry that is not None addresses axis 0.
-    pos = next((i for i, k in enumerate(key) if k is not None), None)
-    if pos is None:  # only newaxis entries: every row, then add the axes
-        return Selection(range(nrows), key + (Ellipsis,))
-    k0 = key[pos]
-    before, after = key[:pos], key[pos + 1:]
-    trivial_rest = not before and all(
-        isinstance(k, slice) and k == slice(None) for k in after)
-    # numpy broadcasts array indices with each other and with the ints beside them,
-    # so with any in the remainder, rows picked by an array are addressed by position.
-    advanced_rest = any(_is_int(k) or _as_index_array(k) is not None for k in after)
+    if okey.shape != grid.shape:
+        raise ValueError(f"key made for shape {okey.shape}, grid has shape {grid.shape}")
+    per_axis = []
+    for sel, c, b, n in zip(okey.axes, grid.chunks, grid.blocks, grid.shape, strict=True):
+        if isinstance(sel, range):
+            groups = _range_groups(sel, c, b, n)
+        else:
+            groups = _array_groups(np.asarray(sel, dtype=np.intp), c, b, n)
+        if not groups:
+            return  # empty selection on one axis: nothing anywhere
+        per_axis.append(groups)
+    gshape, bpc = grid.grid_shape, grid.blocks_per_chunk
+    for combo in product(*per_axis):
+        coords = tuple(g.coord for g in combo)
+        nchunk = 0
+        for c, g in zip(coords, gshape, strict=True):
+            nchunk = nchunk * g + c
+        yield Piece(nchunk, coords, tuple(g.local for g in combo), tuple(g.out for g in combo),
+                    all(g.full for g in combo), tuple(g.blocks for g in combo), bpc)
 
-    if _is_int(k0):
-        i = int(k0)
-        if not -nrows <= i < nrows:
-            raise IndexError(f"index {i} is out of bounds for axis 0 with size {nrows}")
-        i %= nrows
-        if trivial_rest:
-            return Selection(i, None)
-        # Keep the row axis (index 0 of a one-row range): numpy then places any
-        # broadcast dimensions exactly as it would, and writes get an array.
-        return Selection(range(i, i + 1), before + (0,) + after)
 
-    if isinstance(k0, slice):
-        rows = range(nrows)[k0]
-        post = None if trivial_rest else before + (slice(None),) + after
-        return Selection(rows, post)
+# ---------------------------------------------------------------- data movement
 
-    arr = _as_index_array(k0)
-    if arr is None:
-        raise IndexError(f"invalid index {k0!r}")
-    if arr.dtype == bool:
-        if arr.ndim == 0:
-            # a[True] / a[False]: numpy adds an axis of length 1 or 0.
-            return Selection(range(nrows), key[:pos] + (arr,) + after)
-        if arr.shape[0] != nrows:
-            raise IndexError(
-                f"boolean index did not match indexed array along axis 0; size of axis is "
-                f"{nrows} but size of corresponding boolean axis is {arr.shape[0]}")
-        if arr.ndim > 1:
-            # A mask spanning several axes: pick the rows any of it touches, then apply it.
-            touched = np.flatnonzero(arr.reshape(nrows, -1).any(axis=1))
-            sub = arr[touched]
-            return Selection(touched.astype(np.int64), before + (sub,) + after)
-        rows = np.flatnonzero(arr).astype(np.int64)
-        if trivial_rest:
-            return Selection(rows, None)
-        first = np.arange(len(rows)) if advanced_rest else slice(None)
-        return Selection(rows, before + (first,) + after)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise IndexError(
-            "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer "
-            "or boolean arrays are valid indices")
-    flat = arr.reshape(-1).astype(np.int64, copy=False)
-    if flat.size:
-        lo, hi = int(flat.min()), int(flat.max())
-        if lo < -nrows or hi >= nrows:
-            bad = lo if lo < -nrows else hi
-            raise IndexError(f"index {bad} is out of bounds for axis 0 with size {nrows}")
-        if lo < 0:
-            flat = np.where(flat < 0, flat + nrows, flat)
-    if arr.ndim == 1 and trivial_rest:
-        return Selection(flat, None)
-    # Read each distinct row once, then let numpy apply the original semantics.
-    uniq, inverse = np.unique(flat, return_inverse=True)
-    return Selection(uniq, before + (inverse.reshape(arr.shape),) + after)
+def _as_slice(r: range) -> slice:
+    # range(5, -1, -1) must become slice(5, None, -1): a stop of -1 would wrap.
+    return slice(r.start, r.stop if r.stop >= 0 else None, r.step)
+
+
+def outer_index(parts: Sequence[AxisIndex]) -> tuple:
+    """An index tuple picking the outer product of ``parts`` (``np.ix_`` semantics).
+
+    Ranges become slices (views, no index arrays). With one array numpy's own
+    rules already are orthogonal; with several, every part becomes an array
+    shaped to broadcast along its own axis, as ``np.ix_`` does.
+    """
+    arrays = sum(1 for p in parts if not isinstance(p, range))
+    if arrays <= 1:
+        return tuple(_as_slice(p) if isinstance(p, range) else p for p in parts)
+    nd = len(parts)
+    out = []
+    for ax, p in enumerate(parts):
+        a = np.arange(p.start, p.stop, p.step, dtype=np.intp) if isinstance(p, range) else p
+        out.append(a.reshape((1,) * ax + (-1,) + (1,) * (nd - ax - 1)))
+    return tuple(out)
+
+
+def gather(piece: Piece, decoded_chunk_ext: np.ndarray, out: np.ndarray) -> None:
+    """Copy a piece's items from a decoded chunk (C order, extended shape) into ``out``.
+
+    ``out`` has the selection's ``sel_shape``.
+    """
+    out[outer_index(piece.out)] = decoded_chunk_ext[outer_index(piece.local)]
+
+
+def scatter(piece: Piece, values: np.ndarray, chunk_ext: np.ndarray) -> None:
+    """Copy a piece's items from ``values`` (of ``sel_shape``) into a chunk in place."""
+    chunk_ext[outer_index(piece.local)] = values[outer_index(piece.out)]
+
+
+def deblock(raw: np.ndarray, grid: NDGrid) -> np.ndarray:
+    """A decoded chunk in Blosc's block order, as the chunk in C order (extended shape).
+
+    ``raw`` is flat: either ``prod(ext_chunks)`` items of any dtype, or that
+    many times ``itemsize`` bytes (a uint8 buffer), which is then viewed as
+    ``V{itemsize}`` items for the caller to ``.view`` as its dtype. Returns a
+    view when the block layout already is C order, else a copy.
+    """
+    raw = np.asarray(raw).reshape(-1)
+    n = grid.chunk_items
+    if raw.size != n:
+        if raw.dtype.itemsize == 1 and raw.size == n * grid.itemsize and grid.itemsize > 1:
+            raw = raw.view(np.dtype(f"V{grid.itemsize}"))
+        else:
+            raise ValueError(f"a chunk of {grid.ext_chunks} holds {n} items, got {raw.size}")
+    ext = grid.ext_chunks
+    if geo.blocked_is_c_order(ext, grid.blocks):
+        return raw.reshape(ext)
+    return geo.blocked_view(raw, ext, grid.blocks).reshape(ext)
+
+
+def reblock(chunk_ext: np.ndarray, grid: NDGrid) -> np.ndarray:
+    """A chunk in C order (extended shape) as a flat array in Blosc's block order."""
+    if chunk_ext.shape != grid.ext_chunks:
+        raise ValueError(f"chunk of shape {chunk_ext.shape}, expected {grid.ext_chunks}")
+    return geo.to_blocked(chunk_ext, grid.blocks).reshape(-1)
+
+
+def _as_array(part: AxisIndex) -> np.ndarray:
+    if isinstance(part, range):
+        return np.arange(part.start, part.stop, part.step, dtype=np.intp)
+    return part
+
+
+def split_index(parts: Sequence[AxisIndex], grid: NDGrid) -> tuple:
+    """An index into a block-ordered chunk viewed as ``blocks_per_chunk + blocks``.
+
+    Blocks are stored one after another in C order, each C-ordered, so that 2N-d
+    view needs no copy; position ``i`` on axis ``ax`` is block ``i // b``, offset
+    ``i % b`` there.  The index picks the outer product of ``parts``.
+    """
+    nd = grid.ndim
+    outer, inner = [], []
+    for ax, (part, b) in enumerate(zip(parts, grid.blocks, strict=True)):
+        q, r = np.divmod(_as_array(part), b)
+        shape = (1,) * ax + (-1,) + (1,) * (nd - ax - 1)
+        outer.append(q.reshape(shape))
+        inner.append(r.reshape(shape))
+    return tuple(outer) + tuple(inner)
+
+
+def _block_box(parts: Sequence[AxisIndex], grid: NDGrid):
+    """The blocks a selection spans, as a box: ``(slices into the 2N-d view, offsets)``,
+    plus the box's item count."""
+    lows, view_key, items = [], [], 1
+    for part, b in zip(parts, grid.blocks, strict=True):
+        if isinstance(part, range):
+            lo, hi = (part.start, part[-1]) if part.step > 0 else (part[-1], part.start)
+        else:
+            lo, hi = int(part.min()), int(part.max())
+        qlo, qhi = lo // b, hi // b
+        view_key.append(slice(qlo, qhi + 1))
+        lows.append(qlo * b)
+        items *= (qhi - qlo + 1) * b
+    return tuple(view_key), lows, items
+
+
+def _aligned_key(parts: Sequence[AxisIndex], grid: NDGrid):
+    """A basic index of the 2N-d block view picking ``parts`` exactly, or None.
+
+    Possible when every axis selects one position (block ``q``, offset ``r``)
+    or an ascending unit-step run of whole blocks.  Returns the index and the
+    shape ``(m0, w0, m1, w1, ...)`` the destination is split into to match the
+    view with its axes interleaved.
+    """
+    qkey, rkey, split = [], [], []
+    for part, b in zip(parts, grid.blocks, strict=True):
+        if not isinstance(part, range):
+            return None
+        if len(part) == 1:
+            q, r = divmod(part.start, b)
+            qkey.append(slice(q, q + 1))
+            rkey.append(slice(r, r + 1))
+            split += (1, 1)
+        elif part.step == 1 and part.start % b == 0 and len(part) % b == 0:
+            qkey.append(slice(part.start // b, part.stop // b))
+            rkey.append(slice(None))
+            split += (len(part) // b, b)
+        else:
+            return None
+    return tuple(qkey) + tuple(rkey), tuple(split)
+
+
+def _shifted(part: AxisIndex, offset: int) -> AxisIndex:
+    if isinstance(part, range):
+        return range(part.start - offset, part.stop - offset, part.step)
+    return part - offset
+
+
+def _dense(piece: Piece, box_items: int) -> bool:
+    # Copying the spanned blocks into C order first pays off unless the
+    # selection is sparse in them (then index the blocks directly).
+    return box_items <= 4 * math.prod(piece.shape) + 4096
+
+
+def gather_blocked(piece: Piece, raw: np.ndarray, grid: NDGrid, out: np.ndarray) -> None:
+    """Like :func:`gather`, reading from a flat chunk still in block order.
+
+    Only the blocks the piece touches need to hold decoded data.  A dense piece
+    copies the box of blocks it spans into C order and slices that; a sparse
+    one indexes the 2N-d block view directly.
+    """
+    nd = grid.ndim
+    view = raw.reshape(grid.blocks_per_chunk + grid.blocks)
+    aligned = _aligned_key(piece.local, grid)
+    if aligned is not None:
+        key, split = aligned
+        dest = out[outer_index(piece.out)].reshape(split)
+        dest[...] = view[key].transpose(_interleave(nd))
+        return
+    box_key, lows, items = _block_box(piece.local, grid)
+    if not _dense(piece, items):
+        out[outer_index(piece.out)] = view[split_index(piece.local, grid)]
+        return
+    sub = view[box_key + (slice(None),) * nd]
+    box = sub.transpose(_interleave(nd)).reshape(
+        tuple(m * b for m, b in zip(sub.shape[:nd], grid.blocks, strict=True)))
+    local = tuple(_shifted(p, lo) for p, lo in zip(piece.local, lows, strict=True))
+    out[outer_index(piece.out)] = box[outer_index(local)]
+
+
+def scatter_blocked(piece: Piece, values: np.ndarray, raw: np.ndarray, grid: NDGrid) -> None:
+    """Like :func:`scatter`, writing into a flat chunk in block order."""
+    nd = grid.ndim
+    view = raw.reshape(grid.blocks_per_chunk + grid.blocks)
+    box_key, lows, items = _block_box(piece.local, grid)
+    if not _dense(piece, items):
+        view[split_index(piece.local, grid)] = values[outer_index(piece.out)]
+        return
+    sub = view[box_key + (slice(None),) * nd]
+    shape = tuple(m * b for m, b in zip(sub.shape[:nd], grid.blocks, strict=True))
+    box = sub.transpose(_interleave(nd)).reshape(shape)
+    local = tuple(_shifted(p, lo) for p, lo in zip(piece.local, lows, strict=True))
+    box[outer_index(local)] = values[outer_index(piece.out)]
+    split = tuple(x for m, b in zip(sub.shape[:nd], grid.blocks, strict=True) for x in (m, b))
+    sub[...] = box.reshape(split).transpose(_deinterleave(nd))
+
+
+def _interleave(nd: int) -> tuple[int, ...]:
+    """Axes (q0..qN-1, r0..rN-1) reordered as (q0, r0, q1, r1, ...)."""
+    return tuple(x for ax in range(nd) for x in (ax, nd + ax))
+
+
+def _deinterleave(nd: int) -> tuple[int, ...]:
+    """The inverse of :func:`_interleave`."""
+    return tuple(range(0, 2 * nd, 2)) + tuple(range(1, 2 * nd, 2))
+
+
+def c_bounds(parts: Sequence[AxisIndex], shape: Sequence[int]) -> tuple[int, int]:
+    """``[first, last + 1)``: the items of a C-ordered array of ``shape`` a selection spans.
+
+    The selection is a cartesian product, so its first item in C order has the
+    smallest position on every axis and its last the largest.
+    """
+    first = last = 0
+    for part, n in zip(parts, shape, strict=True):
+        if isinstance(part, range):
+            lo, hi = (part.start, part[-1]) if part.step > 0 else (part[-1], part.start)
+        else:
+            lo, hi = int(part.min()), int(part.max())
+        first, last = first * n + lo, last * n + hi
+    return first, last + 1
+
+
+def c_run(parts: Sequence[AxisIndex], shape: Sequence[int]) -> int | None:
+    """Where a selection starts when it is one contiguous run of a C-ordered array.
+
+    That is when every axis before the first one selecting several positions
+    selects one, that axis steps by one, and every axis after it is selected
+    whole.  Returns the first item's offset, or None.
+    """
+    start, free = 0, False
+    for part, n in zip(parts, shape, strict=True):
+        if not isinstance(part, range) or not len(part):
+            return None
+        if len(part) > 1 and part.step != 1:
+            return None
+        if free and not (part.start == 0 and len(part) == n):
+            return None
+        free = free or len(part) > 1
+        start = start * n + part.start
+    return start

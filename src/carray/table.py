@@ -38,7 +38,7 @@ from carray.errors import (
     FormatError,
     ReadOnlyError,
 )
-from carray.grid import select
+from carray.keys import select
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray, read_json
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams

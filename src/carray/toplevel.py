@@ -12,6 +12,7 @@ import numpy as np
 from carray.array import carray
 from carray.errors import ContainerNotFoundError, FormatError
 from carray.grid import calc_chunklen
+from carray.layouts.b2frame import is_b2nd_frame
 
 
 def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.dtype]:
@@ -183,9 +184,9 @@ def open(rootdir: str | os.PathLike, mode: str = "a", **kwargs: Any) -> Any:  # 
         from carray.table import ctable
 
         return ctable(rootdir=rootdir, mode=mode, **kwargs)
-    if os.path.isfile(os.path.join(rootdir, "meta", "storage")):
+    if os.path.isfile(os.path.join(rootdir, "meta", "storage")) or is_b2nd_frame(rootdir):
         return carray(rootdir=rootdir, mode=mode, **kwargs)
-    raise FormatError("not a carray dataset (no meta/storage)", rootdir)
+    raise FormatError("not a carray dataset (no meta/storage, not a Blosc2 frame)", rootdir)
 
 
 __all__ = ["arange", "calc_chunklen", "eval", "fill", "fromiter", "iterblocks", "ones", "open",

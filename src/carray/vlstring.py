@@ -26,7 +26,7 @@ from carray._fileio import atomic_write
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
-from carray.grid import select
+from carray.keys import select
 from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
 

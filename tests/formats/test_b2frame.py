@@ -272,8 +272,8 @@ def test_overwrite_replaces_previous_frame(tmp_path):
 
 def test_write_rejects_bad_arguments(tmp_path):
     p = tmp_path / "x.b2nd"
-    with pytest.raises(ValueError, match="at most 8"):
-        write_array(np.zeros((1,) * 9), p)
+    with pytest.raises(ValueError, match="at most 16"):
+        write_array(np.zeros((1,) * 17), p)
     with pytest.raises(UnsupportedDTypeError):
         write_array(np.array([1, "a"], dtype=object), p)
     with pytest.raises(ValueError, match="larger than chunk"):
@@ -287,6 +287,29 @@ def test_write_rejects_bad_arguments(tmp_path):
     with pytest.raises(TypeError):
         write_array(np.zeros(4), p, vlmeta={"x": object()})
     assert not p.exists()
+
+
+def test_sixteen_dimensions_both_ways(tmp_path):
+    # b2nd allows 16 (B2ND_MAX_DIM); c-blosc2 marks the 16-entry arrays with 0xA0.
+    a = np.arange(2**16, dtype="u1").reshape((2,) * 16)
+    ours, theirs = tmp_path / "ours.b2nd", tmp_path / "theirs.b2nd"
+    write_array(a, ours, chunks=(1,) * 8 + (2,) * 8, blocks=(1,) * 12 + (2,) * 4)
+    assert _same(_b2_read(ours), a)
+    blosc2.asarray(a, urlpath=str(theirs), mode="w", chunks=(1,) * 8 + (2,) * 8,
+                   blocks=(1,) * 12 + (2,) * 4)
+    assert _same(read_array(theirs), a)
+    assert ours.read_bytes().count(b"\x97\x00\x10\xa0") == 1
+
+
+def test_caterva_frames_stay_at_eight_dimensions(tmp_path):
+    src = DATA / "caterva" / "cat_f8_2d_zstd.caterva"
+    bad = tmp_path / "c.caterva"
+    shutil.copy(src, bad)
+    with read_frame(bad) as f:
+        at = f.header.meta_offsets["caterva"] + 5
+    _patch(bad, at + 2, b"\x09")
+    with pytest.raises(FormatError, match="at most 8"):
+        read_frame(bad)
 
 
 # -- hypothesis: geometry round trips ----------------------------------------------------
@@ -442,7 +465,7 @@ def _b2nd_offset(path: Path) -> int:
 
 
 @pytest.mark.parametrize("what,rel,new,match", [
-    ("ndim 9", 2, b"\x09", "at most 8"),
+    ("ndim 17", 2, b"\x11", "at most 16"),
     ("ndim 3", 2, b"\x03", "fixarray"),
     ("version", 1, b"\x01", "version"),
     ("not an array", 0, b"\x96", "fixarray"),

@@ -462,7 +462,7 @@ def test_offset_past_the_end(tmp_path):
 
 
 @pytest.mark.parametrize("field,value,match", [
-    ("format_version", 2, "format version"), ("checksum", "crc64", "unknown checksum"),
+    ("format_version", 3, "format version"), ("checksum", "crc64", "unknown checksum"),
     ("superchunksize", 0, "superchunksize")])
 def test_bad_storage(tmp_path, field, value, match):
     make_array(tmp_path / "a", 500).close()

@@ -1,85 +1,24 @@
-"""``carray convert SRC DST [--to FORMAT]``: convert between dataset formats.
+"""``carray convert SRC DST [--to FORMAT]``: convert arrays and datasets between formats.
 
-Formats are chosen by file extension (or ``--to``) from :data:`FORMATS`, a small table of
-readers and writers of the dataset structure of :mod:`carray.formats.ds`. Adding a format
-is adding a row: a module with ``read(path, variables=None, sel=None)``,
-``write(path, dataset, **options)`` and ``read_header(path)``.
+Arrays: carray directories, bcolz 1.x directories, ``.b2nd`` frames and ``.npy``
+files; datasets: ``.ds`` and ``.nc``.  The work is :func:`carray.convert.convert`;
+this module parses options and draws the progress bar.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import sys
-from dataclasses import dataclass
+import time
 from functools import wraps
 
+from carray.convert import ARRAY_FORMATS, FORMATS, convert, format_for, read_any, write_any
+from carray.params import CParams
 
-@dataclass(frozen=True)
-class DatasetFormat:
-    """One row of the format table; the module is imported only when used."""
+__all__ = ["clean_errors", "format_for", "read_any", "register", "write_any"]
 
-    name: str
-    extensions: tuple[str, ...]
-    module: str
-    write_options: tuple[str, ...] = ()  # keyword options its writer accepts
-
-    def _mod(self):
-        return importlib.import_module(self.module)
-
-    def read(self, path, variables=None, sel=None) -> dict:
-        return self._mod().read(path, variables, sel)
-
-    def read_header(self, path) -> dict:
-        return self._mod().read_header(path)
-
-    def write(self, path, dataset, **options) -> None:
-        unknown = set(options) - set(self.write_options)
-        if unknown:
-            raise ValueError(f"{self.name} output does not take {', '.join(sorted(unknown))}")
-        self._mod().write(path, dataset, **options)
-
-
-FORMATS: tuple[DatasetFormat, ...] = (
-    DatasetFormat("ds", (".ds",), "carray.formats.ds"),
-    DatasetFormat("netcdf", (".nc", ".nc4", ".nc3", ".netcdf"), "carray.formats.netcdf",
-                  write_options=("unlimited",)),
-)
-
-
-def format_for(path: str | os.PathLike, name: str | None = None) -> DatasetFormat:
-    """The format named ``name``, or else the one whose extension ``path`` has."""
-    if name is not None:
-        for fmt in FORMATS:
-            if fmt.name == name:
-                return fmt
-        raise ValueError(f"unknown format {name!r} (known: "
-                         f"{', '.join(f.name for f in FORMATS)})")
-    ext = os.path.splitext(os.fspath(path))[1].lower()
-    for fmt in FORMATS:
-        if ext in fmt.extensions:
-            return fmt
-    known = ", ".join(e for f in FORMATS for e in f.extensions)
-    raise ValueError(f"{os.fspath(path)}: no dataset reader or writer for extension "
-                     f"{ext or '(none)'!r} (known: {known}; or pass --to FORMAT)")
-
-
-def read_any(path, variables=None, sel=None) -> dict:
-    """Read any supported dataset file (by extension)."""
-    return format_for(path).read(path, variables, sel)
-
-
-def write_any(path, dataset, fmt: str | None = None, **options) -> None:
-    """Write a dataset in the format of ``path``'s extension (or ``fmt``)."""
-    format_for(path, fmt).write(path, dataset, **options)
-
-
-def convert(src, dst, to: str | None = None, **options) -> None:
-    """Convert a dataset file ``src`` to ``dst`` (formats from the extensions, or ``to``)."""
-    reader = format_for(src)
-    writer = format_for(dst, to)
-    writer.write(dst, reader.read(src), **options)
+# Copies of at least this many bytes show a progress bar on a terminal.
+_BAR_BYTES = 64 * 2**20
 
 
 def clean_errors(func):
@@ -95,15 +34,63 @@ def clean_errors(func):
     return run
 
 
+class ProgressBar:
+    """A one-line progress bar on stderr: percentage, bytes, throughput."""
+
+    def __init__(self, label: str, width: int = 30) -> None:
+        self.label, self.width = label, width
+        self.start = time.perf_counter()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        frac = done / total if total else 1.0
+        filled = int(frac * self.width)
+        rate = done / max(time.perf_counter() - self.start, 1e-9) / 2**20
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
+                         f"{frac:6.1%} {done / 2**20:,.0f}/{total / 2**20:,.0f} MiB "
+                         f"{rate:,.0f} MiB/s")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def _shape(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"expected comma-separated ints, got {text!r}") from None
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
+    arrays = ", ".join(f"{name} ({', '.join(ext) or 'a directory'})"
+                       for name, (ext, _) in ARRAY_FORMATS.items())
+    datasets = ", ".join(e for f in FORMATS for e in f.extensions)
     p = subparsers.add_parser(
-        "convert", help="convert a dataset between formats (.ds, .nc)",
-        description="Convert a dataset file; formats follow the extensions "
-                    f"({', '.join(e for f in FORMATS for e in f.extensions)}).")
-    p.add_argument("src", help="input file")
-    p.add_argument("dst", help="output file")
-    p.add_argument("--to", metavar="FORMAT", choices=[f.name for f in FORMATS],
+        "convert", help="convert an array or a dataset between formats",
+        description=f"Convert an array ({arrays}) or a dataset ({datasets}). The "
+                    "destination format follows its extension, or --to; a destination "
+                    "without a known extension is a carray directory.")
+    p.add_argument("src", help="input array or dataset")
+    p.add_argument("dst", help="output path")
+    p.add_argument("--to", metavar="FORMAT",
+                   choices=[*ARRAY_FORMATS, *(f.name for f in FORMATS)],
                    help="output format, instead of guessing it from DST's extension")
+    p.add_argument("--chunks", metavar="C0,C1,...", help="chunk shape of the output array")
+    p.add_argument("--blocks", metavar="B0,B1,...", help="block shape of the output array")
+    p.add_argument("--codec", choices=["blosclz", "lz4", "lz4hc", "zlib", "zstd"],
+                   help="codec of the output array (default: the input's)")
+    p.add_argument("--clevel", type=int, help="compression level of the output array")
+    p.add_argument("--force", action="store_true", help="replace an existing output")
+    bar = p.add_mutually_exclusive_group()
+    bar.add_argument("--progress", action="store_true", default=None,
+                     help="always show a progress bar")
+    bar.add_argument("--no-progress", dest="progress", action="store_false",
+                     help="never show a progress bar")
     p.add_argument("--unlimited", metavar="DIM", action="append", default=[],
                    help="make DIM unlimited (NetCDF output; repeatable)")
     p.set_defaults(func=run)
@@ -111,6 +98,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @clean_errors
 def run(args: argparse.Namespace) -> int:
-    options = {"unlimited": args.unlimited} if args.unlimited else {}
-    convert(args.src, args.dst, args.to, **options)
+    from carray.convert import _is_dataset, open_array
+
+    if _is_dataset(args.src, None):
+        options = {"unlimited": args.unlimited} if args.unlimited else {}
+        convert(args.src, args.dst, args.to, **options)
+        return 0
+    cparams = None
+    if args.codec or args.clevel is not None:
+        base = getattr(open_array(args.src), "cparams", None) or CParams()
+        cparams = base.replace(**{k: v for k, v in (("cname", args.codec),
+                                                     ("clevel", args.clevel)) if v is not None})
+    bar = None
+    if args.progress or (args.progress is None and sys.stderr.isatty()):
+        bar = ProgressBar(f"{args.src} -> {args.dst}")
+        show = bar
+        if args.progress is None:
+            def show(done: int, total: int) -> None:
+                if total >= _BAR_BYTES:
+                    bar(done, total)
+    try:
+        convert(args.src, args.dst, args.to, chunks=_shape(args.chunks),
+                blocks=_shape(args.blocks), cparams=cparams, overwrite=args.force,
+                progress=show if bar else None)
+    finally:
+        if bar is not None:
+            bar.close()
     return 0

@@ -11,7 +11,7 @@ from carray._util import human as _human
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("info", help="describe a dataset (shape, dtype, chunks, codec)")
-    p.add_argument("path", help="dataset directory")
+    p.add_argument("path", help="dataset directory, .b2nd frame or .blp file")
     p.add_argument("--json", action="store_true", help="print the description as JSON")
     p.set_defaults(func=run)
 
@@ -23,6 +23,8 @@ def describe(a: carray.carray) -> dict:
         "shape": list(a.shape),
         "dtype": str(a.dtype),
         "chunks": list(a.chunks),
+        "blocks": None if a.blocks is None else list(a.blocks),
+        "layout": a._layout.describe(),
         "nchunks": a.nchunks,
         "leftover": a.leftover,
         "codec": a.cparams.cname,
@@ -40,7 +42,9 @@ def format_description(info: dict) -> str:
         ("type", info["type"]),
         ("shape", tuple(info["shape"])),
         ("dtype", info["dtype"]),
+        ("layout", info["layout"]),
         ("chunks", f"{tuple(info['chunks'])} x {info['nchunks']} + {info['leftover']} rows"),
+        ("blocks", "Blosc's own" if info["blocks"] is None else tuple(info["blocks"])),
         ("codec", f"{info['codec']} clevel={info['clevel']} shuffle={info['shuffle']}"),
         ("nbytes", _human(info["nbytes"])),
         ("cbytes", _human(info["cbytes"])),

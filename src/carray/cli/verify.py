@@ -17,6 +17,7 @@ import numpy as np
 
 from carray.codecs import blosc
 from carray.errors import CArrayError, FormatError
+from carray.formats import _b2nd_geometry as geo
 from carray.formats._blp_frame import (
     HEADER_SIZE,
     METADATA_HEADER_SIZE,
@@ -24,6 +25,7 @@ from carray.formats._blp_frame import (
     MetadataHeader,
     decode_metadata,
 )
+from carray.grid import NDGrid
 from carray.layouts import superchunk as sc_mod
 from carray.layouts._superchunk_meta import Journal, Sizes, StorageInfo, decode_attr
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray, read_json
@@ -67,9 +69,14 @@ def _verify_superchunk(root: str) -> tuple[list[str], int]:
         sizes = Sizes.from_json(read_json(sizes_path, "meta/sizes"), sizes_path)
     except CArrayError as exc:
         return problems + [str(exc)], 0
-    if sizes.nbytes != sizes.length * info.rowsize:
-        problems.append(_where(sizes_path, None, f"nbytes {sizes.nbytes} != length "
-                               f"{sizes.length} x row size {info.rowsize}"))
+    if sizes.nbytes != math.prod(sizes.shape) * info.dtype.itemsize:
+        problems.append(_where(sizes_path, None, f"nbytes {sizes.nbytes} != shape "
+                               f"{list(sizes.shape)} x item size {info.dtype.itemsize}"))
+    try:
+        grid = NDGrid(sizes.shape, info.chunkshape, info.blockshape or info.chunkshape,
+                      max(info.dtype.itemsize, 1))
+    except ValueError as exc:
+        return problems + [_where(sizes_path, None, str(exc))], 0
     jpath = os.path.join(meta_dir, sc_mod.JOURNAL_FILE)
     if os.path.exists(jpath):
         with open(jpath, "rb") as f:
@@ -91,22 +98,34 @@ def _verify_superchunk(root: str) -> tuple[list[str], int]:
         except CArrayError as exc:
             problems.append(str(exc))
     S = info.superchunksize
-    nchunks = -(-sizes.length // info.chunklen)
+    nchunks = grid.nchunks
     checked = 0
     for k in range(math.ceil(nchunks / S)):
         first = k * S
         count = min(S, nchunks - first)
-        p, n = _verify_file(root, info, sizes, k, count, nchunks)
+        p, n = _verify_file(root, info, grid, k, count, nchunks)
         problems += p
         checked += n
     return problems, checked
 
 
-def _verify_file(root: str, info: StorageInfo, sizes: Sizes, k: int, count: int,
+def _allowed_nbytes(grid: NDGrid, n: int, c_order: bool) -> tuple[int, ...]:
+    """Decoded sizes chunk ``n`` may have: full, or (C order) just its rows when in the
+    last partial run of rows."""
+    full = grid.chunk_nbytes
+    row0 = grid.chunk_coords(n)[0] if grid.ndim else 0
+    if not c_order or (row0 + 1) * grid.chunks[0] <= grid.shape[0]:
+        return (full,)
+    rows = grid.shape[0] - row0 * grid.chunks[0]
+    return (full, full // grid.ext_chunks[0] * rows)
+
+
+def _verify_file(root: str, info: StorageInfo, grid: NDGrid, k: int, count: int,
                  nchunks: int) -> tuple[list[str], int]:
     path = os.path.join(root, sc_mod.DATA_DIR, sc_mod.superchunk_name(k))
     problems: list[str] = []
     S = info.superchunksize
+    c_order = info.blockshape is None or geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -164,12 +183,11 @@ def _verify_file(root: str, info: StorageInfo, sizes: Sizes, k: int, count: int,
                 if dsize and ck.digest(chunk) != rec[h.cbytes:]:
                     problems.append(_where(path, off + h.cbytes,
                                            f"chunk {n}: {ck.name} checksum mismatch"))
-                rows = info.chunklen if n < nchunks - 1 else \
-                    sizes.length - (nchunks - 1) * info.chunklen
                 blosc.validate_chunk(chunk, None, path, off)
-                if h.nbytes not in (rows * info.rowsize, info.chunk_nbytes):
+                allowed = _allowed_nbytes(grid, n, c_order)
+                if h.nbytes not in allowed:
                     raise FormatError(f"chunk {n} holds {h.nbytes} bytes, expected "
-                                      f"{rows * info.rowsize}", path, off)
+                                      f"{' or '.join(map(str, allowed))}", path, off)
                 blosc.decompress(chunk, path)
                 checked += 1
             except CArrayError as exc:

@@ -24,6 +24,12 @@ byte offsets from c-blosc2 ``frame.h``, checked against the shared fixtures):
 * ``b2nd`` layer: ``97 00 ndim`` + ``9N {D3 int64}`` shape + ``9N {D2 int32}``
   chunkshape + ``9N {D2 int32}`` blockshape + dtype_format (0 = NumPy) +
   ``DB`` str32 dtype string. ``caterva`` layer: ``95`` and the first five.
+  c-blosc2 writes each array marker as ``0x90 + ndim`` (b2nd.c
+  ``b2nd_serialize_meta``), so 16 dimensions give ``A0``, not a valid fixarray;
+  readers skip the byte. ndim is at most 16 for b2nd, 8 for caterva.
+* Every integer of those layers is fixed-width, so rewriting the shape never
+  changes the header's length; the fixed fields sit at the offsets above, so a
+  commit patches them in place (``patch_header``).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from carray.errors import FormatError
-from carray.formats._b2nd_geometry import MAX_DIM
+from carray.formats._b2nd_geometry import B2ND_MAX_DIM, CATERVA_MAX_DIM
 
 MAGIC = b"\x9e\xa8b2frame\x00"
 FIXED_HEADER = 87
@@ -266,14 +272,15 @@ def parse_nd_meta(raw: bytes, kind: str, path, offset: int | None) -> NDMeta:
     if raw[1] != 0:
         raise bad(f"version {raw[1]} is not 0", 1)
     ndim = raw[2]
-    if ndim > MAX_DIM:
-        raise bad(f"{ndim} dimensions, at most {MAX_DIM} are supported", 2)
+    max_dim = B2ND_MAX_DIM if kind == "b2nd" else CATERVA_MAX_DIM
+    if ndim > max_dim:
+        raise bad(f"{ndim} dimensions, at most {max_dim} are supported", 2)
     pos = 3
     arrays = []
     for what, marker, fmt in (("shape", 0xD3, ">q"), ("chunkshape", 0xD2, ">i"),
                               ("blockshape", 0xD2, ">i")):
         width = struct.calcsize(fmt)
-        if pos >= len(raw) or raw[pos] != 0x90 | ndim:
+        if pos >= len(raw) or raw[pos] != _array_marker(ndim):
             raise bad(f"{what} is not a fixarray of {ndim}", pos)
         pos += 1
         values = []
@@ -324,13 +331,18 @@ def dtype_string(dtype: np.dtype) -> str:
     return str(dtype) if dtype.fields is not None else dtype.str
 
 
+def _array_marker(ndim: int) -> int:
+    # c-blosc2's ``0x90 + ndim``: a fixarray up to 15, 0xA0 for 16 (see module doc).
+    return 0x90 + ndim
+
+
 def build_nd_meta(shape, chunkshape, blockshape, dtype: np.dtype | None) -> bytes:
     """Bytes of a ``b2nd`` layer (``dtype`` given) or a ``caterva`` layer (``dtype`` None)."""
     ndim = len(shape)
     out = bytearray([0x97 if dtype is not None else 0x95, 0, ndim])
     for values, marker, fmt in ((shape, 0xD3, ">q"), (chunkshape, 0xD2, ">i"),
                                 (blockshape, 0xD2, ">i")):
-        out.append(0x90 | ndim)
+        out.append(_array_marker(ndim))
         for v in values:
             out.append(marker)
             out += struct.pack(fmt, v)
@@ -407,3 +419,24 @@ def build_trailer(vlmeta_chunks: list[tuple[str, bytes]]) -> bytes:
     body = b"\x94\x01\x93\xcd" + _U16.pack(3 + len(name_map)) + name_map + values
     trailer_len = len(body) + TRAILER_TAIL
     return body + b"\xce" + _U32.pack(trailer_len) + b"\xd8\x00" + bytes(16)
+
+
+def patch_header(header: bytearray, *, frame_len: int, nbytes: int, cbytes: int,
+                 has_vlmeta: bool, chunksize: int | None = None,
+                 blocksize: int | None = None) -> None:
+    """Rewrite the size fields of a complete header in place (its length never changes).
+
+    ``chunksize``/``blocksize`` are only written when given; a header that had
+    chunksize 0 (an empty python-blosc2 array: variable-size chunks, format
+    version 3) is switched to fixed-size chunks, version 2.
+    """
+    struct.pack_into(">Q", header, 16, frame_len)
+    struct.pack_into(">q", header, 30, nbytes)
+    struct.pack_into(">q", header, 39, cbytes)
+    if chunksize is not None:
+        if _I32.unpack_from(header, 58)[0] == 0 and chunksize:
+            header[25] = 0x12
+        _I32.pack_into(header, 58, chunksize)
+    if blocksize is not None:
+        _I32.pack_into(header, 53, blocksize)
+    header[68] = 0xC3 if has_vlmeta else 0xC2

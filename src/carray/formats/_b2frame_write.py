@@ -31,7 +31,8 @@ from carray.formats._b2frame_header import (
 )
 from carray.params import CParams
 
-_COMPCODES = {"blosclz": 0, "lz4": 1, "lz4hc": 2, "zlib": 4, "zstd": 5}
+#: Codec name -> the compcode frame headers and chunk byte 22 carry.
+COMPCODES = {"blosclz": 0, "lz4": 1, "lz4hc": 2, "zlib": 4, "zstd": 5}
 #: Default sizes: chunks large enough to amortise per-chunk work, blocks small
 #: enough to stay in cache while Blosc works on them.
 CHUNK_TARGET = 4 * 2**20
@@ -67,7 +68,16 @@ def default_chunks_blocks(shape, itemsize: int) -> tuple[tuple[int, ...], tuple[
     return tuple(chunks), tuple(blocks)
 
 
-def _pack(value: Any) -> bytes:
+def pack_value(value: Any) -> bytes:
+    """msgpack bytes of a metadata value, as python-blosc2 packs ``meta``/``vlmeta``.
+
+    numpy scalars and arrays become Python numbers and lists.
+
+    Raises
+    ------
+    TypeError
+        A value msgpack cannot hold.
+    """
     def default(obj):
         if isinstance(obj, np.generic):
             return obj.item()
@@ -76,6 +86,12 @@ def _pack(value: Any) -> bytes:
         raise TypeError(f"cannot store {type(obj).__name__} in Blosc2 metadata")
 
     return msgpack.packb(value, use_bin_type=True, default=default)
+
+
+def encode_vlmeta(value: Any, cparams: CParams) -> bytes:
+    """A vlmeta entry as python-blosc2's ``vlmeta[k] = v`` stores it: msgpack, then a
+    Blosc2 chunk of typesize 1."""
+    return compress2(np.frombuffer(pack_value(value), np.uint8), 1, cparams)
 
 
 def _write_all(fd: int, data) -> None:
@@ -104,9 +120,15 @@ class _ChunkMaker:
         return compress2(data, g.itemsize, self.cparams, blocksize=g.block_nbytes)
 
 
+def special_code_of(chunk) -> int:
+    """The special-value code of a Blosc2 chunk with an extended header (0 if none)."""
+    if len(chunk) < BLOSC2_HEADER or chunk[0] < 3 or (chunk[2] & 0x05) != 0x05:
+        return 0
+    return (chunk[31] >> 4) & 0x07
+
+
 def _is_zero_special(chunk: bytes) -> bool:
-    return (len(chunk) >= BLOSC2_HEADER and chunk[0] >= 3 and (chunk[2] & 0x05) == 0x05
-            and (chunk[31] >> 4) & 0x07 == _chunk.ZERO)
+    return special_code_of(chunk) == _chunk.ZERO
 
 
 def _replace_path(tmp: str, path: str) -> None:
@@ -135,7 +157,7 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     Parameters
     ----------
     array : array_like
-        Any dtype but object; up to 8 dimensions.
+        Any dtype but object; up to 16 dimensions (b2nd's limit).
     path : str or os.PathLike
         File to write (``contiguous=True``) or directory (sparse frame). An
         existing frame there is replaced; the new one appears atomically.
@@ -155,7 +177,7 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     Raises
     ------
     ValueError
-        Inconsistent shapes, more than 8 dimensions, too many or badly named metadata.
+        Inconsistent shapes, more than 16 dimensions, too many or badly named metadata.
     UnsupportedDTypeError
         Object or zero-size item dtypes.
     """
@@ -183,15 +205,14 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
         raise ValueError(f"blocks of {g.block_nbytes} bytes exceed Blosc2's limit of "
                          f"{_chunk.MAX_BLOCKSIZE}")
     metalayers = [("b2nd", build_nd_meta(g.shape, chunks, blocks, arr.dtype))]
-    metalayers += [(str(k), _pack(v)) for k, v in (meta or {}).items()]
-    vl = [(str(k), compress2(np.frombuffer(_pack(v), np.uint8), 1, cp))
-          for k, v in (vlmeta or {}).items()]
+    metalayers += [(str(k), pack_value(v)) for k, v in (meta or {}).items()]
+    vl = [(str(k), encode_vlmeta(v, cp)) for k, v in (vlmeta or {}).items()]
     trailer = build_trailer(vl)
     nchunks = g.nchunks
     header_args = dict(
         frame_type=0 if contiguous else 1, typesize=itemsize,
         blocksize=g.block_nbytes if nchunks else 0, chunksize=g.chunk_nbytes if nchunks else 0,
-        compcode=_COMPCODES[cp.cname], clevel=cp.clevel, has_vlmeta=bool(vl),
+        compcode=COMPCODES[cp.cname], clevel=cp.clevel, has_vlmeta=bool(vl),
         metalayers=metalayers, trailer_len=len(trailer))
     make = _ChunkMaker(arr, g, cp)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -219,7 +240,8 @@ def _filters_of(chunk: bytes | None, cp: CParams) -> tuple[bytes, bytes]:
     return chunk[16:22], chunk[24:30]
 
 
-def _offsets_chunk(offsets: np.ndarray, cp: CParams) -> bytes:
+def offsets_chunk(offsets: np.ndarray, cp: CParams) -> bytes:
+    """The offsets chunk of a frame: its int64 LE offsets as one Blosc2 chunk."""
     return compress2(offsets.astype("<i8"), 8, cp)
 
 
@@ -242,7 +264,7 @@ def _write_cframe(tmp, make, g, cp, header_args, trailer, fsync) -> None:
             offsets[i] = pos
             _write_all(fd, chunk)
             pos += len(chunk)
-        index = _offsets_chunk(offsets, cp) if nchunks else b""
+        index = offsets_chunk(offsets, cp) if nchunks else b""
         _write_all(fd, index)
         _write_all(fd, trailer)
         filters, filters_meta = _filters_of(sample, cp)
@@ -288,7 +310,7 @@ def _write_sframe(tmp, make, g, cp, header_args, trailer, fsync) -> None:
             offsets[i] = nfiles
             nfiles += 1
             cbytes += len(chunk)
-        index = _offsets_chunk(offsets, cp) if nchunks else b""
+        index = offsets_chunk(offsets, cp) if nchunks else b""
         filters, filters_meta = _filters_of(sample, cp)
         header = build_header(nbytes=nchunks * g.chunk_nbytes, cbytes=cbytes, filters=filters,
                               filters_meta=filters_meta, data_len=len(index), **header_args)

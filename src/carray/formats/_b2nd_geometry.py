@@ -16,8 +16,8 @@ Facts relied on (specs/caterva-b2nd.md §2, from c-blosc2 ``b2nd.c``
 * ``ndim == 0``: one chunk of one item. Any ``shape[i] == 0``: no chunks.
   ``chunkshape[i] == 0`` only together with ``blockshape[i] == 0`` and
   ``shape[i] == 0``.
-* Blosc2 caps ``ndim`` at 8 for caterva (``CATERVA_MAX_DIM``); b2nd allows 16
-  (``B2ND_MAX_DIM``), but this module sticks to the 8 the task requires.
+* c-blosc2 caps ``ndim`` at 16 for b2nd (``B2ND_MAX_DIM``, b2nd.h); caterva
+  0.7 at 8 (``CATERVA_MAX_DIM``, caterva.h).
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ from itertools import product
 
 import numpy as np
 
-MAX_DIM = 8
+B2ND_MAX_DIM = 16
+CATERVA_MAX_DIM = 8
+#: The most dimensions any frame this package reads or writes may have.
+MAX_DIM = B2ND_MAX_DIM
 INT32_MAX = 2**31 - 1
 #: A Blosc2 chunk holds at most this many bytes (int32 sizes, 32-byte header).
 MAX_CHUNK_NBYTES = INT32_MAX - 32
@@ -56,18 +59,20 @@ def blocks_in_chunk(chunkshape: Sequence[int], blockshape: Sequence[int]) -> tup
 
 
 def check_geometry(shape: Sequence[int], chunkshape: Sequence[int],
-                   blockshape: Sequence[int], itemsize: int) -> str | None:
+                   blockshape: Sequence[int], itemsize: int,
+                   max_dim: int = B2ND_MAX_DIM) -> str | None:
     """Why these shapes cannot describe a stored array, or None when they can.
 
     Kept free of exceptions so both the reader (which wraps the reason in a
     ``FormatError`` naming the file) and the writer (``ValueError``) share it.
+    ``max_dim`` is 16 for b2nd and 8 for caterva frames.
     """
     ndim = len(shape)
     if not len(chunkshape) == len(blockshape) == ndim:
         return (f"shape {tuple(shape)}, chunks {tuple(chunkshape)} and blocks "
                 f"{tuple(blockshape)} differ in length")
-    if ndim > MAX_DIM:
-        return f"{ndim} dimensions, Blosc2 arrays have at most {MAX_DIM}"
+    if ndim > max_dim:
+        return f"{ndim} dimensions, Blosc2 arrays have at most {max_dim}"
     if itemsize <= 0:
         return f"item size {itemsize} is not positive"
     for i, (s, c, b) in enumerate(zip(shape, chunkshape, blockshape, strict=True)):

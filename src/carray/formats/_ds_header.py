@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from carray import _fileio
 from carray._fileio import pread_full
 from carray.errors import FormatError
 
@@ -137,14 +138,7 @@ def pread_into(fd: int, buf, offset: int) -> int:
 
     Every read of a ds file goes through here (tests count bytes by wrapping it).
     """
-    view = memoryview(buf).cast("B")
-    done = 0
-    while done < len(view):
-        n = os.preadv(fd, [view[done:]], offset + done)
-        if n <= 0:
-            break
-        done += n
-    return done
+    return _fileio.pread_into(fd, buf, offset)
 
 
 def pread(fd: int, n: int, offset: int) -> bytes:

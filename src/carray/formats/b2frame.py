@@ -59,9 +59,8 @@ from carray.formats._b2frame_write import (
     write_array,
 )
 
-__all__ = ["BLOCK_TARGET", "CHUNK_TARGET", "Frame", "default_chunks_blocks", "read_array",
-           "read_frame", "read_region", "write_array"]
-
+__all__ = ["BLOCK_TARGET", "CHUNK_TARGET", "Frame", "decode_vlmeta", "default_chunks_blocks",
+           "read_array", "read_frame", "read_region", "write_array"]
 
 
 def _unpack(raw: bytes) -> Any:
@@ -70,6 +69,18 @@ def _unpack(raw: bytes) -> Any:
         return msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except (ValueError, msgpack.UnpackException, TypeError, RecursionError):
         return raw
+
+
+def decode_vlmeta(raw: bytes, where: str) -> Any:
+    """One vlmeta value as python-blosc2 stores it: a Blosc2 chunk of a msgpack value.
+
+    Checked before decoding (``where`` names the file and entry in errors);
+    values that are not msgpack come back as raw bytes.
+    """
+    h, _ = _chunk.check_chunk(raw, where, None)
+    data = np.empty(h.nbytes, np.uint8)
+    _chunk.decode_into(raw, data, where, None)
+    return _unpack(data.tobytes())
 
 
 def _split_view(a: np.ndarray, blockshape) -> np.ndarray:
@@ -107,6 +118,10 @@ class Frame:
     meta_raw : dict of bytes
     vlmeta : dict
         Variable-length metadata (user attributes), decoded on first access.
+    vlmeta_raw : dict of bytes
+        The same, as stored: one Blosc2 chunk per entry.
+    index_start, trailer_start : int
+        Where the offsets chunk and the trailer begin in the (index) file.
     header : FrameHeader
         The decoded header fields (typesize, chunksize, codec, ...).
     """
@@ -145,8 +160,9 @@ class Frame:
         if index_start > trailer_start:
             raise FormatError(f"chunks end at {index_start}, after the trailer starts at "
                               f"{trailer_start}", index, 38)
-        self._vlmeta_raw = parse_trailer(pread_full(fd, trailer_len, trailer_start), trailer_start,
-                                         index)
+        self.vlmeta_raw: dict[str, bytes] = parse_trailer(
+            pread_full(fd, trailer_len, trailer_start), trailer_start, index)
+        self.index_start, self.trailer_start = index_start, trailer_start
         self.header: FrameHeader = hdr
         self.meta_raw: dict[str, bytes] = dict(hdr.meta)
         self.meta: dict[str, Any] = {k: _unpack(v) for k, v in hdr.meta.items()}
@@ -188,7 +204,8 @@ class Frame:
         self.kind = layer
         offset = hdr.meta_offsets[layer]
         nd = parse_nd_meta(self.meta_raw[layer], layer, path, offset)
-        reason = geo.check_geometry(nd.shape, nd.chunkshape, nd.blockshape, ts)
+        max_dim = geo.B2ND_MAX_DIM if layer == "b2nd" else geo.CATERVA_MAX_DIM
+        reason = geo.check_geometry(nd.shape, nd.chunkshape, nd.blockshape, ts, max_dim)
         if reason:
             raise FormatError(f"{layer} metalayer: {reason}", path, offset)
         if nd.dtype is not None:
@@ -228,14 +245,25 @@ class Frame:
     @property
     def vlmeta(self) -> dict[str, Any]:
         if self._vlmeta is None:
-            out = {}
-            for name, raw in self._vlmeta_raw.items():
-                h, _ = _chunk.check_chunk(raw, self._index, None)
-                data = np.empty(h.nbytes, np.uint8)
-                _chunk.decode_into(raw, data, f"{self._index} (vlmeta {name!r})", None)
-                out[name] = _unpack(data.tobytes())
-            self._vlmeta = out
+            self._vlmeta = {name: decode_vlmeta(raw, f"{self._index} (vlmeta {name!r})")
+                            for name, raw in self.vlmeta_raw.items()}
         return self._vlmeta
+
+    def offsets_array(self) -> np.ndarray:
+        """Every chunk offset (int64; negative ones mark special chunks), as stored.
+
+        Raises
+        ------
+        FormatError
+            The table is too large to load at once.
+        """
+        if self._offsets is None:
+            return np.empty(0, np.int64)
+        try:
+            return self._offsets.array().astype(np.int64, copy=True)
+        except MemoryError:
+            raise FormatError(f"{self.nchunks} chunk offsets are too many to load",
+                              self._index, self.index_start) from None
 
     def close(self) -> None:
         """Release the file descriptor (sparse frames hold none after opening)."""

@@ -1,8 +1,9 @@
 """Layouts: how an array's chunks and metadata map to storage.
 
 A layout knows nothing of selections; an array never parses a header.  New
-datasets on disk use the superchunk layout unless ``format="bcolz"`` is asked
-for; existing ones are told apart by what is on disk.
+datasets on disk use the superchunk layout unless ``format="bcolz"`` or
+``format="b2nd"`` (python-blosc2 frames; the default for paths ending in
+``.b2nd``) is asked for; existing ones are told apart by what is on disk.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import os
 
 from carray.errors import FormatError
+from carray.layouts.b2frame import B2ndLayout, is_b2nd_frame
 from carray.layouts.base import ArrayMeta, Layout
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
 from carray.layouts.memory import MemoryLayout
 from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
 
-FORMATS = ("superchunk", "bcolz")
+FORMATS = ("superchunk", "bcolz", "b2nd")
 
 
 def create_layout(rootdir: str | os.PathLike | None, meta: ArrayMeta, *,
@@ -24,7 +26,10 @@ def create_layout(rootdir: str | os.PathLike | None, meta: ArrayMeta, *,
     """A new, empty layout for ``meta``: in memory when ``rootdir`` is None."""
     if rootdir is None:
         return MemoryLayout()
-    if (format or "superchunk") == "superchunk":
+    fmt = format or ("b2nd" if os.fspath(rootdir).endswith(".b2nd") else "superchunk")
+    if fmt == "b2nd":
+        return B2ndLayout.create(rootdir, meta, mode=mode, fsync=fsync, **(storage or {}))
+    if fmt == "superchunk":
         return SuperchunkLayout.create(rootdir, meta, mode=mode, fsync=fsync, **(storage or {}))
     return BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync)
 
@@ -32,7 +37,9 @@ def create_layout(rootdir: str | os.PathLike | None, meta: ArrayMeta, *,
 def open_layout(rootdir: str | os.PathLike, *, readonly: bool, fsync: bool = True,
                 allow_pickle: bool = False, storage: dict | None = None
                 ) -> tuple[Layout, ArrayMeta, int]:
-    """Open an existing dataset directory, whichever layout it is in."""
+    """Open an existing dataset (directory or Blosc2 frame file), whichever layout it is in."""
+    if is_b2nd_frame(rootdir):
+        return B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync)
     if is_superchunk_dataset(rootdir):
         return SuperchunkLayout.open(rootdir, readonly=readonly, fsync=fsync,
                                      verify=(storage or {}).get("verify", True))
@@ -41,4 +48,5 @@ def open_layout(rootdir: str | os.PathLike, *, readonly: bool, fsync: bool = Tru
     return BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync, allow_pickle=allow_pickle)
 
 
-__all__ = ["FORMATS", "ArrayMeta", "Layout", "MemoryLayout", "create_layout", "open_layout"]
+__all__ = ["FORMATS", "ArrayMeta", "B2ndLayout", "Layout", "MemoryLayout", "create_layout",
+           "open_layout"]

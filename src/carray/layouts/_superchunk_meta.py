@@ -29,7 +29,9 @@ from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
 from carray.params import CNAMES, CParams
 
 FORMAT_NAME = "carray-superchunk"
-FORMAT_VERSION = 1
+#: 2 added ``blockshape`` (chunks stored block by block); 1 is read too.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 def dumps(obj: Any) -> bytes:
@@ -49,8 +51,12 @@ class StorageInfo:
 
     Parameters
     ----------
-    dtype, atomshape, chunklen
-        Base dtype, trailing row shape and rows per chunk.
+    dtype : numpy.dtype
+        The item type.
+    chunkshape : tuple of int
+        The chunk shape (its first entry is the rows per chunk).
+    blockshape : tuple of int or None
+        The block shape when chunks are stored block by block, else None.
     superchunksize : int
         Chunks per superchunk file (offset slots in each file).
     checksum : str
@@ -62,8 +68,8 @@ class StorageInfo:
     """
 
     dtype: np.dtype
-    atomshape: tuple[int, ...]
-    chunklen: int
+    chunkshape: tuple[int, ...]
+    blockshape: tuple[int, ...] | None
     superchunksize: int
     checksum: str
     spare: float
@@ -74,12 +80,15 @@ class StorageInfo:
     typesize: int
 
     @property
-    def rowsize(self) -> int:
-        return self.dtype.itemsize * int(np.prod(self.atomshape, dtype=np.int64))
+    def chunklen(self) -> int:
+        return self.chunkshape[0]
 
     @property
     def chunk_nbytes(self) -> int:
-        return self.chunklen * self.rowsize
+        """Decoded bytes of a full stored chunk (rounded up to whole blocks)."""
+        blocks = self.blockshape or self.chunkshape
+        ext = [-(-c // b) * b for c, b in zip(self.chunkshape, blocks, strict=True)]
+        return self.dtype.itemsize * math.prod(ext)
 
     def to_json(self) -> dict[str, Any]:
         filters = []
@@ -96,8 +105,8 @@ class StorageInfo:
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "dtype": str(self.dtype),
-            "atomshape": list(self.atomshape),
-            "chunkshape": [self.chunklen, *self.atomshape],
+            "chunkshape": list(self.chunkshape),
+            "blockshape": None if self.blockshape is None else list(self.blockshape),
             "chunklen": self.chunklen,
             "superchunksize": self.superchunksize,
             "endianness": endian,
@@ -124,17 +133,22 @@ class StorageInfo:
         need(isinstance(obj, dict), "meta/storage must hold a JSON object")
         need(obj.get("format") == FORMAT_NAME, f"not a {FORMAT_NAME} dataset")
         version = obj.get("format_version")
-        need(version == FORMAT_VERSION,
+        need(version in READABLE_VERSIONS,
              f"unsupported {FORMAT_NAME} format version {version!r} (this build reads "
-             f"{FORMAT_VERSION})")
+             f"{', '.join(map(str, READABLE_VERSIONS))})")
         dtype = parse_dtype(obj.get("dtype"), path)
         need(dtype != np.dtype(object), "object dtype cannot be stored in this layout")
-        atom = obj.get("atomshape", [])
-        need(isinstance(atom, list) and all(_is_int(n) and n >= 0 for n in atom),
-             f"atomshape must be a list of ints >= 0, got {atom!r}")
-        chunklen, sc = obj.get("chunklen"), obj.get("superchunksize")
-        need(_is_int(chunklen) and chunklen >= 1, f"chunklen must be an int >= 1, got "
-             f"{chunklen!r}")
+        chunkshape, blockshape = obj.get("chunkshape"), obj.get("blockshape")
+        need(isinstance(chunkshape, list) and len(chunkshape) >= 1
+             and all(_is_int(n) and n >= 1 for n in chunkshape),
+             f"chunkshape must be a non-empty list of ints >= 1, got {chunkshape!r}")
+        need(blockshape is None or (
+            isinstance(blockshape, list) and len(blockshape) == len(chunkshape)
+            and all(_is_int(b) and 1 <= b <= c for b, c in zip(blockshape, chunkshape,
+                                                               strict=True))),
+             f"blockshape must be null or one int per axis in 1..chunkshape, got "
+             f"{blockshape!r}")
+        sc = obj.get("superchunksize")
         need(_is_int(sc) and 1 <= sc <= 2**24,
              f"superchunksize must be an int in 1..2**24, got {sc!r}")
         need(obj.get("order", "C") == "C", f"only C order is supported, got {obj.get('order')!r}")
@@ -172,7 +186,9 @@ class StorageInfo:
         typesize = codec.get("typesize", 1)
         need(_is_int(typesize) and 1 <= typesize <= 255, f"bad typesize {typesize!r}")
         expectedlen = obj.get("expectedlen", 0)
-        return cls(dtype=dtype, atomshape=tuple(atom), chunklen=chunklen, superchunksize=sc,
+        return cls(dtype=dtype, chunkshape=tuple(chunkshape),
+                   blockshape=None if blockshape is None else tuple(blockshape),
+                   superchunksize=sc,
                    checksum=checksum, spare=float(spare), blosc1=library == "blosc1",
                    cparams=cparams, dflt=decode_dflt(obj.get("dflt"), dtype, path),
                    expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize)
@@ -184,13 +200,17 @@ class StorageInfo:
 class Sizes:
     """The parsed ``meta/sizes``: the committed length and the commit generation."""
 
-    length: int
+    shape: tuple[int, ...]
     nbytes: int
     cbytes: int
     generation: int
 
-    def to_json(self, atomshape: tuple[int, ...]) -> dict[str, Any]:
-        return {"shape": [self.length, *atomshape], "length": self.length,
+    @property
+    def length(self) -> int:
+        return self.shape[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "length": self.length,
                 "nbytes": self.nbytes, "cbytes": self.cbytes, "generation": self.generation}
 
     @classmethod
@@ -201,7 +221,12 @@ class Sizes:
         if not all(_is_int(v) and v >= 0 for v in vals):
             raise FormatError("meta/sizes needs ints >= 0 for length, nbytes, cbytes and "
                               f"generation, got {vals!r}", path)
-        return cls(*vals)
+        shape = obj.get("shape")
+        if not (isinstance(shape, list) and shape and all(_is_int(n) and n >= 0 for n in shape)
+                and shape[0] == vals[0]):
+            raise FormatError(f"meta/sizes needs a shape (ints >= 0) starting with the length "
+                              f"{vals[0]}, got {shape!r}", path)
+        return cls(tuple(shape), *vals[1:])
 
 
 # -- meta/attrs: typed values ----------------------------------------------------------------

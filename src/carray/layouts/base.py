@@ -14,6 +14,7 @@ import numpy as np
 
 from carray._fileio import atomic_write
 from carray.errors import ReadOnlyError
+from carray.grid import NDGrid
 from carray.params import CParams
 
 
@@ -21,29 +22,82 @@ from carray.params import CParams
 class ArrayMeta:
     """What an array needs to know to read its chunks back.
 
-    ``dtype`` is the item's base dtype and ``atomshape`` its trailing shape, so a
-    row holds ``prod(atomshape)`` values of ``dtype`` (bcolz's convention).
+    Parameters
+    ----------
+    dtype : numpy.dtype
+        The item type.
+    shape : tuple of int
+        The array's shape; the first axis is the one ``append`` grows.
+    chunks : tuple of int
+        The chunk shape (see :class:`carray.grid.NDGrid`).
+    blocks : tuple of int or None
+        The block shape: each chunk is stored as its blocks one after another,
+        each block one Blosc block.  None stores a chunk in plain C order and
+        lets the codec choose its block size (bcolz's way).
+    cparams, dflt, expectedlen
+        Compression parameters, the value new items get on growth, and the
+        expected length along the first axis.
     """
 
     dtype: np.dtype
-    atomshape: tuple[int, ...]
-    length: int
-    chunklen: int
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    blocks: tuple[int, ...] | None = None
     cparams: CParams = field(default_factory=CParams)
     dflt: Any = None
     expectedlen: int = 0
 
+    @classmethod
+    def rows(cls, dtype: np.dtype, atomshape: tuple[int, ...], length: int, chunklen: int,
+             **kwargs: Any) -> ArrayMeta:
+        """An array chunked by runs of ``chunklen`` whole rows (bcolz's layout)."""
+        atomshape = tuple(atomshape)
+        return cls(dtype=dtype, shape=(length, *atomshape),
+                   chunks=(chunklen, *row_chunk_tail(atomshape)), **kwargs)
+
     @property
-    def shape(self) -> tuple[int, ...]:
-        return (self.length, *self.atomshape)
+    def length(self) -> int:
+        return self.shape[0]
+
+    @property
+    def atomshape(self) -> tuple[int, ...]:
+        return self.shape[1:]
+
+    @property
+    def chunklen(self) -> int:
+        return self.chunks[0]
 
     @property
     def rowsize(self) -> int:
         """Bytes per row."""
         return self.dtype.itemsize * int(np.prod(self.atomshape, dtype=np.int64))
 
+    @property
+    def row_chunked(self) -> bool:
+        """Whether every chunk is a run of whole rows in C order (bcolz-compatible)."""
+        return self.blocks is None and self.chunks[1:] == row_chunk_tail(self.atomshape)
+
+    @property
+    def grid(self) -> NDGrid:
+        return NDGrid(self.shape, self.chunks, self.blocks or self.chunks,
+                      max(self.dtype.itemsize, 1))
+
+    @property
+    def nchunks(self) -> int:
+        return self.grid.nchunks
+
+    @property
+    def chunk_nbytes(self) -> int:
+        """Decoded bytes of one full stored chunk."""
+        return self.grid.chunk_nbytes
+
     def replace(self, **changes: Any) -> ArrayMeta:
         return replace(self, **changes)
+
+
+def row_chunk_tail(atomshape: tuple[int, ...]) -> tuple[int, ...]:
+    """The trailing chunk shape of a row-chunked array (an empty axis still needs 1)."""
+    return tuple(max(int(n), 1) for n in atomshape)
 
 
 class Layout(abc.ABC):
@@ -59,6 +113,12 @@ class Layout(abc.ABC):
     in_memory: bool = True
     #: True when ``read_chunk`` may be called from several threads at once.
     concurrent_reads: bool = False
+    #: True when every chunk must be stored at its full (padded) size, as Blosc2
+    #: frames require; otherwise the last chunk of a row-chunked array holds
+    #: only its rows.
+    pads_edges: bool = False
+    #: True when the layout can store only row-chunked arrays (bcolz 1.x).
+    rows_only: bool = False
 
     def __init__(self, readonly: bool = False) -> None:
         self.readonly = readonly
@@ -121,6 +181,12 @@ class Layout(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         """Release file handles and caches."""
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
 
     def describe(self) -> str:
         return "memory"

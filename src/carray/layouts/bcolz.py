@@ -144,6 +144,7 @@ class BcolzLayout(ZonemapFiles, Layout):
 
     blosc1 = True
     in_memory = False
+    rows_only = True
     concurrent_reads = True  # each read opens, reads and closes its own file
 
     def __init__(self, rootdir: str | os.PathLike, readonly: bool = False,
@@ -164,8 +165,11 @@ class BcolzLayout(ZonemapFiles, Layout):
     @classmethod
     def create(cls, rootdir: str | os.PathLike, meta: ArrayMeta, mode: str = "a",
                fsync: bool = True) -> BcolzLayout:
-        """Make a new, empty carray directory holding ``meta``."""
+        """Make a new, empty carray directory holding ``meta`` (chunked by rows)."""
         rootdir = os.fspath(rootdir)
+        if not meta.row_chunked:
+            raise ValueError(f"the bcolz layout chunks by whole rows; chunks {meta.chunks} "
+                             f"and blocks {meta.blocks} do not fit it")
         if os.path.exists(rootdir):
             if mode != "w":
                 raise ContainerExistsError(
@@ -232,8 +236,8 @@ class BcolzLayout(ZonemapFiles, Layout):
         cbytes = sizes.get("cbytes", 0)
         cbytes = cbytes if _is_int(cbytes) and cbytes >= 0 else 0
         expectedlen = storage.get("expectedlen", shape[0])
-        meta = ArrayMeta(
-            dtype=dtype, atomshape=tuple(shape[1:]), length=shape[0], chunklen=chunklen,
+        meta = ArrayMeta.rows(
+            dtype, tuple(shape[1:]), shape[0], chunklen,
             cparams=cparams, dflt=decode_dflt(storage.get("dflt"), dtype, storage_path),
             expectedlen=expectedlen if _is_int(expectedlen) else shape[0])
         return meta, cbytes
@@ -414,12 +418,6 @@ class BcolzLayout(ZonemapFiles, Layout):
         if self._datadir_fd is not None:
             os.close(self._datadir_fd)
             self._datadir_fd = None
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
-            pass
 
     def describe(self) -> str:
         return f"bcolz directory {self.rootdir!r}"

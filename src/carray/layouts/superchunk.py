@@ -20,11 +20,11 @@ Spec facts relied on:
 
 On-disk layout (``rootdir``)::
 
-    meta/storage   JSON, written once: dtype, row shape, chunklen, superchunksize,
+    meta/storage   JSON, written once: dtype, chunkshape, blockshape, superchunksize,
                    endianness, order, codec + ordered filters, checksum, spare,
                    format name ("carray-superchunk") and version
     meta/sizes     JSON {shape, length, nbytes, cbytes, generation}; the only
-                   authority on the length, replaced atomically by each commit
+                   authority on the shape, replaced atomically by each commit
     meta/attrs     typed user attributes
     meta/journal   present only while a commit is being applied (see below)
     data/sc_000000.blp, sc_000001.blp, ...   chunks [k*S, (k+1)*S) each
@@ -224,13 +224,13 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         if not isinstance(spare, (int, float)) or not 0 <= spare <= 10:
             raise ValueError(f"spare must be a fraction in [0, 10], got {spare!r}")
         ck = get_checksum(checksum)  # ValueError for unknown names
-        chunk_nbytes = meta.chunklen * meta.rowsize
+        chunk_nbytes = meta.chunk_nbytes
         if superchunksize is None:
             superchunksize = default_superchunksize(chunk_nbytes)
         if not isinstance(superchunksize, int) or not 1 <= superchunksize <= 2**24:
             raise ValueError(f"superchunksize must be an int in 1..2**24, got {superchunksize!r}")
         info = StorageInfo(
-            dtype=meta.dtype, atomshape=meta.atomshape, chunklen=meta.chunklen,
+            dtype=meta.dtype, chunkshape=tuple(meta.chunks), blockshape=meta.blocks,
             superchunksize=superchunksize, checksum=ck.name, spare=float(spare),
             blosc1=bool(blosc1), cparams=meta.cparams, dflt=meta.dflt,
             expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype))
@@ -241,7 +241,7 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify)
         layout.save_attrs({})
         layout._generation = -1  # the first commit writes generation 0
-        layout.commit(meta.replace(length=0), 0)
+        layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
         return layout
 
     @classmethod
@@ -260,10 +260,17 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         layout = cls(rootdir, info, readonly=readonly, fsync=fsync, verify=verify)
         sizes = layout._recover()
         layout._generation = sizes.generation
-        layout._count = -(-sizes.length // info.chunklen)
-        meta = ArrayMeta(dtype=info.dtype, atomshape=info.atomshape, length=sizes.length,
-                         chunklen=info.chunklen, cparams=info.cparams, dflt=info.dflt,
+        if len(sizes.shape) != len(info.chunkshape):
+            raise FormatError(f"meta/sizes shape {list(sizes.shape)} and meta/storage "
+                              f"chunkshape {list(info.chunkshape)} differ in length",
+                              os.path.join(rootdir, META_DIR, SIZES_FILE))
+        meta = ArrayMeta(dtype=info.dtype, shape=sizes.shape, chunks=info.chunkshape,
+                         blocks=info.blockshape, cparams=info.cparams, dflt=info.dflt,
                          expectedlen=info.expectedlen or sizes.length)
+        try:
+            layout._count = meta.nchunks
+        except ValueError as exc:
+            raise FormatError(f"meta/storage: {exc}", storage_path) from None
         return layout, meta, sizes.cbytes
 
     def _read_sizes(self) -> Sizes:
@@ -486,8 +493,10 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         if rec is not None:
             size = len(rec) - self._dsize
             return (lambda o, n: rec[o:min(o + n, size)]), size
-        sc, off = self._locate(nchunk)
-        head = self._pread(sc, _BLOSC_HEAD, off)
+        # File handles and caches change under the lock (see read_chunk).
+        with self._read_lock:
+            sc, off = self._locate(nchunk)
+            head = self._pread(sc, _BLOSC_HEAD, off)
         h = blosc.read_header(head, sc.path, off, size=sc.size - off)
         size = h.cbytes
 
@@ -495,7 +504,8 @@ class SuperchunkLayout(ZonemapFiles, Layout):
             if offset == 0 and length == _BLOSC_HEAD:
                 return head
             length = max(0, min(length, size - offset))
-            return self._pread(sc, length, off + offset)
+            with self._read_lock:
+                return self._pread(sc, length, off + offset)
 
         return read_at, size
 
@@ -664,8 +674,9 @@ class SuperchunkLayout(ZonemapFiles, Layout):
                 new_headers[sc.k] = header
                 writes.append((sc.k, 0, header.pack()))
         generation = self._generation + 1
-        sizes = Sizes(meta.length, meta.length * meta.rowsize, int(cbytes), generation)
-        sizes_bytes = dumps(sizes.to_json(meta.atomshape))
+        sizes = Sizes(tuple(meta.shape), math.prod(meta.shape) * meta.dtype.itemsize,
+                      int(cbytes), generation)
+        sizes_bytes = dumps(sizes.to_json())
         jpath = os.path.join(self._metadir, JOURNAL_FILE)
         if writes:
             atomic_write(jpath, Journal(generation, tuple(writes), sizes_bytes).encode(),
@@ -813,12 +824,6 @@ class SuperchunkLayout(ZonemapFiles, Layout):
                 os.fsync(fd)
                 sc.dirty = False
             os.close(fd)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
-            pass
 
     def describe(self) -> str:
         return f"superchunk directory {self.rootdir!r}"

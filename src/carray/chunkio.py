@@ -1,0 +1,262 @@
+"""Moving items between numpy arrays and the compressed chunks a layout stores.
+
+A stored chunk is a Blosc buffer holding the chunk's extended shape (see
+:mod:`carray.grid`) in *stored order*: block after block when the array has a
+block shape, plain C order otherwise.  Two exceptions, both legal to read:
+
+* in layouts that do not pad (everything but Blosc2 frames), a C-ordered chunk
+  of the last, partial run of rows holds only the rows written so far;
+* a chunk written by another library may use other Blosc block sizes; reads
+  then decode it whole.
+
+Reads decode as little as they can: a piece that is one contiguous run of a
+C-ordered chunk and of the output is decoded straight into the output; other
+pieces decode only the byte range (C order) or the blocks (block order) they
+touch, fetching from disk only the bytes those need.  Everything here is safe
+to call from several threads at once (each has its own decoder and scratch).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from carray import _parallel
+from carray._util import quantize
+from carray.codecs import blosc
+from carray.errors import CArrayError, FormatError
+from carray.formats import _b2nd_geometry as geo
+from carray.grid import (
+    NDGrid,
+    Piece,
+    c_bounds,
+    c_run,
+    gather,
+    gather_blocked,
+    scatter,
+    scatter_blocked,
+)
+from carray.layouts.base import Layout
+from carray.params import CParams
+
+# A piece needing more than this share of its chunk decodes the chunk whole.
+_WHOLE_SHARE = 0.5
+
+
+class ChunkIO:
+    """Encodes, stores, fetches and decodes the chunks of one array.
+
+    Parameters
+    ----------
+    layout : Layout
+        Where the chunks live.
+    dtype : numpy.dtype
+        Item type.
+    blocks : tuple of int or None
+        The array's block shape (None: chunks in C order, Blosc's own blocks).
+    cparams : CParams
+        How chunks are compressed.
+    """
+
+    def __init__(self, layout: Layout, dtype: np.dtype, blocks: tuple[int, ...] | None,
+                 cparams: CParams) -> None:
+        self.layout = layout
+        self.dtype = dtype
+        self.blocks = blocks
+        self.cparams = cparams
+        self.itemsize = max(dtype.itemsize, 1)
+        self.typesize = blosc.blosc_typesize(dtype)
+        self._blocked: dict[tuple[int, ...], bool] = {}
+
+    def blocked(self, grid: NDGrid) -> bool:
+        """Whether stored chunks are in block order that differs from C order."""
+        ext = grid.ext_chunks
+        known = self._blocked.get(ext)
+        if known is None:
+            known = self._blocked[ext] = self.blocks is not None and \
+                not geo.blocked_is_c_order(ext, self.blocks)
+        return known
+
+    def truncates(self, grid: NDGrid) -> bool:
+        """Whether the last partial run of rows is stored with only its rows."""
+        return not self.layout.pads_edges and not self.blocked(grid)
+
+    def path(self, nchunk: int) -> str | None:
+        return self.layout.chunk_path(nchunk)
+
+    # -- encoding -------------------------------------------------------------------------
+
+    def encode(self, raw: np.ndarray, grid: NDGrid) -> bytes:
+        """Compress a chunk already in stored order (flat, or any C-contiguous shape)."""
+        data = raw
+        if self.cparams.quantize and self.dtype.kind == "f":
+            data = quantize(data, self.cparams.quantize)
+        if self.layout.blosc1:
+            return blosc.compress1(data, self.typesize, self.cparams)
+        blocksize = grid.block_nbytes if self.blocks is not None else None
+        return blosc.compress2(data, self.typesize, self.cparams, blocksize=blocksize)
+
+    def stored_from_region(self, region: np.ndarray, grid: NDGrid,
+                           rows: int | None = None) -> np.ndarray:
+        """A chunk in stored order from the array items it holds (``region``).
+
+        ``region`` is the chunk's valid part (shape ``valid_shape``).  ``rows``
+        truncates the chunk to that many rows where the layout allows it.
+        """
+        ext = grid.ext_chunks
+        if rows is not None and self.truncates(grid) and region.shape[1:] == ext[1:]:
+            return np.ascontiguousarray(region[:rows])
+        if region.shape == ext:
+            chunk = np.ascontiguousarray(region)
+        else:
+            # Padding is zeros, as b2nd writes it: it compresses to nothing.
+            chunk = np.zeros(ext, dtype=self.dtype)
+            chunk[tuple(slice(0, n) for n in region.shape)] = region
+        if self.blocked(grid):
+            return geo.to_blocked(chunk, self.blocks).reshape(-1)
+        return chunk
+
+    # -- fetching -------------------------------------------------------------------------
+
+    def fetch(self, nchunk: int):
+        """The whole stored chunk, read into this thread's scratch buffer where possible."""
+        if self.layout.concurrent_reads:
+            return self.layout.read_chunk_into(nchunk, _parallel.scratch)
+        with _parallel.io_lock:
+            return bytes(self.layout.read_chunk(nchunk))
+
+    def _reader(self, nchunk: int):
+        if self.layout.concurrent_reads:
+            return self.layout.chunk_reader(nchunk)
+        with _parallel.io_lock:
+            read_at, size = self.layout.chunk_reader(nchunk)
+
+        def locked(offset: int, length: int) -> bytes:
+            with _parallel.io_lock:
+                return read_at(offset, length)
+
+        return locked, size
+
+    # -- decoding -------------------------------------------------------------------------
+
+    def decode_whole(self, nchunk: int, out: np.ndarray) -> int:
+        """Decode chunk ``nchunk`` into the flat buffer ``out``; returns the items decoded.
+
+        ``out`` holds a full chunk; a truncated chunk fills only its start.
+        """
+        chunk = self.fetch(nchunk)
+        path = self.path(nchunk)
+        h = blosc.read_header(chunk, path)
+        nbytes = out.nbytes
+        if h.nbytes > nbytes or h.nbytes % self.itemsize:
+            raise FormatError(f"chunk {nchunk} holds {h.nbytes} bytes, expected at most "
+                              f"{nbytes}", path)
+        items = h.nbytes // self.itemsize
+        _parallel.decoder().decompress_into(chunk, out.reshape(-1)[:items], path)
+        return items
+
+    def decode_range(self, nchunk: int, start: int, out: np.ndarray, whole: bool) -> None:
+        """Items ``[start, start + out.size)`` of a C-ordered chunk into contiguous ``out``."""
+        path = self.path(nchunk)
+        dest = out.reshape(-1)
+        if whole:
+            chunk = self.fetch(nchunk)
+            h = blosc.read_header(chunk, path)
+            if h.nbytes == dest.nbytes:
+                _parallel.decoder().decompress_into(chunk, dest, path)
+                return
+            if h.nbytes < dest.nbytes:
+                raise FormatError(f"chunk {nchunk} holds {h.nbytes} bytes, expected "
+                                  f"{dest.nbytes}", path)
+            # A chunk that filled after the last commit: its first items are ours.
+            _parallel.decoder().getitem_into(chunk, 0, dest, path)
+            return
+        try:
+            if self.layout.in_memory:
+                _parallel.decoder().getitem_into(self.layout.read_chunk(nchunk),
+                                                 start * self.itemsize, dest, path)
+            else:
+                read_at, size = self._reader(nchunk)
+                blosc.getitem_ranged(read_at, start * self.itemsize, dest, size, path)
+        except ValueError as exc:  # a range past what the chunk holds
+            if isinstance(exc, CArrayError):
+                raise
+            raise FormatError(f"chunk {nchunk}: {exc}", path) from None
+
+    def decode_blocks(self, nchunk: int, blocks: np.ndarray, out: np.ndarray,
+                      grid: NDGrid) -> None:
+        """Decode the listed blocks of a block-ordered chunk into the full-size ``out``."""
+        path = self.path(nchunk)
+        dest = out.reshape(-1).view(np.uint8)
+        if self.layout.in_memory:
+            chunk = self.layout.read_chunk(nchunk)
+        else:
+            read_at, size = self._reader(nchunk)
+            chunk = blosc.fetch_blocks(read_at, size, blocks, path,
+                                       blocksize=grid.block_nbytes)
+            if chunk is None:
+                chunk = self.fetch(nchunk)
+        h = blosc.validate_chunk(chunk, dest.nbytes, path)
+        if h.blocksize != grid.block_nbytes:
+            # Not our block layout: decode it all.
+            _parallel.decoder().decompress_into(chunk, dest, path)
+            return
+        _parallel.decoder().decompress_blocks(chunk, dest, blocks, path, h)
+
+    # -- pieces ---------------------------------------------------------------------------
+
+    def read_piece(self, grid: NDGrid, piece: Piece, out: np.ndarray) -> None:
+        """Copy a piece of chunk ``piece.nchunk`` into ``out`` (the selection's array)."""
+        ext = grid.ext_chunks
+        n = piece.nchunk
+        if not self.blocked(grid):
+            start = c_run(piece.local, ext)
+            if start is not None:
+                ostart = c_run(piece.out, out.shape)
+                if ostart is not None and out.flags.c_contiguous:
+                    count = math.prod(piece.shape)
+                    dest = out.reshape(-1)[ostart:ostart + count]
+                    self.decode_range(n, start, dest, start == 0 and count == grid.chunk_items)
+                    return
+            lo, hi = c_bounds(piece.local, ext)
+            buf = _parallel.scratch(grid.chunk_nbytes, "decoded")[:grid.chunk_nbytes]
+            items = buf.view(self.dtype)
+            if hi - lo > _WHOLE_SHARE * grid.chunk_items:
+                self.decode_whole(n, items)
+            else:
+                self.decode_range(n, lo, items[lo:hi], False)
+            gather(piece, items.reshape(ext), out)
+            return
+        buf = _parallel.scratch(grid.chunk_nbytes, "decoded")[:grid.chunk_nbytes]
+        items = buf.view(self.dtype)
+        if piece.nblocks > _WHOLE_SHARE * grid.nblocks:
+            self.decode_whole(n, items)
+        else:
+            self.decode_blocks(n, piece.blocks, items, grid)
+        gather_blocked(piece, items, grid, out)
+
+    def decoded(self, nchunk: int, grid: NDGrid) -> np.ndarray:
+        """A new flat array holding chunk ``nchunk`` in stored order (for rewriting it)."""
+        out = np.zeros(grid.chunk_items, dtype=self.dtype)
+        self.decode_whole(nchunk, out)
+        return out
+
+    def scatter_piece(self, grid: NDGrid, piece: Piece, values: np.ndarray,
+                      raw: np.ndarray) -> None:
+        """Write a piece of ``values`` (the selection's array) into a stored-order chunk."""
+        if self.blocked(grid):
+            scatter_blocked(piece, values, raw, grid)
+        else:
+            scatter(piece, values, raw.reshape(grid.ext_chunks))
+
+    def item_offsets(self, grid: NDGrid, local: Sequence[np.ndarray]) -> np.ndarray:
+        """Flat stored-order offsets of items at chunk-local coordinates ``local``."""
+        if not self.blocked(grid):
+            return np.ravel_multi_index(tuple(local), grid.ext_chunks)
+        q = [x // b for x, b in zip(local, grid.blocks, strict=True)]
+        r = [x % b for x, b in zip(local, grid.blocks, strict=True)]
+        block = np.ravel_multi_index(tuple(q), grid.blocks_per_chunk)
+        return block * math.prod(grid.blocks) + np.ravel_multi_index(tuple(r), grid.blocks)
+

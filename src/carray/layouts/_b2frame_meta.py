@@ -1,0 +1,86 @@
+"""The ``carray`` metalayer and the frame-header cparams of the b2nd layout.
+
+Facts relied on (specs/blosc2-chunk-and-frame.md §2.1-2.2, §4): a metalayer's
+value can be rewritten in place only at its original length, so every field
+here is fixed-width for a given dtype; python-blosc2 decodes metalayers it
+knows with msgpack and ignores the others; the frame header's codec byte holds
+the compcode (low nibble) and clevel (high nibble), its six filter slots the
+pipeline (python-blosc2 puts the shuffle in the last one, with filters_meta 4
+for ``U`` dtypes).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from carray.errors import FormatError
+from carray.formats._b2frame_write import COMPCODES
+from carray.params import CParams, Shuffle
+
+#: Name of our own metalayer: ``{"version": 1, "dflt": <item bytes>, "expectedlen":
+#: int64, "cbytes": int64}``.
+CARRAY_META = "carray"
+_CNAMES = {code: name for name, code in COMPCODES.items()}
+
+
+def _dflt_bytes(dtype: np.dtype, dflt: Any) -> bytes:
+    value = np.zeros((), dtype) if dflt is None else np.array(dflt, dtype=dtype).reshape(())
+    return value.tobytes()
+
+
+def carray_meta(dtype: np.dtype, dflt: Any, expectedlen: int, cbytes: int) -> bytes:
+    """The ``carray`` metalayer: a msgpack map whose length depends only on ``dtype``."""
+    out = bytearray(b"\x84")
+    out += msgpack.packb("version") + b"\x01"
+    out += msgpack.packb("dflt") + msgpack.packb(_dflt_bytes(dtype, dflt), use_bin_type=True)
+    for key, value in (("expectedlen", expectedlen), ("cbytes", cbytes)):
+        # int64 always (D3), never msgpack's shortest form: the length must not change.
+        out += msgpack.packb(key) + b"\xd3" + struct.pack(">q", max(int(value), 0))
+    return bytes(out)
+
+
+def parse_carray_meta(raw: bytes, dtype: np.dtype, path: str,
+                      offset: int) -> tuple[np.ndarray, int, int]:
+    """``(dflt, expectedlen, cbytes)`` from a ``carray`` metalayer.
+
+    Raises
+    ------
+    FormatError
+        Not a map, a dflt that is not one item, or sizes that are not ints >= 0.
+    """
+    try:
+        obj = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException, TypeError, RecursionError):
+        obj = None
+    if not isinstance(obj, dict):
+        raise FormatError(f"{CARRAY_META} metalayer is not a msgpack map", path, offset)
+    dflt, expectedlen, cbytes = obj.get("dflt"), obj.get("expectedlen"), obj.get("cbytes")
+    if not isinstance(dflt, bytes) or len(dflt) != dtype.itemsize:
+        raise FormatError(f"{CARRAY_META} metalayer: dflt is not {dtype.itemsize} bytes",
+                          path, offset)
+    for name, v in (("expectedlen", expectedlen), ("cbytes", cbytes)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise FormatError(f"{CARRAY_META} metalayer: {name} {v!r} is not an int >= 0",
+                              path, offset)
+    return np.frombuffer(dflt, dtype=dtype).reshape(()).copy(), expectedlen, cbytes
+
+
+def header_filters(dtype: np.dtype, cp: CParams) -> tuple[bytes, bytes]:
+    """The frame header's six filters and filters_meta for new frames."""
+    # python-blosc2's default pipeline puts the shuffle in the last slot; U dtypes
+    # shuffle 4-byte code units (filters_meta 4).
+    meta = 4 if dtype.kind == "U" and cp.shuffle == Shuffle.SHUFFLE else 0
+    return bytes([0, 0, 0, 0, 0, int(cp.shuffle)]), bytes([0, 0, 0, 0, 0, meta])
+
+
+def cparams_of(compcode: int, clevel: int, filters: tuple[int, ...]) -> CParams:
+    """The compression parameters a frame header records."""
+    # A codec this build lacks (a plugin) only matters for the chunks we write
+    # ourselves (offsets, vlmeta); the caller's chunks say their own codec.
+    shuffle = next((f for f in reversed(filters) if f in (1, 2)), 0)
+    return CParams(clevel=min(clevel, 9), cname=_CNAMES.get(compcode, CParams().cname),
+                   shuffle=shuffle)

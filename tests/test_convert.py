@@ -1,0 +1,129 @@
+"""Array conversion between carray directories, bcolz 1.x, .b2nd and .npy."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import blosc2
+import numpy as np
+import pytest
+
+import carray as ca
+from carray.cli.main import main
+from carray.convert import convert, convert_array
+from carray.errors import ContainerExistsError
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def cube() -> np.ndarray:
+    return (np.arange(30 * 17 * 11, dtype="f8").reshape(30, 17, 11) * 0.5) - 9
+
+
+@pytest.mark.parametrize("route", [
+    ["src.npy", "a.carray", "b.b2nd", "c.bcolz", "d.npy"],
+    ["src.npy", "a.b2nd", "b", "c.npy"],
+    ["src.npy", "a.bcolz", "b.b2nd", "c.carray", "d.npy"],
+])
+def test_round_trips_keep_the_values(tmp_path, cube, route):
+    np.save(tmp_path / route[0], cube)
+    for a, b in zip(route, route[1:], strict=False):
+        convert(tmp_path / a, tmp_path / b)
+    back = np.load(tmp_path / route[-1])
+    assert back.dtype == cube.dtype
+    np.testing.assert_array_equal(back, cube)
+
+
+def test_chunk_and_block_shapes_follow_the_source(tmp_path, cube):
+    src = ca.carray(cube, chunks=(8, 5, 11), blocks=(2, 5, 11), rootdir=tmp_path / "a")
+    src.attrs["units"] = "m"
+    src.close()
+    convert(tmp_path / "a", tmp_path / "b.b2nd")
+    b = ca.open(tmp_path / "b.b2nd", mode="r")
+    assert b.chunks == (8, 5, 11) and b.blocks == (2, 5, 11)
+    assert b.attrs["units"] == "m"
+    np.testing.assert_array_equal(b[:], cube)
+    # python-blosc2 reads the converted frame.
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "b.b2nd"))[:], cube)
+    # bcolz holds rows only: N-d chunks become runs of rows.
+    convert(tmp_path / "a", tmp_path / "c.bcolz")
+    c = ca.open(tmp_path / "c.bcolz", mode="r")
+    assert c.chunks[1:] == cube.shape[1:] and c.blocks is None
+    np.testing.assert_array_equal(c[:], cube)
+
+
+def test_bcolz_fixture_to_npy_and_b2nd(tmp_path):
+    src = DATA / "bcolz" / "c_md_f8_4d.bcolz"
+    expected = np.load(DATA / "bcolz" / "c_md_f8_4d.expected.npy")
+    convert(src, tmp_path / "x.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), expected)
+    convert(src, tmp_path / "x.b2nd")
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "x.b2nd"))[:], expected)
+
+
+def test_existing_destination_is_kept_unless_forced(tmp_path, cube):
+    np.save(tmp_path / "s.npy", cube)
+    np.save(tmp_path / "d.npy", cube[:2])
+    with pytest.raises(ContainerExistsError):
+        convert(tmp_path / "s.npy", tmp_path / "d.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "d.npy"), cube[:2])
+    convert_array(tmp_path / "s.npy", tmp_path / "d.npy", overwrite=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "d.npy"), cube)
+
+
+def test_a_failed_copy_leaves_nothing_behind(tmp_path, cube, monkeypatch):
+    np.save(tmp_path / "s.npy", cube)
+    calls = []
+
+    def fail(done, total):
+        calls.append(done)
+        raise KeyboardInterrupt
+
+    for dst in ("d.b2nd", "d.carray", "d.npy"):
+        with pytest.raises(KeyboardInterrupt):
+            convert_array(tmp_path / "s.npy", tmp_path / dst, progress=fail)
+        assert not (tmp_path / dst).exists()
+    assert sorted(os.listdir(tmp_path)) == ["s.npy"]  # no temporary left either
+
+
+def test_progress_reports_every_block(tmp_path):
+    big = np.arange(3 * 2**20, dtype="i8").reshape(-1, 8)  # 24 MiB
+    np.save(tmp_path / "s.npy", big)
+    seen = []
+    convert_array(tmp_path / "s.npy", tmp_path / "d", progress=lambda d, t: seen.append((d, t)))
+    assert seen[-1] == (big.nbytes, big.nbytes)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    np.testing.assert_array_equal(ca.open(tmp_path / "d")[:], big)
+
+
+def test_cli_convert_with_options_and_bar(tmp_path, cube, capsys):
+    np.save(tmp_path / "s.npy", cube)
+    argv = ["convert", str(tmp_path / "s.npy"), str(tmp_path / "d.b2nd"), "--chunks", "10,17,11",
+            "--blocks", "5,17,11", "--codec", "zstd", "--clevel", "3", "--progress"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "100.0%" in err and "MiB" in err
+    d = ca.open(tmp_path / "d.b2nd", mode="r")
+    assert d.chunks == (10, 17, 11) and d.blocks == (5, 17, 11)
+    assert d.cparams.cname == "zstd" and d.cparams.clevel == 3
+    np.testing.assert_array_equal(d[:], cube)
+    assert main(argv) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert main([*argv, "--force", "--to", "npy"]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "d.b2nd"), cube)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["{tmp}/missing.npy", "{tmp}/x.npy"], "no such"),
+    (["{tmp}/s.npy", "{tmp}/x.ds"], "one is a dataset"),
+    (["{tmp}/s.npy", "{tmp}/x", "--chunks", "a,b"], "comma-separated ints"),
+    (["{table}", "{tmp}/x.npy"], "a table"),
+])
+def test_cli_convert_errors(tmp_path, cube, capsys, argv, message):
+    np.save(tmp_path / "s.npy", cube)
+    table = DATA / "bcolz" / "t_basic.bcolz"
+    args = [a.format(tmp=tmp_path, table=table) for a in argv]
+    assert main(["convert", *args]) == 1
+    assert message in capsys.readouterr().err.lower()
