@@ -22,6 +22,7 @@ from carray.grid import (
     NDGrid,
     cpu_cache_sizes,
     deblock,
+    default_blocks,
     default_chunks_blocks,
     gather,
     plan,
@@ -166,28 +167,39 @@ SHAPES = st.lists(st.integers(0, 3000), min_size=1, max_size=6).map(tuple) | st.
 def test_default_chunks_blocks_are_valid(shape, itemsize, caches):
     chunks, blocks = default_chunks_blocks(shape, itemsize, caches)
     grid = NDGrid(shape, chunks, blocks, itemsize)  # validates
-    assert grid.chunk_nbytes <= max(8 * 2**20, itemsize)
-    assert grid.block_nbytes <= max(2**20, itemsize)
+    assert math.prod(chunks) * itemsize <= max(8 * 2**20, itemsize)
+    assert grid.block_nbytes <= max(32 * 2**10 * 1.5, 2 * itemsize)
     # Never pointlessly small: a chunk holds the array or a few hundred KiB.
     nbytes = math.prod(shape) * itemsize
     if all(shape):
         assert grid.chunk_nbytes >= min(nbytes, 256 * 2**10) or grid.chunk_nbytes >= itemsize * 8
-    # Chunks are whole blocks except where the array ends.
-    for s, c, b in zip(shape, chunks, blocks, strict=True):
-        assert c % b == 0 or c == s
+    # Whole blocks tile a chunk with less than one block of padding per axis.
+    for c, b, e in zip(chunks, blocks, grid.ext_chunks, strict=True):
+        assert e - c < b
 
 
-def test_default_chunks_blocks_are_cubic():
+def test_default_chunks_are_cubic_and_blocks_thin_on_frames():
     caches = CacheSizes(32 * 2**10, 2**20, 32 * 2**20)
     chunks, blocks = default_chunks_blocks((2000, 2000, 2000), 8, caches)
-    assert max(blocks) <= 2 * min(blocks) and max(chunks) <= 2 * min(chunks)
+    assert max(chunks) <= 2 * min(chunks)
+    # Frames: one row per block, the rest shared near-cubically.
+    assert blocks[0] == 1 and abs(blocks[1] - blocks[2]) <= 2
     # A short axis is taken whole, the others share what it leaves.
     chunks, blocks = default_chunks_blocks((3, 50000, 50000), 4, caches)
-    assert chunks[0] == blocks[0] == 3
+    assert chunks[0] == 3
     assert abs(chunks[1] - chunks[2]) <= chunks[2] // 4
-    assert abs(blocks[1] - blocks[2]) <= 2
+    # Matrices and images with a short channel axis get near-cubic blocks.
+    for shape in [(20000, 20000), (4000, 4000, 3)]:
+        chunks, blocks = default_chunks_blocks(shape, 8, caches)
+        assert abs(blocks[0] - blocks[1]) <= 2
     # A small array is one chunk.
     assert default_chunks_blocks((10, 20), 8, caches)[0] == (10, 20)
+
+
+def test_default_blocks_tile_given_chunks():
+    caches = CacheSizes(48 * 2**10, 2**20, 32 * 2**20)
+    assert default_blocks((96, 96, 96), 8, caches) == (1, 32, 32)
+    assert default_blocks((100,), 8, caches) == (100,)
 
 
 def test_cpu_cache_sizes_from_sysfs(tmp_path):

@@ -70,9 +70,12 @@ def in_worker() -> bool:
     return getattr(_local, "inside", False)
 
 
-def run(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run every task; the caller's thread takes a share.  The first error is raised."""
-    n = min(workers(), len(tasks))
+def run(tasks: Sequence[Callable[[], None]], threads: bool = True) -> None:
+    """Run every task; the caller's thread takes a share.  The first error is raised.
+
+    ``threads=False`` runs them all on the caller's thread.
+    """
+    n = min(workers(), len(tasks)) if threads else 1
     if n <= 1 or in_worker():
         for task in tasks:
             task()

@@ -55,6 +55,8 @@ _DEFAULT_EXPECTEDLEN = 2**20
 # A tail (the last partial run of chunk rows) bigger than this is not kept
 # decoded between writes: it is written out and decoded again when needed.
 _TAIL_BUDGET = 64 * 2**20
+# Reads decoding at least this much per chunk spread the chunks over threads.
+_THREADED_BYTES = 512 * 2**10
 # Point reads of at most this many items in one chunk decode them one by one.
 _FEW_POINTS = 8
 
@@ -473,20 +475,29 @@ class carray:  # noqa: N801 - the bcolz name users know
         if okey.size == 0:
             return okey.finish(out)
         grid = self._grid()
-        tasks = []
-        blocked = self._io.blocked(grid)
+        io = self._io
+        tail_row = self._nfull if self._tail is not None and self._nleft else -1
+        cached = self._cache[0] if self._cache is not None else -1
+        pieces = []
         for piece in plan(grid, okey):
-            if self._in_tail(piece.coords):
+            if piece.coords[0] == tail_row:
                 gather(piece, self._tail_view(piece.coords), out)
-            elif self._cache is not None and self._cache[0] == piece.nchunk:
+            elif piece.nchunk == cached:
                 raw = self._cache[1]
-                if blocked:
+                if io.blocked(grid):
                     gather_blocked(piece, raw, grid, out)
                 else:
                     gather(piece, raw.reshape(grid.ext_chunks), out)
             else:
-                tasks.append(partial(self._io.read_piece, grid, piece, out))
-        _parallel.run(tasks)
+                pieces.append(piece)
+        # Threads pay off only when each has real decoding to do: below that, handing
+        # pieces over and contending for the GIL costs more than it saves.
+        if len(pieces) > 1 and sum(io.decode_cost(grid, p) for p in pieces) >= \
+                _THREADED_BYTES * len(pieces):
+            _parallel.run([partial(io.read_piece, grid, p, out) for p in pieces])
+        else:
+            for piece in pieces:
+                io.read_piece(grid, piece, out)
         return okey.finish(out)
 
     def _read_item(self, index: tuple[int, ...]) -> Any:
@@ -533,7 +544,8 @@ class carray:  # noqa: N801 - the bcolz name users know
                     buf: np.ndarray) -> None:
         """Decode into ``buf`` at least the items of chunk ``nchunk`` at ``offsets``."""
         if self._io.blocked(grid):
-            blocks = np.unique(offsets // math.prod(grid.blocks))
+            blocks = np.sort(offsets // math.prod(grid.blocks))
+            blocks = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
             if len(blocks) > grid.nblocks // 2:
                 self._io.decode_whole(nchunk, buf)
             else:

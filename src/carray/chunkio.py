@@ -19,6 +19,7 @@ to call from several threads at once (each has its own decoder and scratch).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,7 +39,7 @@ from carray.grid import (
     scatter,
     scatter_blocked,
 )
-from carray.layouts.base import Layout
+from carray.layouts.base import ChunkReader, Layout
 from carray.params import CParams
 
 # A piece needing more than this share of its chunk decodes the chunk whole.
@@ -83,8 +84,9 @@ class ChunkIO:
         """Whether the last partial run of rows is stored with only its rows."""
         return not self.layout.pads_edges and not self.blocked(grid)
 
-    def path(self, nchunk: int) -> str | None:
-        return self.layout.chunk_path(nchunk)
+    def path(self, nchunk: int) -> _ChunkPath:
+        """Where chunk ``nchunk`` lives, for messages (worked out only if one is made)."""
+        return _ChunkPath(self.layout, nchunk)
 
     # -- encoding -------------------------------------------------------------------------
 
@@ -131,13 +133,17 @@ class ChunkIO:
         if self.layout.concurrent_reads:
             return self.layout.chunk_reader(nchunk)
         with _parallel.io_lock:
-            read_at, size = self.layout.chunk_reader(nchunk)
+            reader, size = self.layout.chunk_reader(nchunk)
 
-        def locked(offset: int, length: int) -> bytes:
+        def read(offset: int, length: int) -> bytes:
             with _parallel.io_lock:
-                return read_at(offset, length)
+                return reader(offset, length)
 
-        return locked, size
+        def read_into(offset: int, out) -> int:
+            with _parallel.io_lock:
+                return reader.read_into(offset, out)
+
+        return ChunkReader(size, read, read_into), size
 
     # -- decoding -------------------------------------------------------------------------
 
@@ -195,7 +201,8 @@ class ChunkIO:
         else:
             read_at, size = self._reader(nchunk)
             chunk = blosc.fetch_blocks(read_at, size, blocks, path,
-                                       blocksize=grid.block_nbytes)
+                                       blocksize=grid.block_nbytes,
+                                       scratch=_parallel.scratch)
             if chunk is None:
                 chunk = self.fetch(nchunk)
         h = blosc.validate_chunk(chunk, dest.nbytes, path)
@@ -206,6 +213,15 @@ class ChunkIO:
         _parallel.decoder().decompress_blocks(chunk, dest, blocks, path, h)
 
     # -- pieces ---------------------------------------------------------------------------
+
+    def decode_cost(self, grid: NDGrid, piece: Piece) -> int:
+        """About how many bytes reading ``piece`` decodes (what decides threading)."""
+        if self.blocked(grid):
+            blocks = piece.nblocks
+            return grid.chunk_nbytes if blocks > _WHOLE_SHARE * grid.nblocks else \
+                blocks * grid.block_nbytes
+        lo, hi = c_bounds(piece.local, grid.ext_chunks)
+        return (hi - lo) * self.itemsize
 
     def read_piece(self, grid: NDGrid, piece: Piece, out: np.ndarray) -> None:
         """Copy a piece of chunk ``piece.nchunk`` into ``out`` (the selection's array)."""
@@ -260,3 +276,18 @@ class ChunkIO:
         block = np.ravel_multi_index(tuple(q), grid.blocks_per_chunk)
         return block * math.prod(grid.blocks) + np.ravel_multi_index(tuple(r), grid.blocks)
 
+
+
+class _ChunkPath(os.PathLike):
+    """A chunk's file name, looked up only when an error message needs it."""
+
+    __slots__ = ("_layout", "_nchunk")
+
+    def __init__(self, layout: Layout, nchunk: int) -> None:
+        self._layout, self._nchunk = layout, nchunk
+
+    def __fspath__(self) -> str:
+        return self._layout.chunk_path(self._nchunk) or "(memory)"
+
+    def __str__(self) -> str:
+        return self.__fspath__()

@@ -249,24 +249,55 @@ def _cubic(lengths: Sequence[int], budget: float) -> list[int]:
 def _targets(caches: CacheSizes | None) -> tuple[int, int]:
     """Bytes per block and per chunk (see :func:`default_chunks_blocks`)."""
     caches = caches or cpu_cache_sizes()
-    block_target = _clamp(caches.l2 // 4, 16 * 2**10, 2**20)
-    chunk_target = max(_clamp(caches.l3 // 4, 2 * 2**20, 8 * 2**20), 8 * block_target)
+    block_target = _clamp(caches.l1d // 4, 4 * 2**10, 32 * 2**10)
+    chunk_target = _clamp(caches.l3 // 4, 2 * 2**20, 8 * 2**20)
     return block_target, chunk_target
 
 
 def default_blocks(chunks: Sequence[int], itemsize: int,
                    caches: CacheSizes | None = None) -> tuple[int, ...]:
-    """The block shape for chunks of shape ``chunks`` (the rule of :func:`default_chunks_blocks`).
+    """The block shape for chunks of shape ``chunks``.
 
-    Each side is then evened out so whole blocks tile the chunk with as little
-    padding as possible (a side of 100 split near 32 becomes 4 blocks of 25).
+    * **Block bytes** target a quarter of the L1 data cache, clamped to 4 - 32
+      KiB: a read decodes every block it touches whole, so small blocks keep the
+      bytes decoded per item returned low, and a block, its compressed bytes and
+      the shuffle scratch then stay in L1 while it is decoded.
+    * **Frames: one row per block.**  When two or more axes after the first are
+      longer than a cubic block's side, the first axis indexes whole frames
+      (time steps, levels, images) and slices across it (``a[i]``) are the most
+      common read: they then decode no other rows, while the other axes share
+      the block near-cubically, so a slice orthogonal to any of them decodes the
+      same few items per item returned.  The first axis takes whatever the
+      others are too short to use.
+    * **Otherwise near-cubic**, so rows and columns cost the same (matrices,
+      images with a short channel axis last).
+    * Each side is then made to tile the chunk: a divisor of the chunk side
+      close below it, or else an even split (a side of 96 near 39 becomes 32).
     """
     chunks = _as_shape("chunks", chunks)
     if any(c <= 0 for c in chunks):
         raise ValueError(f"chunks {chunks} must be positive")
     block_target, _ = _targets(caches)
-    blocks = _cubic(chunks, max(block_target // max(itemsize, 1), 1))
-    return tuple(-(-c // -(-c // b)) for c, b in zip(chunks, blocks, strict=True))
+    budget = max(block_target // max(itemsize, 1), 1)
+    blocks = _cubic(chunks, budget)
+    side = max(blocks)
+    if sum(1 for c in chunks[1:] if c > side) >= 2:
+        rest = _cubic(chunks[1:], budget)
+        first = _clamp(int(budget / math.prod(rest)), 1, chunks[0])
+        blocks = [first, *rest]
+    return tuple(_tile(c, b) for c, b in zip(chunks, blocks, strict=True))
+
+
+def _tile(chunk: int, block: int) -> int:
+    """A block side near ``block`` that tiles ``chunk``: a divisor within 3/4 of it if
+    there is one, else ``chunk`` split evenly (less than one item of padding per block)."""
+    for b in range(block, max(1, (3 * block) // 4) - 1, -1):
+        if chunk % b == 0:
+            return b
+    return -(-chunk // -(-chunk // block))
+
+
+_ROUND = 16
 
 
 def default_chunks_blocks(shape: Sequence[int], itemsize: int,
@@ -274,23 +305,15 @@ def default_chunks_blocks(shape: Sequence[int], itemsize: int,
                           ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Chunk and block shapes for an array of ``shape`` and ``itemsize``.
 
-    The rule:
-
-    * **Block bytes** target a quarter of L2, clamped to 16 KiB - 1 MiB: while
-      Blosc decodes a block, the compressed input, the shuffle scratch buffer
-      and the output all want to stay in L2.
-    * **Chunk bytes** target a quarter of L3 (shared between cores), clamped
-      to 2 - 8 MiB and to at least 8 blocks, so a chunk is big enough to
-      compress well and to amortise its per-chunk index entry and I/O.
-    * **Shapes are as cubic as the array allows.** Reading a slice orthogonal
-      to axis ``k`` (``a[..., i, ...]``) decodes every touched block whole, so
-      it reads ``blocks[k]`` times more items than it returns; equal sides make
-      that overhead the same for every axis. Axes shorter than the cube side
-      are taken whole and their unused share goes to the other axes.
-      Chunks are built as a near-cubic number of blocks per axis, so no chunk
-      has padding except where the array itself ends.
-
-    Zero-length axes are sized as if unbounded, since they are likely to grow.
+    * **Chunk bytes** target a quarter of L3 (shared between cores), clamped to
+      2 - 8 MiB: big enough to compress well and to amortise a chunk's index
+      entry, its I/O and the Python work per chunk a read does.
+    * **Chunks are as cubic as the array allows**, so a slice along any axis
+      touches about as many chunks; axes shorter than the cube side are taken
+      whole and their unused share goes to the others.  Zero-length axes are
+      sized as if unbounded, since they are likely to grow.  A side that does
+      not span its axis is a multiple of 16 items, so blocks tile it exactly.
+    * **Blocks** follow :func:`default_blocks`.
 
     Returns
     -------
@@ -307,16 +330,14 @@ def default_chunks_blocks(shape: Sequence[int], itemsize: int,
         raise ValueError(f"shape {shape} has a negative length")
     if len(shape) > MAX_DIM:
         raise ValueError(f"{len(shape)} dimensions: arrays have at most {MAX_DIM}")
-    block_target, chunk_target = _targets(caches)
+    _, chunk_target = _targets(caches)
     lengths = [s if s > 0 else sys.maxsize for s in shape]
-    blocks = _cubic(lengths, max(block_target // itemsize, 1))
-    # The chunk is a near-cubic stack of whole blocks over the block grid.
-    block_grid = [-(-n // b) for n, b in zip(lengths, blocks, strict=True)]
-    per_chunk = max(chunk_target // (itemsize * math.prod(blocks)), 1)
-    stack = _cubic(block_grid, per_chunk)
-    # Never wider than the array: an edge chunk is padded to whole blocks anyway.
-    chunks = [min(k * b, n) for k, b, n in zip(stack, blocks, lengths, strict=True)]
-    return tuple(chunks), tuple(blocks)
+    cubic = _cubic(lengths, max(chunk_target // itemsize, 1))
+    # A side cut short of its axis is rounded down to a multiple of 16, so the
+    # blocks tile it exactly (no padding inside the array).
+    chunks = tuple(c if c == n or c < 2 * _ROUND else c // _ROUND * _ROUND
+                   for c, n in zip(cubic, lengths, strict=True))
+    return chunks, default_blocks(chunks, itemsize, caches)
 
 
 # bcolz 1.x chunk size heuristic (specs/bcolz.md section 8).
@@ -376,10 +397,17 @@ class Piece:
         if self._blocks is None:
             # An outer "sum" of per-axis block coordinates, raveled in C order;
             # ascending per axis makes the flattened result ascending too.
-            lin = np.zeros(1, dtype=np.intp)
-            for b, nb in zip(self._axis_blocks, self._per_chunk, strict=True):
-                lin = (lin[:, None] * nb + b[None, :]).ravel()
-            self._blocks = lin
+            if self.nblocks <= 256:  # few: Python ints beat numpy's per-call cost
+                lin = [0]
+                for b, nb in zip(self._axis_blocks, self._per_chunk, strict=True):
+                    coords = b.tolist()
+                    lin = [x * nb + y for x in lin for y in coords]
+                self._blocks = np.array(lin, dtype=np.intp)
+            else:
+                lin = np.zeros(1, dtype=np.intp)
+                for b, nb in zip(self._axis_blocks, self._per_chunk, strict=True):
+                    lin = (lin[:, None] * nb + b[None, :]).ravel()
+                self._blocks = lin
         return self._blocks
 
 
@@ -420,7 +448,7 @@ def _range_groups(sel: range, chunk: int, block: int, length: int) -> list[_Axis
             blocks = np.arange(lo // block, (lo + count - 1) // block + 1, dtype=np.intp)
         else:
             hit = np.arange(lo, lo + (count - 1) * step + 1, step, dtype=np.intp) // block
-            blocks = np.unique(hit)
+            blocks = hit[np.r_[True, hit[1:] != hit[:-1]]]  # ascending already
         valid = min(chunk, length - base)
         full = lo == 0 and count == valid and (step == 1 or count == 1)
         groups.append(_AxisGroup(coord, local, out, blocks, full))
@@ -583,30 +611,43 @@ def _block_box(parts: Sequence[AxisIndex], grid: NDGrid):
     return tuple(view_key), lows, items
 
 
-def _aligned_key(parts: Sequence[AxisIndex], grid: NDGrid):
-    """A basic index of the 2N-d block view picking ``parts`` exactly, or None.
+# Past this many straight copies per piece, copying the spanned blocks at once is cheaper.
+_MAX_RUN_COPIES = 8
 
-    Possible when every axis selects one position (block ``q``, offset ``r``)
-    or an ascending unit-step run of whole blocks.  Returns the index and the
-    shape ``(m0, w0, m1, w1, ...)`` the destination is split into to match the
-    view with its axes interleaved.
+
+def _block_runs(piece: Piece, grid: NDGrid):
+    """Per axis, the piece as straight runs of the 2N-d block view, or None.
+
+    Possible when every axis selects an ascending unit-step range.  Such a
+    range is a partial first block, whole blocks, and a partial last block;
+    each is ``(block slice, offset slice, output slice, (blocks, width))``, a
+    basic index of the view, so the piece copies with no index arrays and no
+    intermediate box (one copy per combination of runs across the axes).
     """
-    qkey, rkey, split = [], [], []
-    for part, b in zip(parts, grid.blocks, strict=True):
-        if not isinstance(part, range):
+    runs, copies = [], 1
+    for part, out, b in zip(piece.local, piece.out, grid.blocks, strict=True):
+        if not isinstance(part, range) or (len(part) > 1 and part.step != 1) or \
+                not isinstance(out, range) or (len(out) > 1 and out.step != 1):
             return None
-        if len(part) == 1:
-            q, r = divmod(part.start, b)
-            qkey.append(slice(q, q + 1))
-            rkey.append(slice(r, r + 1))
-            split += (1, 1)
-        elif part.step == 1 and part.start % b == 0 and len(part) % b == 0:
-            qkey.append(slice(part.start // b, part.stop // b))
-            rkey.append(slice(None))
-            split += (len(part) // b, b)
-        else:
+        start, stop, o = part.start, part.start + len(part), out.start
+        segs = []
+        while start < stop:
+            q, r = divmod(start, b)
+            if r or stop - start < b:  # a partial block
+                end = min(stop, (q + 1) * b)
+                segs.append((slice(q, q + 1), slice(r, r + end - start),
+                             slice(o, o + end - start), (1, end - start)))
+            else:  # whole blocks
+                m = (stop - start) // b
+                end = start + m * b
+                segs.append((slice(q, q + m), slice(None), slice(o, o + m * b), (m, b)))
+            o += end - start
+            start = end
+        runs.append(segs)
+        copies *= len(segs)
+        if copies > _MAX_RUN_COPIES:
             return None
-    return tuple(qkey) + tuple(rkey), tuple(split)
+    return runs
 
 
 def _shifted(part: AxisIndex, offset: int) -> AxisIndex:
@@ -630,11 +671,14 @@ def gather_blocked(piece: Piece, raw: np.ndarray, grid: NDGrid, out: np.ndarray)
     """
     nd = grid.ndim
     view = raw.reshape(grid.blocks_per_chunk + grid.blocks)
-    aligned = _aligned_key(piece.local, grid)
-    if aligned is not None:
-        key, split = aligned
-        dest = out[outer_index(piece.out)].reshape(split)
-        dest[...] = view[key].transpose(_interleave(nd))
+    runs = _block_runs(piece, grid)
+    if runs is not None:
+        order = _interleave(nd)
+        for combo in product(*runs):
+            dest = out[tuple(seg[2] for seg in combo)].reshape(
+                tuple(x for seg in combo for x in seg[3]))
+            dest[...] = view[tuple(seg[0] for seg in combo) +
+                             tuple(seg[1] for seg in combo)].transpose(order)
         return
     box_key, lows, items = _block_box(piece.local, grid)
     if not _dense(piece, items):

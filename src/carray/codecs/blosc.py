@@ -26,7 +26,8 @@ import ctypes
 import os
 import re
 import struct
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import NamedTuple
 
 import blosc as _blosc1
 import blosc2 as _blosc2
@@ -270,9 +271,8 @@ _init_threads()
 _blosc1.set_releasegil(True)
 
 
-@dataclass(frozen=True)
-class ChunkHeader:
-    """The fields every Blosc chunk header starts with."""
+class ChunkHeader(NamedTuple):
+    """The fields every Blosc chunk header starts with (a tuple: parsed on every read)."""
 
     version: int
     versionlz: int
@@ -464,8 +464,7 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     blocks holding the range, then decodes those blocks as a chunk of their own
     (blocks are independent); other chunks are read whole.
     """
-    head = read_at(0, BLOSC2_HEADER if size >= BLOSC2_HEADER else BLOSC1_HEADER)
-    h = read_header(head, path, size=size)
+    h, head = _read_head(read_at, size, path)
     if expected_nbytes is not None and h.nbytes != expected_nbytes:
         raise FormatError(f"Blosc chunk holds {h.nbytes} bytes uncompressed, expected "
                           f"{expected_nbytes}", path)
@@ -484,9 +483,7 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
         return
     bs, nblocks = h.blocksize, h.nblocks
-    bstarts = _block_starts(read_at, h, path)
-    # Threads may store blocks out of order: a block ends where the next stored one begins.
-    stored = np.append(np.unique(bstarts), h.cbytes)
+    bstarts = _block_starts(read_at, h, path, head)
     first, last = start // bs, (start + out.nbytes - 1) // bs
     if first == last == nblocks - 1 and h.nbytes % bs and first:
         # A lone short last block would make a chunk smaller than one block, which
@@ -495,11 +492,14 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     k = last - first + 1
     sub_nbytes = min(h.nbytes - first * bs, k * bs)
     sub_start = hs + 4 * k
+    los = bstarts[first:last + 1].astype(np.int64)
+    his = _block_ends(bstarts, los, h.cbytes)
+    # One read spanning the blocks (they are usually stored in order, back to back).
+    span_lo, span_hi = int(los.min()), int(his.max())
+    span = head[span_lo:span_hi] if span_hi <= len(head) else read_at(span_lo, span_hi - span_lo)
     pieces, offsets, pos = [], [], sub_start
-    for j in range(first, last + 1):
-        lo = int(bstarts[j])
-        hi = int(stored[np.searchsorted(stored, lo, side="right")])
-        pieces.append(read_at(lo, hi - lo))
+    for lo, hi in zip(los.tolist(), his.tolist(), strict=True):
+        pieces.append(span[lo - span_lo:hi - span_lo])
         offsets.append(pos)
         pos += hi - lo
     # A chunk of just these blocks: the same header with its sizes and offsets updated.
@@ -520,7 +520,8 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
 
 
 def fetch_blocks(read_at, size: int, blocks: np.ndarray, path: str | None = None,
-                 blocksize: int | None = None) -> np.ndarray | None:
+                 blocksize: int | None = None,
+                 scratch: Callable[[int], np.ndarray] | None = None) -> np.ndarray | None:
     """The bytes of a stored chunk that decoding ``blocks`` of it needs, and no others.
 
     ``read_at(offset, length)`` reads the stored chunk of ``size`` bytes.  Returns
@@ -528,38 +529,98 @@ def fetch_blocks(read_at, size: int, blocks: np.ndarray, path: str | None = None
     wanted blocks at their own offsets (the rest is left unset), ready for
     :meth:`Decoder.decompress_blocks`; or None when the chunk's blocks do not
     decode on their own or are not ``blocksize`` long (then read it whole).
+    ``scratch(nbytes)``, if given, supplies a reusable buffer to fill.
     """
-    head = read_at(0, BLOSC2_HEADER if size >= BLOSC2_HEADER else BLOSC1_HEADER)
-    h = read_header(head, path, size=size)
+    h, head = _read_head(read_at, size, path)
     if not _blocks_independent(h, head) or h.memcpyed or h.nbytes == 0 or \
             (blocksize is not None and h.blocksize != blocksize):
         return None
     hs, nblocks = h.header_size, h.nblocks
     table_end = hs + 4 * nblocks
-    bstarts = _block_starts(read_at, h, path)
-    buf = np.empty(h.cbytes, dtype=np.uint8)
+    bstarts = _block_starts(read_at, h, path, head)
+    buf = scratch(h.cbytes)[:h.cbytes] if scratch is not None else \
+        np.empty(h.cbytes, dtype=np.uint8)
     buf[:hs] = np.frombuffer(head[:hs], np.uint8)
     buf[hs:table_end] = bstarts.view(np.uint8)
-    # Threads may store blocks out of order: a block ends where the next stored one begins.
-    stored = np.append(np.unique(bstarts), h.cbytes)
-    wanted = np.unique(bstarts[blocks[blocks < nblocks]])
-    ends = stored[np.searchsorted(stored, wanted, side="right")]
-    # Neighbouring blocks are fetched in one read.
-    cut = np.flatnonzero(wanted[1:] != ends[:-1]) + 1
-    for lo, hi in zip(np.r_[0, cut].tolist(), np.r_[cut, len(wanted)].tolist(), strict=True):
-        start, stop = int(wanted[lo]), int(ends[hi - 1])
-        raw = read_at(start, stop - start)
-        if len(raw) != stop - start:
-            raise FormatError("Blosc chunk truncated inside a block", path)
-        buf[start:stop] = np.frombuffer(raw, np.uint8)
+    read_into = getattr(read_at, "read_into", None)
+    for start, stop in _byte_runs(bstarts, h, blocks[blocks < nblocks]):
+        if start < len(head):  # already read with the header
+            buf[start:min(stop, len(head))] = np.frombuffer(head[start:stop], np.uint8)
+            start = min(stop, len(head))
+        if start < stop:
+            if read_into is not None:  # straight into the buffer, no copy
+                got = read_into(start, buf[start:stop])
+            else:
+                raw = read_at(start, stop - start)
+                got = len(raw)
+                buf[start:start + got] = np.frombuffer(raw, np.uint8)
+            if got != stop - start:
+                raise FormatError("Blosc chunk truncated inside a block", path)
     return buf
 
 
-def _block_starts(read_at, h: ChunkHeader, path: str | None) -> np.ndarray:
-    """The block-offset table of a chunk read through ``read_at``, checked."""
+# Ranged reads: how much of a chunk the first read takes (the header and, usually,
+# the whole block-offset table), the gap worth reading through rather than
+# seeking over, and how many separate reads are worth making at all.
+_HEAD_READ = 4096
+_READ_GAP = 16 * 1024
+_MAX_READS = 8
+
+
+def _byte_runs(bstarts: np.ndarray, h: ChunkHeader, blocks: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, stop)`` byte ranges covering ``blocks`` of a chunk, as few reads.
+
+    Blocks closer than ``_READ_GAP`` bytes are fetched in one read (a block
+    ends where the next stored one begins; threads may store them out of
+    order), and more than ``_MAX_READS`` reads become one: a syscall costs more
+    than reading past a few blocks.
+    """
+    starts = bstarts[blocks]
+    if len(starts) > 1 and not (starts[1:] > starts[:-1]).all():
+        starts = np.sort(starts)
+    reach = _block_reach(h)
+    if len(starts) == 1 or int(starts[-1]) - int(starts[0]) <= reach * (len(starts) - 1) + \
+            _READ_GAP:
+        cut = []
+    else:
+        stops = np.minimum(starts + reach, h.cbytes)
+        cut = (np.flatnonzero(starts[1:] > stops[:-1] + _READ_GAP) + 1).tolist()
+        if len(cut) >= _MAX_READS:
+            cut = []
+    runs = []
+    for a, b in zip([0, *cut], [*cut, len(starts)], strict=True):
+        last = int(starts[b - 1])
+        after = bstarts[bstarts > last]
+        runs.append((int(starts[a]), int(after.min()) if after.size else h.cbytes))
+    return runs
+
+
+def _block_ends(bstarts: np.ndarray, starts: np.ndarray, cbytes: int) -> np.ndarray:
+    """Where each block starting at ``starts`` ends: where the next stored one begins."""
+    if len(starts) <= 4:
+        ends = [bstarts[bstarts > s] for s in starts.tolist()]
+        return np.array([int(e.min()) if e.size else cbytes for e in ends], dtype=np.int64)
+    stored = np.append(np.sort(bstarts), cbytes)
+    return stored[np.searchsorted(stored, starts, side="right")]
+
+
+def _block_reach(h: ChunkHeader) -> int:
+    """The most bytes one stored block can take: its streams' sizes and contents."""
+    return h.blocksize + 4 * (max(h.typesize, 1) + 1)
+
+
+def _read_head(read_at, size: int, path: str | None) -> tuple[ChunkHeader, bytes]:
+    """The header of a stored chunk, and the first bytes read with it."""
+    head = read_at(0, min(size, _HEAD_READ))
+    return read_header(head, path, size=size), head
+
+
+def _block_starts(read_at, h: ChunkHeader, path: str | None, head: bytes = b"") -> np.ndarray:
+    """The block-offset table of a chunk read through ``read_at`` (or found in the
+    ``head`` bytes already read), checked."""
     hs, nblocks = h.header_size, h.nblocks
-    table = read_at(hs, 4 * nblocks)
     table_end = hs + 4 * nblocks
+    table = head[hs:table_end] if len(head) >= table_end else read_at(hs, 4 * nblocks)
     if len(table) != 4 * nblocks or table_end > h.cbytes:
         raise FormatError(f"Blosc chunk of {h.cbytes} bytes cannot hold {nblocks} block "
                           "offsets", path)

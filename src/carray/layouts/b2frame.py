@@ -92,7 +92,7 @@ from carray.layouts._b2frame_meta import (
     header_filters,
     parse_carray_meta,
 )
-from carray.layouts.base import ArrayMeta, Layout
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout
 
 #: Dead space below this is never worth a rewrite.
 COMPACT_MIN = 64 * 2**10
@@ -136,6 +136,10 @@ class _ChunkFile:
     def __call__(self, offset: int, length: int) -> bytes:
         offset = max(0, min(offset, self.size))
         return pread_full(self._fd, max(0, min(length, self.size - offset)), offset)
+
+    def read_into(self, offset: int, out) -> int:
+        view = memoryview(out).cast("B")[:max(0, self.size - offset)]
+        return pread_into(self._fd, view, offset)
 
 
 class B2ndLayout(Layout):
@@ -458,13 +462,13 @@ class B2ndLayout(Layout):
         off = self._offset(nchunk)
         if off < 0:
             data = self._special(off)
-            return (lambda o, n: data[o:o + n]), len(data)
+            return ChunkReader(len(data), lambda o, n: data[o:o + n]), len(data)
         if not self.contiguous:
             try:
                 reader = _ChunkFile(self._chunk_file(off))
             except FileNotFoundError:
                 raise self._missing(nchunk, off) from None
-            return reader, reader.size
+            return ChunkReader(reader.size, reader, reader.read_into), reader.size
         start, size = self._extent(nchunk, off)
         fd = self._fd  # compaction retires, never closes, a descriptor in use
 
@@ -472,7 +476,11 @@ class B2ndLayout(Layout):
             offset = max(0, min(offset, size))
             return pread_full(fd, max(0, min(length, size - offset)), start + offset)
 
-        return read_at, size
+        def read_into(offset: int, out) -> int:
+            view = memoryview(out).cast("B")[:max(0, size - offset)]
+            return pread_into(fd, view, start + offset)
+
+        return ChunkReader(size, read_at, read_into), size
 
     # -- writing --------------------------------------------------------------------------
 

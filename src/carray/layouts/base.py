@@ -100,6 +100,30 @@ def row_chunk_tail(atomshape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(max(int(n), 1) for n in atomshape)
 
 
+class ChunkReader:
+    """Ranged reads of one stored chunk of ``size`` bytes: ``reader(offset, length)``.
+
+    ``read(offset, length)`` returns the bytes (fewer only past the end);
+    ``read_into(offset, out)`` fills a writable buffer instead, which layouts
+    reading files do without an intermediate copy.
+    """
+
+    def __init__(self, size: int, read: Callable[[int, int], bytes],
+                 read_into: Callable[[int, Any], int] | None = None) -> None:
+        self.size = size
+        self.read = read
+        if read_into is not None:
+            self.read_into = read_into
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        return self.read(offset, length)
+
+    def read_into(self, offset: int, out) -> int:
+        data = self.read(offset, len(out))
+        memoryview(out).cast("B")[:len(data)] = data
+        return len(data)
+
+
 class Layout(abc.ABC):
     """Compressed chunks, numbered from 0, plus metadata and user attributes.
 
@@ -141,7 +165,7 @@ class Layout(abc.ABC):
         Partial reads go through this so only the bytes they need are fetched.
         """
         chunk = self.read_chunk(nchunk)
-        return (lambda offset, length: bytes(chunk[offset:offset + length])), len(chunk)
+        return ChunkReader(len(chunk), lambda o, n: bytes(chunk[o:o + n])), len(chunk)
 
     @abc.abstractmethod
     def write_chunk(self, nchunk: int, data: bytes) -> int:

@@ -27,13 +27,14 @@ import os
 import pickle
 import shutil
 import struct
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from carray._fileio import atomic_write, fsync_path
+from carray._fileio import atomic_write, fsync_path, pread_into
 from carray.codecs import blosc
 from carray.errors import (
     ContainerExistsError,
@@ -41,7 +42,7 @@ from carray.errors import (
     FormatError,
     UnsafeDataError,
 )
-from carray.layouts.base import ArrayMeta, Layout, ZonemapFiles
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles
 from carray.params import CNAMES, CParams
 
 DATA_DIR, META_DIR = "data", "meta"
@@ -157,8 +158,11 @@ class BcolzLayout(ZonemapFiles, Layout):
         self._zonemap_dir = os.path.join(self.rootdir, META_DIR)
         self._pending: set[str] = set()
         self._datadir_fd: int | None = None
-        # Chunk files kept open for ranged reads: number -> (fd, size).
-        self._open_files: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        # Chunk files kept open for ranged reads, per thread so that threads reading
+        # at once never close a descriptor another is using: number -> (fd, size).
+        self._local = threading.local()
+        self._file_caches: list[OrderedDict[int, tuple[int, int]]] = []
+        self._files_lock = threading.Lock()
 
     # -- creation and opening ---------------------------------------------------------------
 
@@ -302,8 +306,18 @@ class BcolzLayout(ZonemapFiles, Layout):
         self._check_header(view, path)
         return view[CHUNK_HEADER_SIZE:]
 
+    def _open_files(self) -> OrderedDict[int, tuple[int, int]]:
+        """This thread's cache of open chunk files."""
+        files = getattr(self._local, "files", None)
+        if files is None:
+            files = self._local.files = OrderedDict()
+            with self._files_lock:
+                self._file_caches.append(files)
+        return files
+
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
-        entry = self._open_files.get(nchunk)
+        open_files = self._open_files()
+        entry = open_files.get(nchunk)
         if entry is None:
             path = self._path(nchunk)
             try:
@@ -318,19 +332,23 @@ class BcolzLayout(ZonemapFiles, Layout):
                 os.close(fd)
                 raise
             entry = (fd, size)
-            self._open_files[nchunk] = entry
-            if len(self._open_files) > _OPEN_CHUNKS:
-                os.close(self._open_files.popitem(last=False)[1][0])
+            open_files[nchunk] = entry
+            if len(open_files) > _OPEN_CHUNKS:
+                os.close(open_files.popitem(last=False)[1][0])
         else:
-            self._open_files.move_to_end(nchunk)
+            open_files.move_to_end(nchunk)
         fd, size = entry
-        return (lambda offset, length: os.pread(fd, length, CHUNK_HEADER_SIZE + offset),
-                size - CHUNK_HEADER_SIZE)
+        return ChunkReader(size - CHUNK_HEADER_SIZE,
+                           lambda offset, length: os.pread(fd, length, CHUNK_HEADER_SIZE + offset),
+                           lambda offset, out: pread_into(fd, out, CHUNK_HEADER_SIZE + offset)
+                           ), size - CHUNK_HEADER_SIZE
 
     def _forget(self, nchunk: int) -> None:
-        entry = self._open_files.pop(nchunk, None)
-        if entry is not None:
-            os.close(entry[0])
+        with self._files_lock:
+            for files in self._file_caches:
+                entry = files.pop(nchunk, None)
+                if entry is not None:
+                    os.close(entry[0])
 
     def write_chunk(self, nchunk: int, data: bytes) -> int:
         path = self._path(nchunk)
@@ -413,8 +431,10 @@ class BcolzLayout(ZonemapFiles, Layout):
         atomic_write(os.path.join(self.rootdir, ATTRS_FILE), data, fsync=self.fsync)
 
     def close(self) -> None:
-        for nchunk in list(self._open_files):
-            self._forget(nchunk)
+        with self._files_lock:
+            for files in self._file_caches:
+                while files:
+                    os.close(files.popitem()[1][0])
         if self._datadir_fd is not None:
             os.close(self._datadir_fd)
             self._datadir_fd = None

@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from carray._fileio import atomic_write, fsync_path
+from carray._fileio import atomic_write, fsync_path, pread_into
 from carray.codecs import blosc
 from carray.errors import (
     ChecksumError,
@@ -99,7 +99,7 @@ from carray.layouts._superchunk_meta import (
     dumps,
     encode_attr,
 )
-from carray.layouts.base import ArrayMeta, Layout, ZonemapFiles
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles
 from carray.layouts.bcolz import read_json
 
 DATA_DIR, META_DIR = "data", "meta"
@@ -112,6 +112,9 @@ DEFAULT_SPARE = 0.1
 # In-place rewrites waiting for the next commit are held in memory up to this much.
 INPLACE_LIMIT = 64 * 2**20
 _OPEN_FILES = 64
+_HEAD_READ = 4096
+# Chunk headers (with their block tables) kept for partial reads.
+_CACHED_HEADS = 1024
 _BLOSC_HEAD = blosc.BLOSC1_HEADER
 
 
@@ -184,6 +187,8 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         self._inplace_bytes = 0
         self._overlay: dict[int, list[tuple[int, bytes]]] = {}  # mode 'r' journal replay
         self._stamps: dict[int, tuple[int, int]] = {}
+        # nchunk -> (superchunk, offset, cbytes, first bytes), for partial reads.
+        self._heads: OrderedDict[int, tuple] = OrderedDict()
         self._count = 0
         self._generation = 0
         self._dropped = False
@@ -492,22 +497,40 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         rec = self._inplace.get(nchunk)
         if rec is not None:
             size = len(rec) - self._dsize
-            return (lambda o, n: rec[o:min(o + n, size)]), size
-        # File handles and caches change under the lock (see read_chunk).
+            return ChunkReader(size, lambda o, n: rec[o:min(o + n, size)]), size
+        # File handles and caches change under the lock (see read_chunk).  The first
+        # read takes a few KiB, so the header and block table cost one syscall, and
+        # is kept for the next partial read of the same chunk.
         with self._read_lock:
-            sc, off = self._locate(nchunk)
-            head = self._pread(sc, _BLOSC_HEAD, off)
-        h = blosc.read_header(head, sc.path, off, size=sc.size - off)
-        size = h.cbytes
+            cached = self._heads.get(nchunk)
+            if cached is None:
+                sc, off = self._locate(nchunk)
+                head = self._pread(sc, min(_HEAD_READ, sc.size - off), off)
+                h = blosc.read_header(head, sc.path, off, size=sc.size - off)
+                cached = self._heads[nchunk] = (sc, off, h.cbytes, head[:h.cbytes])
+                if len(self._heads) > _CACHED_HEADS:
+                    self._heads.popitem(last=False)
+            else:
+                self._heads.move_to_end(nchunk)
+        sc, off, size, head = cached
 
         def read_at(offset: int, length: int) -> bytes:
-            if offset == 0 and length == _BLOSC_HEAD:
-                return head
             length = max(0, min(length, size - offset))
+            if offset + length <= len(head):
+                return head[offset:offset + length]
             with self._read_lock:
                 return self._pread(sc, length, off + offset)
 
-        return read_at, size
+        def read_into(offset: int, out) -> int:
+            view = memoryview(out).cast("B")[:max(0, size - offset)]
+            if offset + len(view) <= len(head) or self._overlay.get(sc.k):
+                data = read_at(offset, len(view))
+                view[:len(data)] = data
+                return len(data)
+            with self._read_lock:  # the descriptor may be evicted by another thread
+                return pread_into(self._fd(sc), view, off + offset)
+
+        return ChunkReader(size, read_at, read_into), size
 
     def _cbytes_of(self, sc: _Superchunk, slot: int, off: int) -> int:
         known = sc.sizes.get(slot)
@@ -531,6 +554,7 @@ class SuperchunkLayout(ZonemapFiles, Layout):
     def write_chunk(self, nchunk: int, data: bytes) -> int:
         if self.readonly:
             raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        self._heads.pop(nchunk, None)
         if not 0 <= nchunk <= self._count:
             raise IndexError(f"chunk {nchunk} written before chunk {self._count}")
         k, slot = divmod(nchunk, self._S)
@@ -572,6 +596,7 @@ class SuperchunkLayout(ZonemapFiles, Layout):
     def drop_chunks(self, first: int) -> int:
         if self.readonly:
             raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        self._heads.clear()
         first = max(first, 0)
         removed = 0
         for n in range(first, self._count):
@@ -646,6 +671,7 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         """Make every chunk written so far durable, then record ``meta`` (see module doc)."""
         if self.readonly:
             raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+        self._heads.clear()  # in-place rewrites and compaction move bytes under them
         scs = list(self._scs.values())
         if self.fsync:
             for sc in scs:
