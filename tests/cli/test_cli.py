@@ -65,6 +65,9 @@ def test_demo_runs_and_keeps_its_dataset(tmp_path, capsys):
     assert "readings above 25 degC" in out and "shape" in out
     a = ca.open(keep, mode="r")
     assert len(a) == 300_000 and a.attrs["units"] == "degC"
+    assert "python-blosc2 reads it back" in out
+    cube = ca.open(tmp_path / "frames.b2nd", mode="r")
+    assert cube.ndim == 3 and cube.blocks is not None
 
 
 def test_console_script_entry_point():

@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         print()
         _table_tour(Path(tmp) / "readings.ctable" if not args.keep else
                     Path(args.keep).with_suffix(".ctable"), signal, rng)
+        print()
+        _cube_tour(Path(tmp) if not args.keep else Path(args.keep).parent, n, rng)
     return 0
 
 
@@ -78,3 +80,30 @@ def _table_tour(root: Path, signal: np.ndarray, rng: np.random.Generator) -> Non
         "(time < 50000) & (temp > 20)", outcols=["time", "station"], prune=False))
     mean = _timed("mean temperature, chunk by chunk", lambda: t.eval("temp").sum() / n)
     print(f"  mean = {mean:.3f}")
+
+
+def _cube_tour(where: Path, rows: int, rng: np.random.Generator) -> None:
+    """An N-d array of frames: chunks and blocks along every axis, slices along each,
+    then the same array as a python-blosc2 frame."""
+    from carray.convert import convert
+
+    frames = max(16, rows // 20_000)
+    t, y, x = np.ogrid[:frames, :256, :256]
+    cube = (np.sin(t / 7 + y / 23) * np.cos(x / 31) * 100).astype("f4")
+    root = where / "frames.carray"
+    print(f"N-d: {frames} frames of 256 x 256 float32 -> {root}")
+    a = _timed("create (default chunks and blocks)", lambda: carray.carray(
+        cube, rootdir=root, mode="w"))
+    print(f"  chunks {a.chunks}, blocks {a.blocks}")
+    for label, key in [("a[i] (one frame)", (frames // 2,)), ("a[:, j, :]", (slice(None), 100)),
+                       ("a[:, :, k]", (slice(None), slice(None), 100))]:
+        got = _timed(label, lambda key=key: a[key])
+        assert np.array_equal(got, cube[key])
+    a.close()
+    frame = where / "frames.b2nd"
+    _timed("convert to a python-blosc2 .b2nd frame", lambda: convert(
+        root, frame, overwrite=True))
+    import blosc2
+
+    assert np.array_equal(blosc2.open(str(frame))[frames // 2], cube[frames // 2])
+    print("  python-blosc2 reads it back")
