@@ -1,4 +1,5 @@
-"""Resizing a carray along axes other than the first: moving chunks on a new grid.
+"""Resizing a carray: its length (chunks added or dropped at the end) and its other
+axes (chunks moved on a new grid).
 
 The chunk shape stays; the chunk grid gains or loses chunks along the resized
 axes, so chunks get new numbers (C order over the grid).  A chunk whose
@@ -86,3 +87,58 @@ def _filled(a, grid: NDGrid, nchunk: int, valid: tuple[int, ...]) -> np.ndarray:
     outside[tuple(slice(0, v) for v in valid)] = False
     chunk[outside] = a._dflt
     return reblock(chunk, grid) if blocked else chunk.reshape(-1)
+
+
+def grow_rows(a, nitems: int) -> None:
+    """Append ``dflt`` rows up to ``nitems``: whole runs of chunks as one chunk stored many times."""
+    c0 = a._chunks[0]
+    nleft = a._nleft
+    if nleft:
+        fill = min(c0 - nleft, nitems - a._shape[0])
+        a.append(np.broadcast_to(a._dflt, (fill, *a._shape[1:])))
+    rows = (nitems - a._shape[0]) // c0
+    if rows:
+        grid = a._grid()
+        full = np.full(grid.chunk_items, a._dflt, dtype=a._dtype)
+        chunk = a._io.encode(full, grid)  # one compressed chunk, written many times
+        for _ in range(rows):
+            a._set_length(a._shape[0] + c0)
+            a._nfull += 1
+            first = (a._nfull - 1) * a._per_row
+            for nchunk in range(first, first + a._per_row):
+                a._cbytes += a._layout.write_chunk(nchunk, chunk)
+                if a._zones is not None:
+                    a._zones.update(nchunk, full[:1], a._layout.chunk_stamp(nchunk))
+    if nitems > a._shape[0]:
+        a.append(np.broadcast_to(a._dflt, (nitems - a._shape[0],
+                                                 *a._shape[1:])))
+
+def shrink_rows(a, nitems: int) -> None:
+    """Cut the first axis to ``nitems``, recording the shorter length before deleting chunks."""
+    c0 = a._chunks[0]
+    new_full, new_left = divmod(nitems, c0)
+    if new_full < a._nfull:
+        per_row = a._per_row
+        if new_left and (per_row == 1 or a._layout.in_memory):
+            start = new_full * c0
+            tail = np.zeros((c0, *a._shape[1:]), dtype=a._dtype)
+            a._read_ortho(a._row_key(range(start, nitems)), tail[:new_left])
+            a._tail, a._tail_dirty = tail, True
+        else:
+            # A large tail is decoded again when next needed; its chunks stay.
+            a._tail, a._tail_dirty = None, False
+        a._cache = None
+        # The chunks holding the new tail stay until a flush rewrites them.
+        keep = 1 if new_left else 0
+        a._nfull = new_full
+        a._set_length(nitems)
+        # Record the shorter length before deleting files, so a crash in between
+        # leaves a readable array (readers ignore chunks past the length).
+        a.flush()
+        a._cbytes += a._layout.drop_chunks((new_full + keep) * per_row)
+        if a._zones is not None:
+            a._zones.truncate(new_full)
+    else:
+        a._set_length(nitems)
+        if a._tail is not None:
+            a._mark_dirty()

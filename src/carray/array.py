@@ -15,36 +15,23 @@ import atexit
 import math
 import os
 import weakref
-from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 import numpy as np
 
 from carray import _parallel
-from carray._util import human, skip_and_limit
+from carray._points import read_points, write_points
+from carray._resize import grow_rows, resize_trailing, shrink_rows
+from carray._rows import RowIteration
+from carray._util import human
 from carray.attrs import Attrs
 from carray.chunkio import ChunkIO
 from carray.errors import ContainerNotFoundError, ReadOnlyError, UnsupportedDTypeError
-from carray.grid import (
-    NDGrid,
-    calc_chunklen,
-    default_blocks,
-    default_chunks_blocks,
-    gather,
-    gather_blocked,
-    plan,
-    scatter,
-)
-from carray.keys import (
-    CoordKey,
-    OrthoKey,
-    coordinate_key,
-    needs_coordinates,
-    orthogonal_key,
-)
+from carray.grid import NDGrid, choose_grid, gather, gather_blocked, plan, scatter
+from carray.keys import OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, create_layout, open_layout
-from carray.layouts.base import ArrayMeta, Layout, row_chunk_tail
+from carray.layouts.base import ArrayMeta, Layout
 from carray.params import CParams
 from carray.zonemap import ZoneMap
 
@@ -57,8 +44,6 @@ _DEFAULT_EXPECTEDLEN = 2**20
 _TAIL_BUDGET = 64 * 2**20
 # Reads decoding at least this much per chunk spread the chunks over threads.
 _THREADED_BYTES = 512 * 2**10
-# Point reads of at most this many items in one chunk decode them one by one.
-_FEW_POINTS = 8
 
 # Disk arrays with unwritten rows, flushed at interpreter exit if still alive.
 _unflushed: weakref.WeakSet = weakref.WeakSet()
@@ -94,7 +79,7 @@ class _Indexer:
     def __getitem__(self, key: Any) -> np.ndarray:
         a = self._array
         if self._kind == "v":
-            out = a._read_points(coordinate_key(a._plain_key(key), a.shape))
+            out = read_points(a, coordinate_key(a._plain_key(key), a.shape))
         else:
             out = a._read_ortho(orthogonal_key(a._plain_key(key), a.shape))
         return out[()] if out.ndim == 0 else out
@@ -103,12 +88,12 @@ class _Indexer:
         a = self._array
         a._writable()
         if self._kind == "v":
-            a._write_points(coordinate_key(a._plain_key(key), a.shape), value)
+            write_points(a, coordinate_key(a._plain_key(key), a.shape), value)
         else:
             a._write_ortho(orthogonal_key(a._plain_key(key), a.shape), value)
 
 
-class carray:  # noqa: N801 - the bcolz name users know
+class carray(RowIteration):  # noqa: N801 - the bcolz name users know
     """A compressed, chunked N-d array.
 
     Parameters
@@ -229,7 +214,9 @@ class carray:  # noqa: N801 - the bcolz name users know
         length = len(data)
         expected = int(expectedlen) if expectedlen is not None else \
             (length or _DEFAULT_EXPECTEDLEN)
-        chunks, blocks = self._choose_grid(base, atomshape, expected, chunklen, chunks, blocks)
+        chunks, blocks = choose_grid(base, atomshape, expected, chunklen=chunklen, chunks=chunks,
+                                     blocks=blocks, rows_only=self._format == "bcolz",
+                                     needs_blocks=self._format == "b2nd")
         dflt_arr = np.zeros((), dtype=base) if dflt is None else np.asarray(dflt, dtype=base)
         if dflt_arr.ndim:
             raise ValueError("dflt must be a scalar")
@@ -246,42 +233,6 @@ class carray:  # noqa: N801 - the bcolz name users know
             else:
                 self.append(data.reshape((length, *atomshape)))
         self.flush()
-
-    def _choose_grid(self, dtype: np.dtype, atomshape: tuple[int, ...], expected: int,
-                     chunklen, chunks, blocks) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-        rows_only = self._format == "bcolz"
-        needs_blocks = self._format == "b2nd"
-        ndim = 1 + len(atomshape)
-        itemsize = max(dtype.itemsize, 1)
-        if chunklen is not None:
-            if chunks is not None:
-                raise ValueError("give chunklen or chunks, not both")
-            if not _is_int(chunklen) or chunklen < 1:
-                raise ValueError(f"chunklen must be a positive int, got {chunklen!r}")
-            chunks = (int(chunklen), *row_chunk_tail(atomshape))
-        elif chunks is None:
-            if rows_only or ndim == 1:
-                rowsize = itemsize * math.prod(atomshape)
-                chunks = (calc_chunklen(expected, rowsize), *row_chunk_tail(atomshape))
-            else:
-                chunks, auto = default_chunks_blocks((expected, *atomshape), itemsize)
-                blocks = auto if blocks is None else blocks
-        else:
-            chunks = tuple(chunks)
-            if len(chunks) != ndim:
-                raise ValueError(f"chunks {chunks} must have one size per axis ({ndim})")
-        chunks = tuple(int(c) for c in chunks)
-        row_like = chunks[1:] == row_chunk_tail(atomshape)
-        if blocks is None and (needs_blocks or not (ndim == 1 or row_like)):
-            blocks = default_blocks(chunks, itemsize)
-        if blocks is not None:
-            blocks = tuple(int(b) for b in blocks)
-            if len(blocks) != ndim:
-                raise ValueError(f"blocks {blocks} must have one size per axis ({ndim})")
-        if rows_only and (blocks is not None or not row_like):
-            raise ValueError("the bcolz layout chunks by whole rows only: give chunklen, "
-                             "not chunks or blocks")
-        return chunks, blocks
 
     def _open(self, rootdir: str, mode: str, allow_pickle: bool, fsync: bool) -> None:
         layout, meta, cbytes = open_layout(rootdir, readonly=(mode == "r"), fsync=fsync,
@@ -518,59 +469,6 @@ class carray:  # noqa: N801 - the bcolz name users know
         self._io.decode_range(nchunk, offset, out, False)
         return out[0]
 
-    def _read_points(self, ckey: CoordKey) -> np.ndarray:
-        """Items at the coordinates of a :class:`CoordKey`, in its output shape."""
-        out = np.empty(ckey.size, dtype=self._dtype)
-        if ckey.size == 0:
-            return out.reshape(ckey.out_shape)
-        grid = self._grid()
-        for nchunk, pos, local, coords in self._point_groups(grid, ckey):
-            if self._in_tail(coords):
-                out[pos] = self._tail_view(coords)[tuple(local)]
-                continue
-            offsets = self._io.item_offsets(grid, local)
-            if self._cache is not None and self._cache[0] == nchunk:
-                out[pos] = self._cache[1][offsets]
-            elif len(pos) <= _FEW_POINTS:
-                for p, off in zip(pos.tolist(), offsets.tolist(), strict=True):
-                    self._io.decode_range(nchunk, off, out[p:p + 1], False)
-            else:
-                buf = np.zeros(grid.chunk_items, dtype=self._dtype)
-                self._decode_for(grid, nchunk, offsets, buf)
-                out[pos] = buf[offsets]
-        return out.reshape(ckey.out_shape)
-
-    def _decode_for(self, grid: NDGrid, nchunk: int, offsets: np.ndarray,
-                    buf: np.ndarray) -> None:
-        """Decode into ``buf`` at least the items of chunk ``nchunk`` at ``offsets``."""
-        if self._io.blocked(grid):
-            blocks = np.sort(offsets // math.prod(grid.blocks))
-            blocks = blocks[np.r_[True, blocks[1:] != blocks[:-1]]]
-            if len(blocks) > grid.nblocks // 2:
-                self._io.decode_whole(nchunk, buf)
-            else:
-                self._io.decode_blocks(nchunk, blocks, buf, grid)
-            return
-        lo, hi = int(offsets.min()), int(offsets.max()) + 1
-        if hi - lo > grid.chunk_items // 2:
-            self._io.decode_whole(nchunk, buf)
-        else:
-            self._io.decode_range(nchunk, lo, buf[lo:hi], False)
-
-    def _point_groups(self, grid: NDGrid, ckey: CoordKey):
-        """``(nchunk, output positions, local coordinates, chunk coordinates)`` per chunk."""
-        flat = [c.reshape(-1) for c in ckey.coords]
-        cc = [x // c for x, c in zip(flat, self._chunks, strict=True)]
-        nchunk = np.ravel_multi_index(tuple(cc), grid.grid_shape)
-        order = np.argsort(nchunk, kind="stable")
-        srt = nchunk[order]
-        cuts = np.flatnonzero(np.diff(srt)) + 1
-        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(srt)].tolist(), strict=True):
-            pos = order[lo:hi]
-            coords = tuple(int(c[pos[0]]) for c in cc)
-            local = [x[pos] - k * c for x, k, c in zip(flat, coords, self._chunks, strict=True)]
-            yield int(srt[lo]), pos, local, coords
-
     def _row_key(self, rows: range) -> OrthoKey:
         """The selection of whole rows ``rows`` (positive step)."""
         axes = (rows, *(range(n) for n in self._shape[1:]))
@@ -610,7 +508,7 @@ class carray:  # noqa: N801 - the bcolz name users know
                 index.append(int(k) % n)
             return self._read_item(tuple(index))
         if needs_coordinates(key):
-            result = self._read_points(coordinate_key(key, self._shape))
+            result = read_points(self, coordinate_key(key, self._shape))
         else:
             result = self._read_ortho(orthogonal_key(key, self._shape))
         return result[()] if result.ndim == 0 else result
@@ -618,68 +516,6 @@ class carray:  # noqa: N801 - the bcolz name users know
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self[:]
         return out if dtype is None else out.astype(dtype, copy=False)
-
-    def __iter__(self) -> Iterator[Any]:
-        return self.iter()
-
-    def iter(self, start: int = 0, stop: int | None = None, step: int = 1,
-             limit: int | None = None, skip: int = 0) -> Iterator[Any]:
-        """Iterate over rows ``start:stop:step``, skipping ``skip`` and yielding at most ``limit``."""
-        if step <= 0:
-            raise NotImplementedError("iter needs a positive step")
-        rows = range(self._shape[0])[start:stop:step]
-        blen = max(self._chunks[0], 1)
-        blocks = (self._read_range(rows[i:i + blen]) for i in range(0, len(rows), blen))
-        return skip_and_limit(blocks, skip, limit)
-
-    def iterblocks(self, blen: int | None = None, start: int = 0,
-                   stop: int | None = None) -> Iterator[np.ndarray]:
-        """Iterate over consecutive blocks of ``blen`` rows (default: the chunk length)."""
-        blen = blen or self._chunks[0]
-        if blen < 1:
-            raise ValueError("blen must be positive")
-        rows = range(self._shape[0])[start:stop]
-        for i in range(0, len(rows), blen):
-            yield self._read_range(rows[i:i + blen])
-
-    def where(self, boolarr: Any, limit: int | None = None, skip: int = 0) -> Iterator[Any]:
-        """Iterate over the values where ``boolarr`` (same length, bool) is true."""
-        if self.ndim != 1:
-            raise NotImplementedError("where works on 1-d arrays")
-        if len(boolarr) != len(self):
-            raise ValueError(f"boolarr has length {len(boolarr)}, expected {len(self)}")
-        mask_src = boolarr if isinstance(boolarr, carray) else np.asarray(boolarr)
-        if mask_src.dtype != bool:
-            raise TypeError("boolarr must be of bool dtype")
-        cl, n = self._chunks[0], len(self)
-
-        def blocks() -> Iterator[np.ndarray]:
-            for i in range(0, n, cl):
-                mask = np.asarray(mask_src[i:i + cl])
-                if mask.any():
-                    yield self._read_range(range(i, min(i + cl, n)))[mask]
-
-        return skip_and_limit(blocks(), skip, limit)
-
-    def wheretrue(self, limit: int | None = None, skip: int = 0) -> Iterator[int]:
-        """Iterate over the indices where this (bool) array is true."""
-        if self._dtype.kind != "b" or self.ndim != 1:
-            raise TypeError("wheretrue needs a 1-d bool carray")
-        cl, n = self._chunks[0], len(self)
-        blocks = (np.flatnonzero(self._read_range(range(i, min(i + cl, n)))) + i
-                  for i in range(0, n, cl))
-        return (int(i) for i in skip_and_limit(blocks, skip, limit))
-
-    def sum(self, dtype: Any = None) -> Any:
-        """Sum of all values, computed a run of chunk rows at a time."""
-        if self._dtype.kind in "SUVO":
-            raise TypeError(f"cannot sum values of dtype {self._dtype}")
-        acc_dtype = np.dtype(dtype) if dtype is not None else \
-            np.sum(np.zeros(1, dtype=self._dtype)).dtype
-        total = acc_dtype.type(0)
-        for block in self.iterblocks():
-            total = total + block.sum(dtype=acc_dtype)
-        return acc_dtype.type(total)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -818,30 +654,11 @@ class carray:  # noqa: N801 - the bcolz name users know
             self._cache = (piece.nchunk, raw)
         self._release_big_tail()
 
-    def _write_points(self, ckey: CoordKey, value: Any) -> None:
-        values = np.broadcast_to(np.asarray(self._plain_key(value), dtype=self._dtype),
-                                 ckey.out_shape).reshape(-1)
-        if ckey.size == 0:
-            return
-        grid = self._grid()
-        for nchunk, pos, local, coords in self._point_groups(grid, ckey):
-            if coords[0] == self._nfull and self._nleft:
-                self._ensure_tail()
-                self._tail_view(coords)[tuple(local)] = values[pos]
-                self._mark_dirty()
-                continue
-            raw = self._cache[1].copy() if self._cache is not None and \
-                self._cache[0] == nchunk else self._io.decoded(nchunk, grid)
-            raw[self._io.item_offsets(grid, local)] = values[pos]
-            self._store_chunk(nchunk, raw, grid)
-            self._cache = (nchunk, raw)
-        self._release_big_tail()
-
     def __setitem__(self, key: Any, value: Any) -> None:
         self._writable()
         key = self._plain_key(key)
         if needs_coordinates(key):
-            self._write_points(coordinate_key(key, self._shape), value)
+            write_points(self, coordinate_key(key, self._shape), value)
         else:
             self._write_ortho(orthogonal_key(key, self._shape), value)
 
@@ -864,66 +681,12 @@ class carray:  # noqa: N801 - the bcolz name users know
         if any(n < 0 for n in new):
             raise ValueError(f"new shape {new} has a negative length")
         if new[1:] != self._shape[1:]:
-            from carray._resize import resize_trailing
-
             resize_trailing(self, new[1:])
         if new[0] > self._shape[0]:
-            self._grow(new[0])
+            grow_rows(self, new[0])
         elif new[0] < self._shape[0]:
-            self._shrink(new[0])
+            shrink_rows(self, new[0])
         self.flush()
-
-    def _grow(self, nitems: int) -> None:
-        c0 = self._chunks[0]
-        nleft = self._nleft
-        if nleft:
-            fill = min(c0 - nleft, nitems - self._shape[0])
-            self.append(np.broadcast_to(self._dflt, (fill, *self._shape[1:])))
-        rows = (nitems - self._shape[0]) // c0
-        if rows:
-            grid = self._grid()
-            full = np.full(grid.chunk_items, self._dflt, dtype=self._dtype)
-            chunk = self._io.encode(full, grid)  # one compressed chunk, written many times
-            for _ in range(rows):
-                self._set_length(self._shape[0] + c0)
-                self._nfull += 1
-                first = (self._nfull - 1) * self._per_row
-                for nchunk in range(first, first + self._per_row):
-                    self._cbytes += self._layout.write_chunk(nchunk, chunk)
-                    if self._zones is not None:
-                        self._zones.update(nchunk, full[:1], self._layout.chunk_stamp(nchunk))
-        if nitems > self._shape[0]:
-            self.append(np.broadcast_to(self._dflt, (nitems - self._shape[0],
-                                                     *self._shape[1:])))
-
-    def _shrink(self, nitems: int) -> None:
-        c0 = self._chunks[0]
-        new_full, new_left = divmod(nitems, c0)
-        if new_full < self._nfull:
-            per_row = self._per_row
-            if new_left and (per_row == 1 or self._layout.in_memory):
-                start = new_full * c0
-                tail = np.zeros((c0, *self._shape[1:]), dtype=self._dtype)
-                self._read_ortho(self._row_key(range(start, nitems)), tail[:new_left])
-                self._tail, self._tail_dirty = tail, True
-            else:
-                # A large tail is decoded again when next needed; its chunks stay.
-                self._tail, self._tail_dirty = None, False
-            self._cache = None
-            # The chunks holding the new tail stay until a flush rewrites them.
-            keep = 1 if new_left else 0
-            self._nfull = new_full
-            self._set_length(nitems)
-            # Record the shorter length before deleting files, so a crash in between
-            # leaves a readable array (readers ignore chunks past the length).
-            self.flush()
-            self._cbytes += self._layout.drop_chunks((new_full + keep) * per_row)
-            if self._zones is not None:
-                self._zones.truncate(new_full)
-        else:
-            self._set_length(nitems)
-            if self._tail is not None:
-                self._mark_dirty()
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows (a negative count grows the array)."""

@@ -40,7 +40,7 @@ from carray.formats import _b2nd_geometry as geo
 from carray.keys import AxisIndex, OrthoKey, _as_shape
 
 __all__ = ["NDGrid", "Piece", "CacheSizes", "cpu_cache_sizes", "calc_chunklen",
-           "default_chunks_blocks", "default_blocks", "plan", "gather", "scatter", "deblock", "reblock",
+           "default_chunks_blocks", "default_blocks", "choose_grid", "plan", "gather", "scatter", "deblock", "reblock",
            "gather_blocked", "scatter_blocked", "split_index", "outer_index",
            "c_run", "c_bounds", "MAX_DIM"]
 
@@ -357,6 +357,57 @@ def calc_chunklen(expectedlen: int, atomsize: int) -> int:
     chunksize = 4096 * int(2 ** (zone + 6))
     chunksize = max((chunksize // atomsize) * atomsize, atomsize)
     return chunksize // atomsize
+
+
+def choose_grid(dtype: np.dtype, atomshape: tuple[int, ...], expected: int, *,
+                chunklen: int | None = None, chunks: Sequence[int] | None = None,
+                blocks: Sequence[int] | None = None, rows_only: bool = False,
+                needs_blocks: bool = False) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """The chunk and block shapes of a new array from what its creator asked for.
+
+    ``chunklen`` chunks by runs of whole rows (bcolz); otherwise 1-d arrays (and
+    ``rows_only`` layouts) get bcolz's chunk length for ``expected`` rows and
+    N-d arrays :func:`default_chunks_blocks`.  Blocks default to
+    :func:`default_blocks` unless chunks span whole rows (then None: Blosc's own
+    byte blocks over C order), or the format ``needs_blocks``.
+    """
+    ndim = 1 + len(atomshape)
+    itemsize = max(dtype.itemsize, 1)
+    if chunklen is not None:
+        if chunks is not None:
+            raise ValueError("give chunklen or chunks, not both")
+        if not isinstance(chunklen, (int, np.integer)) or isinstance(chunklen, bool) \
+                or chunklen < 1:
+            raise ValueError(f"chunklen must be a positive int, got {chunklen!r}")
+        chunks = (int(chunklen), *row_chunk_tail(atomshape))
+    elif chunks is None:
+        if rows_only or ndim == 1:
+            rowsize = itemsize * math.prod(atomshape)
+            chunks = (calc_chunklen(expected, rowsize), *row_chunk_tail(atomshape))
+        else:
+            chunks, auto = default_chunks_blocks((expected, *atomshape), itemsize)
+            blocks = auto if blocks is None else blocks
+    else:
+        chunks = tuple(chunks)
+        if len(chunks) != ndim:
+            raise ValueError(f"chunks {chunks} must have one size per axis ({ndim})")
+    chunks = tuple(int(c) for c in chunks)
+    row_like = chunks[1:] == row_chunk_tail(atomshape)
+    if blocks is None and (needs_blocks or not (ndim == 1 or row_like)):
+        blocks = default_blocks(chunks, itemsize)
+    if blocks is not None:
+        blocks = tuple(int(b) for b in blocks)
+        if len(blocks) != ndim:
+            raise ValueError(f"blocks {blocks} must have one size per axis ({ndim})")
+    if rows_only and (blocks is not None or not row_like):
+        raise ValueError("the bcolz layout chunks by whole rows only: give chunklen, "
+                         "not chunks or blocks")
+    return chunks, blocks
+
+
+def row_chunk_tail(atomshape: Sequence[int]) -> tuple[int, ...]:
+    """The trailing chunk shape of a row-chunked array (an empty axis still needs 1)."""
+    return tuple(max(int(n), 1) for n in atomshape)
 
 
 # ------------------------------------------------------------------------- plan

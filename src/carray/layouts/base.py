@@ -14,7 +14,7 @@ import numpy as np
 
 from carray._fileio import atomic_write
 from carray.errors import ReadOnlyError
-from carray.grid import NDGrid
+from carray.grid import NDGrid, row_chunk_tail
 from carray.params import CParams
 
 
@@ -93,11 +93,6 @@ class ArrayMeta:
 
     def replace(self, **changes: Any) -> ArrayMeta:
         return replace(self, **changes)
-
-
-def row_chunk_tail(atomshape: tuple[int, ...]) -> tuple[int, ...]:
-    """The trailing chunk shape of a row-chunked array (an empty axis still needs 1)."""
-    return tuple(max(int(n), 1) for n in atomshape)
 
 
 class ChunkReader:
