@@ -107,3 +107,22 @@ def test_read_only_frames_stay_untouched(tmp_path):
     with pytest.raises(ca.ReadOnlyError):
         a.attrs["x"] = 1
     assert path.read_bytes() == before
+
+
+def test_verify_checks_frames(tmp_path, capsys):
+    from carray.cli.main import main
+
+    good = DATA / "blosc2" / "nd_i8_2d_sparse.b2nd"
+    assert main(["verify", str(good)]) == 0
+    assert "OK (9 chunk(s) checked)" in capsys.readouterr().out
+    broken = tmp_path / "sparse.b2nd"
+    shutil.copytree(good, broken)
+    (broken / "00000004.chunk").unlink()
+    assert main(["verify", str(broken)]) == 1
+    out = capsys.readouterr().out
+    assert "chunk 4" in out and "1 problem" in out
+    cut = tmp_path / "cut.b2nd"
+    data = (DATA / "blosc2" / "nd_i4_2d_zstd_shuffle.b2nd").read_bytes()
+    cut.write_bytes(data[:len(data) // 2])
+    assert main(["verify", str(cut)]) == 1
+    assert "cut.b2nd" in capsys.readouterr().out

@@ -26,6 +26,7 @@ def describe(a: carray.carray) -> dict:
         "blocks": None if a.blocks is None else list(a.blocks),
         "layout": a._layout.describe(),
         "nchunks": a.nchunks,
+        "grid": list(a._grid().grid_shape),
         "leftover": a.leftover,
         "codec": a.cparams.cname,
         "clevel": a.cparams.clevel,
@@ -43,7 +44,7 @@ def format_description(info: dict) -> str:
         ("shape", tuple(info["shape"])),
         ("dtype", info["dtype"]),
         ("layout", info["layout"]),
-        ("chunks", f"{tuple(info['chunks'])} x {info['nchunks']} + {info['leftover']} rows"),
+        ("chunks", _chunks_line(info)),
         ("blocks", "Blosc's own" if info["blocks"] is None else tuple(info["blocks"])),
         ("codec", f"{info['codec']} clevel={info['clevel']} shuffle={info['shuffle']}"),
         ("nbytes", _human(info["nbytes"])),
@@ -54,6 +55,16 @@ def format_description(info: dict) -> str:
         rows.append((f"attr {key}", json.dumps(value, ensure_ascii=False)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}} : {v}" for k, v in rows)
+
+
+def _chunks_line(info: dict) -> str:
+    grid = info["grid"]
+    if all(g <= 1 for g in grid[1:]):  # runs of whole rows, as bcolz counts them
+        return f"{tuple(info['chunks'])} x {info['nchunks']} + {info['leftover']} rows"
+    total = 1
+    for g in grid:
+        total *= g
+    return f"{tuple(info['chunks'])}, a grid of {tuple(grid)} = {total} chunks"
 
 
 def run(args: argparse.Namespace) -> int:

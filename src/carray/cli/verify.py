@@ -4,7 +4,8 @@ Superchunk datasets (:mod:`carray.layouts.superchunk`): metadata files, each
 superchunk file's Bloscpack header, metadata section and digest, offsets (in
 bounds, not overlapping), every chunk's checksum, Blosc header, size and
 decodability.  bcolz 1.x directories: metadata, chunk file headers and
-decodability.  ctable directories: every column.  Nothing is written.
+decodability.  Blosc2 frames: header, metalayers, offsets and every chunk.  ctable
+directories: every column.  Nothing is written.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from carray.formats._blp_frame import (
 from carray.grid import NDGrid
 from carray.layouts import superchunk as sc_mod
 from carray.layouts._superchunk_meta import Journal, Sizes, StorageInfo, decode_attr
+from carray.layouts.b2frame import B2ndLayout, is_b2nd_frame
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray, read_json
 
 
@@ -38,6 +40,8 @@ def verify_path(path: str | os.PathLike) -> tuple[list[str], int]:
         return _verify_superchunk(path)
     if is_bcolz_carray(path):
         return _verify_bcolz(path)
+    if is_b2nd_frame(path):
+        return _verify_b2nd(path)
     if os.path.isfile(os.path.join(path, "__rootdirs__")):
         problems: list[str] = []
         checked = 0
@@ -223,6 +227,30 @@ def _verify_bcolz(root: str) -> tuple[list[str], int]:
                 checked += 1
             except CArrayError as exc:
                 problems.append(str(exc))
+    finally:
+        layout.close()
+    return problems, checked
+
+
+def _verify_b2nd(path: str) -> tuple[list[str], int]:
+    """A Blosc2 frame: its header, metalayers and offsets (checked on opening), then
+    every chunk decoded to its full size."""
+    try:
+        layout, meta, _ = B2ndLayout.open(path, readonly=True)
+    except CArrayError as exc:
+        return [str(exc)], 0
+    problems: list[str] = []
+    checked = 0
+    out = np.empty(meta.chunk_nbytes, dtype=np.uint8)
+    try:
+        for n in range(meta.nchunks):
+            try:
+                chunk = layout.read_chunk(n)
+                blosc.validate_chunk(chunk, meta.chunk_nbytes, layout.chunk_path(n))
+                blosc.decompress_into(chunk, out, layout.chunk_path(n))
+                checked += 1
+            except CArrayError as exc:
+                problems.append(f"chunk {n}: {exc}")
     finally:
         layout.close()
     return problems, checked

@@ -464,7 +464,8 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     blocks holding the range, then decodes those blocks as a chunk of their own
     (blocks are independent); other chunks are read whole.
     """
-    h, head = _read_head(read_at, size, path)
+    index = _chunk_index(read_at, size, path)
+    h, head = index.header, index.head
     if expected_nbytes is not None and h.nbytes != expected_nbytes:
         raise FormatError(f"Blosc chunk holds {h.nbytes} bytes uncompressed, expected "
                           f"{expected_nbytes}", path)
@@ -483,7 +484,7 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
         return
     bs, nblocks = h.blocksize, h.nblocks
-    bstarts = _block_starts(read_at, h, path, head)
+    bstarts = index.bstarts
     first, last = start // bs, (start + out.nbytes - 1) // bs
     if first == last == nblocks - 1 and h.nbytes % bs and first:
         # A lone short last block would make a chunk smaller than one block, which
@@ -493,7 +494,7 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     sub_nbytes = min(h.nbytes - first * bs, k * bs)
     sub_start = hs + 4 * k
     los = bstarts[first:last + 1].astype(np.int64)
-    his = _block_ends(bstarts, los, h.cbytes)
+    his = index.bends[first:last + 1]
     # One read spanning the blocks (they are usually stored in order, back to back).
     span_lo, span_hi = int(los.min()), int(his.max())
     span = head[span_lo:span_hi] if span_hi <= len(head) else read_at(span_lo, span_hi - span_lo)
@@ -531,19 +532,18 @@ def fetch_blocks(read_at, size: int, blocks: np.ndarray, path: str | None = None
     decode on their own or are not ``blocksize`` long (then read it whole).
     ``scratch(nbytes)``, if given, supplies a reusable buffer to fill.
     """
-    h, head = _read_head(read_at, size, path)
-    if not _blocks_independent(h, head) or h.memcpyed or h.nbytes == 0 or \
-            (blocksize is not None and h.blocksize != blocksize):
+    index = _chunk_index(read_at, size, path)
+    h, head, bstarts = index.header, index.head, index.bstarts
+    if bstarts is None or (blocksize is not None and h.blocksize != blocksize):
         return None
     hs, nblocks = h.header_size, h.nblocks
     table_end = hs + 4 * nblocks
-    bstarts = _block_starts(read_at, h, path, head)
     buf = scratch(h.cbytes)[:h.cbytes] if scratch is not None else \
         np.empty(h.cbytes, dtype=np.uint8)
     buf[:hs] = np.frombuffer(head[:hs], np.uint8)
     buf[hs:table_end] = bstarts.view(np.uint8)
     read_into = getattr(read_at, "read_into", None)
-    for start, stop in _byte_runs(bstarts, h, blocks[blocks < nblocks]):
+    for start, stop in _byte_runs(index, blocks[blocks < nblocks]):
         if start < len(head):  # already read with the header
             buf[start:min(stop, len(head))] = np.frombuffer(head[start:stop], np.uint8)
             start = min(stop, len(head))
@@ -567,52 +567,71 @@ _READ_GAP = 16 * 1024
 _MAX_READS = 8
 
 
-def _byte_runs(bstarts: np.ndarray, h: ChunkHeader, blocks: np.ndarray) -> list[tuple[int, int]]:
+def _byte_runs(index: _ChunkIndex, blocks: np.ndarray) -> list[tuple[int, int]]:
     """``[start, stop)`` byte ranges covering ``blocks`` of a chunk, as few reads.
 
-    Blocks closer than ``_READ_GAP`` bytes are fetched in one read (a block
-    ends where the next stored one begins; threads may store them out of
-    order), and more than ``_MAX_READS`` reads become one: a syscall costs more
-    than reading past a few blocks.
+    Blocks closer than ``_READ_GAP`` bytes are fetched in one read, and more than
+    ``_MAX_READS`` reads become one: a syscall costs more than reading past a
+    few blocks.
     """
-    starts = bstarts[blocks]
-    if len(starts) > 1 and not (starts[1:] > starts[:-1]).all():
-        starts = np.sort(starts)
-    reach = _block_reach(h)
-    if len(starts) == 1 or int(starts[-1]) - int(starts[0]) <= reach * (len(starts) - 1) + \
-            _READ_GAP:
-        cut = []
-    else:
-        stops = np.minimum(starts + reach, h.cbytes)
-        cut = (np.flatnonzero(starts[1:] > stops[:-1] + _READ_GAP) + 1).tolist()
-        if len(cut) >= _MAX_READS:
-            cut = []
-    runs = []
-    for a, b in zip([0, *cut], [*cut, len(starts)], strict=True):
-        last = int(starts[b - 1])
-        after = bstarts[bstarts > last]
-        runs.append((int(starts[a]), int(after.min()) if after.size else h.cbytes))
-    return runs
+    starts, stops = index.bstarts[blocks], index.bends[blocks]
+    lo, hi = int(starts.min()), int(stops.max())
+    if hi - lo <= int((stops - starts).sum()) + _READ_GAP:  # close together: one read
+        return [(lo, hi)]
+    order = np.argsort(starts)
+    starts, stops = starts[order], stops[order]
+    cut = (np.flatnonzero(starts[1:] > stops[:-1] + _READ_GAP) + 1).tolist()
+    if len(cut) >= _MAX_READS:
+        return [(lo, hi)]
+    return [(int(starts[a]), int(stops[a:b].max()))
+            for a, b in zip([0, *cut], [*cut, len(starts)], strict=True)]
 
 
 def _block_ends(bstarts: np.ndarray, starts: np.ndarray, cbytes: int) -> np.ndarray:
-    """Where each block starting at ``starts`` ends: where the next stored one begins."""
-    if len(starts) <= 4:
-        ends = [bstarts[bstarts > s] for s in starts.tolist()]
-        return np.array([int(e.min()) if e.size else cbytes for e in ends], dtype=np.int64)
-    stored = np.append(np.sort(bstarts), cbytes)
+    """Where each block starting at ``starts`` ends: where the next stored one begins
+    (threads may store blocks out of order)."""
+    if len(bstarts) < 2 or (bstarts[1:] > bstarts[:-1]).all():
+        stored = np.append(bstarts, cbytes).astype(np.int64)
+    else:
+        stored = np.append(np.sort(bstarts), cbytes).astype(np.int64)
     return stored[np.searchsorted(stored, starts, side="right")]
-
-
-def _block_reach(h: ChunkHeader) -> int:
-    """The most bytes one stored block can take: its streams' sizes and contents."""
-    return h.blocksize + 4 * (max(h.typesize, 1) + 1)
 
 
 def _read_head(read_at, size: int, path: str | None) -> tuple[ChunkHeader, bytes]:
     """The header of a stored chunk, and the first bytes read with it."""
     head = read_at(0, min(size, _HEAD_READ))
     return read_header(head, path, size=size), head
+
+
+class _ChunkIndex(NamedTuple):
+    """What ranged reads need from a stored chunk's start: its header, the bytes read
+    with it, its block-offset table and where each block's bytes end (both None
+    when blocks cannot be read on their own: DELTA, dictionaries, special values,
+    raw chunks or no data)."""
+
+    header: ChunkHeader
+    head: bytes
+    bstarts: np.ndarray | None
+    bends: np.ndarray | None
+
+
+def _chunk_index(read_at, size: int, path: str | None) -> _ChunkIndex:
+    """The chunk's :class:`_ChunkIndex`, kept in the reader's ``memo`` when it has one
+    (layouts that cache chunk heads share it between reads of the same chunk)."""
+    memo = getattr(read_at, "memo", None)
+    if memo is not None:
+        known = memo.get("index")
+        if known is not None:
+            return known
+    h, head = _read_head(read_at, size, path)
+    bstarts = bends = None
+    if _blocks_independent(h, head) and not h.memcpyed and h.nbytes:
+        bstarts = _block_starts(read_at, h, path, head)
+        bends = _block_ends(bstarts, bstarts, h.cbytes)
+    index = _ChunkIndex(h, head, bstarts, bends)
+    if memo is not None:
+        memo["index"] = index
+    return index
 
 
 def _block_starts(read_at, h: ChunkHeader, path: str | None, head: bytes = b"") -> np.ndarray:

@@ -104,11 +104,15 @@ class ChunkReader:
     """
 
     def __init__(self, size: int, read: Callable[[int, int], bytes],
-                 read_into: Callable[[int, Any], int] | None = None) -> None:
+                 read_into: Callable[[int, Any], int] | None = None,
+                 memo: dict | None = None) -> None:
         self.size = size
         self.read = read
         if read_into is not None:
             self.read_into = read_into
+        #: Where a decoder may keep what it parsed from this chunk (header, block
+        #: table) for the next read of the same chunk; None when not kept.
+        self.memo = memo
 
     def __call__(self, offset: int, length: int) -> bytes:
         return self.read(offset, length)

@@ -187,7 +187,8 @@ class SuperchunkLayout(ZonemapFiles, Layout):
         self._inplace_bytes = 0
         self._overlay: dict[int, list[tuple[int, bytes]]] = {}  # mode 'r' journal replay
         self._stamps: dict[int, tuple[int, int]] = {}
-        # nchunk -> (superchunk, offset, cbytes, first bytes), for partial reads.
+        # nchunk -> (superchunk, offset, cbytes, first bytes, decoder memo), for
+        # partial reads.
         self._heads: OrderedDict[int, tuple] = OrderedDict()
         self._count = 0
         self._generation = 0
@@ -507,12 +508,12 @@ class SuperchunkLayout(ZonemapFiles, Layout):
                 sc, off = self._locate(nchunk)
                 head = self._pread(sc, min(_HEAD_READ, sc.size - off), off)
                 h = blosc.read_header(head, sc.path, off, size=sc.size - off)
-                cached = self._heads[nchunk] = (sc, off, h.cbytes, head[:h.cbytes])
+                cached = self._heads[nchunk] = (sc, off, h.cbytes, head[:h.cbytes], {})
                 if len(self._heads) > _CACHED_HEADS:
                     self._heads.popitem(last=False)
             else:
                 self._heads.move_to_end(nchunk)
-        sc, off, size, head = cached
+        sc, off, size, head, memo = cached
 
         def read_at(offset: int, length: int) -> bytes:
             length = max(0, min(length, size - offset))
@@ -530,7 +531,7 @@ class SuperchunkLayout(ZonemapFiles, Layout):
             with self._read_lock:  # the descriptor may be evicted by another thread
                 return pread_into(self._fd(sc), view, off + offset)
 
-        return ChunkReader(size, read_at, read_into), size
+        return ChunkReader(size, read_at, read_into, memo), size
 
     def _cbytes_of(self, sc: _Superchunk, slot: int, off: int) -> int:
         known = sc.sizes.get(slot)
