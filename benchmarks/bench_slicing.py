@@ -84,6 +84,8 @@ from _common import median_time  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 ITEMSIZE = 8
+# carray's blocks when --carray-blocks overrides its default (None: the default).
+CARRAY_BLOCKS = None
 SLICES_PER_RUN, BOXES_PER_RUN, ELEMENTS_PER_RUN, CHUNKS_PER_RUN = 8, 32, 64, 16
 BOX = 10
 CASES = {
@@ -258,14 +260,14 @@ class Config:
 class CArrayCfg(Config):
     lib = "carray"
 
-    def __init__(self, *args, ca):
+    def __init__(self, *args, ca, blocks=None):
         super().__init__(*args)
-        self.ca = ca
+        self.ca, self.blocks = ca, blocks
 
     def build(self, data):
         ca = self.ca
         cp = ca.CParams(cname=self.cname, clevel=self.clevel, shuffle=1)
-        a = ca.carray(data, chunks=self.chunks, blocks=None, cparams=cp,
+        a = ca.carray(data, chunks=self.chunks, blocks=self.blocks, cparams=cp,
                       rootdir=self.path, mode="w")
         if hasattr(a, "flush"):
             a.flush()
@@ -465,7 +467,8 @@ def make_configs(where, tmp, chunks, cname, clevel, ca, blocks_cubic, blocks_ca)
 
     cfgs = []
     if ca is not None:
-        cfgs.append(("carray", lambda: CArrayCfg(*args("carray"), ca=ca)))
+        cfgs.append(("carray", lambda: CArrayCfg(*args("carray"), ca=ca,
+                                                 blocks=CARRAY_BLOCKS)))
     cfgs.append(("blosc2-auto", lambda: Blosc2Cfg(*args("blosc2-auto"))))
     if blocks_cubic is not None:
         cfgs.append(("blosc2-cubic",
@@ -659,10 +662,14 @@ def main(argv=None) -> int:
                    help="override the chunk shape (default: carray's default_chunks_blocks)")
     p.add_argument("--blocks", type=_shape, default=None,
                    help="override carray's default block shape (used by blosc2-cablocks)")
+    p.add_argument("--carray-blocks", type=_shape, default=None,
+                   help="blocks for carray itself instead of its default (to compare shapes)")
     p.add_argument("--cold", action="store_true",
                    help="evict disk files from the page cache before every timed run")
     p.add_argument("--where", choices=("memory", "disk", "both"), default="both")
     opts = p.parse_args(argv)
+    global CARRAY_BLOCKS
+    CARRAY_BLOCKS = opts.carray_blocks
     shape = opts.shape or ((184, 184, 184) if opts.quick else (368, 368, 368))
     if len(shape) != 3:
         p.error("--shape needs 3 lengths")

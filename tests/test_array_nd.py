@@ -194,3 +194,31 @@ def test_repr_and_info_show_the_grid(tmp_path, cube, capsys):
     assert main(["info", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert "(20, 33, 21)" in out and "(4, 11, 7)" in out
+
+
+@pytest.mark.parametrize("dtype", ["i1", "u2", "f4", "c16", "?", "S5", "U3", "M8[s]",
+                                   [("a", "i4"), ("b", "f8")]])
+@pytest.mark.parametrize("where", ["memory", "disk", "b2nd"])
+def test_dtypes_round_trip_on_nd_grids(tmp_path, dtype, where):
+    rng = np.random.default_rng(7)
+    raw = rng.integers(0, 120, size=(13, 9, 7))
+    dt = np.dtype(dtype)
+    if dt.names:
+        data = np.zeros(raw.shape, dt)
+        data["a"], data["b"] = raw, raw / 3
+    elif dt.kind in "SU":
+        data = raw.astype(str).astype(dt)
+    else:
+        data = raw.astype(dt)
+    root = {"memory": None, "disk": tmp_path / "a", "b2nd": tmp_path / "a.b2nd"}[where]
+    a = ca.carray(data, chunks=(5, 4, 7), blocks=(2, 2, 3), rootdir=root)
+    a.append(data[:3])
+    a[2, 1:5, ::2] = data[0, :4, ::2]
+    want = np.concatenate([data, data[:3]])
+    want[2, 1:5, ::2] = data[0, :4, ::2]
+    if root is not None:
+        a.close()
+        a = ca.open(root, mode="r")
+    assert a.dtype == want.dtype
+    np.testing.assert_array_equal(a[:], want)
+    np.testing.assert_array_equal(a[:, 3, 1:6], want[:, 3, 1:6])
