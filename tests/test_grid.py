@@ -276,25 +276,6 @@ def test_resized_checks_ndim():
         g.resized((4, -4))
 
 
-@pytest.mark.parametrize(("key", "exc", "match"), [
-    ((5, 0), IndexError, "out of bounds for axis 0"),
-    ((0, -5), IndexError, "out of bounds for axis 1"),
-    (([0, 5],), IndexError, "index 5 is out of bounds"),
-    ((np.array([-6]),), IndexError, "index -6"),
-    ((np.ones(3, bool),), IndexError, "boolean index did not match"),
-    ((0, 0, 0), IndexError, "too many indices"),
-    ((Ellipsis, 0, Ellipsis), IndexError, "single ellipsis"),
-    ((1.5,), IndexError, "valid indices"),
-    ((np.ones((5, 4), bool),), TypeError, "boolean mask"),
-    ((np.zeros((2, 2), int),), TypeError, "1-d index arrays"),
-    ((True,), TypeError, "boolean scalar"),
-    ((slice(None, None, 0),), ValueError, "zero"),
-])
-def test_key_errors(key, exc, match):
-    with pytest.raises(exc, match=match):
-        orthogonal_key(key, (5, 4))
-
-
 def test_plan_rejects_foreign_key():
     g = NDGrid((4, 4), (2, 2), (1, 1), 4)
     with pytest.raises(ValueError, match="shape"):

@@ -289,8 +289,8 @@ def _as_index_array(k) -> np.ndarray | None:
     if isinstance(k, (bool, np.bool_)):
         return np.asarray(k)
     arr = np.asarray(k)
-    if arr.dtype == object and arr.size == 0:
-        arr = arr.astype(np.intp)
+    if arr.size == 0 and (arr.dtype == object or not isinstance(k, np.ndarray)):
+        arr = arr.astype(np.intp)  # a list [] comes out as float64
     return arr
 
 
