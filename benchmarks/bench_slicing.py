@@ -4,7 +4,7 @@ Workload: one float64 3-D array (default (368, 368, 368), ~400 MB; ``--quick``:
 (184, 184, 184), ~50 MB) holding a smooth, non-separable sum of sines plus a
 little noise, quantised to 1/256 (compresses ~2.8x), generated slab by slab.
 Every library stores it with the SAME chunk shape -- carray's default,
-``carray.grid.default_chunks_blocks(shape, 8)`` -- and the same codec (lz4,
+``carray.shapes.default_chunks_blocks(shape, 8)`` -- and the same codec (lz4,
 clevel 5, byte shuffle by default; ``--cname``, ``--clevel``) with two Blosc
 threads. Configurations:
 
@@ -51,7 +51,7 @@ carray whole-chunk decode >= 10x a single-element read.
 Run: ``python benchmarks/bench_slicing.py [--quick] [--repeat N] [--shape 368,368,368]
 [--cname lz4] [--clevel 5] [--cold] [--where memory|disk|both] [--chunks C,C,C
 --blocks B,B,B]`` (``--chunks/--blocks`` only to override carray's defaults, or
-when ``carray.grid.default_chunks_blocks`` cannot be loaded). ``BENCH_TMP``
+when ``carray.shapes.default_chunks_blocks`` cannot be loaded). ``BENCH_TMP``
 chooses where the disk arrays go (default: the system temp dir).
 Writes ``benchmarks/results/bench_slicing.{json,md}`` (``--quick``:
 ``bench_slicing_quick.{json,md}``).
@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import math
 import os
@@ -72,7 +71,6 @@ import sys
 import tempfile
 import time
 import traceback
-import types
 from pathlib import Path
 
 NTHREADS = 2
@@ -103,10 +101,10 @@ BLOSC2_CONFIGS = ("blosc2-auto", "blosc2-cubic", "blosc2-cablocks")
 TARGET_AUTO, TARGET_BEST, TARGET_PEER, TARGET_CHUNK = 1.0, 1.3, 5.0, 10.0
 
 
-# -- carray, guarded: its N-d API is being finished ------------------------------------------
+# -- carray ---------------------------------------------------------------------------------
 
 def load_carray():
-    """``(module, None)`` or ``(None, reason)``."""
+    """``(module, None)`` or ``(None, reason)``: a broken install is reported, not timed."""
     try:
         import carray as ca
     except Exception as e:  # noqa: BLE001 - any failure means "unavailable", reported as is
@@ -115,33 +113,10 @@ def load_carray():
 
 
 def load_default_chunks_blocks():
-    """``carray.grid.default_chunks_blocks``, even while the package ``__init__`` is broken.
+    """carray's default chunk and block rule, and where it came from."""
+    from carray.shapes import default_chunks_blocks
 
-    carray.grid only needs carray's own submodules, so when ``import carray`` fails
-    it is loaded under a bare package stub (no ``__init__`` run), which is then
-    removed again. Only the chunk/block rule is taken from it, never timings.
-    """
-    try:
-        from carray.grid import default_chunks_blocks
-        return default_chunks_blocks, "carray.grid"
-    except Exception:  # noqa: BLE001
-        pass
-    spec = importlib.util.find_spec("carray")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("carray is not installed: pass --chunks")
-    saved = {k: v for k, v in sys.modules.items() if k == "carray" or k.startswith("carray.")}
-    for k in saved:
-        del sys.modules[k]
-    stub = types.ModuleType("carray")
-    stub.__path__ = list(spec.submodule_search_locations)
-    sys.modules["carray"] = stub
-    try:
-        from carray.grid import default_chunks_blocks
-    finally:
-        for k in [k for k in sys.modules if k == "carray" or k.startswith("carray.")]:
-            del sys.modules[k]
-        sys.modules.update(saved)
-    return default_chunks_blocks, "carray.grid (loaded without carray/__init__.py)"
+    return default_chunks_blocks, "carray.shapes"
 
 
 # -- data and positions -----------------------------------------------------------------------

@@ -14,8 +14,9 @@ import pytest
 
 import carray as ca
 from carray import array as array_mod
-from carray.grid import CacheSizes, NDGrid, default_blocks
+from carray.grid import NDGrid
 from carray.layouts.superchunk import SuperchunkLayout
+from carray.shapes import CacheSizes, default_blocks
 
 WHERE = ["memory", "disk"]
 

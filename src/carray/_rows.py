@@ -1,4 +1,5 @@
-"""bcolz's row API on a carray: iterating rows and blocks of rows, ``where``, ``sum``."""
+"""bcolz's row API on a carray: iterating rows and blocks of rows, ``where``, ``sum``,
+``copy``, all a run of chunk rows at a time."""
 
 from __future__ import annotations
 
@@ -78,3 +79,20 @@ class RowIteration:
         for block in self.iterblocks():
             total = total + block.sum(dtype=acc_dtype)
         return acc_dtype.type(total)
+
+    def copy(self, **kwargs: Any) -> Any:
+        """A new carray with the same items; keyword arguments as for the constructor."""
+        args = dict(cparams=self._cparams, dflt=self._dflt[()], expectedlen=len(self),
+                    chunks=self._chunks, blocks=self._blocks)
+        if ("expectedlen" in kwargs or "chunklen" in kwargs) and "chunks" not in kwargs:
+            args.pop("chunks")
+            args.pop("blocks")
+        args.update(kwargs)
+        dtype = args.pop("dtype", None)
+        from carray.array import carray
+
+        out = carray(np.empty((0, *self._shape[1:]), dtype=self._dtype), dtype=dtype, **args)
+        for block in self.iterblocks():
+            out.append(block if dtype is None else block.astype(out.dtype))
+        out.flush()
+        return out

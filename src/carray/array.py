@@ -28,11 +28,12 @@ from carray._util import human
 from carray.attrs import Attrs
 from carray.chunkio import ChunkIO
 from carray.errors import ContainerNotFoundError, ReadOnlyError, UnsupportedDTypeError
-from carray.grid import NDGrid, choose_grid, gather, gather_blocked, plan, scatter
+from carray.grid import NDGrid, gather, gather_blocked, plan, scatter
 from carray.keys import OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
 from carray.params import CParams
+from carray.shapes import choose_grid
 from carray.zonemap import ZoneMap
 
 _MODES = ("r", "a", "w")
@@ -770,22 +771,7 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
         """Drop the decoded-chunk cache."""
         self._cache = None
 
-    # -- copies ---------------------------------------------------------------------------
-
-    def copy(self, **kwargs: Any) -> carray:
-        """A new carray with the same items; keyword arguments as for the constructor."""
-        args = dict(cparams=self._cparams, dflt=self._dflt[()], expectedlen=len(self),
-                    chunks=self._chunks, blocks=self._blocks)
-        if ("expectedlen" in kwargs or "chunklen" in kwargs) and "chunks" not in kwargs:
-            args.pop("chunks")
-            args.pop("blocks")
-        args.update(kwargs)
-        dtype = args.pop("dtype", None)
-        out = carray(np.empty((0, *self._shape[1:]), dtype=self._dtype), dtype=dtype, **args)
-        for block in self.iterblocks():
-            out.append(block if dtype is None else block.astype(out.dtype))
-        out.flush()
-        return out
+    # -- display --------------------------------------------------------------------------
 
     def __repr__(self) -> str:
         where = f"\n  rootdir := {self._rootdir!r}\n  mode    := {self._mode!r}" \

@@ -11,8 +11,8 @@ import numpy as np
 
 from carray.array import carray
 from carray.errors import ContainerNotFoundError, FormatError
-from carray.grid import calc_chunklen
 from carray.layouts.b2frame import is_b2nd_frame
+from carray.shapes import calc_chunklen
 
 
 def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.dtype]:

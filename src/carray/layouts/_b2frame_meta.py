@@ -1,4 +1,5 @@
-"""The ``carray`` metalayer and the frame-header cparams of the b2nd layout.
+"""Pieces of the b2nd layout: telling frames apart, sparse chunk files, the
+``carray`` metalayer and the frame-header cparams.
 
 Facts relied on (specs/blosc2-chunk-and-frame.md §2.1-2.2, §4): a metalayer's
 value can be rewritten in place only at its original length, so every field
@@ -11,13 +12,17 @@ for ``U`` dtypes).
 
 from __future__ import annotations
 
+import os
 import struct
+import weakref
 from typing import Any
 
 import msgpack
 import numpy as np
 
+from carray._fileio import pread_full, pread_into
 from carray.errors import FormatError
+from carray.formats._b2frame_header import MAGIC, SPARSE_INDEX
 from carray.formats._b2frame_write import COMPCODES
 from carray.params import CParams, Shuffle
 
@@ -84,3 +89,41 @@ def cparams_of(compcode: int, clevel: int, filters: tuple[int, ...]) -> CParams:
     shuffle = next((f for f in reversed(filters) if f in (1, 2)), 0)
     return CParams(clevel=min(clevel, 9), cname=_CNAMES.get(compcode, CParams().cname),
                    shuffle=shuffle)
+
+
+def is_b2nd_frame(path: str | os.PathLike) -> bool:
+    """True for a Blosc2 frame file (by its magic) or a sparse frame directory."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return os.path.isfile(os.path.join(path, SPARSE_INDEX))
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def chunk_file_name(number: int) -> str:
+    """The name of sparse chunk file ``number`` (``%08X.chunk``, c-blosc2's spelling)."""
+    return f"{number:08X}.chunk"
+
+
+class _ChunkFile:
+    """Ranged reads of one sparse chunk file through a descriptor of its own.
+
+    The descriptor lives as long as the reader, so a chunk replaced (and its
+    file deleted) meanwhile still reads as it was.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._fd = os.open(name, os.O_RDONLY)
+        weakref.finalize(self, os.close, self._fd)
+        self.size = os.fstat(self._fd).st_size
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        offset = max(0, min(offset, self.size))
+        return pread_full(self._fd, max(0, min(length, self.size - offset)), offset)
+
+    def read_into(self, offset: int, out) -> int:
+        view = memoryview(out).cast("B")[:max(0, self.size - offset)]
+        return pread_into(self._fd, view, offset)

@@ -29,6 +29,9 @@ from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
 from carray.params import CNAMES, CParams
 
 FORMAT_NAME = "carray-superchunk"
+DATA_DIR, META_DIR = "data", "meta"
+STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
+JOURNAL_FILE = "journal"
 #: 2 added ``blockshape`` (chunks stored block by block); 1 is read too.
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)

@@ -59,7 +59,6 @@ import re
 import shutil
 import struct
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -76,7 +75,6 @@ from carray.errors import (
 from carray.formats import _b2frame_chunk as _chunk
 from carray.formats import _b2nd_geometry as geo
 from carray.formats._b2frame_header import (
-    MAGIC,
     SPARSE_INDEX,
     build_header,
     build_nd_meta,
@@ -87,12 +85,17 @@ from carray.formats._b2frame_write import COMPCODES, encode_vlmeta, offsets_chun
 from carray.formats.b2frame import Frame, decode_vlmeta
 from carray.layouts._b2frame_meta import (
     CARRAY_META,
+    _ChunkFile,
     carray_meta,
+    chunk_file_name,
     cparams_of,
     header_filters,
+    is_b2nd_frame,
     parse_carray_meta,
 )
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout
+
+__all__ = ["B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
 #: Dead space below this is never worth a rewrite.
 COMPACT_MIN = 64 * 2**10
@@ -102,44 +105,6 @@ _ZERO = _chunk.special_offset(_chunk.ZERO)
 _NOT_STORED = (_chunk.ZERO, _chunk.NAN, _chunk.UNINIT)
 _CHUNK_FILE = re.compile(r"([0-9A-F]{8})\.chunk")
 _TMP_FILE = re.compile(r".+\.\d+\.tmp")
-
-
-def is_b2nd_frame(path: str | os.PathLike) -> bool:
-    """True for a Blosc2 frame file (by its magic) or a sparse frame directory."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        return os.path.isfile(os.path.join(path, SPARSE_INDEX))
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
-    except OSError:
-        return False
-
-
-def chunk_file_name(number: int) -> str:
-    """The name of sparse chunk file ``number`` (``%08X.chunk``, c-blosc2's spelling)."""
-    return f"{number:08X}.chunk"
-
-
-class _ChunkFile:
-    """Ranged reads of one sparse chunk file through a descriptor of its own.
-
-    The descriptor lives as long as the reader, so a chunk replaced (and its
-    file deleted) meanwhile still reads as it was.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._fd = os.open(name, os.O_RDONLY)
-        weakref.finalize(self, os.close, self._fd)
-        self.size = os.fstat(self._fd).st_size
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        offset = max(0, min(offset, self.size))
-        return pread_full(self._fd, max(0, min(length, self.size - offset)), offset)
-
-    def read_into(self, offset: int, out) -> int:
-        view = memoryview(out).cast("B")[:max(0, self.size - offset)]
-        return pread_into(self._fd, view, offset)
 
 
 class B2ndLayout(Layout):

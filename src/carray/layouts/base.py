@@ -14,8 +14,9 @@ import numpy as np
 
 from carray._fileio import atomic_write
 from carray.errors import ReadOnlyError
-from carray.grid import NDGrid, row_chunk_tail
+from carray.grid import NDGrid
 from carray.params import CParams
+from carray.shapes import row_chunk_tail
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,15 @@ from carray.formats._blp_frame import (
     encode_metadata_bytes,
     get_checksum,
 )
+from carray.layouts._superchunk_commit import Committing
 from carray.layouts._superchunk_meta import (
+    ATTRS_FILE,
+    DATA_DIR,
     FORMAT_NAME,
+    JOURNAL_FILE,
+    META_DIR,
+    SIZES_FILE,
+    STORAGE_FILE,
     Journal,
     Sizes,
     StorageInfo,
@@ -102,9 +109,6 @@ from carray.layouts._superchunk_meta import (
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles
 from carray.layouts.bcolz import read_json
 
-DATA_DIR, META_DIR = "data", "meta"
-STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
-JOURNAL_FILE = "journal"
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
 DEFAULT_SUPERCHUNK_NBYTES = 16 * 2**20
 MAX_DEFAULT_SUPERCHUNKSIZE = 8192
@@ -156,7 +160,7 @@ class _Superchunk:
     sizes: dict[int, int] = field(default_factory=dict)  # slot -> cbytes, when known
 
 
-class SuperchunkLayout(ZonemapFiles, Layout):
+class SuperchunkLayout(Committing, ZonemapFiles, Layout):
     """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
 
     Use :meth:`create` or :meth:`open`; see the module docstring for the format.
@@ -634,178 +638,6 @@ class SuperchunkLayout(ZonemapFiles, Layout):
                 found.add(int(name[3:-4]))
         return sorted(found)
 
-    # -- commit ---------------------------------------------------------------------------
-
-    def _apply(self, writes) -> None:
-        """Make the journal's writes to superchunk files, then fsync them.
-
-        Descriptors of their own: replay runs before any superchunk is loaded, and
-        the page cache keeps them coherent with the cached read descriptors.
-        """
-        fds: dict[int, int] = {}
-        try:
-            for k, offset, data in writes:
-                fd = fds.get(k)
-                if fd is None:
-                    fd = fds[k] = os.open(self._sc_path(k), os.O_RDWR)
-                view = memoryview(data).cast("B")
-                while view:
-                    n = os.pwrite(fd, view, offset)
-                    view, offset = view[n:], offset + n
-            if self.fsync:
-                for fd in fds.values():
-                    os.fsync(fd)
-        finally:
-            for fd in fds.values():
-                os.close(fd)
-
-    def _last_nbytes(self, sc: _Superchunk, nused: int) -> int:
-        if nused == 0:
-            return 0
-        n = sc.k * self._S + nused - 1
-        rec = self._inplace.get(n)
-        if rec is not None:
-            return blosc.read_header(rec).nbytes
-        return self._head(sc, int(sc.offsets[nused - 1]), n).nbytes
-
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
-        """Make every chunk written so far durable, then record ``meta`` (see module doc)."""
-        if self.readonly:
-            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
-        self._heads.clear()  # in-place rewrites and compaction move bytes under them
-        scs = list(self._scs.values())
-        if self.fsync:
-            for sc in scs:
-                if sc.dirty:
-                    os.fsync(self._fd(sc))
-                    sc.dirty = False
-            if any(sc.created for sc in scs):
-                fsync_path(self._datadir)
-        writes: list[tuple[int, int, bytes]] = []
-        for n, rec in sorted(self._inplace.items()):
-            sc, off = self._locate(n)
-            writes.append((sc.k, off, rec))
-        new_headers: dict[int, BlpHeader] = {}
-        for sc in scs:
-            changed = np.flatnonzero(sc.offsets != sc.committed)
-            if changed.size:
-                for lo, hi in _runs(changed):
-                    writes.append((sc.k, sc.offsets_pos + 8 * lo, sc.offsets[lo:hi].tobytes()))
-            used = sc.offsets >= 0
-            nused = int(np.argmin(used)) if not used.all() else self._S
-            last = min(self._last_nbytes(sc, nused), max(self._chunk_size_field(), 0)) \
-                if nused else 0
-            header = BlpHeader(True, True, self._ck.id, self.info.typesize,
-                               self._chunk_size_field(), last, nused, self._S - nused)
-            if header != sc.header:
-                new_headers[sc.k] = header
-                writes.append((sc.k, 0, header.pack()))
-        generation = self._generation + 1
-        sizes = Sizes(tuple(meta.shape), math.prod(meta.shape) * meta.dtype.itemsize,
-                      int(cbytes), generation)
-        sizes_bytes = dumps(sizes.to_json())
-        jpath = os.path.join(self._metadir, JOURNAL_FILE)
-        if writes:
-            atomic_write(jpath, Journal(generation, tuple(writes), sizes_bytes).encode(),
-                         fsync=self.fsync)
-            if self.fsync:
-                fsync_path(self._metadir)
-            self._apply(writes)
-        atomic_write(os.path.join(self._metadir, SIZES_FILE), sizes_bytes, fsync=self.fsync)
-        if self.fsync:
-            fsync_path(self._metadir)
-        if writes:
-            os.unlink(jpath)
-        self._generation = generation
-        self._inplace.clear()
-        self._inplace_bytes = 0
-        for sc in scs:
-            sc.committed = sc.offsets.copy()
-            sc.committed_end = sc.size
-            sc.created = False
-            sc.header = new_headers.get(sc.k, sc.header)
-        self._delete_past_end()
-        touched, self._touched = self._touched, set()
-        for k in sorted(touched):
-            sc = self._scs.get(k)
-            if sc is not None and self._needs_compaction(sc):
-                self._compact(sc)
-
-    def _delete_past_end(self) -> None:
-        """Remove superchunk files wholly past the committed chunks (after a shrink)."""
-        if not self._dropped:
-            return
-        self._dropped = False
-        keep = -(-self._count // self._S)
-        removed = False
-        for k in self._existing_superchunks():
-            if k < keep:
-                continue
-            self._forget(k)
-            try:
-                os.unlink(self._sc_path(k))
-                removed = True
-            except FileNotFoundError:
-                pass
-        if removed and self.fsync:
-            fsync_path(self._datadir)
-
-    def _forget(self, k: int) -> None:
-        self._scs.pop(k, None)
-        fd = self._fds.pop(k, None)
-        if fd is not None:
-            os.close(fd)
-
-    def _needs_compaction(self, sc: _Superchunk) -> bool:
-        used = sc.offsets[sc.offsets >= 0]
-        if not used.size:
-            return False
-        if self.info.blosc1 and self.info.spare == 0:
-            # Bloscpack readers stream chunks back to back: keep the files that way.
-            return not self._sequential(sc, len(used))
-        area = sc.size - sc.data_start
-        return sc.garbage > 2**20 and sc.garbage * 2 > area
-
-    def _sequential(self, sc: _Superchunk, nused: int) -> bool:
-        pos = sc.data_start
-        for slot in range(nused):
-            off = int(sc.offsets[slot])
-            if off != pos:
-                return False
-            pos += self._cbytes_of(sc, slot, off) + self._dsize
-        return True
-
-    def _compact(self, sc: _Superchunk) -> None:
-        """Rewrite a superchunk file with its chunks in order and no dead space.
-
-        Runs right after a commit; the new file is renamed over the old one, so
-        either version is a complete copy of the committed state.
-        """
-        nused = int((sc.offsets >= 0).sum())
-        prefix = self._pread(sc, sc.offsets_pos, 0)
-        recs, table, pos = [], np.full(self._S, -1, dtype="<i8"), sc.data_start
-        for slot in range(nused):
-            n = sc.k * self._S + slot
-            off = int(sc.offsets[slot])
-            cb = self._cbytes_of(sc, slot, off)
-            rec = self._pread(sc, cb + self._dsize, off)
-            if self.verify and self._dsize and self._ck.digest(rec[:cb]) != rec[cb:]:
-                raise ChecksumError(f"chunk {n}: {self._ck.name} checksum mismatch", sc.path,
-                                    off + cb)
-            spare = math.ceil(cb * self.info.spare)
-            recs.append(rec)
-            if spare:
-                recs.append(bytes(spare))
-            table[slot] = pos
-            pos += len(rec) + spare
-        atomic_write(sc.path, (prefix, table, *recs), fsync=self.fsync)
-        if self.fsync:
-            fsync_path(self._datadir)
-        self._forget(sc.k)
-        for n in range(sc.k * self._S, (sc.k + 1) * self._S):
-            self._stamps.pop(n, None)
-        self._get(sc.k)
-
     # -- metadata -------------------------------------------------------------------------
 
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
@@ -857,12 +689,6 @@ class SuperchunkLayout(ZonemapFiles, Layout):
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
-    """Sorted indices as [lo, hi) runs of consecutive values."""
-    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-    return [(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, breaks)]
-
 
 def _patch(data: bytes, offset: int, patches: list[tuple[int, bytes]]) -> bytes:
     """``data`` read at ``offset``, with the journal's pending writes laid over it."""
