@@ -583,3 +583,21 @@ def test_random_byte_mutations_never_crash(tmp_path, contiguous):
                 _read_all(src)
             except CArrayError:
                 pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**40), min_size=0, max_size=15), st.data())
+def test_nd_metalayer_is_msgpack_with_fixed_width_ints(shape, data):
+    # Hand-built because c-blosc2 wants every shape entry as int64 (D3) and every
+    # chunk/block entry as int32 (D2), which msgpack's packer (shortest form) never
+    # writes; the bytes must still be msgpack that decodes to the same values.
+    import msgpack
+
+    from carray.formats._b2frame_header import build_nd_meta
+
+    chunks = [data.draw(st.integers(1, 2**20)) for _ in shape]
+    blocks = [data.draw(st.integers(1, c)) for c in chunks]
+    raw = build_nd_meta(shape, chunks, blocks, np.dtype("<f8"))
+    assert msgpack.unpackb(raw) == [0, len(shape), shape, chunks, blocks, 0, "<f8"]
+    assert raw.count(b"\xd3") >= len(shape) and len(raw) == 3 + 3 + 9 * len(shape) \
+        + 10 * len(shape) + 1 + 5 + 3
