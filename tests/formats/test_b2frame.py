@@ -22,8 +22,6 @@ from carray.errors import (
 )
 from carray.formats import _b2nd_geometry as geo
 from carray.formats.b2frame import (
-    BLOCK_TARGET,
-    CHUNK_TARGET,
     default_chunks_blocks,
     read_array,
     read_frame,
@@ -242,7 +240,7 @@ def test_default_chunks_and_blocks(tmp_path):
     a = _RNG.random((300, 200, 50))
     chunks, blocks = default_chunks_blocks(a.shape, 8)
     assert geo.check_geometry(a.shape, chunks, blocks, 8) is None
-    assert np.prod(chunks) * 8 <= CHUNK_TARGET and np.prod(blocks) * 8 <= BLOCK_TARGET
+    assert np.prod(chunks) * 8 <= 8 * 2**20 and np.prod(blocks) * 8 <= 32 * 2**10
     path = tmp_path / "d.b2nd"
     write_array(a, path, meta={"extra": {"a": 1}})
     assert _same(read_array(path), a)
@@ -374,20 +372,18 @@ def test_read_python_blosc2_specials_and_vlmeta(tmp_path):
         assert f.vlmeta == {"k": {"a": [1, 2], "b": b"raw"}}
 
 
-def test_normalize_key_matches_numpy():
-    a = np.arange(7 * 5 * 4).reshape(7, 5, 4)
-    keys = [(), 3, -1, (slice(None, None, -1),), (Ellipsis, 2), (1, Ellipsis, slice(1, 3)),
-            (slice(5, 1, -2), slice(None, None, 3)), (slice(9, 10),), (np.int64(2), 0, -4)]
-    for key in keys:
-        starts, stops, _, post = geo.normalize_key(key, a.shape)
-        box = a[tuple(slice(x, y) for x, y in zip(starts, stops, strict=True))]
-        assert np.array_equal(box[post] if post else box, a[key]), key
-    with pytest.raises(IndexError):
-        geo.normalize_key((7,), a.shape)
-    with pytest.raises(IndexError):
-        geo.normalize_key((0, 0, 0, 0), a.shape)
-    with pytest.raises(TypeError):
-        geo.normalize_key(([1, 2],), a.shape)
+def test_regions_take_carray_keys():
+    # Region reads go through carray's chunk grid: every axis indexed on its own.
+    path = DATA / "blosc2" / "nd_i4_2d_zstd_shuffle.b2nd"
+    want = np.load(DATA / "blosc2" / "nd_i4_2d_zstd_shuffle.expected.npy")
+    with read_frame(path) as f:
+        assert _same(f[[7, 0, 7], ::-13], want[np.ix_([7, 0, 7], range(99, -1, -13))])
+        assert _same(f[want[:, 0] > want[5, 0], 4], want[want[:, 0] > want[5, 0], 4])
+        assert _same(f[None, 3, ..., 2:5], want[None, 3, ..., 2:5])
+        with pytest.raises(IndexError):
+            f[10]
+        with pytest.raises(IndexError):
+            f[0, 0, 0]
 
 
 def test_blocked_layout_helpers():

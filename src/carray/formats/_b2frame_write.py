@@ -10,7 +10,6 @@ the ``b2nd`` metalayer carries the dtype as a str32 (fixtures/QUIRKS.md).
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from collections.abc import Mapping
@@ -30,42 +29,16 @@ from carray.formats._b2frame_header import (
     build_trailer,
 )
 from carray.params import CParams
+from carray.shapes import default_blocks, default_chunks_blocks
 
 #: Codec name -> the compcode frame headers and chunk byte 22 carry.
 COMPCODES = {"blosclz": 0, "lz4": 1, "lz4hc": 2, "zlib": 4, "zstd": 5}
-#: Default sizes: chunks large enough to amortise per-chunk work, blocks small
-#: enough to stay in cache while Blosc works on them.
-CHUNK_TARGET = 4 * 2**20
-BLOCK_TARGET = 256 * 2**10
 
 
 def _copy_dtype(itemsize: int) -> np.dtype:
     """A dtype to move items of this size as raw bytes, using numpy's fast integer copies."""
     return np.dtype(f"u{itemsize}") if itemsize in (1, 2, 4, 8) else np.dtype(f"V{itemsize}")
 
-
-
-def _fit(shape: list[int], itemsize: int, target: int, largest_first: bool) -> list[int]:
-    out = list(shape)
-    while math.prod(out) * itemsize > target and any(x > 1 for x in out):
-        if largest_first:
-            k = max(range(len(out)), key=lambda j: (out[j], -j))
-        else:
-            k = next(j for j, x in enumerate(out) if x > 1)
-        out[k] = -(-out[k] // 2)
-    return out
-
-
-def default_chunks_blocks(shape, itemsize: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Chunk and block shapes for an array: about 4 MiB chunks cut evenly across
-    dimensions, about 256 KiB blocks cut along the leading dimensions first (so a
-    chunk's block layout is usually its C order)."""
-    shape = [int(s) for s in shape]
-    if any(s == 0 for s in shape):
-        return tuple(shape), tuple(shape)
-    chunks = _fit(shape, itemsize, CHUNK_TARGET, largest_first=True)
-    blocks = _fit(chunks, itemsize, BLOCK_TARGET, largest_first=False)
-    return tuple(chunks), tuple(blocks)
 
 
 def pack_value(value: Any) -> bytes:
@@ -162,7 +135,8 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
         File to write (``contiguous=True``) or directory (sparse frame). An
         existing frame there is replaced; the new one appears atomically.
     chunks, blocks : tuple of int, optional
-        Chunk and block shapes; see :func:`default_chunks_blocks` for defaults.
+        Chunk and block shapes; the defaults are carray's
+        (:func:`carray.shapes.default_chunks_blocks`).
     cparams : CParams or dict, optional
         Codec, level and shuffle (``quantize`` is not supported here).
     contiguous : bool
@@ -191,11 +165,12 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     cp = CParams.coerce(cparams)
     if cp.quantize:
         raise ValueError("quantize is not supported when writing Blosc2 frames")
-    dchunks, dblocks = default_chunks_blocks(arr.shape, itemsize)
-    chunks = tuple(int(c) for c in (dchunks if chunks is None else chunks))
+    if chunks is None:
+        chunks, dblocks = default_chunks_blocks(arr.shape, itemsize)
+        blocks = dblocks if blocks is None else blocks
+    chunks = tuple(int(c) for c in chunks)
     if blocks is None:
-        blocks = dblocks if chunks == dchunks else default_chunks_blocks(chunks, itemsize)[1]
-        blocks = tuple(min(b, c) for b, c in zip(blocks, chunks, strict=True))
+        blocks = default_blocks(chunks, itemsize) if all(chunks) else chunks
     blocks = tuple(int(b) for b in blocks)
     reason = geo.check_geometry(arr.shape, chunks, blocks, itemsize)
     if reason:

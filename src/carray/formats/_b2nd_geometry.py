@@ -23,9 +23,8 @@ Facts relied on (specs/caterva-b2nd.md §2, from c-blosc2 ``b2nd.c``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import product
 
 import numpy as np
 
@@ -118,17 +117,6 @@ def chunk_box(coords: Sequence[int], shape: Sequence[int],
                  for c, s, cs in zip(coords, shape, chunkshape, strict=True))
 
 
-def chunks_touching(starts: Sequence[int], stops: Sequence[int],
-                    chunkshape: Sequence[int]) -> Iterator[tuple[int, ...]]:
-    """Chunk coordinates, in C order, intersecting the box ``[starts, stops)``.
-
-    The box must be non-empty in every dimension.
-    """
-    ranges = [range(a // cs, ceil_div(b, cs))
-              for a, b, cs in zip(starts, stops, chunkshape, strict=True)]
-    return product(*ranges)
-
-
 def _interleave(ndim: int) -> tuple[int, ...]:
     # (b0..bn-1, s0..sn-1) -> (b0, s0, b1, s1, ...)
     return tuple(ax for i in range(ndim) for ax in (i, ndim + i))
@@ -176,66 +164,6 @@ def to_blocked(chunk: np.ndarray, blockshape: Sequence[int]) -> np.ndarray:
     ndim = chunk.ndim
     split = chunk.reshape(split_shape(chunk.shape, blockshape))
     return np.ascontiguousarray(split.transpose(_deinterleave(ndim)))
-
-
-def normalize_key(key, shape: Sequence[int]) -> tuple[list[int], list[int], list[int], tuple]:
-    """Turn an index key into per-dimension (starts, stops, steps) and a post-selection.
-
-    Integers and slices (any step) are accepted, plus ``Ellipsis``. The box
-    ``[starts, stops)`` is what must be read; the post-selection (applied to
-    that box) applies steps and drops the integer-indexed dimensions.
-
-    Raises
-    ------
-    IndexError
-        Too many indices, or an integer out of range.
-    TypeError
-        An index that is neither an int, a slice nor ``...``.
-    """
-    ndim = len(shape)
-    if not isinstance(key, tuple):
-        key = (key,)
-    if sum(k is Ellipsis for k in key) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (ndim - len(key) + 1) + key[i + 1:]
-    if len(key) > ndim:
-        raise IndexError(f"too many indices: array is {ndim}-dimensional, "
-                         f"{len(key)} were indexed")
-    key = key + (slice(None),) * (ndim - len(key))
-    starts, stops, steps, post = [], [], [], []
-    for dim, (k, n) in enumerate(zip(key, shape, strict=True)):
-        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-            i = int(k) + n if k < 0 else int(k)
-            if not 0 <= i < n:
-                raise IndexError(f"index {int(k)} is out of bounds for axis {dim} with size {n}")
-            starts.append(i)
-            stops.append(i + 1)
-            steps.append(1)
-            post.append(0)
-        elif isinstance(k, slice):
-            a, b, st = k.indices(n)
-            if st < 0:
-                # Read the ascending box, reverse afterwards.
-                count = len(range(a, b, st))
-                lo = a + st * (count - 1) if count else 0
-                hi = a + 1 if count else 0
-                starts.append(lo)
-                stops.append(hi)
-                steps.append(1)
-                post.append(slice(None, None, st))
-            else:
-                b = max(a, b)
-                count = len(range(a, b, st))
-                starts.append(a)
-                stops.append(a + (count - 1) * st + 1 if count else a)
-                steps.append(1)
-                post.append(slice(None, None, st))
-        else:
-            raise TypeError(f"only integers, slices and '...' are valid indices, not "
-                            f"{type(k).__name__}")
-    return starts, stops, steps, tuple(post)
 
 
 @dataclass(frozen=True)

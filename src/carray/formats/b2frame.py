@@ -27,7 +27,6 @@ in :mod:`._b2nd_geometry`:
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -52,14 +51,14 @@ from carray.formats._b2frame_header import (
     parse_trailer,
 )
 from carray.formats._b2frame_write import (
-    BLOCK_TARGET,
-    CHUNK_TARGET,
     _copy_dtype,
-    default_chunks_blocks,
     write_array,
 )
+from carray.grid import NDGrid, gather, gather_blocked, plan
+from carray.keys import orthogonal_key
+from carray.shapes import default_chunks_blocks
 
-__all__ = ["BLOCK_TARGET", "CHUNK_TARGET", "Frame", "decode_vlmeta", "default_chunks_blocks",
+__all__ = ["Frame", "decode_vlmeta", "default_chunks_blocks",
            "read_array", "read_frame", "read_region", "write_array"]
 
 
@@ -81,15 +80,6 @@ def decode_vlmeta(raw: bytes, where: str) -> Any:
     data = np.empty(h.nbytes, np.uint8)
     _chunk.decode_into(raw, data, where, None)
     return _unpack(data.tobytes())
-
-
-def _split_view(a: np.ndarray, blockshape) -> np.ndarray:
-    """A writable (n0/b0, b0, n1/b1, b1, ...) view of ``a``; every ``n_i`` divisible by ``b_i``."""
-    shape, strides = [], []
-    for n, st, b in zip(a.shape, a.strides, blockshape, strict=True):
-        shape += [n // b, b]
-        strides += [st * b, st]
-    return np.lib.stride_tricks.as_strided(a, tuple(shape), tuple(strides))
 
 
 class Frame:
@@ -404,80 +394,50 @@ class Frame:
         """The whole array."""
         if self.kind == "schunk":
             return np.frombuffer(self.read_bytes(), self.dtype).reshape(self.shape).copy()
-        return self._read_box([0] * self.ndim, list(self.shape))
+        return self.read_region(...)
 
     def __getitem__(self, key) -> np.ndarray:
         return self.read_region(key)
 
     def read_region(self, key) -> np.ndarray:
-        """``array[key]`` for integers, slices (any step) and ``...``, decoding only the
-        chunks (and, inside them, the blocks) the selection touches."""
-        starts, stops, _, post = geo.normalize_key(key, self.shape)
-        if self.kind == "schunk":
-            full = self.read()
-            box = full[tuple(slice(a, b) for a, b in zip(starts, stops, strict=True))]
-        else:
-            box = self._read_box(starts, stops)
-        if post:
-            return box[post]
-        # numpy: a[()] of a 0-d array is a scalar, a[...] stays an array
-        keep = key is Ellipsis or (isinstance(key, tuple) and any(k is Ellipsis for k in key))
-        return box if keep or self.ndim else box[()]
+        """``array[key]``, decoding only the chunks (and, inside them, the blocks) the
+        selection touches.
 
-    def _read_box(self, starts: list[int], stops: list[int]) -> np.ndarray:
+        Keys are those of a carray (:func:`carray.keys.orthogonal_key`): ints,
+        slices with any step, ``...``, ``None``, and per axis an int array or a
+        1-d mask (every axis indexed on its own).
+        """
+        if self.kind == "schunk":
+            return self.read()[key]
         g = self.geometry
-        ts, ext, bs = g.itemsize, g.extchunk, g.blockshape
-        vt = _copy_dtype(ts)
-        out = np.empty(tuple(b - a for a, b in zip(starts, stops, strict=True)), vt)
-        if out.size == 0:
-            return out.view(self.dtype)
-        c_order = geo.blocked_is_c_order(ext, bs)
-        block_items = math.prod(bs)
-        bic = geo.blocks_in_chunk(ext, bs)
-        for coords in geo.chunks_touching(starts, stops, g.chunkshape):
-            i = geo.chunk_index(coords, g.grid)
-            cstart = [c * cs for c, cs in zip(coords, g.chunkshape, strict=True)]
-            lo = [max(a, c) for a, c in zip(starts, cstart, strict=True)]
-            hi = [min(b, c + cs, s) for b, c, cs, s in
-                  zip(stops, cstart, g.chunkshape, g.shape, strict=True)]
-            llo = [x - c for x, c in zip(lo, cstart, strict=True)]
-            lhi = [x - c for x, c in zip(hi, cstart, strict=True)]
-            dest = out[tuple(slice(a - s, b - s) for a, b, s in zip(lo, hi, starts, strict=True))
-                       + (Ellipsis,)]
-            whole = all(a == 0 for a in llo) and list(lhi) == list(ext)
-            if whole and c_order and dest.flags.c_contiguous:
-                # The stored chunk is this piece of the output, byte for byte.
-                self.decode_chunk(i, dest.reshape(-1).view(np.uint8))
-                continue
-            buf = np.empty(g.chunk_nbytes, np.uint8)
-            blo = [a // b for a, b in zip(llo, bs, strict=True)]
-            bhi = [geo.ceil_div(a, b) for a, b in zip(lhi, bs, strict=True)]
-            first = geo.chunk_index(blo, bic) * block_items * ts
-            last = (geo.chunk_index([b - 1 for b in bhi], bic) + 1) * block_items * ts
-            if first == 0 and last == g.chunk_nbytes:
-                self.decode_chunk(i, buf)
+        okey = orthogonal_key(key, g.shape)
+        vt = _copy_dtype(g.itemsize)
+        out = np.empty(okey.sel_shape, vt)
+        if okey.size:  # (an empty frame may have empty chunks, which no grid holds)
+            self._read_pieces(okey, out)
+        result = okey.finish(out).view(self.dtype)
+        return result[()] if result.ndim == 0 and key != Ellipsis else result
+
+    def _read_pieces(self, okey, out: np.ndarray) -> None:
+        g = self.geometry
+        grid = NDGrid(g.shape, g.chunkshape, g.blockshape, g.itemsize)
+        c_order = geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
+        block_bytes = grid.block_nbytes
+        for piece in plan(grid, okey):
+            buf = np.empty(grid.chunk_nbytes, np.uint8)
+            first = int(piece.blocks[0]) * block_bytes
+            last = (int(piece.blocks[-1]) + 1) * block_bytes
+            if first == 0 and last == grid.chunk_nbytes:
+                self.decode_chunk(piece.nchunk, buf)
             else:  # Blosc decodes only the blocks in [first, last)
-                read_at, size = self.chunk_reader(i)
+                read_at, size = self.chunk_reader(piece.nchunk)
                 _chunk.decode_range_ranged(read_at, size, first, buf[first:last],
-                                           self._where(i), None, typesize=ts)
-            items = buf.view(vt)
+                                           self._where(piece.nchunk), None, typesize=g.itemsize)
+            items = buf.view(out.dtype)
             if c_order:
-                dest[...] = items.reshape(ext)[tuple(map(slice, llo, lhi))]
-                continue
-            blocked = geo.blocked_view(items, ext, bs)
-            sel = tuple(s for a, b in zip(blo, bhi, strict=True) for s in (slice(a, b),
-                                                                          slice(None)))
-            sub = blocked[sel]
-            aligned = all(a % b == 0 and (h - a) % b == 0
-                          for a, h, b in zip(llo, lhi, bs, strict=True))
-            if aligned:
-                _split_view(dest, bs)[...] = sub
+                gather(piece, items.reshape(grid.ext_chunks), out)
             else:
-                span = tuple((b - a) * s for a, b, s in zip(blo, bhi, bs, strict=True))
-                part = sub.reshape(span)
-                dest[...] = part[tuple(slice(a - b0 * s, h - b0 * s) for a, h, b0, s in
-                                       zip(llo, lhi, blo, bs, strict=True))]
-        return out.view(self.dtype)
+                gather_blocked(piece, items, grid, out)
 
 
 def read_frame(path: str | os.PathLike, *, dtype=None) -> Frame:
