@@ -66,7 +66,6 @@ import numpy as np
 from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, pwrite_all
 from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, read_header
 from carray.errors import (
-    ContainerExistsError,
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
@@ -93,7 +92,7 @@ from carray.layouts._b2frame_meta import (
     is_b2nd_frame,
     parse_carray_meta,
 )
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, clear_for_create
 
 __all__ = ["B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
@@ -174,14 +173,7 @@ class B2ndLayout(Layout):
         if grid.block_nbytes > _chunk.MAX_BLOCKSIZE:
             raise ValueError(f"blocks of {grid.block_nbytes} bytes exceed Blosc2's limit of "
                              f"{_chunk.MAX_BLOCKSIZE}")
-        if os.path.lexists(path):
-            if mode != "w":
-                raise ContainerExistsError(
-                    f"{path}: already exists; open it, or pass mode='w' to replace it")
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
+        clear_for_create(path, mode)
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
         cp = meta.cparams

@@ -6,6 +6,7 @@ import abc
 import contextlib
 import os
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from carray._fileio import atomic_write
-from carray.errors import ReadOnlyError
+from carray.errors import ContainerExistsError, ReadOnlyError
 from carray.grid import NDGrid
 from carray.params import CParams
 from carray.shapes import row_chunk_tail
@@ -214,6 +215,20 @@ class Layout(abc.ABC):
 
     def describe(self) -> str:
         return "memory"
+
+
+def clear_for_create(path: str, mode: str) -> None:
+    """Make room for a new dataset at ``path``: refuse an existing one unless ``mode``
+    is 'w', which removes it (a directory, a file or a link)."""
+    if not os.path.lexists(path):
+        return
+    if mode != "w":
+        raise ContainerExistsError(
+            f"{path}: already exists; open it, or pass mode='w' to replace it")
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
 
 
 class ZonemapFiles:

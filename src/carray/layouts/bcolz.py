@@ -25,7 +25,6 @@ import ast
 import json
 import os
 import pickle
-import shutil
 import struct
 import threading
 from collections import OrderedDict
@@ -37,12 +36,11 @@ import numpy as np
 from carray._fileio import atomic_write, fsync_path, pread_into
 from carray.codecs import blosc
 from carray.errors import (
-    ContainerExistsError,
     ContainerNotFoundError,
     FormatError,
     UnsafeDataError,
 )
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles, clear_for_create
 from carray.params import CNAMES, CParams
 
 DATA_DIR, META_DIR = "data", "meta"
@@ -174,11 +172,7 @@ class BcolzLayout(ZonemapFiles, Layout):
         if not meta.row_chunked:
             raise ValueError(f"the bcolz layout chunks by whole rows; chunks {meta.chunks} "
                              f"and blocks {meta.blocks} do not fit it")
-        if os.path.exists(rootdir):
-            if mode != "w":
-                raise ContainerExistsError(
-                    f"{rootdir}: already exists; open it, or pass mode='w' to replace it")
-            shutil.rmtree(rootdir) if os.path.isdir(rootdir) else os.unlink(rootdir)
+        clear_for_create(rootdir, mode)
         os.makedirs(os.path.join(rootdir, DATA_DIR))
         os.makedirs(os.path.join(rootdir, META_DIR))
         layout = cls(rootdir, fsync=fsync)

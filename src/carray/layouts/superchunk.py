@@ -61,7 +61,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import struct
 import threading
 import zlib
@@ -75,7 +74,6 @@ from carray._fileio import atomic_write, fsync_path, pread_into
 from carray.codecs import blosc
 from carray.errors import (
     ChecksumError,
-    ContainerExistsError,
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
@@ -106,7 +104,7 @@ from carray.layouts._superchunk_meta import (
     dumps,
     encode_attr,
 )
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles, clear_for_create
 from carray.layouts.bcolz import read_json
 
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
@@ -226,11 +224,7 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
             Bloscpack file that bloscpack 0.16 reads).
         """
         rootdir = os.fspath(rootdir)
-        if os.path.exists(rootdir):
-            if mode != "w":
-                raise ContainerExistsError(
-                    f"{rootdir}: already exists; open it, or pass mode='w' to replace it")
-            shutil.rmtree(rootdir) if os.path.isdir(rootdir) else os.unlink(rootdir)
+        clear_for_create(rootdir, mode)
         if not isinstance(spare, (int, float)) or not 0 <= spare <= 10:
             raise ValueError(f"spare must be a fraction in [0, 10], got {spare!r}")
         ck = get_checksum(checksum)  # ValueError for unknown names
