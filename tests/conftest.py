@@ -8,27 +8,35 @@ import importlib
 
 import pytest
 
-from carray.formats import _ds_header
+from carray.stores.local import LocalHandle
 
 
 @pytest.fixture
 def count_reads(monkeypatch):
-    """Total bytes read from ds files while the test runs."""
-    total = {"bytes": 0}
-    pread, pread_into = _ds_header.pread, _ds_header.pread_into
+    """Bytes read from local files while the test runs: ``{"bytes": total, "reads": [n...]}``.
 
-    def counting_pread(fd, n, offset):
-        data = pread(fd, n, offset)
-        total["bytes"] += len(data)
+    Every local read of a layout or a file format goes through a
+    :class:`carray.stores.local.LocalHandle`, so counting there sees them all.
+    """
+    total = {"bytes": 0, "reads": []}
+    pread, pread_into = LocalHandle.pread, LocalHandle.pread_into
+
+    def note(n: int) -> None:
+        total["bytes"] += n
+        total["reads"].append(n)
+
+    def counting_pread(self, n, offset):
+        data = pread(self, n, offset)
+        note(len(data))
         return data
 
-    def counting_pread_into(fd, buf, offset):
-        n = pread_into(fd, buf, offset)
-        total["bytes"] += n
+    def counting_pread_into(self, buf, offset):
+        n = pread_into(self, buf, offset)
+        note(n)
         return n
 
-    monkeypatch.setattr(_ds_header, "pread", counting_pread)
-    monkeypatch.setattr(_ds_header, "pread_into", counting_pread_into)
+    monkeypatch.setattr(LocalHandle, "pread", counting_pread)
+    monkeypatch.setattr(LocalHandle, "pread_into", counting_pread_into)
     return total
 
 
@@ -45,3 +53,57 @@ def bloscpack_peer():
     module = importlib.import_module("bloscpack")
     importlib.import_module("bloscpack.append")  # a submodule the package does not import
     return module
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A private S3 endpoint (moto's server on 127.0.0.1) shared by the whole session.
+
+    Yields a :class:`carray.testing.S3Endpoint`: ``s3.url(key)`` is ``s3://bucket/key``
+    and ``s3.storage_options`` what s3fs needs to reach it.  moto and s3fs are test
+    dependencies.
+    """
+    from carray.testing import s3_server
+
+    with s3_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(params=["memory", "s3"])
+def remote_root(request):
+    """A fresh remote directory as ``(url, storage_options)``: once on ``memory://``, once
+    on the session's S3 endpoint (see :func:`s3`); removed afterwards."""
+    import contextlib
+    import uuid
+
+    from carray.stores import resolve
+
+    name = f"carray-test-{uuid.uuid4().hex}"
+    if request.param == "memory":
+        url, options = f"memory://{name}", None
+    else:
+        s3 = request.getfixturevalue("s3")
+        url, options = s3.url(name), s3.storage_options
+    yield url, options
+    store, path = resolve(url, options)
+    with contextlib.suppress(FileNotFoundError):
+        store.rmtree(path)
+
+
+@pytest.fixture
+def remote_fetches(remote_root, monkeypatch):
+    """Byte counts of the ranges read from :func:`remote_root`'s file system while the
+    test runs (every read of a remote object goes through ``cat_file``)."""
+    from carray.stores import resolve
+
+    fs = resolve(*remote_root)[0].fs  # fsspec hands out one instance per set of options
+    sizes: list[int] = []
+    real = fs.cat_file
+
+    def counting(path, start=None, end=None, **kwargs):
+        data = real(path, start=start, end=end, **kwargs)
+        sizes.append(len(data))
+        return data
+
+    monkeypatch.setattr(fs, "cat_file", counting)
+    return sizes

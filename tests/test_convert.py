@@ -127,3 +127,125 @@ def test_cli_convert_errors(tmp_path, cube, capsys, argv, message):
     args = [a.format(tmp=tmp_path, table=table) for a in argv]
     assert main(["convert", *args]) == 1
     assert message in capsys.readouterr().err.lower()
+
+
+# -- URLs ---------------------------------------------------------------------------------------
+
+
+def _remote(url: str, options):
+    from carray.stores import resolve
+
+    store, path = resolve(url, options)
+    store.invalidate()
+    return store, path
+
+
+@pytest.mark.parametrize("name", ["a.carray", "a.b2nd", "a.bcolz", "a"])
+def test_round_trip_through_a_url_keeps_the_values(tmp_path, remote_root, cube, name):
+    root, options = remote_root
+    np.save(tmp_path / "src.npy", cube)
+    url = f"{root}/{name}"
+    convert(tmp_path / "src.npy", url, storage_options=options)
+    on_url = ca.open(url, mode="r", storage_options=options)
+    np.testing.assert_array_equal(on_url[:], cube)
+    on_url.close()
+    convert(url, f"{root}/copy.b2nd", storage_options=options)  # URL to URL
+    convert(f"{root}/copy.b2nd", tmp_path / "back.npy", storage_options=options)
+    back = np.load(tmp_path / "back.npy")
+    assert back.dtype == cube.dtype
+    np.testing.assert_array_equal(back, cube)
+    store, path = _remote(root, options)
+    assert sorted(store.listdir(path)) == sorted([name, "copy.b2nd"])  # no temporary left
+
+
+def test_b2nd_on_a_url_is_a_frame_python_blosc2_reads(tmp_path, remote_root, cube):
+    root, options = remote_root
+    src = ca.carray(cube, chunks=(8, 5, 11), blocks=(2, 5, 11), rootdir=tmp_path / "a")
+    src.attrs["units"] = "m"
+    src.close()
+    convert(tmp_path / "a", f"{root}/b.b2nd", storage_options=options)
+    store, path = _remote(f"{root}/b.b2nd", options)
+    (tmp_path / "b.b2nd").write_bytes(store.get(path))
+    b = blosc2.open(str(tmp_path / "b.b2nd"))
+    assert b.chunks == (8, 5, 11) and b.blocks == (2, 5, 11)
+    np.testing.assert_array_equal(b[:], cube)
+
+
+def test_existing_destination_at_a_url_is_kept_unless_forced(tmp_path, remote_root, cube):
+    root, options = remote_root
+    np.save(tmp_path / "s.npy", cube)
+    url = f"{root}/d.b2nd"
+    convert(tmp_path / "s.npy", url, storage_options=options, to="b2nd")
+    np.save(tmp_path / "s.npy", cube[:3])
+    with pytest.raises(ContainerExistsError, match="already exists"):
+        convert(tmp_path / "s.npy", url, storage_options=options)
+    np.testing.assert_array_equal(ca.open(url, mode="r", storage_options=options)[:], cube)
+    convert_array(tmp_path / "s.npy", url, storage_options=options, overwrite=True)
+    np.testing.assert_array_equal(ca.open(url, mode="r", storage_options=options)[:],
+                                  cube[:3])
+
+
+@pytest.mark.parametrize("dst", ["d.b2nd", "d.carray", "d.bcolz"])
+def test_a_failed_copy_to_a_url_leaves_nothing_behind(tmp_path, remote_root, cube, dst):
+    root, options = remote_root
+    np.save(tmp_path / "s.npy", cube)
+
+    def fail(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        convert_array(tmp_path / "s.npy", f"{root}/{dst}", progress=fail,
+                      storage_options=options)
+    store, path = _remote(root, options)
+    assert store.listdir(path) == []
+
+
+def test_a_failed_rename_on_an_object_store_leaves_nothing_behind(tmp_path, remote_root,
+                                                                  cube, monkeypatch):
+    from carray.stores.fsspec import FsspecStore
+
+    root, options = remote_root
+    np.save(tmp_path / "s.npy", cube)
+    url = f"{root}/d.carray"
+    convert(tmp_path / "s.npy", url, storage_options=options)
+    real = FsspecStore.rename
+
+    def copy_then_fail(self, src, dst):  # as a prefix copy cut off half way would
+        real(self, src, dst)
+        raise OSError("connection reset")
+
+    monkeypatch.setattr(FsspecStore, "rename", copy_then_fail)
+    with pytest.raises(OSError, match="connection reset"):
+        convert_array(tmp_path / "s.npy", url, overwrite=True, storage_options=options)
+    store, path = _remote(root, options)
+    assert store.listdir(path) == []
+
+
+def test_npy_urls_are_refused_by_name(tmp_path, cube):
+    np.save(tmp_path / "s.npy", cube)
+    with pytest.raises(ValueError, match=r"memory://x/d\.npy: \.npy files .* local"):
+        convert(tmp_path / "s.npy", "memory://x/d.npy")
+    with pytest.raises(ValueError, match=r"memory://x/s\.npy: \.npy files .* local"):
+        convert("memory://x/s.npy", tmp_path / "d.b2nd")
+    assert sorted(os.listdir(tmp_path)) == ["s.npy"]
+
+
+def test_a_missing_url_source_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="memory:///nowhere/x"):
+        convert("memory://nowhere/x.b2nd", tmp_path / "d.carray")
+    assert os.listdir(tmp_path) == []
+
+
+def test_ds_datasets_convert_to_and_from_urls_netcdf_stays_local(tmp_path, remote_root):
+    from carray.formats import ds
+
+    root, options = remote_root
+    d = {"x": np.arange(12.0).reshape(3, 4), ".": {"x": {".dims": ["a", "b"], "units": "m"}}}
+    ds.write(tmp_path / "a.ds", d)
+    convert(tmp_path / "a.ds", f"{root}/a.ds", storage_options=options)
+    convert(f"{root}/a.ds", tmp_path / "b.ds", storage_options=options)
+    back = ds.read(tmp_path / "b.ds")
+    np.testing.assert_array_equal(back["x"], d["x"])
+    assert back["."]["x"]["units"] == "m"
+    with pytest.raises(ValueError, match=r"/a\.nc: netcdf files .* local"):
+        convert(tmp_path / "a.ds", f"{root}/a.nc", storage_options=options)

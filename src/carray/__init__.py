@@ -2,6 +2,7 @@
 
 from carray.array import Attrs, carray
 from carray.errors import (
+    AlignmentError,
     CArrayError,
     ChecksumError,
     CodecError,
@@ -32,9 +33,21 @@ from carray.vlstring import StringColumn
 
 __version__ = "0.1.0"
 
+# dask is optional and slow to import: these names load carray.integrations.dask on first use.
+_DASK_NAMES = ("from_dask", "store", "ctable_from_dask")
+
+
+def __getattr__(name: str):
+    if name in _DASK_NAMES:
+        from carray.integrations import dask
+
+        return getattr(dask, name)
+    raise AttributeError(f"module 'carray' has no attribute {name!r}")
+
+
 __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
-    "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
+    "AlignmentError", "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnsupportedDTypeError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",

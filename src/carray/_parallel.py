@@ -21,9 +21,10 @@ from carray.params import get_nthreads
 _local = threading.local()
 # Held while a layout fetches chunk bytes: layouts are not safe to call from two threads.
 io_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+_pools: dict[int, ThreadPoolExecutor] = {}
 _pool_lock = threading.Lock()
+#: Chunks fetched at once from an object store: each fetch mostly waits on the network.
+IO_THREADS = 16
 
 
 def decoder() -> blosc.Decoder:
@@ -56,13 +57,11 @@ def workers() -> int:
 
 
 def _executor(n: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
     with _pool_lock:
-        if _pool is None or _pool_size != n:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool, _pool_size = ThreadPoolExecutor(n, thread_name_prefix="carray"), n
-        return _pool
+        pool = _pools.get(n)
+        if pool is None:
+            pool = _pools[n] = ThreadPoolExecutor(n, thread_name_prefix="carray")
+        return pool
 
 
 def in_worker() -> bool:
@@ -70,12 +69,15 @@ def in_worker() -> bool:
     return getattr(_local, "inside", False)
 
 
-def run(tasks: Sequence[Callable[[], None]], threads: bool = True) -> None:
+def run(tasks: Sequence[Callable[[], None]], threads: bool = True,
+        width: int | None = None) -> None:
     """Run every task; the caller's thread takes a share.  The first error is raised.
 
-    ``threads=False`` runs them all on the caller's thread.
+    ``threads=False`` runs them all on the caller's thread; ``width`` sets how
+    many run at once (default: one per core, for decoding; more for fetches
+    that wait on the network).
     """
-    n = min(workers(), len(tasks)) if threads else 1
+    n = min(width or workers(), len(tasks)) if threads else 1
     if n <= 1 or in_worker():
         for task in tasks:
             task()

@@ -1,4 +1,5 @@
-"""Pointwise (numpy advanced) indexing of a carray: ``a.vindex[...]`` and N-d masks.
+"""Pointwise (numpy advanced) indexing of a carray: ``a.vindex[...]``, N-d masks, and
+the named indexers ``a.vindex`` and ``a.oindex``.
 
 The key is resolved to one coordinate array per axis (:func:`carray.keys.
 coordinate_key`); the items are grouped by chunk, and each chunk decodes only
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from carray.grid import NDGrid
-from carray.keys import CoordKey
+from carray.keys import CoordKey, coordinate_key, orthogonal_key
 
 if TYPE_CHECKING:
     from carray.array import carray
@@ -96,3 +97,26 @@ def write_points(a: carray, ckey: CoordKey, value: Any) -> None:
         a._store_chunk(nchunk, raw, grid)
         a._cache = (nchunk, raw)
     a._release_big_tail()
+
+
+class Indexer:
+    """``a.oindex[...]`` / ``a.vindex[...]``: one indexing rule, named explicitly."""
+
+    def __init__(self, array: Any, kind: str) -> None:
+        self._array, self._kind = array, kind
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        a = self._array
+        if self._kind == "v":
+            out = read_points(a, coordinate_key(a._plain_key(key), a.shape))
+        else:
+            out = a._read_ortho(orthogonal_key(a._plain_key(key), a.shape))
+        return out[()] if out.ndim == 0 else out
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        a = self._array
+        a._writable()
+        if self._kind == "v":
+            write_points(a, coordinate_key(a._plain_key(key), a.shape), value)
+        else:
+            a._write_ortho(orthogonal_key(a._plain_key(key), a.shape), value)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import threading
+import warnings
 import weakref
 from functools import partial
 from typing import Any
@@ -21,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from carray import _parallel
-from carray._points import read_points, write_points
+from carray._points import Indexer, read_points, write_points
+from carray._portable import PortableArray
 from carray._resize import grow_rows, resize_trailing, shrink_rows
 from carray._rows import RowIteration
 from carray._util import human
@@ -34,6 +37,7 @@ from carray.layouts import FORMATS, create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
 from carray.params import CParams
 from carray.shapes import choose_grid
+from carray.stores import LOCAL, resolve
 from carray.zonemap import ZoneMap
 
 _MODES = ("r", "a", "w")
@@ -71,30 +75,7 @@ def _is_int(k: Any) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
 
 
-class _Indexer:
-    """``a.oindex[...]`` / ``a.vindex[...]``: one indexing rule, named explicitly."""
-
-    def __init__(self, array: carray, kind: str) -> None:
-        self._array, self._kind = array, kind
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        a = self._array
-        if self._kind == "v":
-            out = read_points(a, coordinate_key(a._plain_key(key), a.shape))
-        else:
-            out = a._read_ortho(orthogonal_key(a._plain_key(key), a.shape))
-        return out[()] if out.ndim == 0 else out
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        a = self._array
-        a._writable()
-        if self._kind == "v":
-            write_points(a, coordinate_key(a._plain_key(key), a.shape), value)
-        else:
-            a._write_ortho(orthogonal_key(a._plain_key(key), a.shape), value)
-
-
-class carray(RowIteration):  # noqa: N801 - the bcolz name users know
+class carray(PortableArray, RowIteration):  # noqa: N801 - the bcolz name users know
     """A compressed, chunked N-d array.
 
     Parameters
@@ -121,7 +102,8 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
         touches.  Default: chosen from the dtype, the chunk shape and the L2 cache
         for N-d chunks; 1-d and row chunks use Blosc's own byte blocks.
     rootdir : str or path, optional
-        Where on disk (a directory, or a ``.b2nd`` file); ``None`` keeps it in memory.
+        Where on disk (a directory, or a ``.b2nd`` file), or any fsspec URL
+        (``s3://bucket/data``, ``memory://x``); ``None`` keeps it in memory.
     format : {'superchunk', 'bcolz', 'b2nd'}, optional
         On-disk layout of a new ``rootdir``: 'superchunk' (the default: few files,
         checksums, crash-safe commits), 'bcolz' (bcolz 1.x, one file per chunk,
@@ -139,6 +121,9 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
         Allow opening bcolz ``object`` arrays, whose items are pickles.
     fsync : bool
         Make flushed data durable with fsync (default True).
+    storage_options : dict, optional
+        Passed to the fsspec file system of a URL ``rootdir`` (credentials,
+        endpoint, ...).
 
     Notes
     -----
@@ -163,7 +148,7 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
                  safe: bool = True, mode: str = "a", *, chunks: Any = None, blocks: Any = None,
                  allow_pickle: bool = False, fsync: bool = True,
                  format: str | None = None,  # noqa: A002
-                 storage: dict | None = None) -> None:
+                 storage: dict | None = None, storage_options: dict | None = None) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         if format is not None and format not in FORMATS:
@@ -173,11 +158,14 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
         self._objects: np.ndarray | None = None
         rootdir = os.fspath(rootdir) if rootdir is not None else None
         self._rootdir = rootdir
+        self._storage_options = storage_options
+        self._store, self._path = resolve(rootdir, storage_options) if rootdir is not None \
+            else (LOCAL, None)
         if format is None and rootdir is not None and rootdir.endswith(".b2nd"):
             format = "b2nd"  # noqa: A001 - python-blosc2's file extension
         self._format = format
 
-        if rootdir is not None and array is None and os.path.exists(rootdir):
+        if rootdir is not None and array is None and self._store.exists(self._path):
             self._open(rootdir, mode, allow_pickle, fsync)
             if mode == "w":
                 self.resize(0)
@@ -224,8 +212,8 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
         meta = ArrayMeta(dtype=base, shape=(0, *atomshape), chunks=chunks, blocks=blocks,
                          cparams=cp, dflt=dflt_arr, expectedlen=expected)
         meta.grid  # noqa: B018 - validates the shapes before anything is created
-        layout = create_layout(rootdir, meta, format=self._format, mode=mode, fsync=fsync,
-                               storage=self._storage)
+        layout = create_layout(self._path, meta, format=self._format, mode=mode, fsync=fsync,
+                               storage=self._storage, store=self._store)
         self._init_state(layout, meta, cbytes=0)
         if length:
             if isinstance(data, carray):
@@ -236,8 +224,9 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
         self.flush()
 
     def _open(self, rootdir: str, mode: str, allow_pickle: bool, fsync: bool) -> None:
-        layout, meta, cbytes = open_layout(rootdir, readonly=(mode == "r"), fsync=fsync,
-                                           allow_pickle=allow_pickle, storage=self._storage)
+        layout, meta, cbytes = open_layout(self._path, readonly=(mode == "r"), fsync=fsync,
+                                           allow_pickle=allow_pickle, storage=self._storage,
+                                           store=self._store)
         if not meta.shape:
             layout.close()
             raise UnsupportedDTypeError(
@@ -394,14 +383,14 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
         return self._attrs
 
     @property
-    def oindex(self) -> _Indexer:
+    def oindex(self) -> Indexer:
         """Orthogonal indexing: every axis indexed on its own (``np.ix_`` semantics)."""
-        return _Indexer(self, "o")
+        return Indexer(self, "o")
 
     @property
-    def vindex(self) -> _Indexer:
+    def vindex(self) -> Indexer:
         """numpy's advanced indexing: index arrays broadcast together and pick items."""
-        return _Indexer(self, "v")
+        return Indexer(self, "v")
 
     # -- reading --------------------------------------------------------------------------
 
@@ -444,7 +433,12 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
                 pieces.append(piece)
         # Threads pay off only when each has real decoding to do: below that, handing
         # pieces over and contending for the GIL costs more than it saves.
-        if len(pieces) > 1 and sum(io.decode_cost(grid, p) for p in pieces) >= \
+        if pieces and self._layout.remote:
+            # Fetches from an object store wait on the network: few, and many at once.
+            with self._layout.prefetched([p.nchunk for p in pieces]):
+                _parallel.run([partial(io.read_piece, grid, p, out) for p in pieces],
+                              width=_parallel.IO_THREADS)
+        elif len(pieces) > 1 and sum(io.decode_cost(grid, p) for p in pieces) >= \
                 _THREADED_BYTES * len(pieces):
             _parallel.run([partial(io.read_piece, grid, p, out) for p in pieces])
         else:
@@ -736,8 +730,17 @@ class carray(RowIteration):  # noqa: N801 - the bcolz name users know
 
     def __del__(self) -> None:
         try:
-            if self._tail_dirty:
-                self.flush()
+            if not self._tail_dirty:
+                return
+            if self._layout.remote and threading.current_thread() is not \
+                    threading.main_thread():
+                # A request from a finalizer on another thread can wait forever (on the
+                # very thread that would answer it): say so rather than hang.
+                warnings.warn(f"{self._rootdir}: garbage-collected with unflushed writes "
+                              "off the main thread; they are lost (flush() or use 'with')",
+                              ResourceWarning, stacklevel=1)
+                return
+            self.flush()
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
 

@@ -6,23 +6,40 @@ extension.  Arrays are copied a block of rows at a time (never the whole array i
 memory), into a temporary name renamed into place at the end, so an interrupted
 conversion leaves no half-written destination.  The destination keeps the
 source's chunk and block shapes where its format can hold them.
+
+Either side may be a local path or an fsspec URL (``s3://bucket/x``,
+``memory://x``), except ``.npy`` files and NetCDF datasets, which stay local;
+``storage_options`` go to the file system of whichever side is a URL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
-import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from carray.errors import ContainerExistsError, FormatError
+from carray.stores import Store, is_url, resolve
 
 # Rows copied per step: whole source chunks, about this many bytes.
 _COPY_BYTES = 64 * 2**20
+
+
+def options_for(location: str | os.PathLike, storage_options: dict | None) -> dict | None:
+    """``storage_options`` if ``location`` is a URL, else None (local paths take none)."""
+    return storage_options if is_url(os.fspath(location)) else None
+
+
+def _local_only(location: str | os.PathLike, what: str) -> None:
+    if is_url(os.fspath(location)):
+        raise ValueError(f"{os.fspath(location)}: {what} are read and written on local "
+                         "paths only; copy the file to or from the URL yourself")
+
 
 # -- datasets ---------------------------------------------------------------------------------
 
@@ -31,32 +48,43 @@ _COPY_BYTES = 64 * 2**20
 class DatasetFormat:
     """A dataset format: a module with ``read``, ``write`` and ``read_header``.
 
-    The module is imported only when used.
+    The module is imported only when used; ``remote`` says whether its functions
+    take ``storage_options`` and URLs.
     """
 
     name: str
     extensions: tuple[str, ...]
     module: str
     write_options: tuple[str, ...] = ()  # keyword options its writer accepts
+    remote: bool = False
 
     def _mod(self):
         return importlib.import_module(self.module)
 
-    def read(self, path, variables=None, sel=None) -> dict:
-        return self._mod().read(path, variables, sel)
+    def _where(self, path, storage_options: dict | None) -> dict:
+        """The keywords that pass ``storage_options`` on for ``path``."""
+        if not self.remote:
+            _local_only(path, f"{self.name} files")
+            return {}
+        options = options_for(path, storage_options)
+        return {"storage_options": options} if options else {}
 
-    def read_header(self, path) -> dict:
-        return self._mod().read_header(path)
+    def read(self, path, variables=None, sel=None, *,
+             storage_options: dict | None = None) -> dict:
+        return self._mod().read(path, variables, sel, **self._where(path, storage_options))
 
-    def write(self, path, dataset, **options) -> None:
+    def read_header(self, path, *, storage_options: dict | None = None) -> dict:
+        return self._mod().read_header(path, **self._where(path, storage_options))
+
+    def write(self, path, dataset, *, storage_options: dict | None = None, **options) -> None:
         unknown = set(options) - set(self.write_options)
         if unknown:
             raise ValueError(f"{self.name} output does not take {', '.join(sorted(unknown))}")
-        self._mod().write(path, dataset, **options)
+        self._mod().write(path, dataset, **options, **self._where(path, storage_options))
 
 
 FORMATS: tuple[DatasetFormat, ...] = (
-    DatasetFormat("ds", (".ds",), "carray.formats.ds"),
+    DatasetFormat("ds", (".ds",), "carray.formats.ds", remote=True),
     DatasetFormat("netcdf", (".nc", ".nc4", ".nc3", ".netcdf"), "carray.formats.netcdf",
                   write_options=("unlimited",)),
 )
@@ -83,14 +111,15 @@ def format_for(path: str | os.PathLike, name: str | None = None) -> DatasetForma
                      f"{ext or '(none)'!r} (known: {known}; or pass --to FORMAT)")
 
 
-def read_any(path, variables=None, sel=None) -> dict:
-    """Read any supported dataset file (by extension)."""
-    return format_for(path).read(path, variables, sel)
+def read_any(path, variables=None, sel=None, *, storage_options: dict | None = None) -> dict:
+    """Read any supported dataset file (by extension), local or at a URL (``.ds``)."""
+    return format_for(path).read(path, variables, sel, storage_options=storage_options)
 
 
-def write_any(path, dataset, fmt: str | None = None, **options) -> None:
+def write_any(path, dataset, fmt: str | None = None, *, storage_options: dict | None = None,
+              **options) -> None:
     """Write a dataset in the format of ``path``'s extension (or ``fmt``)."""
-    format_for(path, fmt).write(path, dataset, **options)
+    format_for(path, fmt).write(path, dataset, storage_options=storage_options, **options)
 
 
 # -- arrays -----------------------------------------------------------------------------------
@@ -120,21 +149,32 @@ def array_format_for(path: str | os.PathLike, name: str | None = None) -> str:
     return "carray"
 
 
-def open_array(path: str | os.PathLike) -> Any:
-    """An array to copy from: a ``.npy`` file (memory-mapped) or any carray."""
+def open_array(path: str | os.PathLike, storage_options: dict | None = None) -> Any:
+    """An array to copy from: a local ``.npy`` file (memory-mapped) or any carray, local
+    or at a URL (``storage_options`` then go to its file system)."""
     from carray.toplevel import open as open_container
 
     path = os.fspath(path)
+    if _ext(path) == ".npy":
+        _local_only(path, ".npy files")
     if os.path.isfile(path) and _ext(path) == ".npy":
         try:
             return np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise FormatError(f"not a readable .npy file: {exc}", path) from None
-    src = open_container(path, mode="r")
+    src = open_container(path, mode="r", storage_options=options_for(path, storage_options))
     if not hasattr(src, "chunks") or not hasattr(src, "iterblocks") or \
             not hasattr(src, "cparams"):
+        close_array(src)
         raise ValueError(f"{path}: a table, not an array; convert its columns one by one")
     return src
+
+
+def close_array(src: Any) -> None:
+    """Release what :func:`open_array` holds open (nothing for a ``.npy`` file)."""
+    close = getattr(src, "close", None)
+    if close is not None and not isinstance(src, np.ndarray):
+        close()
 
 
 def _grid_of(src: Any, fmt: str) -> dict[str, Any]:
@@ -149,29 +189,35 @@ def _grid_of(src: Any, fmt: str) -> dict[str, Any]:
     return {"chunks": tuple(chunks), "blocks": blocks}
 
 
-def _temporary(dst: str) -> str:
-    head, tail = os.path.split(dst.rstrip("/\\"))
-    return os.path.join(head, f".{tail}.{os.getpid()}.converting")
+def _temporary(store: Store, dst: str) -> str:
+    """A name beside ``dst`` (same directory or prefix) to build the copy under."""
+    return store.join(store.dirname(dst), f".{store.basename(dst)}.{os.getpid()}.converting")
 
 
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.lexists(path):
-        os.unlink(path)
+def _remove(store: Store, path: str) -> None:
+    store.invalidate(path)
+    if store.exists(path):
+        store.rmtree(path)
+
+
+def _place(store: Store, path: str) -> str:
+    """What identifies ``path`` across stores, to refuse copying a dataset onto itself."""
+    return store.url(path) if store.remote else os.path.abspath(path)
 
 
 def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
                   chunks: tuple[int, ...] | None = None,
                   blocks: tuple[int, ...] | None = None, cparams: Any = None,
                   overwrite: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> None:
+                  progress: Callable[[int, int], None] | None = None,
+                  storage_options: dict | None = None) -> None:
     """Copy an array between carray directories, bcolz 1.x, ``.b2nd`` and ``.npy``.
 
     Parameters
     ----------
-    src, dst : path
-        Source (its format is found from what is there) and destination.
+    src, dst : path or URL
+        Source (its format is found from what is there) and destination. Either may
+        be an fsspec URL (``s3://bucket/x.b2nd``), except for ``.npy`` files.
     to : str, optional
         Destination format (default: from ``dst``'s extension; see :data:`ARRAY_FORMATS`).
     chunks, blocks, cparams : optional
@@ -181,28 +227,49 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         Replace an existing ``dst`` (the old one stays until the copy is complete).
     progress : callable, optional
         Called as ``progress(bytes_done, bytes_total)`` after every block of rows.
+    storage_options : dict, optional
+        Passed to the fsspec file system of ``src`` and of ``dst`` where they are URLs.
+
+    Notes
+    -----
+    The copy is built under a temporary name beside ``dst`` and renamed into place.
+    On an object store that rename copies every object (there are no directories
+    to rename); whatever fails, nothing is left at ``dst`` or under the temporary
+    name.
+
+    Raises
+    ------
+    ContainerExistsError
+        ``dst`` exists and ``overwrite`` is false.
+    ValueError
+        Source and destination are the same, the source is a table or 0-d, or a
+        ``.npy`` file is given as a URL.
     """
     from carray.array import carray
 
     src, dst = os.fspath(src), os.fspath(dst)
     fmt = array_format_for(dst, to)
-    if os.path.lexists(dst) and not overwrite:
-        raise ContainerExistsError(f"{dst}: already exists (pass overwrite=True / --force)")
-    if os.path.abspath(src) == os.path.abspath(dst):
+    if fmt == "npy":
+        _local_only(dst, ".npy files")
+    sstore, spath = resolve(src, options_for(src, storage_options))
+    dst_options = options_for(dst, storage_options)
+    store, path = resolve(dst, dst_options)
+    store.invalidate(path)
+    if store.exists(path) and not overwrite:
+        raise ContainerExistsError(f"{store.url(path)}: already exists "
+                                   "(pass overwrite=True / --force)")
+    if _place(sstore, spath) == _place(store, path):
         raise ValueError("source and destination are the same path")
-    source = open_array(src)
+    source = open_array(src, storage_options)
     shape, dtype = tuple(source.shape), source.dtype
-    if not shape:
-        raise ValueError(f"{src}: a 0-d array has no rows to copy")
-    rowbytes = max(int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize, 1)
-    step = getattr(source, "chunks", (1,))[0]
-    blen = max(step, _COPY_BYTES // rowbytes // step * step)
-    total = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    tmp = _temporary(dst)
-    _remove(tmp)
+    tmp = _temporary(store, path)
+    replacing = False  # once the old destination is gone, a failure removes the new one too
     try:
+        if not shape:
+            raise ValueError(f"{src}: a 0-d array has no rows to copy")
+        _remove(store, tmp)
         if fmt == "npy":
-            _copy_to_npy(source, tmp, blen, total, progress)
+            _copy_to_npy(source, tmp, progress)
         else:
             grid = _grid_of(source, fmt)
             if chunks is not None:
@@ -211,44 +278,58 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                 grid["blocks"] = tuple(blocks)
             if cparams is None:
                 cparams = getattr(source, "cparams", None)
-            out = carray(np.empty((0, *shape[1:]), dtype=dtype), rootdir=tmp, mode="w",
-                         format="superchunk" if fmt == "carray" else fmt, cparams=cparams,
-                         expectedlen=shape[0], **grid)
-            attrs = getattr(source, "attrs", None)
-            if attrs is not None:
-                for key, value in attrs.items():
+            out = carray(np.empty((0, *shape[1:]), dtype=dtype), rootdir=store.url(tmp),
+                         mode="w", format="superchunk" if fmt == "carray" else fmt,
+                         cparams=cparams, expectedlen=shape[0], storage_options=dst_options,
+                         **grid)
+            try:
+                for key, value in (getattr(source, "attrs", None) or {}).items():
                     out.attrs[key] = value
-            done = 0
-            for start in range(0, shape[0], blen):
-                block = np.asarray(source[start:start + blen])
-                out.append(block)
-                done += block.nbytes
-                if progress is not None:
-                    progress(done, total)
+                for _, block in _row_blocks(source, progress):
+                    out.append(block)
+            except BaseException:
+                # Closed before the temporary is removed, so nothing writes into it later.
+                with contextlib.suppress(Exception):
+                    out.close()
+                raise
             out.close()
-        if os.path.lexists(dst):
-            _remove(dst)
-        os.replace(tmp, dst)
+        store.invalidate(path)
+        replacing = True
+        if store.exists(path):
+            store.rmtree(path)
+        store.rename(tmp, path)
     except BaseException:
-        _remove(tmp)
+        _remove(store, tmp)
+        if replacing:
+            _remove(store, path)
         raise
     finally:
-        close = getattr(getattr(source, "_layout", None), "close", None)
-        if close is not None:
-            close()
+        close_array(source)
 
 
-def _copy_to_npy(source: Any, tmp: str, blen: int, total: int,
-                 progress: Callable[[int, int], None] | None) -> None:
+def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
+                ) -> Iterator[tuple[int, np.ndarray]]:
+    """``(first row, rows)`` of ``source`` in blocks of whole chunks of about
+    ``_COPY_BYTES``, reporting the bytes done so far after each."""
+    shape, itemsize = source.shape, source.dtype.itemsize
+    rowbytes = max(int(np.prod(shape[1:], dtype=np.int64)) * itemsize, 1)
+    step = getattr(source, "chunks", (1,))[0]
+    blen = max(step, _COPY_BYTES // rowbytes // step * step)
+    total = int(np.prod(shape, dtype=np.int64)) * itemsize
+    done = 0
+    for start in range(0, shape[0], blen):
+        block = np.asarray(source[start:start + blen])
+        yield start, block
+        done += block.nbytes
+        if progress is not None:
+            progress(done, total)
+
+
+def _copy_to_npy(source: Any, tmp: str, progress: Callable[[int, int], None] | None) -> None:
     out = np.lib.format.open_memmap(tmp, mode="w+", dtype=source.dtype, shape=source.shape)
     try:
-        done = 0
-        for start in range(0, source.shape[0], blen):
-            block = np.asarray(source[start:start + blen])
+        for start, block in _row_blocks(source, progress):
             out[start:start + len(block)] = block
-            done += block.nbytes
-            if progress is not None:
-                progress(done, total)
         out.flush()
     finally:
         del out
@@ -268,19 +349,22 @@ def _is_dataset(path: str | os.PathLike, to: str | None) -> bool:
         any(_ext(path) in f.extensions for f in FORMATS)
 
 
-def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None,
-            **options: Any) -> None:
+def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
+            storage_options: dict | None = None, **options: Any) -> None:
     """Convert ``src`` to ``dst``: datasets (.ds, .nc) or arrays (see :func:`convert_array`).
 
-    The formats come from the extensions, or ``to`` for the destination.
+    The formats come from the extensions, or ``to`` for the destination.  Either side
+    may be an fsspec URL where its format allows it; ``storage_options`` go to the
+    file system of each side that is one.
     """
     array_exts = {e for exts, _ in ARRAY_FORMATS.values() for e in exts}
     dst_is_array = to in ARRAY_FORMATS if to is not None else _ext(dst) in array_exts
     if _is_dataset(src, None) and not dst_is_array:
         reader, writer = format_for(src), format_for(dst, to)
-        writer.write(dst, reader.read(src), **options)
+        writer.write(dst, reader.read(src, storage_options=storage_options),
+                     storage_options=storage_options, **options)
     elif _is_dataset(src, None) or _is_dataset(dst, to):
         raise ValueError(f"cannot convert {os.fspath(src)} to {os.fspath(dst)}: one is a "
                          "dataset (.ds, .nc) and the other an array")
     else:
-        convert_array(src, dst, to, **options)
+        convert_array(src, dst, to, storage_options=storage_options, **options)

@@ -50,6 +50,10 @@ class ReadOnlyError(CArrayError, PermissionError):
     """A write was attempted on something opened read-only."""
 
 
+class AlignmentError(CArrayError, ValueError):
+    """Parallel writers' blocks do not cover whole chunks, or whole files of chunks."""
+
+
 class ContainerNotFoundError(CArrayError, FileNotFoundError):
     """No dataset exists at the given path."""
 
@@ -67,6 +71,7 @@ class UnsupportedDTypeError(CArrayError, TypeError):
 
 
 __all__ = [
+    "AlignmentError",
     "CArrayError",
     "ChecksumError",
     "CodecError",

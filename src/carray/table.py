@@ -21,14 +21,13 @@ import itertools
 import json
 import keyword
 import os
-import shutil
 from collections import namedtuple
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from carray._fileio import atomic_write
+from carray._portable import PortableTable
 from carray._util import human, skip_and_limit
 from carray.array import carray
 from carray.attrs import Attrs
@@ -43,6 +42,7 @@ from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray, read_json
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.query import BlockEvaluator, Expression, caller_scope
+from carray.stores import LOCAL, Store, resolve
 from carray.vlstring import StringColumn, is_string_column, wants_string_column
 
 ROOTDIRS = "__rootdirs__"
@@ -50,8 +50,8 @@ _RESERVED = {ROOTDIRS, "__attrs__"}
 _MODES = ("r", "a", "w")
 
 
-def is_ctable(path: str | os.PathLike) -> bool:
-    return os.path.isfile(os.path.join(path, ROOTDIRS))
+def is_ctable(path: str | os.PathLike, store: Store = LOCAL) -> bool:
+    return store.isfile(store.join(os.fspath(path), ROOTDIRS))
 
 
 def check_name(name: Any) -> str:
@@ -97,7 +97,7 @@ class Cols(Mapping):
                          for n, c in self._table._cols.items())
 
 
-class ctable:  # noqa: N801 - the bcolz name users know
+class ctable(PortableTable):  # noqa: N801 - the bcolz name users know
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -111,19 +111,26 @@ class ctable:  # noqa: N801 - the bcolz name users know
     cparams, expectedlen, chunklen, fsync
         As for :class:`carray`, applied to every new column.
     rootdir : str or path, optional
-        Table directory (bcolz 1.x layout); ``None`` keeps the table in memory.
+        Table directory (bcolz 1.x layout), or any fsspec URL (``s3://...``);
+        ``None`` keeps the table in memory.
     mode : {'a', 'r', 'w'}, optional
         Default: 'a' for an existing ``rootdir``, else 'w' ('r' never writes).
     auto_flush : bool
         Flush every column after appends and column changes (on disk).
+    storage_options : dict, optional
+        Passed to the fsspec file system of a URL ``rootdir``.
     """
 
     def __init__(self, columns: Any = None, names: list[str] | None = None, *,
                  cparams: CParams | dict | None = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
-                 mode: str | None = None, auto_flush: bool = True, fsync: bool = True) -> None:
+                 mode: str | None = None, auto_flush: bool = True, fsync: bool = True,
+                 storage_options: dict | None = None) -> None:
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
-        exists = self._rootdir is not None and os.path.exists(self._rootdir)
+        self._storage_options = storage_options
+        self._store, self._path = resolve(self._rootdir, storage_options) \
+            if self._rootdir is not None else (LOCAL, None)
+        exists = self._rootdir is not None and self._store.exists(self._path)
         mode = mode or ("a" if exists else "w")
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -155,10 +162,9 @@ class ctable:  # noqa: N801 - the bcolz name users know
         if len(lengths) > 1:
             raise ValueError(f"columns have different lengths: {sorted(lengths)}")
         if self._rootdir is not None:
-            if os.path.exists(self._rootdir):  # mode 'w'
-                shutil.rmtree(self._rootdir) if os.path.isdir(self._rootdir) else \
-                    os.unlink(self._rootdir)
-            os.makedirs(self._rootdir)
+            if self._store.exists(self._path):  # mode 'w'
+                self._store.rmtree(self._path)
+            self._store.makedirs(self._path)
         for name, values in pairs:
             self._cols[name] = self._new_column(name, values)
         self._attrs = Attrs(self._attrs_layout(), self._mode)
@@ -167,14 +173,20 @@ class ctable:  # noqa: N801 - the bcolz name users know
             self._write_names()  # last: the table exists from here on
         self._len = lengths.pop() if lengths else 0
 
+    def _column_location(self, name: str) -> str:
+        """Where column ``name`` lives: a path, or a URL the same store resolves."""
+        return self._store.url(self._store.join(self._path, name))
+
     def _new_column(self, name: str, values: Any, **kwargs: Any) -> Any:
-        path = os.path.join(self._rootdir, name) if self._rootdir is not None else None
+        path = self._column_location(name) if self._rootdir is not None else None
         args = {**self._new_kwargs, **kwargs}
         if wants_string_column(values):
             col = StringColumn(values, rootdir=path, mode="w", cparams=args["cparams"],
-                               expectedlen=args["expectedlen"], fsync=self._fsync)
+                               expectedlen=args["expectedlen"], fsync=self._fsync,
+                               storage_options=self._storage_options)
         else:
-            col = carray(values, rootdir=path, mode="w", fsync=self._fsync, format="bcolz", **args)
+            col = carray(values, rootdir=path, mode="w", fsync=self._fsync, format="bcolz",
+                         storage_options=self._storage_options, **args)
         return col
 
     def _attrs_layout(self):
@@ -182,33 +194,36 @@ class ctable:  # noqa: N801 - the bcolz name users know
             if not hasattr(self, "_memory_attrs"):
                 self._memory_attrs = MemoryLayout()
             return self._memory_attrs
-        return BcolzLayout(self._rootdir, readonly=self._mode == "r", fsync=self._fsync)
+        return BcolzLayout(self._path, readonly=self._mode == "r", fsync=self._fsync,
+                           store=self._store)
 
     def _write_names(self) -> None:
         data = (json.dumps({"names": list(self._cols)}, ensure_ascii=True) + "\n").encode()
-        atomic_write(os.path.join(self._rootdir, ROOTDIRS), data, fsync=self._fsync)
+        self._store.put(self._store.join(self._path, ROOTDIRS), data, fsync=self._fsync)
 
     def _open(self) -> None:
-        root = self._rootdir
-        if not is_ctable(root):
-            raise FormatError(f"not a table directory (no {ROOTDIRS})", root)
-        meta = read_json(os.path.join(root, ROOTDIRS), ROOTDIRS)
+        store, root = self._store, self._path
+        names_path = store.url(store.join(root, ROOTDIRS))
+        if not is_ctable(root, store):
+            raise FormatError(f"not a table directory (no {ROOTDIRS})", store.url(root))
+        meta = read_json(store.join(root, ROOTDIRS), ROOTDIRS, store)
         names = meta.get("names") if isinstance(meta, dict) else None
         if not isinstance(names, list) or len(set(map(str, names))) != len(names):
-            raise FormatError("must hold {\"names\": [unique column names]}",
-                              os.path.join(root, ROOTDIRS))
+            raise FormatError("must hold {\"names\": [unique column names]}", names_path)
         colmode = "r" if self._mode == "r" else "a"
         for name in names:
             try:
                 check_name(name)
             except (TypeError, ValueError) as exc:
-                raise FormatError(f"bad column name: {exc}", os.path.join(root, ROOTDIRS)) \
-                    from None
-            path = os.path.join(root, name)
-            if is_string_column(path):
-                self._cols[name] = StringColumn(rootdir=path, mode=colmode, fsync=self._fsync)
-            elif is_bcolz_carray(path):
-                self._cols[name] = carray(rootdir=path, mode=colmode, fsync=self._fsync)
+                raise FormatError(f"bad column name: {exc}", names_path) from None
+            key, path = store.join(root, name), self._column_location(name)
+            opts = self._storage_options
+            if is_string_column(key, store):
+                self._cols[name] = StringColumn(rootdir=path, mode=colmode, fsync=self._fsync,
+                                                storage_options=opts)
+            elif is_bcolz_carray(key, store):
+                self._cols[name] = carray(rootdir=path, mode=colmode, fsync=self._fsync,
+                                          storage_options=opts)
             else:
                 raise FormatError(f"column {name!r} has no carray directory", path)
         self._attrs = Attrs(self._attrs_layout(), self._mode)
@@ -617,9 +632,12 @@ class ctable:  # noqa: N801 - the bcolz name users know
         if move and isinstance(newcol, carray) and newcol.rootdir and self._rootdir:
             newcol.flush()
             newcol.close()
-            dest = os.path.join(self._rootdir, name)
-            shutil.move(newcol.rootdir, dest)
-            col = carray(rootdir=dest, mode="a", fsync=self._fsync)
+            src_store, src = resolve(newcol.rootdir, newcol._storage_options)
+            if type(src_store) is not type(self._store):
+                raise ValueError("move=True moves a column within one store; copy it instead")
+            self._store.rename(src, self._store.join(self._path, name))
+            col = carray(rootdir=self._column_location(name), mode="a", fsync=self._fsync,
+                         storage_options=self._storage_options)
         else:
             if hasattr(newcol, "to_numpy") and not isinstance(newcol, np.ndarray):
                 from carray.tables_interop import column_values
@@ -653,7 +671,7 @@ class ctable:  # noqa: N801 - the bcolz name users know
             self._write_names()  # first: the table no longer refers to it
             col.close()
             if not keep:
-                shutil.rmtree(os.path.join(self._rootdir, name))
+                self._store.rmtree(self._store.join(self._path, name))
         if not self._cols:
             self._len = 0
 

@@ -13,6 +13,7 @@ from carray.array import carray
 from carray.errors import ContainerNotFoundError, FormatError
 from carray.layouts.b2frame import is_b2nd_frame
 from carray.shapes import calc_chunklen
+from carray.stores import resolve
 
 
 def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.dtype]:
@@ -175,18 +176,34 @@ def iterblocks(cobj: carray, blen: int | None = None, start: int = 0,
     return cobj.iterblocks(blen, start, stop)
 
 
-def open(rootdir: str | os.PathLike, mode: str = "a", **kwargs: Any) -> Any:  # noqa: A001
-    """Open a dataset on disk (a carray or a ctable); the layout is told by what is on disk."""
+def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
+         storage_options: dict | None = None, **kwargs: Any) -> Any:
+    """Open a dataset (a carray or a ctable); the layout is told by what is stored.
+
+    Parameters
+    ----------
+    rootdir : str or path
+        A local path or any fsspec URL (``s3://bucket/data``, ``memory://x``).
+    mode : {'a', 'r', 'w'}
+        'r' never writes.
+    storage_options : dict, optional
+        Passed to the fsspec file system of a URL (credentials, endpoint, ...).
+    **kwargs
+        As for :class:`carray` or :class:`ctable`.
+    """
     rootdir = os.fspath(rootdir)
-    if not os.path.exists(rootdir):
-        raise ContainerNotFoundError(f"{rootdir}: no such dataset")
-    if os.path.isfile(os.path.join(rootdir, "__rootdirs__")):
+    store, path = resolve(rootdir, storage_options)
+    store.invalidate(path)
+    if not store.exists(path):
+        raise ContainerNotFoundError(f"{store.url(path)}: no such dataset")
+    if store.isfile(store.join(path, "__rootdirs__")):
         from carray.table import ctable
 
-        return ctable(rootdir=rootdir, mode=mode, **kwargs)
-    if os.path.isfile(os.path.join(rootdir, "meta", "storage")) or is_b2nd_frame(rootdir):
-        return carray(rootdir=rootdir, mode=mode, **kwargs)
-    raise FormatError("not a carray dataset (no meta/storage, not a Blosc2 frame)", rootdir)
+        return ctable(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
+    if store.isfile(store.join(path, "meta", "storage")) or is_b2nd_frame(path, store):
+        return carray(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
+    raise FormatError("not a carray dataset (no meta/storage, not a Blosc2 frame)",
+                      store.url(path))
 
 
 __all__ = ["arange", "calc_chunklen", "eval", "fill", "fromiter", "iterblocks", "ones", "open",

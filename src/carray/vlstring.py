@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from carray._fileio import atomic_write
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
 from carray.keys import select
 from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
+from carray.stores import LOCAL, Store, resolve
 
 MARKER = "__vlstring__"
 _MARKER_TEXT = json.dumps({"format": "utf8", "offsets": "int64", "version": 1}) + "\n"
@@ -37,8 +36,8 @@ STRING_DTYPE = np.dtypes.StringDType()
 _PAD_BUDGET = 1 << 24
 
 
-def is_string_column(path: str | os.PathLike) -> bool:
-    return os.path.isfile(os.path.join(path, MARKER))
+def is_string_column(path: str | os.PathLike, store: Store = LOCAL) -> bool:
+    return store.isfile(store.join(os.fspath(path), MARKER))
 
 
 def wants_string_column(values: Any) -> bool:
@@ -182,29 +181,34 @@ class StringColumn:
 
     def __init__(self, values: Any = None, *, rootdir: str | os.PathLike | None = None,
                  mode: str = "a", cparams: Any = None, expectedlen: int | None = None,
-                 fsync: bool = True) -> None:
+                 fsync: bool = True, storage_options: dict | None = None) -> None:
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
+        self._storage_options = storage_options
+        self._store, self._path = resolve(self._rootdir, storage_options) \
+            if self._rootdir is not None else (LOCAL, None)
         self._mode = mode
-        if self._rootdir is not None and values is None and os.path.exists(self._rootdir):
+        if self._rootdir is not None and values is None and self._store.exists(self._path):
             self._open(fsync)
             return
         if mode == "r":
             raise ValueError("mode 'r' needs an existing string column")
         expected = expectedlen or (len(values) if values is not None else 0) or 2**16
-        kw = dict(cparams=cparams, fsync=fsync, mode="w" if mode == "w" else "a", format="bcolz")
+        kw = dict(cparams=cparams, fsync=fsync, mode="w" if mode == "w" else "a", format="bcolz",
+                  storage_options=storage_options)
         if self._rootdir is not None:
-            if os.path.exists(self._rootdir):
+            if self._store.exists(self._path):
                 if mode != "w":
                     raise ContainerExistsError(f"{self._rootdir}: already exists")
-                shutil.rmtree(self._rootdir)
-            os.makedirs(self._rootdir)
+                self._store.rmtree(self._path)
+            self._store.makedirs(self._path)
             kw["mode"] = "a"
         self._offsets = carray(np.zeros(1, np.int64), expectedlen=expected + 1,
                                rootdir=self._sub("offsets"), **kw)
         self._values = carray(np.zeros(0, np.uint8), expectedlen=max(expected * 16, 1024),
                               rootdir=self._sub("values"), **kw)
         if self._rootdir is not None:
-            atomic_write(os.path.join(self._rootdir, MARKER), _MARKER_TEXT.encode(), fsync=fsync)
+            self._store.put(self._store.join(self._path, MARKER), _MARKER_TEXT.encode(),
+                            fsync=fsync)
         self._attrs = Attrs(self._attrs_layout(fsync), mode)
         if self._rootdir is not None:
             self._attrs_layout(fsync).save_attrs({})
@@ -213,27 +217,32 @@ class StringColumn:
             self.flush()
 
     def _sub(self, name: str) -> str | None:
-        return None if self._rootdir is None else os.path.join(self._rootdir, name)
+        if self._rootdir is None:
+            return None
+        return self._store.url(self._store.join(self._path, name))
 
     def _attrs_layout(self, fsync: bool):
         if self._rootdir is None:
             if not hasattr(self, "_mem_layout"):
                 self._mem_layout = MemoryLayout()
             return self._mem_layout
-        return BcolzLayout(self._rootdir, readonly=self._mode == "r", fsync=fsync)
+        return BcolzLayout(self._path, readonly=self._mode == "r", fsync=fsync, store=self._store)
 
     def _open(self, fsync: bool) -> None:
-        if not is_string_column(self._rootdir):
+        if not is_string_column(self._path, self._store):
             raise FormatError("not a string column (no __vlstring__ marker)", self._rootdir)
         try:
-            marker = json.loads(open(os.path.join(self._rootdir, MARKER), "rb").read())
+            marker = json.loads(self._store.get(self._store.join(self._path, MARKER)))
         except (ValueError, UnicodeDecodeError) as exc:
             raise FormatError(f"bad {MARKER}: {exc}", self._rootdir) from None
         if not isinstance(marker, dict) or marker.get("version") != 1:
             raise FormatError(f"unsupported string column {marker!r}", self._rootdir)
         mode = "r" if self._mode == "r" else "a"
-        self._offsets = carray(rootdir=self._sub("offsets"), mode=mode, fsync=fsync)
-        self._values = carray(rootdir=self._sub("values"), mode=mode, fsync=fsync)
+        opts = self._storage_options
+        self._offsets = carray(rootdir=self._sub("offsets"), mode=mode, fsync=fsync,
+                               storage_options=opts)
+        self._values = carray(rootdir=self._sub("values"), mode=mode, fsync=fsync,
+                              storage_options=opts)
         if self._offsets.dtype != np.int64 or self._values.dtype != np.uint8 or \
                 len(self._offsets) < 1 or self._offsets.ndim != 1:
             raise FormatError("string column offsets/values have the wrong dtype or shape",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import carray as ca
 from carray.cli.main import main
@@ -74,3 +75,119 @@ def test_console_script_entry_point():
     proc = subprocess.run([sys.executable, "-m", "carray.cli.main", "--help"],
                           capture_output=True, text=True, check=True)
     assert "info" in proc.stdout and "demo" in proc.stdout
+
+
+# -- URLs and --storage-option ------------------------------------------------------------------
+
+
+def _option_args(options: dict | None, prefix: str = "") -> list[str]:
+    """``options`` as repeated ``--storage-option KEY=VALUE`` (dotted keys, JSON values)."""
+    args: list[str] = []
+    for key, value in (options or {}).items():
+        if isinstance(value, dict):
+            args += _option_args(value, f"{prefix}{key}.")
+        else:
+            text = value if isinstance(value, str) else json.dumps(value)
+            args += ["--storage-option", f"{prefix}{key}={text}"]
+    return args
+
+
+def test_storage_options_nest_and_parse_json():
+    from carray.cli.main import build_parser
+
+    args = build_parser().parse_args([
+        "info", "s3://b/x", "--storage-option", "key=abc", "--storage-option", "anon=true",
+        "--storage-option", "client_kwargs.endpoint_url=http://127.0.0.1:9000",
+        "--storage-option", "client_kwargs.region_name=us-west-2",
+        "--storage-option", "config_kwargs.retries.max_attempts=2",
+        "--storage-option", "token=null", "--storage-option", "key=def"])
+    assert args.storage_options == {
+        "key": "def", "anon": True, "token": None,
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "us-west-2"},
+        "config_kwargs": {"retries": {"max_attempts": 2}}}
+    assert build_parser().parse_args(["verify", "x"]).storage_options is None
+
+
+@pytest.mark.parametrize("bad", ["novalue", "a..b=1", "=1"])
+def test_storage_option_needs_key_equals_value(bad, capsys):
+    with pytest.raises(SystemExit):
+        main(["convert", "a", "b", "--storage-option", bad])
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_storage_option_cannot_be_a_value_and_a_dict(capsys):
+    with pytest.raises(SystemExit):
+        main(["info", "x", "--storage-option", "a=1", "--storage-option", "a.b=2"])
+    assert "both a value and nested keys" in capsys.readouterr().err
+
+
+def test_convert_info_and_verify_on_urls(tmp_path, remote_root, capsys):
+    root, options = remote_root
+    opts = _option_args(options)
+    cube = np.arange(40 * 6, dtype="i4").reshape(40, 6)
+    np.save(tmp_path / "s.npy", cube)
+    for name in ("a.carray", "a.b2nd", "a.bcolz"):
+        url = f"{root}/{name}"
+        assert main(["convert", str(tmp_path / "s.npy"), url, "--no-progress", *opts]) == 0
+        assert main(["info", "--json", url, *opts]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["shape"] == [40, 6] and info["dtype"] == "int32"
+        assert main(["verify", url, *opts]) == 0
+        assert capsys.readouterr().out.strip().endswith("chunk(s) checked)")
+        back = tmp_path / f"{name}.npy"
+        assert main(["convert", url, str(back), *opts]) == 0
+        np.testing.assert_array_equal(np.load(back), cube)
+    # A local path beside a URL takes no storage options.
+    assert main(["verify", str(tmp_path / "missing"), f"{root}/a.b2nd", *opts]) == 1
+    assert "not a carray dataset" in capsys.readouterr().out
+
+
+def test_verify_names_the_url_of_a_damaged_chunk(capsys):
+    import uuid
+
+    from carray.stores import resolve
+
+    url = f"memory://cli-{uuid.uuid4().hex}/d"
+    ca.carray(np.arange(5000, dtype="i8"), chunklen=500, rootdir=url,
+              storage={"superchunksize": 4}).close()
+    with ca.open(url, mode="r") as a:
+        a._layout._get(0)
+        off = int(a._layout._scs[0].offsets[1])
+    store, path = resolve(url)
+    data = store.join(path, "data")
+    first, _, last = sorted(store.listdir(data))
+    raw = bytearray(store.get(store.join(data, first)))
+    raw[off + 30] ^= 0xFF
+    store.put(store.join(data, first), bytes(raw))
+    store.delete(store.join(data, last))
+    assert main(["verify", url]) == 1
+    out = capsys.readouterr().out
+    assert f"{store.url(store.join(data, first))} at offset" in out
+    assert "chunk 1: adler32 checksum mismatch" in out
+    assert f"{store.url(store.join(data, last))}: missing" in out
+    assert "problem(s); 7 chunk(s) OK" in out
+    store.rmtree(path)
+
+
+def test_convert_to_a_url_failing_leaves_nothing(tmp_path, capsys):
+    import uuid
+
+    from carray.stores import resolve
+
+    root = f"memory://cli-{uuid.uuid4().hex}"
+    assert main(["convert", str(DATA / "t_basic.bcolz"), f"{root}/x.b2nd"]) == 1
+    assert "a table" in capsys.readouterr().err
+    assert main(["convert", str(tmp_path / "nope.bcolz"), f"{root}/x.b2nd"]) == 1
+    assert "no such" in capsys.readouterr().err
+    store, path = resolve(root)
+    assert not store.exists(path)
+
+
+def test_info_on_a_bloscpack_file_at_a_url(remote_root, capsys):
+    from carray.formats import bloscpack
+
+    root, options = remote_root
+    bloscpack.pack_array(np.arange(1000), f"{root}/a.blp", storage_options=options)
+    assert main(["info", "--json", f"{root}/a.blp", *_option_args(options)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["nbytes"] == 8000 and info["chunks"] == 1

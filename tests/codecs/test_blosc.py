@@ -150,7 +150,7 @@ def test_ranged_reads_match_whole_decodes(typesize, nitems, cname, clevel, shuff
 
 
 def test_ranged_read_of_one_item_fetches_one_block():
-    x = np.arange(131072, dtype="f8")
+    x = np.arange(524_288, dtype="f8")
     for compress in (blosc.compress1, blosc.compress2):
         chunk = compress(x, 8, CParams(cname="lz4"))
         fetched = []

@@ -432,9 +432,8 @@ def test_append_needs_offsets(tmp_path):
     assert bp.unpack_bytes(path) == b"abc"
 
 
-def test_append_failure_midway_keeps_old_file(tmp_path, monkeypatch):
-    path = _packed(tmp_path, os.urandom(5000), chunk_size=2048)
-    original = path.read_bytes()
+def _fail_third_compress(monkeypatch) -> None:
+    """Make the third chunk compressed from now on fail, as a full disk would."""
     calls = {"n": 0}
     real = bp._compress
 
@@ -445,11 +444,38 @@ def test_append_failure_midway_keeps_old_file(tmp_path, monkeypatch):
         return real(*args)
 
     monkeypatch.setattr(bp, "_compress", failing)
+
+
+def test_append_failure_midway_keeps_old_file(tmp_path, monkeypatch):
+    path = _packed(tmp_path, os.urandom(5000), chunk_size=2048)
+    original = path.read_bytes()
+    _fail_third_compress(monkeypatch)
     with pytest.raises(OSError, match="disk full"):
         bp.append(path, os.urandom(9000))
     assert path.read_bytes() == original
     assert os.listdir(tmp_path) == ["a.blp"]  # no temporary left behind
 
+
+
+@pytest.mark.parametrize("offsets", [True, False])
+def test_pack_failure_midway_leaves_nothing(tmp_path, monkeypatch, offsets):
+    path = tmp_path / "a.blp"
+    bp.pack_bytes(b"old", path)
+    original = path.read_bytes()
+    _fail_third_compress(monkeypatch)
+    with pytest.raises(OSError, match="disk full"):
+        bp.pack_bytes(os.urandom(9000), path, chunk_size=1024, offsets=offsets)
+    assert path.read_bytes() == original
+    assert os.listdir(tmp_path) == ["a.blp"]  # no temporary left behind
+
+
+def test_pack_with_and_without_fsync_write_the_same(tmp_path):
+    data = os.urandom(3000) + bytes(9000)
+    bp.pack_bytes(data, tmp_path / "a.blp", chunk_size=2048, fsync=True)
+    bp.pack_bytes(data, tmp_path / "b.blp", chunk_size=2048, fsync=False)
+    assert (tmp_path / "a.blp").read_bytes() == (tmp_path / "b.blp").read_bytes()
+    assert bp.unpack_bytes(tmp_path / "a.blp") == data
+    assert sorted(os.listdir(tmp_path)) == ["a.blp", "b.blp"]
 
 def test_append_arrays_c_and_fortran(peer, tmp_path):
     a = np.arange(3000, dtype="i4").reshape(300, 10)

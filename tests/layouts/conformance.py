@@ -58,6 +58,10 @@ class LayoutConformance:
         """The metadata every test uses; override to add what a layout requires (blocks)."""
         return meta(length)
 
+    def snapshot(self, tmp_path) -> dict[str, str]:
+        """Every stored file and a digest of its bytes (layouts on other stores override)."""
+        return snapshot(tmp_path)
+
     def make(self, tmp_path, meta: ArrayMeta) -> Layout:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -186,7 +190,7 @@ class PersistentLayoutConformance(LayoutConformance):
         layout.save_attrs({"a": 1})
         layout.commit(self.array_meta(7 * CHUNKLEN), 0)
         layout.close()
-        before = snapshot(tmp_path)
+        before = self.snapshot(tmp_path)
         ro = self.reopen(layout, tmp_path, readonly=True)
         for i in range(7):
             ro.read_chunk(i)
@@ -196,4 +200,4 @@ class PersistentLayoutConformance(LayoutConformance):
         ro.load_zonemap(0)
         ro.chunk_stamp(3)
         ro.close()
-        assert snapshot(tmp_path) == before
+        assert self.snapshot(tmp_path) == before

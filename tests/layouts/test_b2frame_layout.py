@@ -33,6 +33,7 @@ from carray.layouts import b2frame as b2l
 from carray.layouts.b2frame import B2ndLayout
 from carray.layouts.base import ArrayMeta
 from carray.params import CParams
+from carray.stores.local import LocalStore
 
 DATA = Path(__file__).parent.parent / "data"
 CP = CParams(cname="zstd", clevel=3)
@@ -359,7 +360,7 @@ def test_bad_chunks_and_metas_are_refused(tmp_path):
 # -- reads: ranged, concurrent ------------------------------------------------------------
 
 @pytest.mark.parametrize("contiguous", [True, False])
-def test_chunk_reader_reads_only_what_is_asked(tmp_path, monkeypatch, contiguous):
+def test_chunk_reader_reads_only_what_is_asked(tmp_path, count_reads, contiguous):
     path = tmp_path / "big.b2nd"
     m = new_meta(shape=(64, 256), chunks=(64, 256), blocks=(8, 256))
     a = np.random.default_rng(1).normal(size=(64, 256))
@@ -368,14 +369,12 @@ def test_chunk_reader_reads_only_what_is_asked(tmp_path, monkeypatch, contiguous
     lay.commit(m, 0)
     lay.close()
     lay, _, _ = B2ndLayout.open(path, readonly=True)
-    read = []
-    real = b2l.pread_full
-    monkeypatch.setattr(b2l, "pread_full", lambda fd, n, off: read.append(n) or real(fd, n, off))
+    count_reads["bytes"] = 0
     read_at, size = lay.chunk_reader(0)
     out = np.empty(16, "f8")
     blosc.getitem_ranged(read_at, 8 * 3 * 256, out, size, None, m.grid.chunk_nbytes)
     assert np.array_equal(out, a.reshape(-1)[3 * 256:3 * 256 + 16])
-    assert sum(read) < size // 3
+    assert count_reads["bytes"] < size // 3
 
 
 def test_concurrent_reads(tmp_path):
@@ -462,67 +461,71 @@ class _Injector:
         return self.count == self.at
 
 
-class _CrashingOs:
-    """``os`` for the layout module, with its writes, syncs, renames and deletes counted."""
+class _CrashingHandle:
+    """A local file handle whose writes, truncations and syncs are counted."""
+
+    def __init__(self, handle, inj: _Injector) -> None:
+        self._h, self._inj = handle, inj
+
+    def __getattr__(self, name):
+        return getattr(self._h, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._h.close()
+
+    def pwrite(self, data, pos):
+        if self._inj.hit():
+            if pos:  # killed half way through appending chunk bytes
+                self._h.pwrite(bytes(data)[:len(data) // 2], pos)
+            raise _Crash  # the header at 0 is one write of less than a page: all or nothing
+        self._h.pwrite(data, pos)
+
+    def truncate(self, size):
+        if self._inj.hit():
+            raise _Crash
+        self._h.truncate(size)
+
+    def sync(self):
+        if self._inj.hit():
+            raise _Crash
+        self._h.sync()
+
+
+class _CrashingStore(LocalStore):
+    """The local store with every write, sync, rename and delete counted; the writer is
+    'killed' at operation number ``inj.at``."""
 
     def __init__(self, inj: _Injector) -> None:
         self._inj = inj
 
-    def __getattr__(self, name):
-        return getattr(os, name)
+    def open(self, path, mode="r"):
+        return _CrashingHandle(super().open(path, mode), self._inj)
 
-    def pwrite(self, fd, data, pos):
-        if self._inj.hit():
-            if pos:  # killed half way through appending chunk bytes
-                os.pwrite(fd, bytes(data)[:len(data) // 2], pos)
-            raise _Crash  # the header at 0 is one write of less than a page: all or nothing
-        return os.pwrite(fd, data, pos)
-
+    def put(self, path, data, *, fsync=True):
+        if self._inj.hit():  # killed while writing the temporary file: half of it is there
+            parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
+            blob = b"".join(bytes(p) for p in parts)
+            with open(f"{path}.{os.getpid()}.tmp", "wb") as f:
+                f.write(blob[:len(blob) // 2])
+            raise _Crash
+        super().put(path, data, fsync=fsync)
+        if self._inj.hit():  # killed right after the rename
+            raise _Crash
 
 
 def _guard(name: str):
     def op(self, *args, **kwargs):
         if self._inj.hit():
             raise _Crash
-        return getattr(os, name)(*args, **kwargs)
+        return getattr(LocalStore, name)(self, *args, **kwargs)
     return op
 
 
-for _name in ("fsync", "ftruncate", "unlink", "rename", "replace"):
-    setattr(_CrashingOs, _name, _guard(_name))
-
-
-def _crashing(monkeypatch, inj: _Injector) -> None:
-    real_write, real_sync = b2l.atomic_write, b2l.fsync_path
-
-    def atomic_write(path, data, *, fsync=True, finish=None):
-        if inj.hit():  # killed while writing the temporary file: half of it is there
-            parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
-            blob = b"".join(bytes(p) for p in parts)
-            with open(f"{path}.{os.getpid()}.tmp", "wb") as f:
-                f.write(blob[:len(blob) // 2])
-            raise _Crash
-        real_write(path, data, fsync=fsync, finish=finish)
-        if inj.hit():  # killed right after the rename
-            raise _Crash
-
-    def fsync_path(path):
-        if inj.hit():
-            raise _Crash
-        real_sync(path)
-
-    crashing_os = _CrashingOs(inj)
-
-    def pwrite_all(fd, data, offset):  # carray._fileio's loop, on the crashing os
-        view = memoryview(data).cast("B")
-        while view:
-            n = crashing_os.pwrite(fd, view, offset)
-            view, offset = view[n:], offset + n
-
-    monkeypatch.setattr(b2l, "os", crashing_os)
-    monkeypatch.setattr(b2l, "pwrite_all", pwrite_all)
-    monkeypatch.setattr(b2l, "atomic_write", atomic_write)
-    monkeypatch.setattr(b2l, "fsync_path", fsync_path)
+for _name in ("sync_dir", "sync_file", "delete", "rename", "rmtree"):
+    setattr(_CrashingStore, _name, _guard(_name))
 
 
 def _state(path) -> tuple[bytes, dict]:
@@ -558,20 +561,18 @@ def test_killed_writer_leaves_last_commit(tmp_path, monkeypatch, contiguous):
     seen = []
     for at in range(1, 500):
         (shutil.copytree if not contiguous else shutil.copy)(pristine, path)
-        inj = _Injector(at)
-        with monkeypatch.context() as mp:
-            _crashing(mp, inj)
-            try:
-                lay = B2ndLayout.open(path)[0]
-                for n, c in enumerate(chunks2):
-                    lay.write_chunk(n, c)
-                lay.save_attrs({"v": 2})
-                lay.commit(m2, 0)
-                lay.commit(m3, 0)
-                finished = True
-            except _Crash:
-                finished = False
-            del lay  # its descriptors close; it writes nothing more
+        crashing, lay = _CrashingStore(_Injector(at)), None
+        try:
+            lay = B2ndLayout.open(path, store=crashing)[0]
+            for n, c in enumerate(chunks2):
+                lay.write_chunk(n, c)
+            lay.save_attrs({"v": 2})
+            lay.commit(m2, 0)
+            lay.commit(m3, 0)
+            finished = True
+        except _Crash:
+            finished = False
+        del lay  # its handles close; it writes nothing more
         state = _state(path)
         name = next((k for k, v in allowed.items() if v == state), None)
         assert name is not None, f"operation {at}: a state no commit made"

@@ -1,8 +1,10 @@
 """``carray convert SRC DST [--to FORMAT]``: convert arrays and datasets between formats.
 
 Arrays: carray directories, bcolz 1.x directories, ``.b2nd`` frames and ``.npy``
-files; datasets: ``.ds`` and ``.nc``.  The work is :func:`carray.convert.convert`;
-this module parses options and draws the progress bar.
+files; datasets: ``.ds`` and ``.nc``.  Either side may be an fsspec URL
+(``s3://bucket/x``; ``.npy`` and ``.nc`` stay local), with ``--storage-option``
+for its file system.  The work is :func:`carray.convert.convert`; this module
+parses options and draws the progress bar.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 import time
 from functools import wraps
 
+from carray.cli.main import add_storage_options
 from carray.convert import ARRAY_FORMATS, FORMATS, convert, format_for, read_any, write_any
 from carray.params import CParams
 
@@ -75,8 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=f"Convert an array ({arrays}) or a dataset ({datasets}). The "
                     "destination format follows its extension, or --to; a destination "
                     "without a known extension is a carray directory.")
-    p.add_argument("src", help="input array or dataset")
-    p.add_argument("dst", help="output path")
+    p.add_argument("src", help="input array or dataset (a path or a URL)")
+    p.add_argument("dst", help="output path or URL")
     p.add_argument("--to", metavar="FORMAT",
                    choices=[*ARRAY_FORMATS, *(f.name for f in FORMATS)],
                    help="output format, instead of guessing it from DST's extension")
@@ -93,20 +96,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="never show a progress bar")
     p.add_argument("--unlimited", metavar="DIM", action="append", default=[],
                    help="make DIM unlimited (NetCDF output; repeatable)")
+    add_storage_options(p)
     p.set_defaults(func=run)
 
 
 @clean_errors
 def run(args: argparse.Namespace) -> int:
-    from carray.convert import _is_dataset, open_array
+    from carray.convert import _is_dataset, close_array, open_array
 
+    storage = args.storage_options
     if _is_dataset(args.src, None):
         options = {"unlimited": args.unlimited} if args.unlimited else {}
-        convert(args.src, args.dst, args.to, **options)
+        convert(args.src, args.dst, args.to, storage_options=storage, **options)
         return 0
     cparams = None
     if args.codec or args.clevel is not None:
-        base = getattr(open_array(args.src), "cparams", None) or CParams()
+        src = open_array(args.src, storage)
+        try:
+            base = getattr(src, "cparams", None) or CParams()
+        finally:
+            close_array(src)
         cparams = base.replace(**{k: v for k, v in (("cname", args.codec),
                                                      ("clevel", args.clevel)) if v is not None})
     bar = None
@@ -120,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         convert(args.src, args.dst, args.to, chunks=_shape(args.chunks),
                 blocks=_shape(args.blocks), cparams=cparams, overwrite=args.force,
-                progress=show if bar else None)
+                progress=show if bar else None, storage_options=storage)
     finally:
         if bar is not None:
             bar.close()

@@ -1,4 +1,4 @@
-"""``carray info PATH``: what a dataset holds and how it is stored."""
+"""``carray info PATH``: what a dataset holds and how it is stored (PATH may be a URL)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import json
 
 import carray
 from carray._util import human as _human
+from carray.cli.main import add_storage_options
+from carray.convert import options_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("info", help="describe a dataset (shape, dtype, chunks, codec)")
-    p.add_argument("path", help="dataset directory, .b2nd frame or .blp file")
+    p.add_argument("path", help="dataset directory, .b2nd frame or .blp file (a path or "
+                                "a URL)")
     p.add_argument("--json", action="store_true", help="print the description as JSON")
+    add_storage_options(p)
     p.set_defaults(func=run)
 
 
@@ -68,10 +72,15 @@ def _chunks_line(info: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    storage = options_for(args.path, args.storage_options)
     if str(args.path).endswith(".blp"):  # a Bloscpack file, not a dataset directory
-        from carray.cli.pack import run_info_blp
-        return run_info_blp(args.path, args.json)
-    with carray.open(args.path, mode="r") as a:
+        from carray.cli.pack import format_info
+        from carray.formats import bloscpack
+
+        d = bloscpack.info(args.path, storage_options=storage)
+        print(json.dumps(d, indent=2) if args.json else format_info(d))
+        return 0
+    with carray.open(args.path, mode="r", storage_options=storage) as a:
         if isinstance(a, carray.ctable):
             from carray.cli.table import describe_table, format_table
 

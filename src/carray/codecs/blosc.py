@@ -678,14 +678,15 @@ def blosc_typesize(dtype: np.dtype) -> int:
 
 
 # Blocks are what a partial read decodes: small enough that reading one value
-# is cheap, large enough that codecs keep their ratio and speed.  Codecs that
-# search harder (lz4hc, zlib, zstd) gain more from larger blocks.
-_FAST_BLOCK, _HCR_BLOCK = 32 * 1024, 64 * 1024
+# is cheap, large enough that codecs keep their ratio and speed.  At 128 KiB a
+# point read costs about what it costs at 32 KiB (other work dominates it),
+# chunks compress 3-5% better and whole chunks decode faster (lz4 and zstd).
+_BLOCK = 128 * 1024
 
 
 def default_blocksize(cname: str) -> int:
-    """Bytes per Blosc block for a codec."""
-    return _FAST_BLOCK if cname in ("blosclz", "lz4") else _HCR_BLOCK
+    """Bytes per Blosc block (the same for every codec)."""
+    return _BLOCK
 
 
 def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:

@@ -6,13 +6,16 @@ blocks, zero-padded, blocks in C order; the frame's blocksize is one N-d block
 (specs/caterva-b2nd.md §2); a chunk that is entirely zero need not be stored at
 all, its int64 offset being ``bit 63 | 1 << 56`` (blosc2-chunk-and-frame.md §2.3);
 the ``b2nd`` metalayer carries the dtype as a str32 (fixtures/QUIRKS.md).
+
+Frames go through a :class:`carray.stores.Store`, so ``path`` may be a local path
+or any fsspec URL; :func:`write_array` says how each is made to appear whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgpack
@@ -30,6 +33,7 @@ from carray.formats._b2frame_header import (
 )
 from carray.params import CParams
 from carray.shapes import default_blocks, default_chunks_blocks
+from carray.stores import Store, resolve
 
 #: Codec name -> the compcode frame headers and chunk byte 22 carry.
 COMPCODES = {"blosclz": 0, "lz4": 1, "lz4hc": 2, "zlib": 4, "zstd": 5}
@@ -38,7 +42,6 @@ COMPCODES = {"blosclz": 0, "lz4": 1, "lz4hc": 2, "zlib": 4, "zstd": 5}
 def _copy_dtype(itemsize: int) -> np.dtype:
     """A dtype to move items of this size as raw bytes, using numpy's fast integer copies."""
     return np.dtype(f"u{itemsize}") if itemsize in (1, 2, 4, 8) else np.dtype(f"V{itemsize}")
-
 
 
 def pack_value(value: Any) -> bytes:
@@ -65,12 +68,6 @@ def encode_vlmeta(value: Any, cparams: CParams) -> bytes:
     """A vlmeta entry as python-blosc2's ``vlmeta[k] = v`` stores it: msgpack, then a
     Blosc2 chunk of typesize 1."""
     return compress2(np.frombuffer(pack_value(value), np.uint8), 1, cparams)
-
-
-def _write_all(fd: int, data) -> None:
-    view = memoryview(data).cast("B")
-    while view:
-        view = view[os.write(fd, view):]
 
 
 class _ChunkMaker:
@@ -104,27 +101,11 @@ def _is_zero_special(chunk: bytes) -> bool:
     return special_code_of(chunk) == _chunk.ZERO
 
 
-def _replace_path(tmp: str, path: str) -> None:
-    """Move ``tmp`` to ``path``, replacing a previous frame file or sparse directory."""
-    if os.path.isdir(path):
-        if not os.path.exists(os.path.join(path, SPARSE_INDEX)):
-            raise ContainerExistsError(f"{path} is a directory that is not a sparse frame; "
-                                       "refusing to replace it")
-        old = f"{path}.{os.getpid()}.old"
-        os.rename(path, old)
-        os.rename(tmp, path)
-        shutil.rmtree(old)
-    elif os.path.isdir(tmp) and os.path.lexists(path):
-        os.unlink(path)
-        os.rename(tmp, path)
-    else:
-        os.replace(tmp, path)
-
 
 def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
                 cparams: CParams | Mapping | None = None, contiguous: bool = True,
                 vlmeta: Mapping[str, Any] | None = None, meta: Mapping[str, Any] | None = None,
-                fsync: bool = True) -> None:
+                fsync: bool = True, storage_options: dict | None = None) -> None:
     """Write an array as a Blosc2 ``b2nd`` frame that python-blosc2 opens.
 
     Parameters
@@ -132,8 +113,9 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     array : array_like
         Any dtype but object; up to 16 dimensions (b2nd's limit).
     path : str or os.PathLike
-        File to write (``contiguous=True``) or directory (sparse frame). An
-        existing frame there is replaced; the new one appears atomically.
+        File to write (``contiguous=True``) or directory (sparse frame): a local
+        path or any fsspec URL (``s3://bucket/x.b2nd``, ``memory://x.b2nd``). An
+        existing frame there is replaced.
     chunks, blocks : tuple of int, optional
         Chunk and block shapes; the defaults are carray's
         (:func:`carray.shapes.default_chunks_blocks`).
@@ -146,7 +128,19 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     meta : mapping, optional
         Extra fixed metalayers, msgpack-packed like python-blosc2's ``meta=``.
     fsync : bool
-        Flush the data to disk before the rename.
+        Flush the data to disk before the rename (local paths).
+    storage_options : dict, optional
+        Passed to the fsspec file system of a URL.
+
+    Notes
+    -----
+    Locally the frame is written under a temporary name and renamed into place,
+    chunks streamed to disk as they are compressed, so memory stays at a few
+    chunks.  On an object store a contiguous frame is one object, put once: its
+    compressed chunks are held in memory until then.  A sparse frame on an object
+    store is written where it belongs, chunk files first and ``chunks.b2frame``
+    last, so a reader sees no frame until it is complete; a frame it replaces is
+    removed first, and a failed write removes what it wrote.
 
     Raises
     ------
@@ -154,9 +148,10 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
         Inconsistent shapes, more than 16 dimensions, too many or badly named metadata.
     UnsupportedDTypeError
         Object or zero-size item dtypes.
+    ContainerExistsError
+        ``path`` is a directory that is not a sparse frame.
     """
     arr = np.asarray(array)
-    path = os.fspath(path)
     if arr.dtype.hasobject:
         raise UnsupportedDTypeError("object arrays cannot be stored in a Blosc2 frame")
     itemsize = arr.dtype.itemsize
@@ -189,24 +184,22 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
         blocksize=g.block_nbytes if nchunks else 0, chunksize=g.chunk_nbytes if nchunks else 0,
         compcode=COMPCODES[cp.cname], clevel=cp.clevel, has_vlmeta=bool(vl),
         metalayers=metalayers, trailer_len=len(trailer))
-    make = _ChunkMaker(arr, g, cp)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    if contiguous:
-        _write_cframe(tmp, make, g, cp, header_args, trailer, fsync)
-    else:
-        _write_sframe(tmp, make, g, cp, header_args, trailer, fsync)
+    store, key = resolve(path, storage_options)
+    _check_target(store, key)
+    frame = _FrameBuilder(_ChunkMaker(arr, g, cp), g, cp, header_args, trailer)
+    if store.remote:
+        _put_remote(store, key, frame, contiguous, fsync)
+        return
+    tmp = f"{key}.{os.getpid()}.tmp"
     try:
-        _replace_path(tmp, path)
+        if contiguous:
+            _write_cframe(store, tmp, frame, fsync)
+        else:
+            _write_sframe(store, tmp, frame, fsync)
+        _replace(store, tmp, key)
     except BaseException:
-        _cleanup(tmp)
+        _remove(store, tmp)
         raise
-
-
-def _cleanup(tmp: str) -> None:
-    if os.path.isdir(tmp):
-        shutil.rmtree(tmp, ignore_errors=True)
-    elif os.path.lexists(tmp):
-        os.unlink(tmp)
 
 
 def _filters_of(chunk: bytes | None, cp: CParams) -> tuple[bytes, bytes]:
@@ -220,76 +213,127 @@ def offsets_chunk(offsets: np.ndarray, cp: CParams) -> bytes:
     return compress2(offsets.astype("<i8"), 8, cp)
 
 
-def _write_cframe(tmp, make, g, cp, header_args, trailer, fsync) -> None:
-    nchunks = g.nchunks
-    placeholder = build_header(nbytes=0, cbytes=0, filters=b"", filters_meta=b"", data_len=0,
-                               **header_args)
-    header_len = len(placeholder)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, placeholder)
-        offsets = np.empty(nchunks, np.int64)
-        pos, sample = 0, None
-        for i, coords in enumerate(np.ndindex(*g.grid) if nchunks else ()):
-            chunk = make(coords)
+class _FrameBuilder:
+    """The chunks of a frame being written, then its offsets chunk and header.
+
+    The header holds sizes known only once every chunk is compressed, so
+    :meth:`header` is called after :meth:`chunks` is exhausted.
+    """
+
+    def __init__(self, make: _ChunkMaker, g: geo.Geometry, cp: CParams,
+                 header_args: dict, trailer: bytes) -> None:
+        self.make, self.g, self.cp = make, g, cp
+        self.header_args, self.trailer = header_args, trailer
+        self.offsets = np.empty(g.nchunks, np.int64)
+        self.cbytes = 0
+        self._sample: bytes | None = None  # the first stored chunk: its filters go in the header
+
+    def placeholder(self) -> bytes:
+        """A header of the final one's length (its size fields change, not its length)."""
+        return build_header(nbytes=0, cbytes=0, filters=b"", filters_meta=b"", data_len=0,
+                            **self.header_args)
+
+    def chunks(self, contiguous: bool) -> Iterator[bytes]:
+        """The stored chunks in order; all-zero chunks are not stored but marked special.
+
+        A stored chunk's offset is its byte position (contiguous) or file number (sparse).
+        """
+        stored = 0
+        for i, coords in enumerate(np.ndindex(*self.g.grid) if self.g.nchunks else ()):
+            chunk = self.make(coords)
             if _is_zero_special(chunk):
-                offsets[i] = _chunk.special_offset(_chunk.ZERO)
+                self.offsets[i] = _chunk.special_offset(_chunk.ZERO)
                 continue
-            sample = sample or chunk
-            offsets[i] = pos
-            _write_all(fd, chunk)
-            pos += len(chunk)
-        index = offsets_chunk(offsets, cp) if nchunks else b""
-        _write_all(fd, index)
-        _write_all(fd, trailer)
-        filters, filters_meta = _filters_of(sample, cp)
-        header = build_header(nbytes=nchunks * g.chunk_nbytes, cbytes=pos, filters=filters,
-                              filters_meta=filters_meta, data_len=pos + len(index),
-                              **header_args)
-        assert len(header) == header_len
-        os.pwrite(fd, header, 0)
+            self._sample = self._sample or chunk
+            self.offsets[i] = self.cbytes if contiguous else stored
+            stored += 1
+            self.cbytes += len(chunk)
+            yield chunk
+
+    def index(self) -> bytes:
+        return offsets_chunk(self.offsets, self.cp) if self.g.nchunks else b""
+
+    def header(self, data_len: int) -> bytes:
+        filters, filters_meta = _filters_of(self._sample, self.cp)
+        return build_header(nbytes=self.g.nchunks * self.g.chunk_nbytes, cbytes=self.cbytes,
+                            filters=filters, filters_meta=filters_meta, data_len=data_len,
+                            **self.header_args)
+
+
+def _chunk_file(number: int) -> str:
+    return f"{number:08X}.chunk"
+
+
+def _check_target(store: Store, key: str) -> None:
+    if store.isdir(key) and not store.isfile(store.join(key, SPARSE_INDEX)):
+        raise ContainerExistsError(f"{store.url(key)} is a directory that is not a sparse "
+                                   "frame; refusing to replace it")
+
+
+def _remove(store: Store, path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        store.rmtree(path)
+
+
+def _replace(store: Store, tmp: str, key: str) -> None:
+    """Move ``tmp`` to ``key``, replacing a previous frame file or sparse directory."""
+    if store.isdir(key):
+        old = f"{key}.{os.getpid()}.old"
+        store.rename(key, old)
+        store.rename(tmp, key)
+        store.rmtree(old)
+    elif store.isdir(tmp) and store.exists(key):
+        store.delete(key)
+        store.rename(tmp, key)
+    else:
+        store.rename(tmp, key)
+
+
+def _write_cframe(store: Store, tmp: str, frame: _FrameBuilder, fsync: bool) -> None:
+    """Stream a contiguous frame to ``tmp`` behind a placeholder header, then patch it."""
+    placeholder = frame.placeholder()
+    index = []
+
+    def parts() -> Iterator[bytes]:
+        yield placeholder
+        yield from frame.chunks(contiguous=True)
+        index.append(frame.index())
+        yield index[0]
+        yield frame.trailer
+
+    store.put(tmp, parts(), fsync=False)
+    header = frame.header(frame.cbytes + len(index[0]))
+    assert len(header) == len(placeholder)
+    with store.open(tmp, "r+") as h:
+        h.pwrite(header, 0)
         if fsync:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        _cleanup(tmp)
-        raise
-    os.close(fd)
+            h.sync()
 
 
-def _write_file(name: str, parts, fsync: bool) -> None:
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _write_sframe(store: Store, root: str, frame: _FrameBuilder, fsync: bool) -> None:
+    """Chunk files, then ``chunks.b2frame`` (which is what makes the directory a frame)."""
+    _remove(store, root)
+    store.makedirs(root)
+    for number, chunk in enumerate(frame.chunks(contiguous=False)):
+        store.put(store.join(root, _chunk_file(number)), chunk, fsync=fsync)
+    index = frame.index()
+    store.put(store.join(root, SPARSE_INDEX), [frame.header(len(index)), index, frame.trailer],
+              fsync=fsync)
+
+
+def _put_remote(store: Store, key: str, frame: _FrameBuilder, contiguous: bool,
+                fsync: bool) -> None:
+    if contiguous:
+        # One put is atomic on an object store; the header needs every chunk's size first.
+        body = list(frame.chunks(contiguous=True))
+        index = frame.index()
+        header = frame.header(frame.cbytes + len(index))
+        if store.isdir(key):  # a sparse frame (checked) the new file replaces
+            store.rmtree(key)
+        store.put(key, [header, *body, index, frame.trailer], fsync=fsync)
+        return
     try:
-        for p in parts:
-            _write_all(fd, p)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_sframe(tmp, make, g, cp, header_args, trailer, fsync) -> None:
-    nchunks = g.nchunks
-    _cleanup(tmp)
-    os.mkdir(tmp)
-    try:
-        offsets = np.empty(nchunks, np.int64)
-        nfiles, cbytes, sample = 0, 0, None
-        for i, coords in enumerate(np.ndindex(*g.grid) if nchunks else ()):
-            chunk = make(coords)
-            if _is_zero_special(chunk):
-                offsets[i] = _chunk.special_offset(_chunk.ZERO)
-                continue
-            sample = sample or chunk
-            _write_file(os.path.join(tmp, f"{nfiles:08X}.chunk"), [chunk], fsync)
-            offsets[i] = nfiles
-            nfiles += 1
-            cbytes += len(chunk)
-        index = offsets_chunk(offsets, cp) if nchunks else b""
-        filters, filters_meta = _filters_of(sample, cp)
-        header = build_header(nbytes=nchunks * g.chunk_nbytes, cbytes=cbytes, filters=filters,
-                              filters_meta=filters_meta, data_len=len(index), **header_args)
-        _write_file(os.path.join(tmp, SPARSE_INDEX), [header, index, trailer], fsync)
+        _write_sframe(store, key, frame, fsync)
     except BaseException:
-        _cleanup(tmp)
+        _remove(store, key)
         raise

@@ -10,7 +10,9 @@ Byte layouts (see specs/bloscpack.md; all integers little-endian):
   u8 level, u32 meta_size, u32 max_meta_size, u32 meta_comp_size, 8-byte user
   codec), the stored bytes, zero padding up to ``max_meta_size``, then the
   digest of the *stored* bytes;
-* offsets: ``nchunks + max_app_chunks`` int64 absolute offsets, -1 when unused.
+* offsets: ``nchunks + max_app_chunks`` int64 absolute offsets, -1 when unused;
+* a NumPy array's metadata (JSON): ``dtype`` (a Python literal), ``shape``,
+  ``order`` (``"C"`` or ``"F"``) and ``container`` (``"numpy"``).
 
 These pieces are shared by the single-file format (:mod:`carray.formats.bloscpack`)
 and any other layout that frames Blosc chunks the Bloscpack way, so nothing here
@@ -19,6 +21,7 @@ opens files: callers pass bytes plus the path and offset used in error messages.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -474,3 +477,48 @@ def decode_offsets(buf: bytes, header: BlpHeader, path: PathLike = None,
         raise FormatError(f"unused offset slot {i} holds {int(table[i])}, expected -1",
                           path, offset + OFFSET_SIZE * i)
     return [int(x) for x in used]
+
+
+# -- NumPy array metadata ---------------------------------------------------------------------
+
+def dtype_meta(dtype: np.dtype) -> str:
+    """The ``dtype`` entry bloscpack stores for an array: the repr of ``dtype.str`` (quotes
+    included), or of ``dtype.descr`` for records."""
+    return repr(dtype.descr) if dtype.names is not None else repr(dtype.str)
+
+
+def array_spec(meta: Any, path: str) -> tuple[np.dtype, tuple[int, ...], str]:
+    """dtype, shape and order from bloscpack's ndarray metadata."""
+    if not isinstance(meta, dict) or meta.get("container") != "numpy":
+        raise FormatError("file does not hold a NumPy array (no numpy metadata); read it with "
+                          "unpack_bytes", path, HEADER_SIZE)
+    spec = meta.get("dtype")
+    try:
+        try:
+            # literal parse only: the file is untrusted, so never eval().
+            parsed = ast.literal_eval(spec) if isinstance(spec, str) else _as_tuples(spec)
+        except (ValueError, SyntaxError):
+            parsed = spec  # before bloscpack 0.7.2 a plain dtype string was stored
+        dtype = np.dtype(parsed)
+    except (TypeError, ValueError, SyntaxError, RecursionError, MemoryError) as exc:
+        raise FormatError(f"metadata dtype {spec!r} is not a NumPy dtype ({exc})", path,
+                          HEADER_SIZE) from None
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise FormatError(f"metadata dtype {dtype} cannot be stored", path, HEADER_SIZE)
+    shape = meta.get("shape")
+    if not isinstance(shape, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise FormatError(f"metadata shape {shape!r} is not a list of sizes", path, HEADER_SIZE)
+    order = meta.get("order", "C")
+    if order not in ("C", "F"):
+        raise FormatError(f"metadata order {order!r} is neither 'C' nor 'F'", path, HEADER_SIZE)
+    return dtype, tuple(shape), order
+
+
+def _as_tuples(descr):
+    # Before 0.7.2 a record descr was stored as JSON lists; numpy wants tuples for fields.
+    if isinstance(descr, list):
+        if descr and isinstance(descr[0], list):
+            return [_as_tuples(d) for d in descr]
+        return tuple(_as_tuples(d) for d in descr)
+    return descr

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import numpy as np
 
-from carray import _fileio
-from carray._fileio import pread_full
 from carray.errors import FormatError
+from carray.stores import Handle
 
 MAGIC = b"ds-"
 VERSION = "1.0"
@@ -25,8 +23,8 @@ MAX_VERSION_LINE = 32
 # A header is metadata; refuse to parse one larger than this (a corrupt or hostile file).
 MAX_HEADER = 256 << 20
 # The first read takes this much from the start of the file: the header is usually all
-# in it, and for small files so is the body (for tiny files the system calls, not the
-# bytes, are the cost). A shorter result means the whole file was read, so no fstat.
+# in it, and for small files so is the body (for tiny files the system calls or the
+# requests, not the bytes, are the cost).
 PREFIX = 64 << 10
 
 # Type name -> numpy dtype (native order; the byte order comes from ".endian").
@@ -133,29 +131,31 @@ def _fail(path: str, message: str, offset: int | None = None) -> FormatError:
     return FormatError(message, path=path, offset=offset)
 
 
-def pread_into(fd: int, buf, offset: int) -> int:
+def pread_into(handle: Handle, buf, offset: int) -> int:
     """Fill the writable buffer ``buf`` from ``offset``; return the bytes read (short at EOF).
 
     Every read of a ds file goes through here (tests count bytes by wrapping it).
     """
-    return _fileio.pread_into(fd, buf, offset)
+    return handle.pread_into(buf, offset)
 
 
-def pread(fd: int, n: int, offset: int) -> bytes:
+def pread(handle: Handle, n: int, offset: int) -> bytes:
     """Up to ``n`` bytes at ``offset`` (short at EOF). Like :func:`pread_into`, every read of
     a ds file goes through one of these two."""
-    return pread_full(fd, n, offset)
+    return handle.pread(n, offset)
 
 
-def read_prefix(fd: int) -> tuple[bytes, int]:
+def read_prefix(handle: Handle) -> tuple[bytes, int]:
     """Read the start of the file (all of it when small) and return it with the file size."""
-    prefix = pread(fd, PREFIX, 0)
-    return prefix, len(prefix) if len(prefix) < PREFIX else os.fstat(fd).st_size
+    prefix = pread(handle, PREFIX, 0)
+    # A short read means the whole file was read: its length is the size for sure.
+    return prefix, len(prefix) if len(prefix) < PREFIX else handle.size
 
 
-def parse(fd: int, path: str) -> Header:
-    """Read and check the version line and the header of the open ds file ``fd``."""
-    prefix, size = read_prefix(fd)
+def parse(handle: Handle, path: str) -> Header:
+    """Read and check the version line and the header of the open ds file ``handle``
+    (``path`` names it in errors)."""
+    prefix, size = read_prefix(handle)
     if prefix.startswith(VERSION_LINE):
         start = len(VERSION_LINE)
     else:
@@ -171,7 +171,7 @@ def parse(fd: int, path: str) -> Header:
             raise _fail(path, "header line is not terminated by a newline", start)
         if len(prefix) - start > MAX_HEADER:
             raise _fail(path, f"header longer than {MAX_HEADER} bytes", start)
-        more = pread(fd, min(len(prefix), size - len(prefix)), len(prefix))
+        more = pread(handle, min(len(prefix), size - len(prefix)), len(prefix))
         if not more:
             raise _fail(path, "file shrank while reading the header", len(prefix))
         old = len(prefix)

@@ -30,27 +30,29 @@ import numpy as np
 from carray.errors import FormatError
 from carray.formats import _ds_header as H
 from carray.formats._ds_header import NUMERIC_TYPES, STRING_TYPES, VarLayout, unescape
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+from carray.stores import resolve
 
 
 class Reader:
-    """An open ds file: its checked header and positioned reads of its variables."""
+    """An open ds file: its checked header and positioned reads of its variables.
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = os.fspath(path)
-        self.fd = os.open(self.path, _OPEN_FLAGS)
+    ``path`` is a local path or a URL (``storage_options`` go to its file system);
+    :attr:`path` is then what names the file in messages.
+    """
+
+    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None) -> None:
+        store, key = resolve(path, storage_options)
+        self.path = store.url(key)
+        self.handle = store.open(key)
         try:
-            self.header = H.parse(self.fd, self.path)
+            self.header = H.parse(self.handle, self.path)
         except BaseException:
-            os.close(self.fd)
+            self.handle.close()
             raise
         self._offsets: dict[str, int] | None = None
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.handle.close()
 
     def __enter__(self) -> Reader:
         return self
@@ -75,7 +77,7 @@ class Reader:
         if offset + nbytes <= len(prefix):
             return np.frombuffer(prefix, dtype, n, offset).copy()
         out = np.empty(n, dtype)
-        if nbytes and H.pread_into(self.fd, out, offset) < nbytes:
+        if nbytes and H.pread_into(self.handle, out, offset) < nbytes:
             raise self._fail(v, "file ends inside the data (was it truncated?)", offset)
         return out
 

@@ -34,7 +34,6 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from carray._fileio import pread_full
 from carray.codecs.blosc import BLOSC2_HEADER, read_header
 from carray.errors import FormatError
 from carray.formats import _b2frame_chunk as _chunk
@@ -57,6 +56,7 @@ from carray.formats._b2frame_write import (
 from carray.grid import NDGrid, gather, gather_blocked, plan
 from carray.keys import orthogonal_key
 from carray.shapes import default_chunks_blocks
+from carray.stores import Handle, Store, resolve
 
 __all__ = ["Frame", "decode_vlmeta", "default_chunks_blocks",
            "read_array", "read_frame", "read_region", "write_array"]
@@ -116,13 +116,17 @@ class Frame:
         The decoded header fields (typesize, chunksize, codec, ...).
     """
 
-    def __init__(self, path: str | os.PathLike, *, dtype=None) -> None:
-        self.path = os.fspath(path)
-        self.contiguous = not os.path.isdir(self.path)
-        index = self.path if self.contiguous else os.path.join(self.path, SPARSE_INDEX)
-        self._fd: int | None = os.open(index, os.O_RDONLY)
+    def __init__(self, path: str | os.PathLike, *, dtype=None,
+                 storage_options: dict | None = None) -> None:
+        self.store: Store
+        self.store, self._key = resolve(path, storage_options)
+        store = self.store
+        self.path = store.url(self._key)
+        self.contiguous = not store.isdir(self._key)
+        index = self._key if self.contiguous else store.join(self._key, SPARSE_INDEX)
+        self._fd: Handle | None = store.open(index)
         try:
-            self._parse(index)
+            self._parse(store.url(index))
             self._setup_geometry(dtype)
         except BaseException:
             self.close()
@@ -134,16 +138,16 @@ class Frame:
 
     def _parse(self, index: str) -> None:
         fd = self._fd
-        size = os.fstat(fd).st_size
-        hdr = parse_fixed_header(pread_full(fd, FIXED_HEADER, 0), index, size)
+        size = fd.size
+        hdr = parse_fixed_header(fd.pread(FIXED_HEADER, 0), index, size)
         want_type = 0 if self.contiguous else 1
         if hdr.frame_type != want_type:
             kinds = ("contiguous", "sparse")
             raise FormatError(f"frame says it is {kinds[hdr.frame_type % 2]} but is stored "
                               f"as a {'file' if self.contiguous else 'directory'}", index, 26)
-        header = pread_full(fd, hdr.header_len, 0)
+        header = fd.pread(hdr.header_len, 0)
         parse_metalayers(header, hdr, index)
-        trailer_len = locate_trailer(pread_full(fd, TRAILER_TAIL, hdr.frame_len - TRAILER_TAIL),
+        trailer_len = locate_trailer(fd.pread(TRAILER_TAIL, hdr.frame_len - TRAILER_TAIL),
                                      hdr.frame_len, hdr.header_len, index)
         trailer_start = hdr.frame_len - trailer_len
         index_start = hdr.header_len + (hdr.cbytes if self.contiguous else 0)
@@ -151,7 +155,7 @@ class Frame:
             raise FormatError(f"chunks end at {index_start}, after the trailer starts at "
                               f"{trailer_start}", index, 38)
         self.vlmeta_raw: dict[str, bytes] = parse_trailer(
-            pread_full(fd, trailer_len, trailer_start), trailer_start, index)
+            fd.pread(trailer_len, trailer_start), trailer_start, index)
         self.index_start, self.trailer_start = index_start, trailer_start
         self.header: FrameHeader = hdr
         self.meta_raw: dict[str, bytes] = dict(hdr.meta)
@@ -166,7 +170,7 @@ class Frame:
             raise FormatError("no room for the chunk offsets before the trailer", index,
                               index_start)
         expect = -(-hdr.nbytes // hdr.chunksize) if hdr.chunksize else None
-        buf = pread_full(fd, trailer_start - index_start, index_start)
+        buf = fd.pread(trailer_start - index_start, index_start)
         self._offsets = _chunk.Offsets(buf, expect, index, index_start)
         self.nchunks = len(self._offsets)
 
@@ -256,9 +260,9 @@ class Frame:
                               self._index, self.index_start) from None
 
     def close(self) -> None:
-        """Release the file descriptor (sparse frames hold none after opening)."""
+        """Release the file handle (sparse frames hold none after opening)."""
         if self._fd is not None:
-            os.close(self._fd)
+            self._fd.close()
             self._fd = None
 
     def __enter__(self) -> Frame:
@@ -300,27 +304,24 @@ class Frame:
                 raise FormatError(f"chunk {i} offset {off} points past the {end} bytes of "
                                   "chunk data", self.path)
             start = self.header.header_len + off
-            h = read_header(self._read(self.path, 32 if off + 32 <= end else 16, start),
+            h = read_header(self._read(self._key, 32 if off + 32 <= end else 16, start),
                             self.path, start, size=end - off)
-            return 0, self.path, start, h.cbytes
+            return 0, self._key, start, h.cbytes
         if off >= 2**32:
             raise FormatError(f"chunk {i} file number {off} is out of range", self._index)
-        name = os.path.join(self.path, f"{off:08X}.chunk")
+        name = self.store.join(self._key, f"{off:08X}.chunk")
         try:
-            size = os.path.getsize(name)
+            size = self.store.size(name)
         except FileNotFoundError:
             raise FormatError(f"chunk file {off:08X}.chunk of chunk {i} is missing",
                               self.path) from None
         return 0, name, 0, size
 
     def _read(self, name: str, n: int, offset: int) -> bytes:
-        if name == self.path and self._fd is not None:
-            return pread_full(self._fd, n, offset)
-        fd = os.open(name, os.O_RDONLY)
-        try:
-            return pread_full(fd, n, offset)
-        finally:
-            os.close(fd)
+        if name == self._key and self._fd is not None:
+            return self._fd.pread(n, offset)
+        with self.store.open(name) as h:
+            return h.pread(n, offset)
 
     def read_chunk(self, i: int) -> bytes:
         """The stored bytes of chunk ``i`` (a synthesised 32-byte chunk for special offsets)."""
@@ -440,14 +441,18 @@ class Frame:
                 gather_blocked(piece, items, grid, out)
 
 
-def read_frame(path: str | os.PathLike, *, dtype=None) -> Frame:
+def read_frame(path: str | os.PathLike, *, dtype=None,
+               storage_options: dict | None = None) -> Frame:
     """Open a Blosc2 frame (contiguous file or sparse directory).
 
     Parameters
     ----------
     path : str or os.PathLike
+        A local path or any fsspec URL (``s3://bucket/x.b2nd``).
     dtype : dtype-like, optional
         Item type for caterva frames and plain SChunks, which store only the item size.
+    storage_options : dict, optional
+        Passed to the fsspec file system of a URL.
 
     Returns
     -------
@@ -461,39 +466,47 @@ def read_frame(path: str | os.PathLike, *, dtype=None) -> Frame:
     CodecUnavailableError
         A chunk uses a codec or filter this build cannot decode.
     """
-    return Frame(path, dtype=dtype)
+    return Frame(path, dtype=dtype, storage_options=storage_options)
 
 
-def read_array(path: str | os.PathLike, *, dtype=None) -> np.ndarray:
+def read_array(path: str | os.PathLike, *, dtype=None,
+               storage_options: dict | None = None) -> np.ndarray:
     """Read a whole ``b2nd`` / ``caterva`` array (or a plain SChunk as 1-d) into numpy.
 
     Parameters
     ----------
     path : str or os.PathLike
+        A local path or any fsspec URL.
     dtype : dtype-like, optional
         See :func:`read_frame`.
+    storage_options : dict, optional
+        Passed to the fsspec file system of a URL.
 
     Returns
     -------
     numpy.ndarray
     """
-    with Frame(path, dtype=dtype) as f:
+    with Frame(path, dtype=dtype, storage_options=storage_options) as f:
         return f.read()
 
 
-def read_region(path: str | os.PathLike, key, *, dtype=None) -> np.ndarray:
+def read_region(path: str | os.PathLike, key, *, dtype=None,
+                storage_options: dict | None = None) -> np.ndarray:
     """``array[key]`` of a stored array, decoding only the chunks the selection touches.
 
     Parameters
     ----------
     path : str or os.PathLike
+        A local path or any fsspec URL.
     key : int, slice, Ellipsis or a tuple of them
     dtype : dtype-like, optional
         See :func:`read_frame`.
+    storage_options : dict, optional
+        Passed to the fsspec file system of a URL.
 
     Returns
     -------
     numpy.ndarray
     """
-    with Frame(path, dtype=dtype) as f:
+    with Frame(path, dtype=dtype, storage_options=storage_options) as f:
         return f.read_region(key)

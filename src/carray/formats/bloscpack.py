@@ -17,11 +17,16 @@ Compatibility notes:
   is allocated, and a chunk may not claim to inflate more than :data:`MAX_RATIO`
   times (above what any Blosc1 codec achieves), so a small hostile file cannot
   ask for a huge buffer.
+
+Every function taking a ``path`` also takes a URL (``s3://bucket/a.blp``,
+``memory://a.blp``, any fsspec file system) with ``storage_options`` for its file
+system.  Remote files are read by byte ranges (the start of the file in one request,
+the chunk headers concurrently) and written in one put.
 """
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -33,7 +38,6 @@ from typing import Any
 import blosc as _blosc1
 import numpy as np
 
-from carray._fileio import atomic_write
 from carray.codecs import blosc
 from carray.errors import (
     ChecksumError,
@@ -50,14 +54,17 @@ from carray.formats._blp_frame import (
     OFFSET_SIZE,
     BlpHeader,
     MetadataHeader,
+    array_spec,
     calculate_chunks,
     decode_metadata,
     decode_offsets,
+    dtype_meta,
     encode_metadata,
     encode_offsets,
     get_checksum,
 )
 from carray.params import CParams, Shuffle, get_nthreads
+from carray.stores import Store, resolve
 
 PathLike = str | os.PathLike
 
@@ -70,6 +77,8 @@ DEFAULT_TYPESIZE = 8
 MAX_RATIO = 2**16
 _SUFFIXES = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _COPY_BLOCK = 16 * 2**20
+#: Bytes of a remote file fetched up front: header, metadata and offsets are usually in it.
+_HEAD = 64 * 2**10
 
 
 # -- argument helpers -------------------------------------------------------------------------
@@ -173,16 +182,11 @@ def _flat_bytes(a: np.ndarray, order: str) -> np.ndarray:
     return a.reshape(-1, order=order).view(np.uint8)
 
 
-def _dtype_meta(dtype: np.dtype) -> str:
-    # bloscpack stores the repr of dtype.str (quotes included), or of dtype.descr for records.
-    return repr(dtype.descr) if dtype.names is not None else repr(dtype.str)
-
-
 # -- writing ----------------------------------------------------------------------------------
 
 def _pack(flat: np.ndarray, path: PathLike, *, typesize: int, cparams, chunk_size: int,
           checksum, offsets: bool, max_app_chunks, metadata: Any, meta_options: dict,
-          fsync: bool) -> None:
+          fsync: bool, storage_options: dict | None) -> None:
     cp = _cparams(cparams)
     impl = get_checksum(checksum)
     if not 1 <= typesize <= 255:
@@ -198,39 +202,51 @@ def _pack(flat: np.ndarray, path: PathLike, *, typesize: int, cparams, chunk_siz
                           typesize, cp)
         return piece, impl.digest(piece) if impl.size else b""
 
-    def chunks() -> Iterator[bytes]:
-        for piece, digest in _in_parallel(encode, range(nchunks)):
-            yield piece
-            if digest:
-                yield digest
+    store, key = resolve(path, storage_options)
+    chunks = _in_parallel(encode, range(nchunks))  # compressed as they are written
+    _put_blp(store, key, [header.pack(), meta], header.total_slots, chunks, fsync)
 
-    if not offsets:  # nothing to patch afterwards: stream chunks straight to disk
-        atomic_write(path, _chain((header.pack(), meta), chunks()), fsync=fsync)
-        return
-    # The offsets table precedes the chunks: write a blank one, stream the chunks as
-    # they are compressed (writing overlaps compressing), then fill the table in.
-    table_at = HEADER_SIZE + len(meta)
+
+def _put_blp(store: Store, key: str, front: list[bytes], slots: int,
+             chunks: Iterator[tuple[bytes, bytes]], fsync: bool) -> None:
+    """Put a ``.blp`` file: ``front`` (header and metadata), an offsets table of
+    ``slots`` entries (none if 0) saying where each chunk starts, then the chunks,
+    given as (compressed bytes, digest) pairs."""
+    table_at = sum(len(p) for p in front)
     starts: list[int] = []
 
-    def stream() -> Iterator[bytes]:
-        yield header.pack()
-        yield meta
-        yield bytes(header.total_slots * OFFSET_SIZE)
-        pos = table_at + header.total_slots * OFFSET_SIZE
-        for piece, digest in _in_parallel(encode, range(nchunks)):
+    def body() -> Iterator[bytes]:
+        pos = table_at + slots * OFFSET_SIZE
+        for piece, digest in chunks:
             starts.append(pos)
             pos += len(piece) + len(digest)
             yield piece
             if digest:
                 yield digest
 
-    def fill_table(fd: int) -> None:
-        table = memoryview(encode_offsets(starts, header.total_slots))
-        done = 0
-        while done < len(table):
-            done += os.pwrite(fd, table[done:], table_at + done)
-
-    atomic_write(path, stream(), fsync=fsync, finish=fill_table)
+    if not slots:  # nothing to fill in afterwards: stream the chunks straight out
+        store.put(key, _chain(front, body()), fsync=fsync)
+        return
+    if store.remote:
+        # One request puts the whole object anyway: all chunks first, then the table.
+        rest = list(body())
+        store.put(key, [*front, encode_offsets(starts, slots), *rest], fsync=fsync)
+        return
+    # The table precedes the chunks: stream them to a temporary file behind a blank
+    # table as they are compressed (memory stays bounded, writing overlaps compressing),
+    # fill the table in, and only then give the file its name.
+    tmp = f"{key}.{os.getpid()}.part"
+    try:
+        store.put(tmp, _chain(front, [bytes(slots * OFFSET_SIZE)], body()), fsync=False)
+        with store.open(tmp, "r+") as h:
+            h.pwrite(encode_offsets(starts, slots), table_at)
+            if fsync:
+                h.sync()
+        store.rename(tmp, key)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            store.delete(tmp)
+        raise
 
 
 def _chain(*iterables) -> Iterator[bytes]:
@@ -248,7 +264,8 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
                offsets: bool = True, max_app_chunks: int | Callable | None = None,
                metadata: dict | None = None, meta_checksum: str | None = "adler32",
                meta_codec: str | None = "zlib", meta_level: int = 6,
-               max_meta_size: int | None = None, fsync: bool = True) -> None:
+               max_meta_size: int | None = None, fsync: bool = True,
+               storage_options: dict | None = None) -> None:
     """Write a NumPy array to a Bloscpack file, as ``bloscpack.pack_ndarray_to_file`` does.
 
     Parameters
@@ -258,7 +275,8 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
         the itemsize in one byte).  A Fortran-contiguous array is stored in
         Fortran order; anything else in C order.
     path : str or os.PathLike
-        Destination, replaced atomically (written to a temporary name, renamed).
+        Destination, a local path or a URL, replaced atomically (a local file is
+        written under a temporary name and renamed; an object is put whole).
     cparams : CParams or dict, optional
         Blosc settings; default bloscpack's (blosclz, clevel 7, byte shuffle).
     chunk_size : int or str, optional
@@ -278,6 +296,8 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
         and reserved size (default ten times the JSON).
     fsync : bool
         Flush to stable storage before the rename.
+    storage_options : dict, optional
+        Options of the URL's file system (credentials, endpoint, ...).
 
     Raises
     ------
@@ -304,7 +324,7 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
         if flat.nbytes > csize and csize % dtype.itemsize:
             raise ValueError(f"chunk_size {csize} is not a multiple of the itemsize "
                              f"{dtype.itemsize}")
-    meta = {"dtype": _dtype_meta(dtype), "shape": list(a.shape), "order": order,
+    meta = {"dtype": dtype_meta(dtype), "shape": list(a.shape), "order": order,
             "container": "numpy"}
     for key, value in (metadata or {}).items():
         if key in meta:
@@ -313,7 +333,7 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
     _pack(flat, path, typesize=dtype.itemsize, cparams=cparams, chunk_size=csize,
           checksum=checksum, offsets=offsets, max_app_chunks=max_app_chunks, metadata=meta,
           meta_options=_meta_options(meta_checksum, meta_codec, meta_level, max_meta_size),
-          fsync=fsync)
+          fsync=fsync, storage_options=storage_options)
 
 
 def pack_bytes(data, path: PathLike, *, cparams: CParams | dict | None = None,
@@ -322,7 +342,7 @@ def pack_bytes(data, path: PathLike, *, cparams: CParams | dict | None = None,
                max_app_chunks: int | Callable | None = None, metadata: Any = None,
                meta_checksum: str | None = "adler32", meta_codec: str | None = "zlib",
                meta_level: int = 6, max_meta_size: int | None = None,
-               fsync: bool = True) -> None:
+               fsync: bool = True, storage_options: dict | None = None) -> None:
     """Write a bytes-like object to a Bloscpack file (``bloscpack.pack_bytes_to_file``).
 
     Parameters are those of :func:`pack_array`, plus ``typesize`` (the Blosc
@@ -333,7 +353,7 @@ def pack_bytes(data, path: PathLike, *, cparams: CParams | dict | None = None,
     _pack(flat, path, typesize=typesize, cparams=cparams, chunk_size=parse_size(chunk_size),
           checksum=checksum, offsets=offsets, max_app_chunks=max_app_chunks, metadata=metadata,
           meta_options=_meta_options(meta_checksum, meta_codec, meta_level, max_meta_size),
-          fsync=fsync)
+          fsync=fsync, storage_options=storage_options)
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -362,39 +382,55 @@ class Layout:
 
 
 class _File:
-    """An open ``.blp`` file: positioned reads that either return all bytes or raise."""
+    """An open ``.blp`` file, local or remote: positioned reads that either return all
+    bytes or raise.  :attr:`path` names the file in messages."""
 
-    def __init__(self, path: PathLike) -> None:
-        self.path = os.fspath(path)
-        self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        self.size = os.fstat(self.fd).st_size
+    def __init__(self, path: PathLike, storage_options: dict | None = None) -> None:
+        self.store, self.key = resolve(path, storage_options)
+        self.path = self.store.url(self.key)
+        self.handle = self.store.open(self.key)
+        self.size = self.handle.size
+        # Each remote read is a round trip: take the start of the file in one.
+        self.head = self.handle.pread(_HEAD, 0) if self.store.remote else b""
 
     def __enter__(self) -> _File:
         return self
 
     def __exit__(self, *exc) -> None:
-        os.close(self.fd)
+        self.handle.close()
+
+    def _read(self, n: int, offset: int) -> bytes:
+        if offset + n <= len(self.head):
+            return self.head[offset:offset + n]
+        return self.handle.pread(n, offset)
 
     def pread(self, n: int, offset: int, what: str) -> bytes:
         if offset + n > self.size:
             raise FormatError(f"{what} needs bytes {offset}..{offset + n}, the file has "
                               f"{self.size}", self.path, offset)
-        data = os.pread(self.fd, n, offset)
+        data = self._read(n, offset)
         if len(data) != n:  # the file shrank under us
             raise FormatError(f"{what} truncated", self.path, offset)
         return data
 
     def pread_into(self, view: memoryview, offset: int, what: str) -> None:
-        got = 0
-        while got < len(view):
-            n = os.preadv(self.fd, [view[got:]], offset + got)
-            if n <= 0:
-                raise FormatError(f"{what} truncated", self.path, offset + got)
-            got += n
+        got = self.handle.pread_into(view, offset)
+        if got < len(view):
+            raise FormatError(f"{what} truncated", self.path, offset + got)
+
+    def chunk_headers(self, lay: Layout) -> dict[int, bytes]:
+        """Remote files: the chunk headers the offsets table points at, fetched
+        concurrently (walking the chunks would cost a round trip each)."""
+        if not self.store.remote or not lay.offsets:
+            return {}
+        size = blosc.BLOSC1_HEADER
+        wanted = [o for o in lay.offsets if len(self.head) < o + size <= self.size]
+        got = self.store.get_ranges([(self.key, o, size) for o in wanted])
+        return {o: raw for o, raw in zip(wanted, got, strict=True) if len(raw) == size}
 
     def layout(self, verify: bool = True) -> Layout:
         # A short file reaches unpack() whole so the error can say "not a Bloscpack file".
-        header = BlpHeader.unpack(os.pread(self.fd, HEADER_SIZE, 0), self.path)
+        header = BlpHeader.unpack(self._read(HEADER_SIZE, 0), self.path)
         pos = HEADER_SIZE
         metadata, meta_header = None, None
         if header.metadata:
@@ -428,12 +464,13 @@ class _File:
                               f"{self.size - lay.data_start} bytes after the header",
                               path, lay.data_start)
         spans, pos, i = [], lay.data_start, 0
+        fetched = self.chunk_headers(lay)
         while i < h.nchunks if h.nchunks >= 0 else pos < self.size:
             if lay.offsets and lay.offsets[i] != pos:
                 raise FormatError(f"offsets table says chunk {i} starts at {lay.offsets[i]}, "
                                   f"but the previous chunk ends at {pos}", path, pos)
-            ch = blosc.read_header(self.pread(blosc.BLOSC1_HEADER, pos, f"chunk {i} header"),
-                                   path, pos, size=self.size - pos)
+            raw = fetched.get(pos) or self.pread(blosc.BLOSC1_HEADER, pos, f"chunk {i} header")
+            ch = blosc.read_header(raw, path, pos, size=self.size - pos)
             if pos + ch.cbytes + dsize > self.size:
                 raise FormatError(f"chunk {i} checksum runs past the end of the file", path,
                                   pos + ch.cbytes)
@@ -498,48 +535,11 @@ class _File:
                               s.offset) from None
 
 
-def _array_spec(meta: Any, path: str) -> tuple[np.dtype, tuple[int, ...], str]:
-    """dtype, shape and order from bloscpack's ndarray metadata."""
-    if not isinstance(meta, dict) or meta.get("container") != "numpy":
-        raise FormatError("file does not hold a NumPy array (no numpy metadata); read it with "
-                          "unpack_bytes", path, HEADER_SIZE)
-    spec = meta.get("dtype")
-    try:
-        try:
-            # literal parse only: the file is untrusted, so never eval().
-            parsed = ast.literal_eval(spec) if isinstance(spec, str) else _as_tuples(spec)
-        except (ValueError, SyntaxError):
-            parsed = spec  # before bloscpack 0.7.2 a plain dtype string was stored
-        dtype = np.dtype(parsed)
-    except (TypeError, ValueError, SyntaxError, RecursionError, MemoryError) as exc:
-        raise FormatError(f"metadata dtype {spec!r} is not a NumPy dtype ({exc})", path,
-                          HEADER_SIZE) from None
-    if dtype.hasobject or dtype.itemsize == 0:
-        raise FormatError(f"metadata dtype {dtype} cannot be stored", path, HEADER_SIZE)
-    shape = meta.get("shape")
-    if not isinstance(shape, list) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise FormatError(f"metadata shape {shape!r} is not a list of sizes", path, HEADER_SIZE)
-    order = meta.get("order", "C")
-    if order not in ("C", "F"):
-        raise FormatError(f"metadata order {order!r} is neither 'C' nor 'F'", path, HEADER_SIZE)
-    return dtype, tuple(shape), order
-
-
-def _as_tuples(descr):
-    # Before 0.7.2 a record descr was stored as JSON lists; numpy wants tuples for fields.
-    if isinstance(descr, list):
-        if descr and isinstance(descr[0], list):
-            return [_as_tuples(d) for d in descr]
-        return tuple(_as_tuples(d) for d in descr)
-    return descr
-
-
-def _read(path: PathLike, verify: bool, want_array: bool):
-    with _File(path) as f:
+def _read(path: PathLike, verify: bool, want_array: bool, storage_options: dict | None):
+    with _File(path, storage_options) as f:
         lay = f.layout(verify)
         if want_array:
-            dtype, shape, order = _array_spec(lay.metadata, f.path)
+            dtype, shape, order = array_spec(lay.metadata, f.path)
         spans = f.spans(lay)
         total = sum(s.nbytes for s in spans)
         if want_array:
@@ -556,15 +556,18 @@ def _read(path: PathLike, verify: bool, want_array: bool):
         return out
 
 
-def unpack_array(path: PathLike, *, verify: bool = True) -> np.ndarray:
+def unpack_array(path: PathLike, *, verify: bool = True,
+                 storage_options: dict | None = None) -> np.ndarray:
     """Read a NumPy array from a Bloscpack file (``bloscpack.unpack_ndarray_from_file``).
 
     Parameters
     ----------
     path : str or os.PathLike
-        A ``.blp`` file holding an array (numpy metadata).
+        A ``.blp`` file holding an array (numpy metadata): a local path or a URL.
     verify : bool
         Check every chunk's and the metadata's checksum.
+    storage_options : dict, optional
+        Options of the URL's file system.
 
     Returns
     -------
@@ -578,20 +581,27 @@ def unpack_array(path: PathLike, *, verify: bool = True) -> np.ndarray:
         names the file and the offset.
     ChecksumError
         A digest does not match (``verify=True``).
+    FileNotFoundError
+        There is no such file.
     """
-    return _read(path, verify, want_array=True)
+    return _read(path, verify, True, storage_options)
 
 
-def unpack_bytes(path: PathLike, *, verify: bool = True) -> bytes:
+def unpack_bytes(path: PathLike, *, verify: bool = True,
+                 storage_options: dict | None = None) -> bytes:
     """Read the uncompressed contents of any Bloscpack file as bytes.
 
-    Raises the same errors as :func:`unpack_array`.
+    Takes and raises the same as :func:`unpack_array`.
     """
-    return _read(path, verify, want_array=False).tobytes()
+    return _read(path, verify, False, storage_options).tobytes()
 
 
-def info(path: PathLike, *, verify: bool = False) -> dict[str, Any]:
-    """Describe a Bloscpack file without decoding its chunks.
+def info(path: PathLike, *, verify: bool = False,
+         storage_options: dict | None = None) -> dict[str, Any]:
+    """Describe a Bloscpack file without decoding its chunks (only the header, the
+    metadata, the offsets and the chunk headers are read).
+
+    ``path`` and ``storage_options`` are as for :func:`unpack_array`.
 
     Returns
     -------
@@ -601,7 +611,7 @@ def info(path: PathLike, *, verify: bool = False) -> dict[str, Any]:
         entries), ``free_offset_slots``, ``nbytes``, ``cbytes`` (chunks with their
         digests), ``chunks`` (count) and ``first_chunk`` (its Blosc header fields).
     """
-    with _File(path) as f:
+    with _File(path, storage_options) as f:
         lay = f.layout(verify)
         spans = f.spans(lay)
         first = None
@@ -639,7 +649,7 @@ def _appended_bytes(lay: Layout, data, path: str) -> tuple[np.ndarray, Any, int]
     if not isinstance(data, np.ndarray):
         raise ValueError(f"{path} holds a NumPy array: append an array, not "
                          f"{type(data).__name__}")
-    dtype, shape, order = _array_spec(meta, path)
+    dtype, shape, order = array_spec(meta, path)
     if data.dtype != dtype:
         raise ValueError(f"{path} holds {dtype} items, cannot append {data.dtype}")
     if not shape:
@@ -658,7 +668,8 @@ def _appended_bytes(lay: Layout, data, path: str) -> tuple[np.ndarray, Any, int]
 
 
 def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
-           verify: bool = True, fsync: bool = True) -> int:
+           verify: bool = True, fsync: bool = True,
+           storage_options: dict | None = None) -> int:
     """Append an array or bytes to a Bloscpack file with an offsets table.
 
     As bloscpack does: the short last chunk is filled up to ``chunk_size``
@@ -673,7 +684,7 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
     Parameters
     ----------
     path : str or os.PathLike
-        The file to extend.
+        The file to extend: a local path or a URL (the object is put back whole).
     data : numpy.ndarray or bytes-like
         What to append.
     cparams : CParams or dict, optional
@@ -682,6 +693,8 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
         Check the metadata's and the last chunk's checksums first.
     fsync : bool
         Flush the new file to stable storage before the rename.
+    storage_options : dict, optional
+        Options of the URL's file system.
 
     Returns
     -------
@@ -697,7 +710,7 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
         ``data`` does not match the stored array's dtype or shape.
     """
     cp = _cparams(cparams)
-    with _File(path) as f:
+    with _File(path, storage_options) as f:
         lay = f.layout(verify)
         h = lay.header
         if not h.offsets:
@@ -769,5 +782,5 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
                 yield c
                 yield impl.digest(c)
 
-        atomic_write(f.path, parts(), fsync=fsync)
+        f.store.put(f.key, parts(), fsync=fsync)
         return added

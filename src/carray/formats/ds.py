@@ -57,6 +57,10 @@ metadata::
 
 Strings read back as object arrays (of ``str`` for unicode, of ``bytes`` for str), as in
 ds-format, so no string is padded or truncated.
+
+Every function taking a ``path`` also takes a URL (``s3://bucket/x.ds``, ``memory://x.ds``,
+any fsspec file system) with ``storage_options`` for its file system: reads then fetch the
+same byte ranges they read from a local file, and writes put the whole file at once.
 """
 
 from __future__ import annotations
@@ -68,7 +72,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from carray._fileio import atomic_write
 from carray.errors import UnsupportedDTypeError
 from carray.formats._ds_header import (
     LAYOUT_KEYS,
@@ -81,6 +84,7 @@ from carray.formats._ds_header import (
     unescape,
 )
 from carray.formats._ds_read import Reader, apply_outer, normalize_index
+from carray.stores import resolve
 
 Dataset = dict
 """A ds dataset: ``{name: data, ..., '.': {name: attrs, ..., '.': dataset attrs}}``."""
@@ -95,13 +99,15 @@ PathLike = str | os.PathLike
 
 # -- reading ---------------------------------------------------------------------------------
 
-def read_header(path: PathLike) -> dict:
+def read_header(path: PathLike, *, storage_options: dict | None = None) -> dict:
     """Read and check the header of a ds file, without reading the body.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The ``.ds`` file.
+        The ``.ds`` file: a local path or a URL.
+    storage_options : dict, optional
+        Options of the URL's file system (credentials, endpoint, ...).
 
     Returns
     -------
@@ -115,8 +121,10 @@ def read_header(path: PathLike) -> dict:
     carray.errors.FormatError
         If the file is not ds 1.0, the header is malformed, or a variable's bytes would
         run past the end of the file.
+    FileNotFoundError
+        If there is no such file.
     """
-    with Reader(path) as reader:
+    with Reader(path, storage_options) as reader:
         return reader.header.meta
 
 
@@ -139,11 +147,13 @@ def _resolve(reader: Reader, names) -> list[str]:
 
 
 def read(path: PathLike, variables: Iterable[str] | str | None = None,
-         sel: Mapping[str, object] | None = None) -> Dataset:
+         sel: Mapping[str, object] | None = None, *,
+         storage_options: dict | None = None) -> Dataset:
     """Read a ds file, or only some variables, or only a selection along dimensions.
 
     Only the bytes of what is asked are read, by positioned reads at each variable's
-    ``.offset`` (files up to 64 KiB are read in one system call). For a selection:
+    ``.offset`` (files up to 64 KiB are read in one system call or request). For a
+    selection:
 
     * along the first dimension, the rows from the first to the last selected one: one
       contiguous byte range (C order);
@@ -158,7 +168,7 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
     Parameters
     ----------
     path : str or os.PathLike
-        The ``.ds`` file.
+        The ``.ds`` file: a local path or a URL.
     variables : list of str, optional
         Variables to read (as dataset keys; a name starting with ``.`` may also be given
         unescaped). Default: all.
@@ -166,6 +176,8 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
         ``{dim: key}`` with ``key`` an int (the dimension is dropped), a slice, or a
         sequence of ints or booleans; applied to every variable read that has ``dim``,
         independently per dimension.
+    storage_options : dict, optional
+        Options of the URL's file system.
 
     Returns
     -------
@@ -181,8 +193,10 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
         Bad input, naming the file and the variable.
     KeyError
         A requested variable, or a ``sel`` dimension, is not in the file.
+    FileNotFoundError
+        There is no such file.
     """
-    with Reader(path) as reader:
+    with Reader(path, storage_options) as reader:
         header = reader.header
         keys = _resolve(reader, variables)
         if sel:
@@ -211,25 +225,28 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
     return d
 
 
-def read_variable(path: PathLike, name: str, index: tuple | None = None):
+def read_variable(path: PathLike, name: str, index: tuple | None = None, *,
+                  storage_options: dict | None = None):
     """Read one variable, or the part of it picked by ``index``.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The ``.ds`` file.
+        The ``.ds`` file: a local path or a URL.
     name : str
         Variable (dataset key, or unescaped name).
     index : tuple, optional
         One key per axis (int, slice, or 1-d array of ints or booleans), applied per axis
         independently ("outer" indexing, as xarray does).
+    storage_options : dict, optional
+        Options of the URL's file system.
 
     Returns
     -------
     numpy.ndarray, numpy.ma.MaskedArray, numpy scalar or None
         As for :func:`read`.
     """
-    with Reader(path) as reader:
+    with Reader(path, storage_options) as reader:
         [key] = _resolve(reader, [name])
         return reader.read_variable(reader.header.layouts[key], index)
 
@@ -499,13 +516,15 @@ def encode(d: Mapping) -> list:
     return [VERSION_LINE + text.encode("ascii") + b"\n", *body]
 
 
-def write(path: PathLike, d: Mapping, *, fsync: bool = True) -> None:
-    """Write a dataset to a ds file, atomically (temporary name, then rename).
+def write(path: PathLike, d: Mapping, *, fsync: bool = True,
+          storage_options: dict | None = None) -> None:
+    """Write a dataset to a ds file, atomically (a local file under a temporary name, then
+    renamed; an object in one put).
 
     Parameters
     ----------
     path : str or os.PathLike
-        Destination; replaced if it exists.
+        Destination, a local path or a URL; replaced if it exists.
     d : dict
         The dataset (see the module docstring). Variable data may be numpy arrays, masked
         arrays (the mask is stored only if something is masked), numpy or Python scalars,
@@ -514,6 +533,8 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True) -> None:
         ``.`` (other than ``'.'``) are hidden and not written.
     fsync : bool, default True
         Flush the file to stable storage before the rename (ds-format does not).
+    storage_options : dict, optional
+        Options of the URL's file system.
 
     Raises
     ------
@@ -522,4 +543,5 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True) -> None:
     ValueError
         ``.dims`` do not match the data, or a dimension has different sizes.
     """
-    atomic_write(path, encode(d), fsync=fsync)
+    store, key = resolve(path, storage_options)
+    store.put(key, encode(d), fsync=fsync)

@@ -20,11 +20,11 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from carray._fileio import pread_full, pread_into
 from carray.errors import FormatError
 from carray.formats._b2frame_header import MAGIC, SPARSE_INDEX
 from carray.formats._b2frame_write import COMPCODES
 from carray.params import CParams, Shuffle
+from carray.stores import LOCAL, Store
 
 #: Name of our own metalayer: ``{"version": 1, "dflt": <item bytes>, "expectedlen":
 #: int64, "cbytes": int64}``.
@@ -91,14 +91,14 @@ def cparams_of(compcode: int, clevel: int, filters: tuple[int, ...]) -> CParams:
                    shuffle=shuffle)
 
 
-def is_b2nd_frame(path: str | os.PathLike) -> bool:
+def is_b2nd_frame(path: str | os.PathLike, store: Store = LOCAL) -> bool:
     """True for a Blosc2 frame file (by its magic) or a sparse frame directory."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        return os.path.isfile(os.path.join(path, SPARSE_INDEX))
+    if store.isdir(path):
+        return store.isfile(store.join(path, SPARSE_INDEX))
     try:
-        with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
+        with store.open(path) as h:
+            return h.pread(len(MAGIC), 0) == MAGIC
     except OSError:
         return False
 
@@ -109,21 +109,21 @@ def chunk_file_name(number: int) -> str:
 
 
 class _ChunkFile:
-    """Ranged reads of one sparse chunk file through a descriptor of its own.
+    """Ranged reads of one sparse chunk file through a handle of its own.
 
-    The descriptor lives as long as the reader, so a chunk replaced (and its
-    file deleted) meanwhile still reads as it was.
+    The handle lives as long as the reader, so on a local disk a chunk replaced
+    (and its file deleted) meanwhile still reads as it was.
     """
 
-    def __init__(self, name: str) -> None:
-        self._fd = os.open(name, os.O_RDONLY)
-        weakref.finalize(self, os.close, self._fd)
-        self.size = os.fstat(self._fd).st_size
+    def __init__(self, store: Store, name: str) -> None:
+        self._h = store.open(name)
+        weakref.finalize(self, self._h.close)
+        self.size = self._h.size
 
     def __call__(self, offset: int, length: int) -> bytes:
         offset = max(0, min(offset, self.size))
-        return pread_full(self._fd, max(0, min(length, self.size - offset)), offset)
+        return self._h.pread(max(0, min(length, self.size - offset)), offset)
 
     def read_into(self, offset: int, out) -> int:
         view = memoryview(out).cast("B")[:max(0, self.size - offset)]
-        return pread_into(self._fd, view, offset)
+        return self._h.pread_into(view, offset)

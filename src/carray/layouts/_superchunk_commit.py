@@ -7,11 +7,9 @@ there describes the commit protocol this implements.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-from carray._fileio import atomic_write, fsync_path
 from carray.codecs import blosc
 from carray.errors import ChecksumError, ReadOnlyError
 from carray.formats._blp_frame import BlpHeader
@@ -25,25 +23,28 @@ class Committing:
     def _apply(self, writes) -> None:
         """Make the journal's writes to superchunk files, then fsync them.
 
-        Descriptors of their own: replay runs before any superchunk is loaded, and
-        the page cache keeps them coherent with the cached read descriptors.
+        Handles of their own: replay runs before any superchunk is loaded.  Cached
+        handles on the same files are closed first (on object stores they hold
+        the whole object), and reads after this go through fresh ones.
         """
-        fds: dict[int, int] = {}
+        for k in {k for k, _, _ in writes}:
+            h = self._fds.pop(k, None)
+            if h is not None:
+                h.sync()
+                h.close()
+        handles: dict[int, object] = {}
         try:
             for k, offset, data in writes:
-                fd = fds.get(k)
-                if fd is None:
-                    fd = fds[k] = os.open(self._sc_path(k), os.O_RDWR)
-                view = memoryview(data).cast("B")
-                while view:
-                    n = os.pwrite(fd, view, offset)
-                    view, offset = view[n:], offset + n
-            if self.fsync:
-                for fd in fds.values():
-                    os.fsync(fd)
+                h = handles.get(k)
+                if h is None:
+                    h = handles[k] = self.store.open(self._sc_path(k), "r+")
+                h.pwrite(data, offset)
+            if self.fsync or self.store.remote:
+                for h in handles.values():
+                    h.sync()
         finally:
-            for fd in fds.values():
-                os.close(fd)
+            for h in handles.values():
+                h.close()
 
     def _last_nbytes(self, sc, nused: int) -> int:
         if nused == 0:
@@ -57,16 +58,16 @@ class Committing:
     def commit(self, meta: ArrayMeta, cbytes: int) -> None:
         """Make every chunk written so far durable, then record ``meta`` (see module doc)."""
         if self.readonly:
-            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         self._heads.clear()  # in-place rewrites and compaction move bytes under them
         scs = list(self._scs.values())
-        if self.fsync:
+        if self.fsync or self.store.remote:  # object stores: put written objects back
             for sc in scs:
                 if sc.dirty:
-                    os.fsync(self._fd(sc))
+                    self._fd(sc).sync()
                     sc.dirty = False
-            if any(sc.created for sc in scs):
-                fsync_path(self._datadir)
+            if self.fsync and any(sc.created for sc in scs):
+                self.store.sync_dir(self._datadir)
         writes: list[tuple[int, int, bytes]] = []
         for n, rec in sorted(self._inplace.items()):
             sc, off = self._locate(n)
@@ -90,18 +91,19 @@ class Committing:
         sizes = Sizes(tuple(meta.shape), math.prod(meta.shape) * meta.dtype.itemsize,
                       int(cbytes), generation)
         sizes_bytes = dumps(sizes.to_json())
-        jpath = os.path.join(self._metadir, JOURNAL_FILE)
+        store = self.store
+        jpath = store.join(self._metadir, JOURNAL_FILE)
         if writes:
-            atomic_write(jpath, Journal(generation, tuple(writes), sizes_bytes).encode(),
-                         fsync=self.fsync)
+            store.put(jpath, Journal(generation, tuple(writes), sizes_bytes).encode(),
+                      fsync=self.fsync)
             if self.fsync:
-                fsync_path(self._metadir)
+                store.sync_dir(self._metadir)
             self._apply(writes)
-        atomic_write(os.path.join(self._metadir, SIZES_FILE), sizes_bytes, fsync=self.fsync)
+        store.put(store.join(self._metadir, SIZES_FILE), sizes_bytes, fsync=self.fsync)
         if self.fsync:
-            fsync_path(self._metadir)
+            store.sync_dir(self._metadir)
         if writes:
-            os.unlink(jpath)
+            store.delete(jpath)
         self._generation = generation
         self._inplace.clear()
         self._inplace_bytes = 0
@@ -129,18 +131,18 @@ class Committing:
                 continue
             self._forget(k)
             try:
-                os.unlink(self._sc_path(k))
+                self.store.delete(self._sc_path(k))
                 removed = True
             except FileNotFoundError:
                 pass
         if removed and self.fsync:
-            fsync_path(self._datadir)
+            self.store.sync_dir(self._datadir)
 
     def _forget(self, k: int) -> None:
         self._scs.pop(k, None)
-        fd = self._fds.pop(k, None)
-        if fd is not None:
-            os.close(fd)
+        h = self._fds.pop(k, None)
+        if h is not None:
+            h.close()
 
     def _needs_compaction(self, sc) -> bool:
         used = sc.offsets[sc.offsets >= 0]
@@ -176,7 +178,7 @@ class Committing:
             cb = self._cbytes_of(sc, slot, off)
             rec = self._pread(sc, cb + self._dsize, off)
             if self.verify and self._dsize and self._ck.digest(rec[:cb]) != rec[cb:]:
-                raise ChecksumError(f"chunk {n}: {self._ck.name} checksum mismatch", sc.path,
+                raise ChecksumError(f"chunk {n}: {self._ck.name} checksum mismatch", sc.url,
                                     off + cb)
             spare = math.ceil(cb * self.info.spare)
             recs.append(rec)
@@ -184,10 +186,10 @@ class Committing:
                 recs.append(bytes(spare))
             table[slot] = pos
             pos += len(rec) + spare
-        atomic_write(sc.path, (prefix, table, *recs), fsync=self.fsync)
+        self._forget(sc.k)  # its handle's view of the old object must not be put back
+        self.store.put(sc.path, (prefix, table, *recs), fsync=self.fsync)
         if self.fsync:
-            fsync_path(self._datadir)
-        self._forget(sc.k)
+            self.store.sync_dir(self._datadir)
         for n in range(sc.k * self._S, (sc.k + 1) * self._S):
             self._stamps.pop(n, None)
         self._get(sc.k)

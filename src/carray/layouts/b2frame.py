@@ -56,14 +56,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, pwrite_all
 from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, read_header
 from carray.errors import (
     ContainerNotFoundError,
@@ -93,6 +91,7 @@ from carray.layouts._b2frame_meta import (
     parse_carray_meta,
 )
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, clear_for_create
+from carray.stores import LOCAL, Handle, Store
 
 __all__ = ["B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
@@ -120,15 +119,17 @@ class B2ndLayout(Layout):
     concurrent_reads = True  # preads on shared descriptors; caches behind a lock
     pads_edges = True
 
-    def __init__(self, path: str, frame: Frame, readonly: bool, fsync: bool) -> None:
+    def __init__(self, path: str, frame: Frame, readonly: bool, fsync: bool,
+                 store: Store = LOCAL) -> None:
         super().__init__(readonly)
+        self.store = store
         self.path = path
         self.fsync = fsync
         self.contiguous = frame.contiguous
-        self._index_path = path if frame.contiguous else os.path.join(path, SPARSE_INDEX)
+        self._index_path = path if frame.contiguous else store.join(path, SPARSE_INDEX)
         self._lock = threading.Lock()
-        self._fd: int | None = None
-        self._retired: list[int] = []  # descriptors of files compaction replaced
+        self._fd: Handle | None = None
+        self._retired: list[Handle] = []  # handles on files compaction replaced
         self._serial = 0
         self._stamps: dict[int, tuple[int, int]] = {}
         self._load(frame)
@@ -136,8 +137,9 @@ class B2ndLayout(Layout):
     # -- creation and opening -------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | os.PathLike, meta: ArrayMeta, mode: str = "a",
-               fsync: bool = True, contiguous: bool = True) -> B2ndLayout:
+    def create(cls, path: str, meta: ArrayMeta, mode: str = "a",
+               fsync: bool = True, contiguous: bool = True,
+               store: Store = LOCAL) -> B2ndLayout:
         """Write a new frame holding ``meta``'s shape, every chunk zeros (not stored).
 
         Parameters
@@ -173,9 +175,9 @@ class B2ndLayout(Layout):
         if grid.block_nbytes > _chunk.MAX_BLOCKSIZE:
             raise ValueError(f"blocks of {grid.block_nbytes} bytes exceed Blosc2's limit of "
                              f"{_chunk.MAX_BLOCKSIZE}")
-        clear_for_create(path, mode)
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
+        clear_for_create(store, path, mode)
+        parent = store.dirname(path)
+        store.makedirs(parent)
         cp = meta.cparams
         n = grid.nchunks
         index = offsets_chunk(np.full(n, _ZERO, np.int64), cp) if n else b""
@@ -190,26 +192,27 @@ class B2ndLayout(Layout):
             filters_meta=filters_meta, has_vlmeta=False, metalayers=layers,
             data_len=len(index), trailer_len=len(trailer))
         if contiguous:
-            atomic_write(path, (header, index, trailer), fsync=fsync)
+            store.put(path, (header, index, trailer), fsync=fsync)
         else:
             # Built under a temporary name so a half-made directory is never a frame.
             tmp = f"{path}.{os.getpid()}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            os.mkdir(tmp)
+            if store.exists(tmp):
+                store.rmtree(tmp)
+            store.makedirs(tmp)
             try:
-                atomic_write(os.path.join(tmp, SPARSE_INDEX), (header, index, trailer),
-                             fsync=fsync)
-                os.rename(tmp, path)
+                store.put(store.join(tmp, SPARSE_INDEX), (header, index, trailer), fsync=fsync)
+                store.rename(tmp, path)
             except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
+                if store.exists(tmp):
+                    store.rmtree(tmp)
                 raise
         if fsync:
-            fsync_path(parent)
-        return cls.open(path, readonly=False, fsync=fsync)[0]
+            store.sync_dir(parent)
+        return cls.open(path, readonly=False, fsync=fsync, store=store)[0]
 
     @classmethod
-    def open(cls, path: str | os.PathLike, readonly: bool = False,
-             fsync: bool = True) -> tuple[B2ndLayout, ArrayMeta, int]:
+    def open(cls, path: str, readonly: bool = False, fsync: bool = True,
+             store: Store = LOCAL) -> tuple[B2ndLayout, ArrayMeta, int]:
         """Open a frame file or sparse frame directory: ``(layout, meta, cbytes)``.
 
         Raises
@@ -220,15 +223,15 @@ class B2ndLayout(Layout):
             Not a valid b2nd/caterva frame (the message names the file).
         """
         path = os.fspath(path)
-        if not os.path.exists(path):
-            raise ContainerNotFoundError(f"{path}: no such Blosc2 frame")
+        if not store.exists(path):
+            raise ContainerNotFoundError(f"{store.url(path)}: no such Blosc2 frame")
         try:
-            frame = Frame(path)
+            frame = Frame((store, path))
         except FileNotFoundError:
             raise FormatError(f"directory without {SPARSE_INDEX}: not a sparse Blosc2 frame",
-                              path) from None
+                              store.url(path)) from None
         try:
-            layout = cls(path, frame, readonly, fsync)
+            layout = cls(path, frame, readonly, fsync, store)
         finally:
             frame.close()
         return layout, layout._opened_meta, layout._opened_cbytes
@@ -267,12 +270,11 @@ class B2ndLayout(Layout):
         self._cb = np.full(len(offsets), -1, np.int64)  # stored size per chunk, -1 unknown
         self._n = len(offsets)
         self._frame_len = hdr.frame_len
-        flags = os.O_RDONLY if self.readonly else os.O_RDWR
         if self.contiguous:
-            self._fd = os.open(self.path, flags)
-            if not self.readonly and os.fstat(self._fd).st_size > hdr.frame_len:
+            self._fd = self.store.open(self.path, "r" if self.readonly else "r+")
+            if not self.readonly and self._fd.size > hdr.frame_len:
                 # Left by a writer killed before its commit: nothing committed is there.
-                os.ftruncate(self._fd, hdr.frame_len)
+                self._fd.truncate(hdr.frame_len)
             self._data_end = hdr.header_len + hdr.cbytes  # where the offsets chunk starts
             self._end = hdr.frame_len                     # where new chunks go
             self._tail = hdr.frame_len - self._data_end   # offsets chunk + trailer
@@ -292,13 +294,10 @@ class B2ndLayout(Layout):
 
     def _read_header(self, length: int) -> bytearray:
         if self._fd is not None:
-            data = pread_full(self._fd, length, 0)
+            data = self._fd.pread(length, 0)
         else:
-            fd = os.open(self._index_path, os.O_RDONLY)
-            try:
-                data = pread_full(fd, length, 0)
-            finally:
-                os.close(fd)
+            with self.store.open(self._index_path) as h:
+                data = h.pread(length, 0)
         if len(data) != length:
             raise FormatError("frame header truncated", self._index_path)
         return bytearray(data)
@@ -325,17 +324,17 @@ class B2ndLayout(Layout):
     def _remove_orphans(self) -> None:
         """Delete chunk and temporary files no commit refers to (an interrupted writer's)."""
         removed = False
-        for name in os.listdir(self.path):
+        for name in self.store.listdir(self.path):
             m = _CHUNK_FILE.fullmatch(name)
             orphan = m is not None and int(m.group(1), 16) not in self._committed_files
             if orphan or _TMP_FILE.fullmatch(name):
                 try:
-                    os.unlink(os.path.join(self.path, name))
+                    self.store.delete(self.store.join(self.path, name))
                     removed = True
                 except (FileNotFoundError, IsADirectoryError):
                     pass
         if removed and self.fsync:
-            fsync_path(self.path)
+            self.store.sync_dir(self.path)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -359,7 +358,7 @@ class B2ndLayout(Layout):
             # A committed chunk must end inside the data region; one written since
             # then, before the end of the file.
             limit = (self._data_end if start < self._data_end else self._end) - start
-            head = pread_full(self._fd, BLOSC1_HEADER, start)
+            head = self._fd.pread(BLOSC1_HEADER, start)
             size = self._check_head(head, self.path, start, nchunk, limit)
             with self._lock:
                 if int(self._offs[nchunk]) == off:
@@ -375,15 +374,15 @@ class B2ndLayout(Layout):
         return h.cbytes
 
     def _chunk_file(self, number: int) -> str:
-        return os.path.join(self.path, chunk_file_name(number))
+        return self.store.join(self.path, chunk_file_name(number))
 
     def _missing(self, nchunk: int, number: int) -> FormatError:
         return FormatError(f"chunk file {chunk_file_name(number)} of chunk {nchunk} is "
                            "missing", self.path)
 
-    def _open_chunk_file(self, nchunk: int, number: int) -> int:
+    def _open_chunk_file(self, nchunk: int, number: int) -> Handle:
         try:
-            return os.open(self._chunk_file(number), os.O_RDONLY)
+            return self.store.open(self._chunk_file(number))
         except FileNotFoundError:
             raise self._missing(nchunk, number) from None
 
@@ -399,16 +398,13 @@ class B2ndLayout(Layout):
         if self.contiguous:
             start, size = self._extent(nchunk, off)
             view = memoryview(scratch(size)).cast("B")[:size]
-            got, name = pread_into(self._fd, view, start), self.path
+            got, name = self._fd.pread_into(view, start), self.path
         else:
             start, name = 0, self._chunk_file(off)
-            fd = self._open_chunk_file(nchunk, off)
-            try:
-                size = os.fstat(fd).st_size
+            with self._open_chunk_file(nchunk, off) as h:
+                size = h.size
                 view = memoryview(scratch(size)).cast("B")[:size]
-                got = pread_into(fd, view, 0)
-            finally:
-                os.close(fd)
+                got = h.pread_into(view, 0)
             self._check_head(view[:got], name, 0, nchunk, got)
         if got != size:
             raise FormatError(f"chunk {nchunk} truncated: {got} of {size} bytes", name, start)
@@ -422,20 +418,20 @@ class B2ndLayout(Layout):
             return ChunkReader(len(data), lambda o, n: data[o:o + n]), len(data)
         if not self.contiguous:
             try:
-                reader = _ChunkFile(self._chunk_file(off))
+                reader = _ChunkFile(self.store, self._chunk_file(off))
             except FileNotFoundError:
                 raise self._missing(nchunk, off) from None
             return ChunkReader(reader.size, reader, reader.read_into), reader.size
         start, size = self._extent(nchunk, off)
-        fd = self._fd  # compaction retires, never closes, a descriptor in use
+        fd = self._fd  # compaction retires, never closes, a handle in use
 
         def read_at(offset: int, length: int) -> bytes:
             offset = max(0, min(offset, size))
-            return pread_full(fd, max(0, min(length, size - offset)), start + offset)
+            return fd.pread(max(0, min(length, size - offset)), start + offset)
 
         def read_into(offset: int, out) -> int:
             view = memoryview(out).cast("B")[:max(0, size - offset)]
-            return pread_into(fd, view, start + offset)
+            return fd.pread_into(view, start + offset)
 
         return ChunkReader(size, read_at, read_into), size
 
@@ -443,7 +439,7 @@ class B2ndLayout(Layout):
 
     def _check_writable(self) -> None:
         if self.readonly:
-            raise ReadOnlyError(f"{self.path}: opened read-only")
+            raise ReadOnlyError(f"{self.store.url(self.path)}: opened read-only")
 
     def _ensure(self, n: int) -> None:
         if n > len(self._offs):
@@ -462,7 +458,7 @@ class B2ndLayout(Layout):
         size = int(self._cb[nchunk])
         if size < 0:
             try:
-                size = os.stat(self._chunk_file(off)).st_size
+                size = self.store.size(self._chunk_file(off))
             except FileNotFoundError:
                 raise self._missing(nchunk, off) from None
             self._cb[nchunk] = size
@@ -484,7 +480,7 @@ class B2ndLayout(Layout):
         elif off not in self._committed_files:
             self._pending.discard(off)
             try:
-                os.unlink(self._chunk_file(off))
+                self.store.delete(self._chunk_file(off))
             except FileNotFoundError:
                 pass
         return size
@@ -514,12 +510,12 @@ class B2ndLayout(Layout):
             off, size = _chunk.special_offset(code), 0
         elif self.contiguous:
             off, size = self._end - self._header_len, len(data)
-            pwrite_all(self._fd, data, self._end)
+            self._fd.pwrite(data, self._end)
             self._end += size
         else:
             off, size = self._next_file, len(data)
             self._next_file += 1
-            atomic_write(self._chunk_file(off), data, fsync=False)
+            self.store.put(self._chunk_file(off), data, fsync=False)
             self._pending.add(off)
         self._ensure(nchunk + 1)
         with self._lock:
@@ -608,16 +604,16 @@ class B2ndLayout(Layout):
         if not self.contiguous:
             if self.fsync:
                 for number in sorted(self._pending):
-                    fsync_path(self._chunk_file(number))
+                    self.store.sync_file(self._chunk_file(number))
                 if self._pending:
-                    fsync_path(self.path)
+                    self.store.sync_dir(self.path)
             if live is None:
                 live = struct.unpack_from(">q", header, 39)[0]
             patch_header(header, frame_len=len(header) + len(index) + len(trailer), cbytes=live,
                          **sizes)
-            atomic_write(self._index_path, (header, index, trailer), fsync=self.fsync)
+            self.store.put(self._index_path, (header, index, trailer), fsync=self.fsync)
             if self.fsync:
-                fsync_path(self.path)
+                self.store.sync_dir(self.path)
             self._pending.clear()
         elif self._header_len > _PAGE or not len(offsets):
             # A header too big for one page-sized write, or an empty frame (c-blosc2
@@ -626,18 +622,21 @@ class B2ndLayout(Layout):
             return
         else:
             pos = self._end
-            pwrite_all(self._fd, index + trailer, pos)
-            if self.fsync:  # chunks, offsets and trailer on disk before the header says so
-                os.fsync(self._fd)
+            self._fd.pwrite(index + trailer, pos)
+            self._sync()  # chunks, offsets and trailer stored before the header says so
             frame_len = pos + len(index) + len(trailer)
             patch_header(header, frame_len=frame_len, cbytes=pos - self._header_len, **sizes)
-            pwrite_all(self._fd, header, 0)  # the commit point
-            if self.fsync:
-                os.fsync(self._fd)
+            self._fd.pwrite(header, 0)  # the commit point
+            self._sync()
             self._data_end, self._end, self._frame_len = pos, frame_len, frame_len
             self._tail = len(index) + len(trailer)
         self._header = header
         self._committed = offsets
+
+    def _sync(self) -> None:
+        """fsync the frame file; on object stores, put it back (always: it is the write)."""
+        if self.fsync or self.store.remote:
+            self._fd.sync()
 
     def _delete_unreferenced(self, offsets: np.ndarray) -> None:
         """After a sparse commit: remove chunk files the old commit alone referred to."""
@@ -645,11 +644,11 @@ class B2ndLayout(Layout):
         stale = self._committed_files - keep
         for number in sorted(stale):
             try:
-                os.unlink(self._chunk_file(number))
+                self.store.delete(self._chunk_file(number))
             except FileNotFoundError:
                 pass
         if stale and self.fsync:
-            fsync_path(self.path)
+            self.store.sync_dir(self.path)
         self._committed_files = keep
 
     def _maybe_compact(self) -> None:
@@ -697,18 +696,20 @@ class B2ndLayout(Layout):
             for start, size, new in moves:  # one chunk in memory at a time
                 if new == frame_len:
                     yield index + trailer
-                data = pread_full(old_fd, size, start)
+                data = old_fd.pread(size, start)
                 if len(data) != size:
                     raise FormatError(f"chunk at offset {start} truncated", self.path, start)
                 yield data
             if pos == frame_len:  # nothing after the trailer
                 yield index + trailer
 
-        atomic_write(self.path, parts(), fsync=self.fsync)
+        if self.store.remote:
+            old_fd.sync()  # else closing the retired handle would put its old bytes back
+        self.store.put(self.path, parts(), fsync=self.fsync)
         if self.fsync:
-            fsync_path(os.path.dirname(os.path.abspath(self.path)))
+            self.store.sync_dir(self.store.dirname(self.path))
         with self._lock:
-            self._fd = os.open(self.path, os.O_RDWR)
+            self._fd = self.store.open(self.path, "r+")
             self._retired.append(old_fd)  # readers handed out earlier still use it
             live = self._offs[:self._n] >= 0
             self._offs[:self._n][live] = [where[int(o)] for o in self._offs[:self._n][live]]
@@ -761,13 +762,13 @@ class B2ndLayout(Layout):
         return self._stamps.get(nchunk) or (int(self._offs[nchunk]), -1)
 
     def close(self) -> None:
-        """Release file descriptors.  Anything not committed is lost, by design."""
+        """Release file handles.  Anything not committed is lost, by design."""
         with self._lock:
-            fds = ([self._fd] if self._fd is not None else []) + self._retired
+            handles = ([self._fd] if self._fd is not None else []) + self._retired
             self._fd, self._retired = None, []
-        for fd in fds:
-            os.close(fd)
+        for h in handles:
+            h.close()
 
     def describe(self) -> str:
         kind = "file" if self.contiguous else "sparse directory"
-        return f"{self._kind} frame {kind} {self.path!r}"
+        return f"{self._kind} frame {kind} {self.store.url(self.path)!r}"

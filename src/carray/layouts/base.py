@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import os
 import re
-import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from carray._fileio import atomic_write
 from carray.errors import ContainerExistsError, ReadOnlyError
 from carray.grid import NDGrid
 from carray.params import CParams
 from carray.shapes import row_chunk_tail
+from carray.stores import LOCAL, Store
 
 
 @dataclass(frozen=True)
@@ -144,9 +142,19 @@ class Layout(abc.ABC):
     pads_edges: bool = False
     #: True when the layout can store only row-chunked arrays (bcolz 1.x).
     rows_only: bool = False
+    #: Where the bytes live (layouts in memory keep the local store as a placeholder).
+    store: Store = LOCAL
+    #: Chunks per file a worker can write on its own with :meth:`write_unit`
+    #: (0: the layout keeps a shared index, so it cannot be written in parallel).
+    unit_chunks: int = 0
 
     def __init__(self, readonly: bool = False) -> None:
         self.readonly = readonly
+
+    @property
+    def remote(self) -> bool:
+        """True when every read is a network round trip (fetch chunks concurrently)."""
+        return not self.in_memory and self.store.remote
 
     @abc.abstractmethod
     def read_chunk(self, nchunk: int):
@@ -159,6 +167,11 @@ class Layout(abc.ABC):
         it at once.  Layouts that read files override this to skip an allocation.
         """
         return self.read_chunk(nchunk)
+
+    def prefetched(self, nchunks: Sequence[int]) -> contextlib.AbstractContextManager:
+        """A context within which reads of chunks ``nchunks`` may be served from fewer,
+        larger fetches (layouts on object stores override it)."""
+        return contextlib.nullcontext()
 
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
         """Ranged access to chunk ``nchunk``: ``(read_at(offset, length), size)``.
@@ -178,6 +191,21 @@ class Layout(abc.ABC):
 
     def commit(self, meta: ArrayMeta, cbytes: int) -> None:  # noqa: B027 - optional
         """Make everything written so far durable, recording ``meta`` last."""
+
+    def write_unit(self, unit: int, chunks: Sequence[bytes]) -> int:
+        """Write the file holding chunks ``[unit*U, unit*U + len(chunks))`` (U =
+        :attr:`unit_chunks`), whole and atomically, touching no other file.
+
+        Parallel writers (one per unit, in any process) call this; the metadata
+        is recorded once they are all done, with :meth:`adopt`.  Returns the
+        stored bytes of the chunks.
+        """
+        raise NotImplementedError(f"{self.describe()} cannot be written in parallel")
+
+    def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
+        """Record ``meta`` and ``cbytes`` as the committed state after :meth:`write_unit`
+        calls (by this or other processes) have written every chunk it holds."""
+        raise NotImplementedError(f"{self.describe()} cannot be written in parallel")
 
     def load_attrs(self) -> dict:
         return {}
@@ -217,18 +245,15 @@ class Layout(abc.ABC):
         return "memory"
 
 
-def clear_for_create(path: str, mode: str) -> None:
+def clear_for_create(store: Store, path: str, mode: str) -> None:
     """Make room for a new dataset at ``path``: refuse an existing one unless ``mode``
     is 'w', which removes it (a directory, a file or a link)."""
-    if not os.path.lexists(path):
+    if not store.exists(path):
         return
     if mode != "w":
         raise ContainerExistsError(
-            f"{path}: already exists; open it, or pass mode='w' to replace it")
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+            f"{store.url(path)}: already exists; open it, or pass mode='w' to replace it")
+    store.rmtree(path)
 
 
 class ZonemapFiles:
@@ -240,22 +265,19 @@ class ZonemapFiles:
 
     _zonemap_dir: str
     readonly: bool
+    store: Store
 
     def _zonemap_path(self, segment: int) -> str:
-        return os.path.join(self._zonemap_dir, f"zonemap_{segment:06d}.npy")
+        return self.store.join(self._zonemap_dir, f"zonemap_{segment:06d}.npy")
 
     def zonemap_segments(self) -> list[int]:
-        try:
-            names = os.listdir(self._zonemap_dir)
-        except FileNotFoundError:
-            return []
+        names = self.store.listdir(self._zonemap_dir)
         found = (re.fullmatch(r"zonemap_(\d{6})\.npy", n) for n in names)
         return sorted(int(m.group(1)) for m in found if m)
 
     def load_zonemap(self, segment: int) -> bytes | None:
         try:
-            with open(self._zonemap_path(segment), "rb") as f:
-                return f.read()
+            return self.store.get(self._zonemap_path(segment))
         except FileNotFoundError:
             return None
 
@@ -265,6 +287,6 @@ class ZonemapFiles:
         path = self._zonemap_path(segment)
         if data is None:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+                self.store.delete(path)
         else:
-            atomic_write(path, data, fsync=False)
+            self.store.put(path, data, fsync=False)

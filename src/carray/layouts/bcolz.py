@@ -22,6 +22,7 @@ Facts relied on (specs/bcolz.md, fixtures/QUIRKS.md):
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import pickle
@@ -33,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from carray._fileio import atomic_write, fsync_path, pread_into
 from carray.codecs import blosc
 from carray.errors import (
     ContainerNotFoundError,
@@ -42,38 +42,37 @@ from carray.errors import (
 )
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles, clear_for_create
 from carray.params import CNAMES, CParams
+from carray.stores import LOCAL, Handle, Store
 
 DATA_DIR, META_DIR = "data", "meta"
 SIZES_FILE, STORAGE_FILE, ATTRS_FILE = "sizes", "storage", "__attrs__"
 CHUNK_HEADER = struct.Struct("<4sB3xq")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 16
 _OPEN_CHUNKS = 64
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 def chunk_name(nchunk: int) -> str:
     return f"__{nchunk}.blp"
 
 
-def is_bcolz_carray(path: str | os.PathLike) -> bool:
-    return os.path.isfile(os.path.join(path, META_DIR, STORAGE_FILE))
+def is_bcolz_carray(path: str, store: Store = LOCAL) -> bool:
+    return store.isfile(store.join(path, META_DIR, STORAGE_FILE))
 
 
 def _dumps(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=True) + "\n").encode("ascii")
 
 
-def read_json(path: str, what: str) -> Any:
+def read_json(path: str, what: str, store: Store = LOCAL) -> Any:
     """Parse a JSON metadata file, naming it in every error."""
     try:
-        with open(path, "rb") as f:
-            text = f.read()
+        text = store.get(path)
     except FileNotFoundError:
-        raise FormatError(f"{what} file is missing", path) from None
+        raise FormatError(f"{what} file is missing", store.url(path)) from None
     try:
         return json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(f"{what} is not valid JSON: {exc}", path) from None
+        raise FormatError(f"{what} is not valid JSON: {exc}", store.url(path)) from None
 
 
 def parse_dtype(text: Any, path: str) -> np.dtype:
@@ -145,37 +144,38 @@ class BcolzLayout(ZonemapFiles, Layout):
     in_memory = False
     rows_only = True
     concurrent_reads = True  # each read opens, reads and closes its own file
+    unit_chunks = 1  # one file per chunk
 
-    def __init__(self, rootdir: str | os.PathLike, readonly: bool = False,
-                 fsync: bool = True) -> None:
+    def __init__(self, rootdir: str, readonly: bool = False, fsync: bool = True,
+                 store: Store = LOCAL) -> None:
         super().__init__(readonly)
-        self.rootdir = os.fspath(rootdir)
+        self.store = store
+        self.rootdir = rootdir
         self.fsync = fsync
-        self._datadir = os.path.join(self.rootdir, DATA_DIR)
+        self._datadir = store.join(self.rootdir, DATA_DIR)
         # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
-        self._zonemap_dir = os.path.join(self.rootdir, META_DIR)
+        self._zonemap_dir = store.join(self.rootdir, META_DIR)
         self._pending: set[str] = set()
-        self._datadir_fd: int | None = None
         # Chunk files kept open for ranged reads, per thread so that threads reading
-        # at once never close a descriptor another is using: number -> (fd, size).
+        # at once never close a handle another is using: number -> handle.
         self._local = threading.local()
-        self._file_caches: list[OrderedDict[int, tuple[int, int]]] = []
+        self._file_caches: list[OrderedDict[int, Handle]] = []
         self._files_lock = threading.Lock()
 
     # -- creation and opening ---------------------------------------------------------------
 
     @classmethod
-    def create(cls, rootdir: str | os.PathLike, meta: ArrayMeta, mode: str = "a",
-               fsync: bool = True) -> BcolzLayout:
+    def create(cls, rootdir: str, meta: ArrayMeta, mode: str = "a",
+               fsync: bool = True, store: Store = LOCAL) -> BcolzLayout:
         """Make a new, empty carray directory holding ``meta`` (chunked by rows)."""
         rootdir = os.fspath(rootdir)
         if not meta.row_chunked:
             raise ValueError(f"the bcolz layout chunks by whole rows; chunks {meta.chunks} "
                              f"and blocks {meta.blocks} do not fit it")
-        clear_for_create(rootdir, mode)
-        os.makedirs(os.path.join(rootdir, DATA_DIR))
-        os.makedirs(os.path.join(rootdir, META_DIR))
-        layout = cls(rootdir, fsync=fsync)
+        clear_for_create(store, rootdir, mode)
+        store.makedirs(store.join(rootdir, DATA_DIR))
+        store.makedirs(store.join(rootdir, META_DIR))
+        layout = cls(rootdir, fsync=fsync, store=store)
         storage = {
             "dtype": str(meta.dtype),
             "cparams": meta.cparams.to_dict(),
@@ -183,27 +183,30 @@ class BcolzLayout(ZonemapFiles, Layout):
             "expectedlen": meta.expectedlen,
             "dflt": encode_dflt(np.asarray(meta.dflt)),
         }
-        atomic_write(os.path.join(rootdir, META_DIR, STORAGE_FILE), _dumps(storage), fsync=fsync)
+        store.put(store.join(rootdir, META_DIR, STORAGE_FILE), _dumps(storage), fsync=fsync)
         layout.save_attrs({})
         layout.commit(meta, 0)
         return layout
 
     @classmethod
-    def open(cls, rootdir: str | os.PathLike, readonly: bool = False, fsync: bool = True,
-             allow_pickle: bool = False) -> tuple[BcolzLayout, ArrayMeta, int]:
+    def open(cls, rootdir: str, readonly: bool = False, fsync: bool = True,
+             allow_pickle: bool = False, store: Store = LOCAL
+             ) -> tuple[BcolzLayout, ArrayMeta, int]:
         """Open an existing directory; returns the layout, its metadata and its cbytes."""
         rootdir = os.fspath(rootdir)
-        if not os.path.isdir(rootdir):
-            raise ContainerNotFoundError(f"{rootdir}: no such carray directory")
-        layout = cls(rootdir, readonly=readonly, fsync=fsync)
+        if not store.isdir(rootdir):
+            raise ContainerNotFoundError(f"{store.url(rootdir)}: no such carray directory")
+        layout = cls(rootdir, readonly=readonly, fsync=fsync, store=store)
         meta, cbytes = layout._read_meta(allow_pickle)
         return layout, meta, cbytes
 
     def _read_meta(self, allow_pickle: bool) -> tuple[ArrayMeta, int]:
-        storage_path = os.path.join(self.rootdir, META_DIR, STORAGE_FILE)
-        sizes_path = os.path.join(self.rootdir, META_DIR, SIZES_FILE)
-        storage = read_json(storage_path, "meta/storage")
-        sizes = read_json(sizes_path, "meta/sizes")
+        store = self.store
+        storage = read_json(store.join(self.rootdir, META_DIR, STORAGE_FILE), "meta/storage",
+                            store)
+        sizes = read_json(store.join(self.rootdir, META_DIR, SIZES_FILE), "meta/sizes", store)
+        storage_path = store.url(store.join(self.rootdir, META_DIR, STORAGE_FILE))
+        sizes_path = store.url(store.join(self.rootdir, META_DIR, SIZES_FILE))
         _require(isinstance(storage, dict), "meta/storage must hold a JSON object", storage_path)
         _require(isinstance(sizes, dict), "meta/sizes must hold a JSON object", sizes_path)
         for key in ("dtype", "cparams", "chunklen"):
@@ -211,7 +214,7 @@ class BcolzLayout(ZonemapFiles, Layout):
         dtype = parse_dtype(storage["dtype"], storage_path)
         if dtype == np.dtype(object) and not allow_pickle:
             raise UnsafeDataError(
-                f"{self.rootdir}: holds Python objects stored as pickles; unpickling runs "
+                f"{store.url(self.rootdir)}: holds Python objects stored as pickles; unpickling runs "
                 "arbitrary code, so pass allow_pickle=True only for files you trust")
         chunklen = storage["chunklen"]
         _require(_is_int(chunklen) and chunklen >= 1,
@@ -244,16 +247,23 @@ class BcolzLayout(ZonemapFiles, Layout):
         """An ``object`` carray: one pickle per chunk file (the caller opted in)."""
         out = np.empty(length, dtype=object)
         for i in range(length):
-            out[i] = pickle.loads(blosc.decompress(self.read_chunk(i), self._path(i)))
+            out[i] = pickle.loads(blosc.decompress(self.read_chunk(i), self.chunk_path(i)))
         return out
 
     # -- chunks ---------------------------------------------------------------------------
 
     def _path(self, nchunk: int) -> str:
-        return os.path.join(self._datadir, chunk_name(nchunk))
+        return self.store.join(self._datadir, chunk_name(nchunk))
 
     def chunk_path(self, nchunk: int) -> str | None:
-        return self._path(nchunk)
+        return self.store.url(self._path(nchunk))
+
+    def _open_chunk(self, nchunk: int) -> Handle:
+        try:
+            return self.store.open(self._path(nchunk))
+        except FileNotFoundError:
+            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing",
+                              self.chunk_path(nchunk)) from None
 
     def _check_header(self, buf, path: str, size: int | None = None) -> None:
         size = len(buf) if size is None else size
@@ -270,37 +280,22 @@ class BcolzLayout(ZonemapFiles, Layout):
             raise FormatError(f"chunk file claims {nchunks} chunks (expected 1)", path, 8)
 
     def read_chunk(self, nchunk: int) -> memoryview:
-        path = self._path(nchunk)
         try:
-            with open(path, "rb") as f:
-                buf = f.read()
+            buf = self.store.get(self._path(nchunk))
         except FileNotFoundError:
-            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
-        self._check_header(buf, path)
+            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing",
+                              self.chunk_path(nchunk)) from None
+        self._check_header(buf, self.chunk_path(nchunk))
         return memoryview(buf)[CHUNK_HEADER_SIZE:]
 
     def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> memoryview:
-        path = self._path(nchunk)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
-        try:
-            size = os.fstat(fd).st_size
-            view = memoryview(scratch(size))[:size]
-            got = 0
-            while got < size:
-                n = os.readv(fd, [view[got:]])
-                if n <= 0:
-                    break
-                got += n
-        finally:
-            os.close(fd)
-        view = view[:got]
-        self._check_header(view, path)
+        with self._open_chunk(nchunk) as h:
+            view = memoryview(scratch(h.size))[:h.size]
+            view = view[:h.pread_into(view, 0)]
+        self._check_header(view, self.chunk_path(nchunk))
         return view[CHUNK_HEADER_SIZE:]
 
-    def _open_files(self) -> OrderedDict[int, tuple[int, int]]:
+    def _open_files(self) -> OrderedDict[int, Handle]:
         """This thread's cache of open chunk files."""
         files = getattr(self._local, "files", None)
         if files is None:
@@ -311,58 +306,64 @@ class BcolzLayout(ZonemapFiles, Layout):
 
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
         open_files = self._open_files()
-        entry = open_files.get(nchunk)
-        if entry is None:
-            path = self._path(nchunk)
+        h = open_files.get(nchunk)
+        if h is None:
+            h = self._open_chunk(nchunk)
             try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                raise FormatError(f"chunk file {chunk_name(nchunk)} is missing", path) from None
-            size = os.fstat(fd).st_size
-            try:
-                self._check_header(os.pread(fd, CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER, 0), path,
-                                   size)
+                self._check_header(h.pread(CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER, 0),
+                                   self.chunk_path(nchunk), h.size)
             except BaseException:
-                os.close(fd)
+                h.close()
                 raise
-            entry = (fd, size)
-            open_files[nchunk] = entry
+            open_files[nchunk] = h
             if len(open_files) > _OPEN_CHUNKS:
-                os.close(open_files.popitem(last=False)[1][0])
+                open_files.popitem(last=False)[1].close()
         else:
             open_files.move_to_end(nchunk)
-        fd, size = entry
-        return ChunkReader(size - CHUNK_HEADER_SIZE,
-                           lambda offset, length: os.pread(fd, length, CHUNK_HEADER_SIZE + offset),
-                           lambda offset, out: pread_into(fd, out, CHUNK_HEADER_SIZE + offset)
-                           ), size - CHUNK_HEADER_SIZE
+        size = h.size - CHUNK_HEADER_SIZE
+        return ChunkReader(size,
+                           lambda offset, length: h.pread(length, CHUNK_HEADER_SIZE + offset),
+                           lambda offset, out: h.pread_into(out, CHUNK_HEADER_SIZE + offset)
+                           ), size
 
     def _forget(self, nchunk: int) -> None:
         with self._files_lock:
             for files in self._file_caches:
-                entry = files.pop(nchunk, None)
-                if entry is not None:
-                    os.close(entry[0])
+                h = files.pop(nchunk, None)
+                if h is not None:
+                    h.close()
 
     def write_chunk(self, nchunk: int, data: bytes) -> int:
         path = self._path(nchunk)
         self._forget(nchunk)
         try:
-            old = os.stat(path).st_size
+            old = self.store.size(path)
         except FileNotFoundError:
             old = 0
         header = CHUNK_HEADER.pack(b"blpk", 1, 1)
-        atomic_write(path, (header, data), fsync=False)
+        self.store.put(path, (header, data), fsync=False)
         self._pending.add(path)
         return len(header) + len(data) - old
+
+    def write_unit(self, unit: int, chunks) -> int:
+        if len(chunks) != 1:
+            raise ValueError(f"a bcolz unit is one chunk, got {len(chunks)}")
+        header = CHUNK_HEADER.pack(b"blpk", 1, 1)
+        self.store.put(self._path(unit), (header, chunks[0]), fsync=self.fsync)
+        return len(header) + len(chunks[0])
+
+    def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
+        self.close()
+        self.store.invalidate(self.rootdir)
+        self.commit(meta, cbytes)
 
     def drop_chunks(self, first: int) -> int:
         removed, n = 0, first
         while True:
             path = self._path(n)
             try:
-                removed += os.stat(path).st_size
-                os.unlink(path)
+                removed += self.store.size(path)
+                self.store.delete(path)
             except FileNotFoundError:
                 break
             self._forget(n)
@@ -374,39 +375,28 @@ class BcolzLayout(ZonemapFiles, Layout):
 
     def commit(self, meta: ArrayMeta, cbytes: int) -> None:
         """fsync the chunks written since the last commit, then write ``meta/sizes``."""
-        if self.fsync:
+        store = self.store
+        if self.fsync and not store.remote:
             for path in sorted(self._pending):
-                if os.path.exists(path):
-                    fsync_path(path)
+                with contextlib.suppress(FileNotFoundError):
+                    store.sync_file(path)
             if self._pending:
-                fsync_path(self._datadir)
+                store.sync_dir(self._datadir)
         self._pending.clear()
         sizes = {"shape": list(meta.shape), "nbytes": meta.length * meta.rowsize,
                  "cbytes": int(cbytes)}
-        atomic_write(os.path.join(self.rootdir, META_DIR, SIZES_FILE), _dumps(sizes),
-                     fsync=self.fsync)
+        store.put(store.join(self.rootdir, META_DIR, SIZES_FILE), _dumps(sizes), fsync=self.fsync)
 
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
-        if self._datadir_fd is None:
-            try:
-                self._datadir_fd = os.open(self._datadir, os.O_RDONLY | _O_DIRECTORY)
-            except FileNotFoundError:
-                return (-1, -1)
-        try:
-            # Relative to an open directory: no path to build, one syscall per chunk.
-            st = os.stat(chunk_name(nchunk), dir_fd=self._datadir_fd)
-        except FileNotFoundError:
-            return (-1, -1)
-        # Size plus a mix of inode and times: a rewrite by any writer changes it.
-        mix = hash((st.st_ino, st.st_mtime_ns, st.st_ctime_ns)) & 0x7FFFFFFFFFFFFFFF
-        return (st.st_size, mix)
+        return self.store.stamp(self._path(nchunk))
+
     def load_attrs(self) -> dict:
-        path = os.path.join(self.rootdir, ATTRS_FILE)
+        path = self.store.join(self.rootdir, ATTRS_FILE)
         try:
-            with open(path, "rb") as f:
-                text = f.read()
+            text = self.store.get(path)
         except FileNotFoundError:
             return {}
+        path = self.store.url(path)
         if not text.strip():
             return {}
         try:
@@ -422,16 +412,13 @@ class BcolzLayout(ZonemapFiles, Layout):
             data = _dumps(attrs)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"attribute values must be JSON-serialisable: {exc}") from None
-        atomic_write(os.path.join(self.rootdir, ATTRS_FILE), data, fsync=self.fsync)
+        self.store.put(self.store.join(self.rootdir, ATTRS_FILE), data, fsync=self.fsync)
 
     def close(self) -> None:
         with self._files_lock:
             for files in self._file_caches:
                 while files:
-                    os.close(files.popitem()[1][0])
-        if self._datadir_fd is not None:
-            os.close(self._datadir_fd)
-            self._datadir_fd = None
+                    files.popitem()[1].close()
 
     def describe(self) -> str:
-        return f"bcolz directory {self.rootdir!r}"
+        return f"bcolz directory {self.store.url(self.rootdir)!r}"

@@ -70,7 +70,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from carray._fileio import atomic_write, fsync_path, pread_into
 from carray.codecs import blosc
 from carray.errors import (
     ChecksumError,
@@ -89,6 +88,7 @@ from carray.formats._blp_frame import (
     get_checksum,
 )
 from carray.layouts._superchunk_commit import Committing
+from carray.layouts._superchunk_fetch import Prefetching
 from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
     DATA_DIR,
@@ -106,6 +106,7 @@ from carray.layouts._superchunk_meta import (
 )
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles, clear_for_create
 from carray.layouts.bcolz import read_json
+from carray.stores import LOCAL, Handle, Store
 
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
 DEFAULT_SUPERCHUNK_NBYTES = 16 * 2**20
@@ -115,6 +116,8 @@ DEFAULT_SPARE = 0.1
 INPLACE_LIMIT = 64 * 2**20
 _OPEN_FILES = 64
 _HEAD_READ = 4096
+# Metadata bytes read with a superchunk file's header (more are read when there are).
+_META_GUESS = 1024
 # Chunk headers (with their block tables) kept for partial reads.
 _CACHED_HEADS = 1024
 _BLOSC_HEAD = blosc.BLOSC1_HEADER
@@ -124,11 +127,11 @@ def superchunk_name(k: int) -> str:
     return f"sc_{k:06d}.blp"
 
 
-def is_superchunk_dataset(path: str | os.PathLike) -> bool:
+def is_superchunk_dataset(path: str, store: Store = LOCAL) -> bool:
     """True when ``path/meta/storage`` names this layout."""
     try:
-        with open(os.path.join(path, META_DIR, STORAGE_FILE), "rb") as f:
-            head = f.read(4096)
+        with store.open(store.join(path, META_DIR, STORAGE_FILE)) as h:
+            head = h.pread(4096, 0)
     except OSError:
         return False
     return f'"format": "{FORMAT_NAME}"'.encode() in head
@@ -144,7 +147,7 @@ class _Superchunk:
     """What is known about one superchunk file: committed and working offsets."""
 
     k: int
-    path: str
+    path: str            # the store's path, and ``url``, the same for messages
     size: int            # file size: where new regions go
     offsets_pos: int     # file offset of the offsets table
     data_start: int      # first byte after the offsets table
@@ -156,9 +159,10 @@ class _Superchunk:
     created: bool = False
     garbage: int = 0     # bytes of moved chunks' old regions (this session only)
     sizes: dict[int, int] = field(default_factory=dict)  # slot -> cbytes, when known
+    url: str = ""
 
 
-class SuperchunkLayout(Committing, ZonemapFiles, Layout):
+class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
     """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
 
     Use :meth:`create` or :meth:`open`; see the module docstring for the format.
@@ -169,8 +173,9 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
     in_memory = False
 
     def __init__(self, rootdir: str, info: StorageInfo, readonly: bool, fsync: bool,
-                 verify: bool) -> None:
+                 verify: bool, store: Store = LOCAL) -> None:
         super().__init__(readonly)
+        self.store = store
         self.rootdir = rootdir
         self.info = info
         self.fsync = fsync
@@ -179,11 +184,11 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
         self._S = info.superchunksize
         self._ck = get_checksum(info.checksum)
         self._dsize = self._ck.size
-        self._datadir = os.path.join(rootdir, DATA_DIR)
-        self._metadir = os.path.join(rootdir, META_DIR)
+        self._datadir = store.join(rootdir, DATA_DIR)
+        self._metadir = store.join(rootdir, META_DIR)
         self._zonemap_dir = self._metadir
         self._scs: dict[int, _Superchunk] = {}
-        self._fds: OrderedDict[int, int] = OrderedDict()
+        self._fds: OrderedDict[int, Handle] = OrderedDict()
         self._read_lock = threading.RLock()
         self._inplace: dict[int, bytes] = {}  # chunk -> chunk + digest, applied at commit
         self._inplace_bytes = 0
@@ -196,14 +201,18 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
         self._generation = 0
         self._dropped = False
         self._touched: set[int] = set()  # superchunks changed since the last commit
+        # nchunk -> (superchunk, offset, cbytes, chunk + digest) fetched for the read
+        # under way (see Prefetching).
+        self._prefetched: dict[int, tuple] = {}
 
     # -- creation and opening ---------------------------------------------------------------
 
     @classmethod
-    def create(cls, rootdir: str | os.PathLike, meta: ArrayMeta, mode: str = "a",
+    def create(cls, rootdir: str, meta: ArrayMeta, mode: str = "a",
                fsync: bool = True, superchunksize: int | None = None,
-               checksum: str | int | None = "adler32", spare: float = DEFAULT_SPARE,
-               blosc1: bool = False, verify: bool = True) -> SuperchunkLayout:
+               checksum: str | int | None = "adler32", spare: float | None = None,
+               blosc1: bool = False, verify: bool = True,
+               store: Store = LOCAL) -> SuperchunkLayout:
         """Make a new, empty dataset directory holding ``meta``.
 
         Parameters
@@ -217,14 +226,17 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
         checksum : str or int
             Digest stored after every chunk: None, adler32, crc32, md5, sha1, sha224,
             sha256, sha384 or sha512.
-        spare : float
-            Room left after each chunk, as a fraction of its compressed size.
+        spare : float, optional
+            Room left after each chunk, as a fraction of its compressed size
+            (default 0.1; 0 on object stores, where every write replaces whole
+            objects and the room would only be fetched and stored for nothing).
         blosc1 : bool
             Store Blosc1 chunks (with ``spare=0`` every superchunk file is then a
             Bloscpack file that bloscpack 0.16 reads).
         """
         rootdir = os.fspath(rootdir)
-        clear_for_create(rootdir, mode)
+        if spare is None:
+            spare = 0.0 if store.remote else DEFAULT_SPARE
         if not isinstance(spare, (int, float)) or not 0 <= spare <= 10:
             raise ValueError(f"spare must be a fraction in [0, 10], got {spare!r}")
         ck = get_checksum(checksum)  # ValueError for unknown names
@@ -238,36 +250,39 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
             superchunksize=superchunksize, checksum=ck.name, spare=float(spare),
             blosc1=bool(blosc1), cparams=meta.cparams, dflt=meta.dflt,
             expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype))
-        os.makedirs(os.path.join(rootdir, DATA_DIR))
-        os.makedirs(os.path.join(rootdir, META_DIR))
-        atomic_write(os.path.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
-                     fsync=fsync)
-        layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify)
+        clear_for_create(store, rootdir, mode)
+        store.makedirs(store.join(rootdir, DATA_DIR))
+        store.makedirs(store.join(rootdir, META_DIR))
+        store.put(store.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
+                  fsync=fsync)
+        layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify, store=store)
         layout.save_attrs({})
         layout._generation = -1  # the first commit writes generation 0
         layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
         return layout
 
     @classmethod
-    def open(cls, rootdir: str | os.PathLike, readonly: bool = False, fsync: bool = True,
-             verify: bool = True) -> tuple[SuperchunkLayout, ArrayMeta, int]:
+    def open(cls, rootdir: str, readonly: bool = False, fsync: bool = True,
+             verify: bool = True, store: Store = LOCAL
+             ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
         """Open a dataset; returns the layout, its metadata and its cbytes.
 
         In mode 'a' a complete journal left by an interrupted commit is replayed
         first; with ``readonly`` it is applied in memory only.
         """
         rootdir = os.fspath(rootdir)
-        if not os.path.isdir(rootdir):
-            raise ContainerNotFoundError(f"{rootdir}: no such carray directory")
-        storage_path = os.path.join(rootdir, META_DIR, STORAGE_FILE)
-        info = StorageInfo.from_json(read_json(storage_path, "meta/storage"), storage_path)
-        layout = cls(rootdir, info, readonly=readonly, fsync=fsync, verify=verify)
+        if not store.isdir(rootdir):
+            raise ContainerNotFoundError(f"{store.url(rootdir)}: no such carray directory")
+        storage_key = store.join(rootdir, META_DIR, STORAGE_FILE)
+        storage_path = store.url(storage_key)
+        info = StorageInfo.from_json(read_json(storage_key, "meta/storage", store), storage_path)
+        layout = cls(rootdir, info, readonly=readonly, fsync=fsync, verify=verify, store=store)
         sizes = layout._recover()
         layout._generation = sizes.generation
         if len(sizes.shape) != len(info.chunkshape):
             raise FormatError(f"meta/sizes shape {list(sizes.shape)} and meta/storage "
                               f"chunkshape {list(info.chunkshape)} differ in length",
-                              os.path.join(rootdir, META_DIR, SIZES_FILE))
+                              store.url(store.join(rootdir, META_DIR, SIZES_FILE)))
         meta = ArrayMeta(dtype=info.dtype, shape=sizes.shape, chunks=info.chunkshape,
                          blocks=info.blockshape, cparams=info.cparams, dflt=info.dflt,
                          expectedlen=info.expectedlen or sizes.length)
@@ -278,32 +293,31 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
         return layout, meta, sizes.cbytes
 
     def _read_sizes(self) -> Sizes:
-        path = os.path.join(self._metadir, SIZES_FILE)
-        return Sizes.from_json(read_json(path, "meta/sizes"), path)
+        path = self.store.join(self._metadir, SIZES_FILE)
+        return Sizes.from_json(read_json(path, "meta/sizes", self.store), self.store.url(path))
 
     def _recover(self) -> Sizes:
         """The committed sizes, after replaying (or discarding) a leftover journal."""
+        store = self.store
         sizes = self._read_sizes()
-        jpath = os.path.join(self._metadir, JOURNAL_FILE)
+        jkey = store.join(self._metadir, JOURNAL_FILE)
+        jpath = store.url(jkey)
         try:
-            with open(jpath, "rb") as f:
-                buf = f.read()
+            buf = store.get(jkey)
         except FileNotFoundError:
             return sizes
         journal = Journal.decode(buf)
         if journal is None or journal.generation != sizes.generation + 1:
             if not self.readonly:  # incomplete, damaged or already applied
-                os.unlink(jpath)
+                store.delete(jkey)
             return sizes
-        spath = os.path.join(self._metadir, SIZES_FILE)
         try:
             new_sizes = Sizes.from_json(json.loads(journal.sizes.decode("ascii")), jpath)
         except (UnicodeDecodeError, ValueError) as exc:
             raise FormatError(f"journal holds bad sizes: {exc}", jpath) from None
         for k, offset, data in journal.writes:
-            path = self._sc_path(k)
             try:
-                size = os.path.getsize(path)
+                size = store.size(self._sc_path(k))
             except FileNotFoundError:
                 raise FormatError(f"journal writes to missing {superchunk_name(k)}",
                                   jpath) from None
@@ -315,68 +329,101 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
                 self._overlay.setdefault(k, []).append((offset, data))
             return new_sizes
         self._apply(journal.writes)
-        atomic_write(spath, journal.sizes, fsync=self.fsync)
+        store.put(store.join(self._metadir, SIZES_FILE), journal.sizes, fsync=self.fsync)
         if self.fsync:
-            fsync_path(self._metadir)
-        os.unlink(jpath)
+            store.sync_dir(self._metadir)
+        store.delete(jkey)
         return new_sizes
 
     # -- superchunk files -------------------------------------------------------------------
 
     def _sc_path(self, k: int) -> str:
-        return os.path.join(self._datadir, superchunk_name(k))
+        return self.store.join(self._datadir, superchunk_name(k))
 
     def chunk_path(self, nchunk: int) -> str:
         """The file holding chunk ``nchunk`` (for messages)."""
-        return self._sc_path(nchunk // self._S)
+        return self.store.url(self._sc_path(nchunk // self._S))
 
-    def _fd(self, sc: _Superchunk) -> int:
-        fd = self._fds.get(sc.k)
-        if fd is not None:
+    def _fd(self, sc: _Superchunk) -> Handle:
+        h = self._fds.get(sc.k)
+        if h is not None:
             self._fds.move_to_end(sc.k)
-            return fd
+            return h
         try:
-            fd = os.open(sc.path, os.O_RDONLY if self.readonly else os.O_RDWR)
+            h = self.store.open(sc.path, "r" if self.readonly else "r+")
         except FileNotFoundError:
             raise FormatError(f"superchunk file {superchunk_name(sc.k)} is missing",
-                              sc.path) from None
-        self._fds[sc.k] = fd
+                              sc.url or self.store.url(sc.path)) from None
+        self._fds[sc.k] = h
         if len(self._fds) > _OPEN_FILES:
-            old_k, old_fd = self._fds.popitem(last=False)
+            old_k, old_h = self._fds.popitem(last=False)
             old = self._scs.get(old_k)
-            if old is not None and old.dirty and self.fsync:
-                os.fsync(old_fd)
+            if old is not None and old.dirty and (self.fsync or self.store.remote):
+                old_h.sync()  # on object stores, the only copy of what was written
                 old.dirty = False
-            os.close(old_fd)
-        return fd
+            old_h.close()
+        return h
 
     def _pread(self, sc: _Superchunk, n: int, offset: int) -> bytes:
-        data = os.pread(self._fd(sc), n, offset)
+        data = self._fd(sc).pread(n, offset)
         patches = self._overlay.get(sc.k)
         if patches:
             data = _patch(data, offset, patches)
         return data
 
     def _pwrite(self, sc: _Superchunk, offset: int, parts: tuple) -> None:
-        fd = self._fd(sc)
+        h = self._fd(sc)
         for part in parts:
-            view = memoryview(part).cast("B")
-            while view:
-                n = os.pwrite(fd, view, offset)
-                view, offset = view[n:], offset + n
+            h.pwrite(part, offset)
+            offset += memoryview(part).nbytes
         sc.dirty = True
 
-    def _new_file(self, k: int) -> None:
-        """Write an empty superchunk file (header, metadata, free slots) under its name."""
-        info = self.info
+    def _new_file(self, k: int, chunks=()) -> int:
+        """Write superchunk file ``k`` holding ``chunks`` (its first slots) under its name;
+        returns their compressed bytes."""
         raw = dumps_metadata({"format": FORMAT_NAME, "superchunk": k, "first_chunk": k * self._S,
                               "superchunksize": self._S})
         section, _ = encode_metadata_bytes(raw, checksum=self._ck.id, codec=None,
                                            max_meta_size=len(raw))
-        header = BlpHeader(True, True, self._ck.id, info.typesize, self._chunk_size_field(),
-                           0, 0, self._S)
+        nused = len(chunks)
+        last = min(blosc.read_header(chunks[-1]).nbytes, max(self._chunk_size_field(), 0)) \
+            if nused else 0
+        header = BlpHeader(True, True, self._ck.id, self.info.typesize,
+                           self._chunk_size_field(), last, nused, self._S - nused)
         table = np.full(self._S, -1, dtype="<i8")
-        atomic_write(self._sc_path(k), (header.pack(), section, table), fsync=self.fsync)
+        records, pos = [], HEADER_SIZE + len(section) + table.nbytes
+        for slot, chunk in enumerate(chunks):
+            spare = bytes(math.ceil(len(chunk) * self.info.spare))
+            records += [chunk, self._ck.digest(chunk), spare]
+            table[slot] = pos
+            pos += len(chunk) + self._dsize + len(spare)
+        self.store.put(self._sc_path(k), (header.pack(), section, table, *records),
+                       fsync=self.fsync)
+        return sum(len(c) for c in chunks)
+
+    @property
+    def unit_chunks(self) -> int:  # type: ignore[override]
+        return self._S
+
+    def write_unit(self, unit: int, chunks) -> int:
+        if self.readonly:
+            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
+        if not 1 <= len(chunks) <= self._S:
+            raise ValueError(f"a superchunk holds 1 to {self._S} chunks, got {len(chunks)}")
+        return self._new_file(unit, [bytes(c) for c in chunks])
+
+    def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
+        for k in list(self._fds):
+            self._forget(k)
+        self._scs.clear()
+        self._heads.clear()
+        self._stamps.clear()
+        self._inplace.clear()
+        self._inplace_bytes = 0
+        self.store.invalidate(self.rootdir)
+        self._count = meta.nchunks
+        self._dropped = True  # files past the new end (from an earlier, longer state) go
+        self.commit(meta, cbytes)
 
     def _chunk_size_field(self) -> int:
         n = self.info.chunk_nbytes
@@ -388,11 +435,15 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
             return sc
         path = self._sc_path(k)
         created = False
-        if not os.path.exists(path):
-            if not create:
-                raise FormatError(f"superchunk file {superchunk_name(k)} is missing", path)
-            self._new_file(k)
-            created = True
+        if k not in self._fds:
+            try:  # opening tells whether it exists: no separate request to ask
+                self._fds[k] = self.store.open(path, "r" if self.readonly else "r+")
+            except FileNotFoundError:
+                if not create:
+                    raise FormatError(f"superchunk file {superchunk_name(k)} is missing",
+                                      self.store.url(path)) from None
+                self._new_file(k)
+                created = True
         sc = self._load(k, path)
         sc.created = created
         if not self.readonly:
@@ -403,12 +454,16 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
         self._scs[k] = sc
         return sc
 
-    def _load(self, k: int, path: str) -> _Superchunk:
-        sc = _Superchunk(k, path, 0, 0, 0, None, None, None, 0)  # type: ignore[arg-type]
+    def _load(self, k: int, key: str) -> _Superchunk:
+        path = self.store.url(key)
+        sc = _Superchunk(k, key, 0, 0, 0, None, None, None, 0, url=path)  # type: ignore[arg-type]
         self._scs[k] = sc  # so _fd/_pread can use it
         try:
-            size = os.fstat(self._fd(sc)).st_size
-            head = self._pread(sc, HEADER_SIZE + METADATA_HEADER_SIZE, 0)
+            size = self._fd(sc).size
+            # One read for header, metadata and offsets when the metadata is the usual
+            # few hundred bytes: on object stores each read is a round trip.
+            head = self._pread(sc, HEADER_SIZE + METADATA_HEADER_SIZE + _META_GUESS
+                               + 8 * self._S, 0)
             header = BlpHeader.unpack(head[:HEADER_SIZE], path)
             if not (header.offsets and header.metadata):
                 raise FormatError("superchunk file lacks its offsets table or metadata", path, 5)
@@ -422,7 +477,7 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
             if HEADER_SIZE + mh.section_size > size:
                 raise FormatError(f"metadata section of {mh.section_size} bytes does not fit "
                                   f"a file of {size}", path, HEADER_SIZE)
-            section = self._pread(sc, mh.section_size, HEADER_SIZE)
+            section = self._slice(sc, head, HEADER_SIZE, mh.section_size)
             obj, _ = decode_metadata(section, path, HEADER_SIZE, verify=self.verify)
             if not isinstance(obj, dict) or obj.get("superchunk") != k:
                 raise FormatError(f"metadata does not name superchunk {k}: {obj!r}", path,
@@ -432,7 +487,8 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
             if data_start > size:
                 raise FormatError(f"offsets table ({self._S} slots) runs past the end of the "
                                   f"file ({size} bytes)", path, offsets_pos)
-            table = np.frombuffer(self._pread(sc, 8 * self._S, offsets_pos), "<i8").copy()
+            table = np.frombuffer(self._slice(sc, head, offsets_pos, 8 * self._S),
+                                  "<i8").copy()
             bad = np.flatnonzero((table < -1) | ((table >= 0) & ((table < data_start)
                                                                  | (table >= size))))
             if bad.size:
@@ -441,13 +497,19 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
                                   f"area [{data_start}, {size})", path, offsets_pos + 8 * i)
         except BaseException:
             self._scs.pop(k, None)
-            fd = self._fds.pop(k, None)
-            if fd is not None:
-                os.close(fd)
+            h = self._fds.pop(k, None)
+            if h is not None:
+                h.close()
             raise
         sc.size, sc.offsets_pos, sc.data_start, sc.header = size, offsets_pos, data_start, header
         sc.offsets, sc.committed, sc.committed_end = table, table.copy(), size
         return sc
+
+    def _slice(self, sc: _Superchunk, head: bytes, offset: int, n: int) -> bytes:
+        """``n`` bytes at ``offset``: from ``head`` (read at 0) when it holds them."""
+        if offset + n <= len(head):
+            return head[offset:offset + n]
+        return self._pread(sc, n, offset)
 
     # -- chunks ---------------------------------------------------------------------------
 
@@ -458,42 +520,62 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
         sc = self._get(k)
         off = int(sc.offsets[slot])
         if off < 0:
-            raise FormatError(f"chunk {nchunk} has no offset (slot {slot} is -1)", sc.path,
+            raise FormatError(f"chunk {nchunk} has no offset (slot {slot} is -1)", sc.url,
                               sc.offsets_pos + 8 * slot)
         return sc, off
 
     def _head(self, sc: _Superchunk, off: int, nchunk: int) -> blosc.ChunkHeader:
         head = self._pread(sc, _BLOSC_HEAD, off)
-        h = blosc.read_header(head, sc.path, off, size=sc.size - off)
+        h = blosc.read_header(head, sc.url, off, size=sc.size - off)
         if off + h.cbytes + self._dsize > sc.size:
             raise FormatError(f"chunk {nchunk}: its checksum runs past the end of the file",
-                              sc.path, off + h.cbytes)
+                              sc.url, off + h.cbytes)
         return h
 
     def read_chunk(self, nchunk: int) -> memoryview:
         # Safe from several threads: file handles and caches change under the lock;
         # the digest, the slow part, is computed outside it.
+        fetched = self._prefetched.pop(nchunk, None)
+        if fetched is not None:
+            sc, off, cbytes, buf = fetched
+            return self._verified(nchunk, sc, off, cbytes, buf)
         with self._read_lock:
             rec = self._inplace.get(nchunk)
             if rec is not None:
                 return memoryview(rec)[:len(rec) - self._dsize]
             sc, off = self._locate(nchunk)
-            cbytes = sc.sizes.get(nchunk % self._S)
+            cbytes, buf = sc.sizes.get(nchunk % self._S), None
+            if self._remote_reads(sc):
+                # One request for the chunk's whole room (chunk, digest, spare), made
+                # outside the lock so that other threads fetch at the same time.
+                h, span = self._fd(sc), self._capacity(sc, off)
+            else:
+                if cbytes is None:
+                    cbytes = self._head(sc, off, nchunk).cbytes
+                buf = self._pread(sc, cbytes + self._dsize, off)
+        if cbytes is None or buf is None:
+            buf = h.pread(span if cbytes is None else cbytes + self._dsize, off)
             if cbytes is None:
-                cbytes = self._head(sc, off, nchunk).cbytes
-            n = cbytes + self._dsize
-            buf = self._pread(sc, n, off)
+                cbytes = blosc.read_header(buf, sc.url, off, size=len(buf)).cbytes
+                buf = buf[:cbytes + self._dsize]
+        return self._verified(nchunk, sc, off, cbytes, buf)
+
+    def _verified(self, nchunk: int, sc: _Superchunk, off: int, cbytes: int,
+                  buf) -> memoryview:
+        """Chunk bytes from a record read whole (chunk, then digest), once checked."""
+        n = cbytes + self._dsize
         if len(buf) != n:
-            raise FormatError(f"chunk {nchunk} truncated: {len(buf)} of {n} bytes", sc.path, off)
+            raise FormatError(f"chunk {nchunk} truncated: {len(buf)} of {n} bytes", sc.url, off)
         view = memoryview(buf)
         if self.verify and self._dsize and \
-                self._ck.digest(view[:cbytes]) != buf[cbytes:]:
-            raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch", sc.path,
+                self._ck.digest(view[:cbytes]) != view[cbytes:]:
+            raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch", sc.url,
                                 off + cbytes)
         return view[:cbytes]
 
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
-        rec = self._inplace.get(nchunk)
+        fetched = self._prefetched.get(nchunk)
+        rec = self._inplace.get(nchunk) if fetched is None else fetched[3]
         if rec is not None:
             size = len(rec) - self._dsize
             return ChunkReader(size, lambda o, n: rec[o:min(o + n, size)]), size
@@ -505,7 +587,7 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
             if cached is None:
                 sc, off = self._locate(nchunk)
                 head = self._pread(sc, min(_HEAD_READ, sc.size - off), off)
-                h = blosc.read_header(head, sc.path, off, size=sc.size - off)
+                h = blosc.read_header(head, sc.url, off, size=sc.size - off)
                 cached = self._heads[nchunk] = (sc, off, h.cbytes, head[:h.cbytes], {})
                 if len(self._heads) > _CACHED_HEADS:
                     self._heads.popitem(last=False)
@@ -518,7 +600,10 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
             if offset + length <= len(head):
                 return head[offset:offset + length]
             with self._read_lock:
-                return self._pread(sc, length, off + offset)
+                if not self._remote_reads(sc):
+                    return self._pread(sc, length, off + offset)
+                h = self._fd(sc)
+            return h.pread(length, off + offset)
 
         def read_into(offset: int, out) -> int:
             view = memoryview(out).cast("B")[:max(0, size - offset)]
@@ -526,10 +611,19 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
                 data = read_at(offset, len(view))
                 view[:len(data)] = data
                 return len(data)
-            with self._read_lock:  # the descriptor may be evicted by another thread
-                return pread_into(self._fd(sc), view, off + offset)
+            with self._read_lock:  # a local handle may be evicted by another thread
+                h = self._fd(sc)
+                if not self._remote_reads(sc):
+                    return h.pread_into(view, off + offset)
+            return h.pread_into(view, off + offset)
 
         return ChunkReader(size, read_at, read_into, memo), size
+
+    def _remote_reads(self, sc: _Superchunk) -> bool:
+        """Whether reads of ``sc`` may run outside the lock: on object stores a handle
+        evicted meanwhile still reads (by ranges), and waiting on the network under
+        the lock would make concurrent fetches take turns."""
+        return self.store.remote and not self._overlay.get(sc.k)
 
     def _cbytes_of(self, sc: _Superchunk, slot: int, off: int) -> int:
         known = sc.sizes.get(slot)
@@ -552,7 +646,7 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
 
     def write_chunk(self, nchunk: int, data: bytes) -> int:
         if self.readonly:
-            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         self._heads.pop(nchunk, None)
         if not 0 <= nchunk <= self._count:
             raise IndexError(f"chunk {nchunk} written before chunk {self._count}")
@@ -594,7 +688,7 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
 
     def drop_chunks(self, first: int) -> int:
         if self.readonly:
-            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         self._heads.clear()
         first = max(first, 0)
         removed = 0
@@ -623,11 +717,7 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
 
     def _existing_superchunks(self) -> list[int]:
         found = set(self._scs)
-        try:
-            names = os.listdir(self._datadir)
-        except FileNotFoundError:
-            names = []
-        for name in names:
+        for name in self.store.listdir(self._datadir):
             if name.startswith("sc_") and name.endswith(".blp") and name[3:-4].isdigit():
                 found.add(int(name[3:-4]))
         return sorted(found)
@@ -652,10 +742,14 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
         return (h.cbytes, _crc_stamp(off, head, end))
 
     def load_attrs(self) -> dict:
-        path = os.path.join(self._metadir, ATTRS_FILE)
-        if not os.path.exists(path):
+        key = self.store.join(self._metadir, ATTRS_FILE)
+        try:
+            obj = json.loads(self.store.get(key).decode("utf-8"))
+        except FileNotFoundError:
             return {}
-        obj = read_json(path, "meta/attrs")
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FormatError(f"meta/attrs is not valid JSON: {exc}", self.store.url(key)) from None
+        path = self.store.url(key)
         if not isinstance(obj, dict):
             raise FormatError("meta/attrs must hold a JSON object", path)
         try:
@@ -665,21 +759,25 @@ class SuperchunkLayout(Committing, ZonemapFiles, Layout):
 
     def save_attrs(self, attrs: dict) -> None:
         if self.readonly:
-            raise ReadOnlyError(f"{self.rootdir}: opened read-only")
+            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         encoded = {str(k): encode_attr(v) for k, v in attrs.items()}
-        atomic_write(os.path.join(self._metadir, ATTRS_FILE), dumps(encoded), fsync=self.fsync)
+        self.store.put(self.store.join(self._metadir, ATTRS_FILE), dumps(encoded),
+                       fsync=self.fsync)
 
     def close(self) -> None:
         for k in list(self._fds):
             sc = self._scs.get(k)
-            fd = self._fds.pop(k)
-            if sc is not None and sc.dirty and self.fsync:
-                os.fsync(fd)
+            h = self._fds.pop(k)
+            # Uncommitted bytes are not referenced by anything: fsync them locally (cheap,
+            # and what a later commit would do), but never upload them from here, which
+            # may run in a finalizer.
+            if sc is not None and sc.dirty and self.fsync and not self.store.remote:
+                h.sync()
                 sc.dirty = False
-            os.close(fd)
+            h.close()
 
     def describe(self) -> str:
-        return f"superchunk directory {self.rootdir!r}"
+        return f"superchunk directory {self.store.url(self.rootdir)!r}"
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -1,0 +1,195 @@
+"""The store interface: named byte objects under ``/``-separated paths.
+
+Every layout and single-file format reads and writes through a :class:`Store`,
+so the same dataset code runs on a local disk and on an object store.  A store
+offers whole-object puts (atomic: a reader sees the old object or the new one),
+ranged reads through :class:`Handle`, and the few directory operations the
+layouts need.  Paths are the store's own (an OS path for :class:`LocalStore`,
+``bucket/key`` for S3); :meth:`Store.url` turns one back into what a user
+typed, for messages.
+"""
+
+from __future__ import annotations
+
+import abc
+import posixpath
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Parts = bytes | bytearray | memoryview | Iterable[Any]
+
+
+class Handle(abc.ABC):
+    """An open object: positioned reads, and in mode ``'r+'`` writes.
+
+    ``size`` is the object's size as last seen (grown by writes past the end).
+    """
+
+    path: str
+    size: int
+
+    @abc.abstractmethod
+    def pread(self, n: int, offset: int) -> bytes:
+        """Up to ``n`` bytes at ``offset`` (fewer only past the end)."""
+
+    def pread_into(self, buf: Any, offset: int) -> int:
+        """Fill ``buf`` from ``offset``; returns the bytes read (fewer only past the end)."""
+        view = memoryview(buf).cast("B")
+        data = self.pread(len(view), offset)
+        view[:len(data)] = data
+        return len(data)
+
+    def pwrite(self, data: Any, offset: int) -> None:
+        """Write ``data`` at ``offset`` (mode ``'r+'`` only)."""
+        raise PermissionError(f"{self.path}: opened for reading only")
+
+    def truncate(self, size: int) -> None:
+        """Cut the object to ``size`` bytes (mode ``'r+'`` only)."""
+        raise PermissionError(f"{self.path}: opened for reading only")
+
+    def sync(self) -> None:  # noqa: B027 - read handles have nothing to flush
+        """Make the writes so far durable (fsync, or upload the object)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the handle.  Writes not yet :meth:`sync`-ed may be lost (on object
+        stores they are: only ``sync`` puts the object back)."""
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class BytesHandle(Handle):
+    """A read-only handle on an object already fetched whole (no further requests)."""
+
+    def __init__(self, path: str, data: bytes) -> None:
+        self.path, self._data, self.size = path, data, len(data)
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return self._data[offset:offset + n]
+
+    def close(self) -> None:
+        self._data = b""
+
+
+class Store(abc.ABC):
+    """Byte objects under paths, with atomic whole-object puts.
+
+    Attributes
+    ----------
+    remote : bool
+        True when every access is a network round trip: callers then fetch
+        independent pieces concurrently and keep what they read.
+    """
+
+    remote: bool = False
+
+    # -- paths ----------------------------------------------------------------------------
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        return posixpath.join(*parts)
+
+    @staticmethod
+    def dirname(path: str) -> str:
+        return posixpath.dirname(path.rstrip("/"))
+
+    @staticmethod
+    def basename(path: str) -> str:
+        return posixpath.basename(path.rstrip("/"))
+
+    def url(self, path: str) -> str:
+        """``path`` as a user would write it (for messages and for reopening)."""
+        return path
+
+    # -- objects --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def open(self, path: str, mode: str = "r") -> Handle:
+        """A handle on an existing object; ``mode`` 'r' or 'r+'.  FileNotFoundError if none."""
+
+    def get(self, path: str) -> bytes:
+        """The whole object.  FileNotFoundError if none."""
+        with self.open(path) as h:
+            return h.pread(h.size, 0)
+
+    def get_many(self, paths: Sequence[str]) -> list[bytes]:
+        """Whole objects, in order (fetched concurrently where that helps).
+        FileNotFoundError if one is missing."""
+        return [self.get(p) for p in paths]
+
+    def get_ranges(self, requests: Sequence[tuple[str, int, int]]) -> list[bytes]:
+        """``[(path, offset, length), ...]`` read in one go (concurrently where that helps)."""
+        out = []
+        for path, offset, length in requests:
+            with self.open(path) as h:
+                out.append(h.pread(length, offset))
+        return out
+
+    @abc.abstractmethod
+    def put(self, path: str, data: Parts, *, fsync: bool = True) -> None:
+        """Replace (or create) the object at ``path`` with ``data`` (bytes, or an iterable
+        of bytes-like parts written in order), atomically."""
+
+    @abc.abstractmethod
+    def size(self, path: str) -> int:
+        """The object's size in bytes.  FileNotFoundError if none."""
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool:
+        """True for an object or a directory (a prefix holding objects)."""
+
+    @abc.abstractmethod
+    def isfile(self, path: str) -> bool:
+        """True for an object."""
+
+    @abc.abstractmethod
+    def isdir(self, path: str) -> bool:
+        """True for a directory (on object stores: a prefix holding objects)."""
+
+    @abc.abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Names directly under ``path`` (empty, not an error, when there are none)."""
+
+    @abc.abstractmethod
+    def makedirs(self, path: str) -> None:
+        """Make ``path`` a directory (nothing to do on object stores)."""
+
+    @abc.abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove one object.  FileNotFoundError if none."""
+
+    @abc.abstractmethod
+    def rmtree(self, path: str) -> None:
+        """Remove a directory and everything under it, or a single object.
+        FileNotFoundError if neither."""
+
+    @abc.abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Move an object or a directory, replacing an object at ``dst``."""
+
+    def sync_dir(self, path: str) -> None:  # noqa: B027 - object stores have no entries
+        """Make the names created or removed under ``path`` durable."""
+
+    def sync_file(self, path: str) -> None:  # noqa: B027 - puts are durable on object stores
+        """Make an object written with ``put(..., fsync=False)`` durable."""
+
+    @abc.abstractmethod
+    def stamp(self, path: str) -> tuple[int, int]:
+        """Something that changes whenever the object is rewritten; (-1, -1) if none."""
+
+    def invalidate(self, path: str | None = None) -> None:  # noqa: B027 - no cache here
+        """Forget anything cached about ``path`` (or about everything)."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release connections and caches."""
+
+
+def iter_parts(data: Parts) -> Iterable[Any]:
+    """``data`` as an iterable of bytes-like parts."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return (data,)
+    return data

@@ -1,0 +1,135 @@
+"""The local file system: OS paths, positioned reads, atomic renames, fsync."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, pwrite_all
+from carray.stores.base import Handle, Parts, Store
+
+_O_BINARY = getattr(os, "O_BINARY", 0)
+
+
+class LocalHandle(Handle):
+    """A file descriptor: reads and writes go straight to ``pread``/``pwrite``."""
+
+    def __init__(self, path: str, mode: str) -> None:
+        if mode not in ("r", "r+"):
+            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+        self.path = path
+        self.writable = mode == "r+"
+        self.fd = os.open(path, (os.O_RDWR if self.writable else os.O_RDONLY) | _O_BINARY)
+        self.size = os.fstat(self.fd).st_size
+        self._dirty = False
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return pread_full(self.fd, n, offset)
+
+    def pread_into(self, buf: Any, offset: int) -> int:
+        return pread_into(self.fd, buf, offset)
+
+    def pwrite(self, data: Any, offset: int) -> None:
+        if not self.writable:
+            super().pwrite(data, offset)
+        pwrite_all(self.fd, data, offset)
+        self.size = max(self.size, offset + memoryview(data).nbytes)
+        self._dirty = True
+
+    def truncate(self, size: int) -> None:
+        if not self.writable:
+            super().truncate(size)
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self._dirty = True
+
+    def sync(self) -> None:
+        if self._dirty:
+            os.fsync(self.fd)
+            self._dirty = False
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
+class LocalStore(Store):
+    """Files and directories on this machine; paths are OS paths."""
+
+    remote = False
+
+    join = staticmethod(os.path.join)  # type: ignore[assignment]
+    dirname = staticmethod(lambda p: os.path.dirname(os.path.abspath(p)))  # type: ignore
+    basename = staticmethod(lambda p: os.path.basename(os.path.normpath(p)))  # type: ignore
+
+    def open(self, path: str, mode: str = "r") -> LocalHandle:
+        return LocalHandle(path, mode)
+
+    def get(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def put(self, path: str, data: Parts, *, fsync: bool = True) -> None:
+        atomic_write(path, data, fsync=fsync)
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def isfile(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return os.listdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def delete(self, path: str) -> None:
+        os.unlink(path)
+
+    def rmtree(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def sync_dir(self, path: str) -> None:
+        fsync_path(path)
+
+    def sync_file(self, path: str) -> None:
+        fsync_path(path)
+
+    def stamp(self, path: str) -> tuple[int, int]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return (-1, -1)
+        # Size plus a mix of inode and times: a rewrite by any writer changes it.
+        return (st.st_size, hash((st.st_ino, st.st_mtime_ns, st.st_ctime_ns)) & 0x7FFFFFFFFFFFFFFF)
+
+    def __reduce__(self):
+        return (LocalStore, ())
+
+
+#: The one local store everybody shares (it holds no state).
+LOCAL = LocalStore()
