@@ -16,8 +16,8 @@ local disk (warm page cache) and from a moto S3 server in a child process.
 
 Reported: median seconds over the repeats (after one warm-up round; each round
 reads every dataset in turn), 2-worker/1-worker speedup, zarr/ours time ratio,
-and the largest worker's peak RSS above its idle RSS during the compute
-(sampled every 10 ms; median over the repeats), against the chunk size.
+and the largest worker's peak RSS above its RSS at the start of the compute
+(the kernel's high-water mark, reset before each compute; median over the repeats), against the chunk size.
 Everything is compared within the same run.  Results go to ``benchmarks/results/bench_distributed.{json,md}``.
 """
 
@@ -33,7 +33,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -154,37 +153,42 @@ def _single_threaded_codecs() -> None:
     numcodecs.blosc.use_threads = False
 
 
+def _reset_peak_rss() -> int:
+    """Reset this process's peak RSS (Linux: ``clear_refs`` 5); returns the RSS now."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_kb("VmRSS")
+
+
+def _peak_rss() -> int:
+    return _status_kb("VmHWM")
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 class PeakRSS:
-    """Samples the workers' RSS in a background thread; ``peaks`` are MB above idle."""
+    """The workers' peak RSS above their RSS at the start, in MB.
 
-    def __init__(self, client, interval: float = 0.01) -> None:
-        import psutil
+    The kernel keeps the peak (``VmHWM``), reset at the start: nothing polls during
+    the compute, which on 2 cores would steal time from the scheduler.
+    """
 
-        pids = client.run(os.getpid)
-        self._procs = [psutil.Process(pid) for pid in pids.values()]
-        self._interval = interval
-        self._idle = [p.memory_info().rss for p in self._procs]
-        self._peak = list(self._idle)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for i, p in enumerate(self._procs):
-                self._peak[i] = max(self._peak[i], p.memory_info().rss)
-            time.sleep(self._interval)
+    def __init__(self, client) -> None:
+        self._client = client
 
     def __enter__(self) -> PeakRSS:
-        self._thread.start()
+        self._start = self._client.run(_reset_peak_rss)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def peaks_mb(self) -> list[float]:
-        return [(p - i) / 2**20 for p, i in zip(self._peak, self._idle, strict=True)]
+        peaks = self._client.run(_peak_rss)
+        self.peaks_mb = [(peaks[w] - self._start[w]) / 2**20 for w in peaks]
 
 
 def time_read(client, open_fn, url: str, options: dict | None, chunk_items: int,

@@ -182,3 +182,59 @@ def test_reading_most_of_a_superchunk_fetches_it_whole(where, monkeypatch):
     np.testing.assert_array_equal(b[:], data)
     assert requests.count("cat_file") == 4 and "info" not in requests  # one GET per file
     np.testing.assert_array_equal(b[:], data)  # the files are open now: ranged reads
+
+
+# -- sharding: a part of the dataset lives in files of its own ------------------------------
+
+def _record(monkeypatch, store_cls=FsspecStore):
+    """Paths read (``get``/ranged reads) and written (``put``) through any FsspecStore."""
+    seen = {"read": set(), "put": []}
+    real_range, real_get, real_put = (store_cls.read_range, store_cls.get, store_cls.put)
+
+    def read_range(self, path, offset, n):
+        seen["read"].add(path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
+        return real_range(self, path, offset, n)
+
+    def get(self, path):
+        seen["read"].add(path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
+        return real_get(self, path)
+
+    def put(self, path, data, *, fsync=True):
+        seen["put"].append(path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
+        return real_put(self, path, data, fsync=fsync)
+
+    monkeypatch.setattr(store_cls, "read_range", read_range)
+    monkeypatch.setattr(store_cls, "get", get)
+    monkeypatch.setattr(store_cls, "put", put)
+    return seen
+
+
+def test_a_reader_of_one_part_touches_only_its_file(where, monkeypatch):
+    url_of, opts = where
+    url = url_of("sharded")
+    ca.carray(np.arange(80_000), chunklen=1000, rootdir=url, storage_options=opts,
+              storage={"superchunksize": 10}).close()
+    seen = _record(monkeypatch)
+    b = ca.open(url, mode="r", storage_options=opts)
+    np.testing.assert_array_equal(b[31_000:38_000], np.arange(31_000, 38_000))
+    data_files = {p for p in seen["read"] if p.startswith("data/")}
+    assert data_files == {"data/sc_000003.blp"}
+    assert {p for p in seen["read"] if not p.startswith("data/")} <= {
+        "meta/storage", "meta/sizes", "meta/journal", "meta/attrs"}
+
+
+def test_an_append_rewrites_only_the_last_file_and_the_sizes(where, monkeypatch):
+    url_of, opts = where
+    url = url_of("appended")
+    ca.carray(np.arange(45_000), chunklen=1000, rootdir=url, storage_options=opts,
+              storage={"superchunksize": 10}).close()
+    a = ca.open(url, mode="a", storage_options=opts)
+    seen = _record(monkeypatch)
+    a.append(np.arange(45_000, 52_000))
+    a.flush()
+    # (zone maps are a cache of chunk summaries, one file per segment of chunks)
+    assert set(seen["put"]) <= {"data/sc_000004.blp", "data/sc_000005.blp", "meta/sizes",
+                                "meta/journal", "meta/zonemap_000000.npy"}
+    assert "meta/sizes" in seen["put"] and "data/sc_000000.blp" not in seen["put"]
+    np.testing.assert_array_equal(ca.open(url, mode="r", storage_options=opts)[:],
+                                  np.arange(52_000))

@@ -262,7 +262,7 @@ class FsspecStore(Store):
 
     def makedirs(self, path: str) -> None:
         # Object stores have no directories: a prefix exists while objects sit under it.
-        if "s3" in _protocols(self.fs):
+        if _OBJECT_STORES & set(_protocols(self.fs)):
             return
         self.fs.makedirs(path, exist_ok=True)
 
@@ -309,6 +309,10 @@ class FsspecStore(Store):
 
     def close(self) -> None:
         self.cache.forget()
+
+
+#: Protocols of object stores, where directories are only prefixes of object names.
+_OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "adl", "oss"}
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:
