@@ -199,3 +199,15 @@ def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
     """Sorted indices as [lo, hi) runs of consecutive values."""
     breaks = np.flatnonzero(np.diff(idx) != 1) + 1
     return [(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, breaks)]
+
+
+def _patch(data: bytes, offset: int, patches: list[tuple[int, bytes]]) -> bytes:
+    """``data`` read at ``offset``, with the journal's pending writes laid over it."""
+    out = None
+    end = offset + len(data)
+    for p_off, p_data in patches:
+        lo, hi = max(offset, p_off), min(end, p_off + len(p_data))
+        if lo < hi:
+            out = bytearray(data) if out is None else out
+            out[lo - offset:hi - offset] = p_data[lo - p_off:hi - p_off]
+    return bytes(out) if out is not None else data

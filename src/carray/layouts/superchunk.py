@@ -87,7 +87,7 @@ from carray.formats._blp_frame import (
     encode_metadata_bytes,
     get_checksum,
 )
-from carray.layouts._superchunk_commit import Committing
+from carray.layouts._superchunk_commit import Committing, _patch
 from carray.layouts._superchunk_fetch import Prefetching
 from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
@@ -781,18 +781,6 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-def _patch(data: bytes, offset: int, patches: list[tuple[int, bytes]]) -> bytes:
-    """``data`` read at ``offset``, with the journal's pending writes laid over it."""
-    out = None
-    end = offset + len(data)
-    for p_off, p_data in patches:
-        lo, hi = max(offset, p_off), min(end, p_off + len(p_data))
-        if lo < hi:
-            out = bytearray(data) if out is None else out
-            out[lo - offset:hi - offset] = p_data[lo - p_off:hi - p_off]
-    return bytes(out) if out is not None else data
-
 
 def _crc_stamp(off: int, head: bytes, tail: bytes) -> int:
     return zlib.crc32(struct.pack("<q", off) + bytes(head) + bytes(tail)) & 0x7FFFFFFF
