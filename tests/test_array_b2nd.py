@@ -114,7 +114,7 @@ def test_verify_checks_frames(tmp_path, capsys):
 
     good = DATA / "blosc2" / "nd_i8_2d_sparse.b2nd"
     assert main(["verify", str(good)]) == 0
-    assert "OK (9 chunk(s) checked)" in capsys.readouterr().out
+    assert "OK (9 chunks checked)" in capsys.readouterr().out
     broken = tmp_path / "sparse.b2nd"
     shutil.copytree(good, broken)
     (broken / "00000004.chunk").unlink()

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray import array as array_mod
+from carray.chunkio import ChunkIO
+from carray.engine import core as engine_core
 from carray.grid import NDGrid
 from carray.layouts.superchunk import SuperchunkLayout
 from carray.shapes import CacheSizes, default_blocks
@@ -61,13 +62,13 @@ def test_one_item_decodes_one_block(where, tmp_path, cube, monkeypatch):
     if where == "disk":
         a = ca.open(tmp_path / "a", mode="r")
     fetched = []
-    real = a._io.decode_blocks
+    real = ChunkIO.decode_blocks
 
-    def spy(nchunk, blocks, out, grid):
+    def spy(self, nchunk, blocks, out, grid):
         fetched.append(list(blocks))
-        return real(nchunk, blocks, out, grid)
+        return real(self, nchunk, blocks, out, grid)
 
-    monkeypatch.setattr(a._io, "decode_blocks", spy)
+    monkeypatch.setattr(ChunkIO, "decode_blocks", spy)
     assert a[23, 12, 15] == cube[23, 12, 15]
     np.testing.assert_array_equal(a[23, 12:14, 15:17], cube[23, 12:14, 15:17])
     # The first read takes the single-item path (a byte range), the second one block.
@@ -92,7 +93,7 @@ def test_disk_reads_fetch_only_the_needed_bytes(tmp_path, cube, monkeypatch):
 
     monkeypatch.setattr(SuperchunkLayout, "chunk_reader", counting)
     np.testing.assert_array_equal(a[5, 0:11, 0:7], cube[5, 0:11, 0:7])
-    chunk_cbytes = a.cbytes / a._grid().nchunks
+    chunk_cbytes = a.cbytes / a.grid.nchunks
     assert 0 < sum(read) < chunk_cbytes / 4
 
 
@@ -146,12 +147,12 @@ def test_bad_grids_are_refused(cube, kw, match):
 
 @pytest.mark.parametrize("where", WHERE)
 def test_appends_to_nd_grids_keep_memory_bounded(where, tmp_path, monkeypatch):
-    monkeypatch.setattr(array_mod, "_TAIL_BUDGET", 10_000)
+    monkeypatch.setattr(engine_core, "_TAIL_BUDGET", 10_000)
     a = make(where, tmp_path, np.zeros((0, 30, 40)), chunks=(8, 10, 10), blocks=(4, 5, 5))
     rows = [np.full((1, 30, 40), i, dtype="f8") for i in range(21)]
     for r in rows:
         a.append(r)
-        assert a._tail is None  # too big to keep decoded: written at once
+        assert not a.engine.holds_tail  # too big to keep decoded: written at once
     np.testing.assert_array_equal(a[:], np.concatenate(rows))
     if where == "disk":
         a.close()

@@ -11,6 +11,7 @@ import pytest
 
 import carray as ca
 from carray.errors import ContainerExistsError, ContainerNotFoundError, ReadOnlyError
+from carray.stores import resolve
 from carray.stores.fsspec import FsspecStore
 
 _ids = itertools.count()
@@ -158,7 +159,7 @@ def test_repeated_reads_come_from_the_range_cache(where, monkeypatch):
     b = ca.open(url, mode="r", storage_options=opts)
     b[55_000]
     calls = []
-    fs = b._store.fs
+    fs = resolve(url, opts)[0].fs  # fsspec shares one file system per set of options
     real = fs.cat_file
     monkeypatch.setattr(fs, "cat_file", lambda *a, **k: calls.append(a) or real(*a, **k))
     b.free_cachemem()
@@ -173,7 +174,7 @@ def test_reading_most_of_a_superchunk_fetches_it_whole(where, monkeypatch):
     ca.carray(data, chunklen=4000, rootdir=url, storage_options=opts,
               storage={"superchunksize": 4}).close()
     b = ca.open(url, mode="r", storage_options=opts)
-    fs = b._store.fs
+    fs = resolve(url, opts)[0].fs  # fsspec shares one file system per set of options
     requests = []
     for name in ("cat_file", "info"):
         real = getattr(fs, name)

@@ -37,7 +37,7 @@ def test_segments_follow_appends_and_shrinks(tmp_path, small_segments, fmt):
     assert sorted(n for n in os.listdir(meta) if n.startswith("zonemap_")) == \
         ["zonemap_000000.npy"]
     r = ca.open(root, mode="r")
-    zones = r._zone_map()
+    zones = r.zone_map()
     assert len(zones) == 3 and zones.known.all()
     np.testing.assert_array_equal(zones.lo, [0, 10, 20])
     np.testing.assert_array_equal(zones.hi, [9, 19, 29])
@@ -47,15 +47,15 @@ def test_opening_reads_no_summaries(tmp_path, monkeypatch):
     root = str(tmp_path / "a")
     ca.carray(np.arange(1000), chunklen=10, rootdir=root).close()
     calls = []
-    from carray.layouts.base import ZonemapFiles
+    from carray.layouts.base import SidecarFiles
 
-    original = ZonemapFiles.load_zonemap
-    monkeypatch.setattr(ZonemapFiles, "load_zonemap",
-                        lambda self, k: calls.append(k) or original(self, k))
+    original = SidecarFiles.load_sidecar
+    monkeypatch.setattr(SidecarFiles, "load_sidecar",
+                        lambda self, name: calls.append(name) or original(self, name))
     a = ca.open(root, mode="r")
     assert a[500] == 500 and calls == []
-    zones = a._zone_map()
-    assert calls == [0] and zones.known.all()
+    zones = a.zone_map()
+    assert calls == ["zonemap_000000.npy"] and zones.known.all()
 
 
 def test_a_damaged_segment_is_only_a_cache(tmp_path, small_segments):
@@ -65,7 +65,7 @@ def test_a_damaged_segment_is_only_a_cache(tmp_path, small_segments):
     with open(os.path.join(root, "x", "meta", "zonemap_000001.npy"), "wb") as f:
         f.write(b"garbage")
     t = ca.open(root, mode="r")
-    zones = t["x"]._zone_map()
+    zones = t["x"].zone_map()
     assert zones.known[:4].all() and not zones.known[4:8].any()
     assert list(t.fetchwhere("x > 197.5")["x"]) == [198.0, 199.0]
     assert list(t.fetchwhere("(x > 44.5) & (x < 46)")["x"]) == [45.0]

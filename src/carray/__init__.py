@@ -1,6 +1,19 @@
 """carray: compressed, chunked N-d arrays and column tables, on disk as in memory."""
 
+from importlib import metadata as _metadata
+
 from carray.array import Attrs, carray
+from carray.bcolz_api import (
+    blosc_compressor_list,
+    blosc_set_nthreads,
+    blosc_version,
+    filters,
+    print_versions,
+    set_nthreads,
+    walk,
+)
+from carray.codecs.threads import detect_number_of_cores, get_nthreads
+from carray.defaults import cparams, defaults, defaults_ctx
 from carray.errors import (
     AlignmentError,
     CArrayError,
@@ -22,16 +35,27 @@ from carray.params import (
     SHUFFLE,
     CParams,
     Shuffle,
-    cparams,
-    detect_number_of_cores,
-    get_nthreads,
-    set_nthreads,
 )
 from carray.table import ctable
-from carray.toplevel import arange, eval, fill, fromiter, iterblocks, ones, open, zeros
+from carray.toplevel import (
+    arange,
+    eval,
+    fill,
+    fromiter,
+    iterblocks,
+    ones,
+    open,
+    open_array,
+    open_table,
+    zeros,
+)
 from carray.vlstring import StringColumn
 
-__version__ = "0.1.0"
+try:
+    # The version is written once, in pyproject.toml, and read from the installed metadata.
+    __version__ = _metadata.version("carray")
+except _metadata.PackageNotFoundError:  # a source tree put on sys.path, never installed
+    __version__ = "0+unknown"
 
 # dask is optional and slow to import: these names load carray.integrations.dask on first use.
 _DASK_NAMES = ("from_dask", "store", "ctable_from_dask")
@@ -51,5 +75,9 @@ __all__ = [
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnsupportedDTypeError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
-    "get_nthreads", "iterblocks", "ones", "open", "set_nthreads", "zeros",
+    "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "set_nthreads",
+    "zeros",
+    # bcolz's module-level API
+    "blosc_compressor_list", "blosc_set_nthreads", "blosc_version", "defaults", "defaults_ctx",
+    "filters", "print_versions", "walk",
 ]

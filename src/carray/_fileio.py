@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from typing import Any
 
 _TMP_SUFFIX = ".tmp"
 
 
-def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable,
+def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[Any],
                  *, fsync: bool = True, finish: Callable[[int], None] | None = None) -> None:
     """Replace ``path`` with ``data`` so a reader sees either the old or the new file.
 
@@ -18,7 +19,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview |
     """
     path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}{_TMP_SUFFIX}"
-    parts = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
+    parts: Iterable[Any] = (data,) if isinstance(data, (bytes, bytearray, memoryview)) \
+        else data
     try:
         # Raw descriptors: a Python file object costs more than the write for small files.
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

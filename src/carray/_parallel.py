@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from carray.codecs import blosc
-from carray.params import get_nthreads
+from carray.codecs.threads import get_nthreads
 
 _local = threading.local()
 # Held while a layout fetches chunk bytes: layouts are not safe to call from two threads.

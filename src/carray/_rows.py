@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,9 +14,27 @@ from carray._util import skip_and_limit
 class RowIteration:
     """Iteration over the first axis, a run of chunk rows at a time.
 
-    Mixed into :class:`carray.array.carray`; needs ``_read_range``, ``_chunks``,
-    ``_shape``, ``_dtype`` and ``ndim``.
+    Mixed into :class:`carray.array.carray`; uses its public ``read_rows``,
+    ``chunks``, ``shape``, ``dtype`` and ``ndim``.
     """
+
+
+    if TYPE_CHECKING:  # provided by the class this is mixed into
+        @property
+        def chunks(self) -> tuple[int, ...]: ...
+
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+
+        @property
+        def dtype(self) -> np.dtype: ...
+
+        @property
+        def ndim(self) -> int: ...
+
+        def read_rows(self, rows: range, out: np.ndarray | None = None) -> np.ndarray: ...
+
+        def __len__(self) -> int: ...
 
     def __iter__(self) -> Iterator[Any]:
         return self.iter()
@@ -26,20 +44,20 @@ class RowIteration:
         """Iterate over rows ``start:stop:step``, skipping ``skip`` and yielding at most ``limit``."""
         if step <= 0:
             raise NotImplementedError("iter needs a positive step")
-        rows = range(self._shape[0])[start:stop:step]
-        blen = max(self._chunks[0], 1)
-        blocks = (self._read_range(rows[i:i + blen]) for i in range(0, len(rows), blen))
+        rows = range(self.shape[0])[start:stop:step]
+        blen = max(self.chunks[0], 1)
+        blocks = (self.read_rows(rows[i:i + blen]) for i in range(0, len(rows), blen))
         return skip_and_limit(blocks, skip, limit)
 
     def iterblocks(self, blen: int | None = None, start: int = 0,
                    stop: int | None = None) -> Iterator[np.ndarray]:
         """Iterate over consecutive blocks of ``blen`` rows (default: the chunk length)."""
-        blen = blen or self._chunks[0]
+        blen = blen or self.chunks[0]
         if blen < 1:
             raise ValueError("blen must be positive")
-        rows = range(self._shape[0])[start:stop]
+        rows = range(self.shape[0])[start:stop]
         for i in range(0, len(rows), blen):
-            yield self._read_range(rows[i:i + blen])
+            yield self.read_rows(rows[i:i + blen])
 
     def where(self, boolarr: Any, limit: int | None = None, skip: int = 0) -> Iterator[Any]:
         """Iterate over the values where ``boolarr`` (same length, bool) is true."""
@@ -47,52 +65,35 @@ class RowIteration:
             raise NotImplementedError("where works on 1-d arrays")
         if len(boolarr) != len(self):
             raise ValueError(f"boolarr has length {len(boolarr)}, expected {len(self)}")
-        mask_src = boolarr if hasattr(boolarr, "_read_range") else np.asarray(boolarr)
+        mask_src = boolarr if hasattr(boolarr, "read_rows") else np.asarray(boolarr)
         if mask_src.dtype != bool:
             raise TypeError("boolarr must be of bool dtype")
-        cl, n = self._chunks[0], len(self)
+        cl, n = self.chunks[0], len(self)
 
         def blocks() -> Iterator[np.ndarray]:
             for i in range(0, n, cl):
                 mask = np.asarray(mask_src[i:i + cl])
                 if mask.any():
-                    yield self._read_range(range(i, min(i + cl, n)))[mask]
+                    yield self.read_rows(range(i, min(i + cl, n)))[mask]
 
         return skip_and_limit(blocks(), skip, limit)
 
     def wheretrue(self, limit: int | None = None, skip: int = 0) -> Iterator[int]:
         """Iterate over the indices where this (bool) array is true."""
-        if self._dtype.kind != "b" or self.ndim != 1:
+        if self.dtype.kind != "b" or self.ndim != 1:
             raise TypeError("wheretrue needs a 1-d bool carray")
-        cl, n = self._chunks[0], len(self)
-        blocks = (np.flatnonzero(self._read_range(range(i, min(i + cl, n)))) + i
+        cl, n = self.chunks[0], len(self)
+        blocks = (np.flatnonzero(self.read_rows(range(i, min(i + cl, n)))) + i
                   for i in range(0, n, cl))
         return (int(i) for i in skip_and_limit(blocks, skip, limit))
 
     def sum(self, dtype: Any = None) -> Any:
         """Sum of all values, computed a run of chunk rows at a time."""
-        if self._dtype.kind in "SUVO":
-            raise TypeError(f"cannot sum values of dtype {self._dtype}")
+        if self.dtype.kind in "SUVO":
+            raise TypeError(f"cannot sum values of dtype {self.dtype}")
         acc_dtype = np.dtype(dtype) if dtype is not None else \
-            np.sum(np.zeros(1, dtype=self._dtype)).dtype
+            np.sum(np.zeros(1, dtype=self.dtype)).dtype
         total = acc_dtype.type(0)
         for block in self.iterblocks():
             total = total + block.sum(dtype=acc_dtype)
         return acc_dtype.type(total)
-
-    def copy(self, **kwargs: Any) -> Any:
-        """A new carray with the same items; keyword arguments as for the constructor."""
-        args = dict(cparams=self._cparams, dflt=self._dflt[()], expectedlen=len(self),
-                    chunks=self._chunks, blocks=self._blocks)
-        if ("expectedlen" in kwargs or "chunklen" in kwargs) and "chunks" not in kwargs:
-            args.pop("chunks")
-            args.pop("blocks")
-        args.update(kwargs)
-        dtype = args.pop("dtype", None)
-        from carray.array import carray
-
-        out = carray(np.empty((0, *self._shape[1:]), dtype=self._dtype), dtype=dtype, **args)
-        for block in self.iterblocks():
-            out.append(block if dtype is None else block.astype(out.dtype))
-        out.flush()
-        return out

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
 from carray.errors import ReadOnlyError
-from carray.layouts.base import Layout
+
+
+class AttrsHolder(Protocol):
+    """Where attributes are persisted: a layout, or an array engine."""
+
+    def load_attrs(self) -> dict[str, Any]: ...
+
+    def save_attrs(self, attrs: dict[str, Any]) -> None: ...
 
 
 class Attrs(MutableMapping):
     """User attributes of a container: a dict persisted on every change."""
 
-    def __init__(self, layout: Layout, mode: str) -> None:
+    def __init__(self, layout: AttrsHolder, mode: str) -> None:
         self._layout = layout
         self._mode = mode
         self._data: dict | None = None

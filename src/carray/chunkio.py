@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from carray import _parallel
+from carray import geometry as geo
 from carray._util import quantize
 from carray.codecs import blosc
 from carray.errors import CArrayError, FormatError
-from carray.formats import _b2nd_geometry as geo
 from carray.grid import (
     NDGrid,
     Piece,
@@ -39,11 +40,58 @@ from carray.grid import (
     scatter,
     scatter_blocked,
 )
-from carray.layouts.base import ChunkReader, Layout
 from carray.params import CParams
 
 # A piece needing more than this share of its chunk decodes the chunk whole.
 _WHOLE_SHARE = 0.5
+
+
+class ChunkReader:
+    """Ranged reads of one stored chunk of ``size`` bytes: ``reader(offset, length)``.
+
+    ``read(offset, length)`` returns the bytes (fewer only past the end);
+    ``read_into(offset, out)`` fills a writable buffer instead, which layouts
+    reading files do without an intermediate copy.
+    """
+
+    def __init__(self, size: int, read: Callable[[int, int], bytes],
+                 read_into: Callable[[int, Any], int] | None = None,
+                 memo: dict | None = None) -> None:
+        self.size = size
+        self.read = read
+        self._read_into = read_into
+        #: Where a decoder may keep what it parsed from this chunk (header, block
+        #: table) for the next read of the same chunk; None when not kept.
+        self.memo = memo
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        return self.read(offset, length)
+
+    def read_into(self, offset: int, out: Any) -> int:
+        """Fill ``out`` from ``offset``; returns the bytes read."""
+        if self._read_into is not None:
+            return self._read_into(offset, out)
+        data = self.read(offset, len(out))
+        memoryview(out).cast("B")[:len(data)] = data
+        return len(data)
+
+
+
+class ChunkSource(Protocol):
+    """Where a :class:`ChunkIO` finds stored chunks: a layout, or a frame being read."""
+
+    blosc1: bool
+    in_memory: bool
+    concurrent_reads: bool
+    pads_edges: bool
+
+    def read_chunk(self, nchunk: int) -> Any: ...
+
+    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> Any: ...
+
+    def chunk_reader(self, nchunk: int) -> tuple[Any, int]: ...
+
+    def chunk_path(self, nchunk: int) -> str | None: ...
 
 
 class ChunkIO:
@@ -61,7 +109,7 @@ class ChunkIO:
         How chunks are compressed.
     """
 
-    def __init__(self, layout: Layout, dtype: np.dtype, blocks: tuple[int, ...] | None,
+    def __init__(self, layout: ChunkSource, dtype: np.dtype, blocks: tuple[int, ...] | None,
                  cparams: CParams) -> None:
         self.layout = layout
         self.dtype = dtype
@@ -117,6 +165,7 @@ class ChunkIO:
             chunk = np.zeros(ext, dtype=self.dtype)
             chunk[tuple(slice(0, n) for n in region.shape)] = region
         if self.blocked(grid):
+            assert self.blocks is not None
             return geo.to_blocked(chunk, self.blocks).reshape(-1)
         return chunk
 
@@ -283,7 +332,7 @@ class _ChunkPath(os.PathLike):
 
     __slots__ = ("_layout", "_nchunk")
 
-    def __init__(self, layout: Layout, nchunk: int) -> None:
+    def __init__(self, layout: ChunkSource, nchunk: int) -> None:
         self._layout, self._nchunk = layout, nchunk
 
     def __fspath__(self) -> str:

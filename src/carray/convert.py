@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import ContainerExistsError, FormatError
+from carray import registry
+from carray.errors import ContainerExistsError
 from carray.stores import Store, is_url, resolve
 
 # Rows copied per step: whole source chunks, about this many bytes.
@@ -124,49 +125,53 @@ def write_any(path, dataset, fmt: str | None = None, *, storage_options: dict | 
 
 # -- arrays -----------------------------------------------------------------------------------
 
-#: Array formats: name -> (extensions, what it is).
+#: Array formats convert writes: name -> (extensions, what it is), from the registry.
 ARRAY_FORMATS: dict[str, tuple[tuple[str, ...], str]] = {
-    "carray": ((".carray", ".ca"), "carray's superchunk directory (the default)"),
-    "bcolz": ((".bcolz",), "a bcolz 1.x directory"),
-    "b2nd": ((".b2nd",), "a python-blosc2 frame"),
-    "npy": ((".npy",), "a numpy .npy file"),
+    f.name: (f.extensions, f.description) for f in registry.FORMATS
+    if f.kind == "array" and f.writable
 }
 
 
 def array_format_for(path: str | os.PathLike, name: str | None = None) -> str:
     """The array format named ``name``, or the one ``path``'s extension names.
 
-    A path with no known extension is a carray (superchunk) directory.
+    A path with no extension is a carray (superchunk) directory; any other
+    extension no array writer knows is refused (rather than, say, writing a carray
+    directory named ``x.zarr``).
     """
     if name is not None:
         if name not in ARRAY_FORMATS:
             raise ValueError(f"unknown array format {name!r} (known: {', '.join(ARRAY_FORMATS)})")
         return name
     ext = _ext(path)
+    if not ext:
+        return "carray"
     for fmt, (extensions, _) in ARRAY_FORMATS.items():
         if ext in extensions:
             return fmt
-    return "carray"
+    known = ", ".join(e for exts, _ in ARRAY_FORMATS.values() for e in exts)
+    raise ValueError(f"{os.fspath(path)}: no array writer for {ext!r} files (known: {known}; "
+                     "or pass --to FORMAT)")
 
 
 def open_array(path: str | os.PathLike, storage_options: dict | None = None) -> Any:
-    """An array to copy from: a local ``.npy`` file (memory-mapped) or any carray, local
-    or at a URL (``storage_options`` then go to its file system)."""
-    from carray.toplevel import open as open_container
-
+    """An array to copy from, in any array format the registry knows: a carray (local
+    or at a URL; ``storage_options`` then go to its file system), or a numpy array
+    (a ``.npy`` file memory-mapped, a Bloscpack file or Blosc2 SChunk decoded)."""
     path = os.fspath(path)
-    if _ext(path) == ".npy":
-        _local_only(path, ".npy files")
-    if os.path.isfile(path) and _ext(path) == ".npy":
-        try:
-            return np.load(path, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise FormatError(f"not a readable .npy file: {exc}", path) from None
-    src = open_container(path, mode="r", storage_options=options_for(path, storage_options))
-    if not hasattr(src, "chunks") or not hasattr(src, "iterblocks") or \
-            not hasattr(src, "cparams"):
-        close_array(src)
+    options = options_for(path, storage_options)
+    fmt = registry.guess(path, options)
+    if fmt.kind == "table":
         raise ValueError(f"{path}: a table, not an array; convert its columns one by one")
+    if fmt.kind == "dataset":
+        raise ValueError(f"{path}: a {fmt.description} (a dataset), not an array")
+    if not fmt.remote:
+        _local_only(path, f"{fmt.description}s")
+    src = fmt.open(path, "r", options)
+    if not isinstance(src, np.ndarray) and not (
+            hasattr(src, "chunks") and hasattr(src, "iterblocks")):  # pragma: no cover
+        close_array(src)
+        raise ValueError(f"{path}: a {fmt.description}, not an array")
     return src
 
 
@@ -344,27 +349,41 @@ def _copy_to_npy(source: Any, tmp: str, progress: Callable[[int, int], None] | N
 
 
 def _is_dataset(path: str | os.PathLike, to: str | None) -> bool:
-    names = {f.name for f in FORMATS}
-    return (to in names) if to is not None else \
-        any(_ext(path) in f.extensions for f in FORMATS)
+    """Whether ``path`` (or the format ``to``) is a dataset: by what is stored at an
+    existing path, else by the name or the extension."""
+    if to is not None:
+        return to in {f.name for f in FORMATS}
+    text = os.fspath(path)
+    store, key = resolve(text, None) if not is_url(text) else (None, None)
+    if store is not None and store.exists(key):
+        return registry.guess(text).kind == "dataset"
+    return any(_ext(path) in f.extensions for f in FORMATS)
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
             storage_options: dict | None = None, **options: Any) -> None:
     """Convert ``src`` to ``dst``: datasets (.ds, .nc) or arrays (see :func:`convert_array`).
 
-    The formats come from the extensions, or ``to`` for the destination.  Either side
-    may be an fsspec URL where its format allows it; ``storage_options`` go to the
-    file system of each side that is one.
+    The source's format is told by what is stored there (:func:`carray.registry.sniff`);
+    the destination's by ``to`` or its extension, and an extension no writer knows is
+    refused.  Either side may be an fsspec URL where its format allows it;
+    ``storage_options`` go to the file system of each side that is one.
     """
-    array_exts = {e for exts, _ in ARRAY_FORMATS.values() for e in exts}
-    dst_is_array = to in ARRAY_FORMATS if to is not None else _ext(dst) in array_exts
-    if _is_dataset(src, None) and not dst_is_array:
-        reader, writer = format_for(src), format_for(dst, to)
+    hinted = registry.for_extension(src)
+    if hinted is not None and not hinted.remote:  # refused by name, before looking
+        _local_only(src, f"{hinted.extensions[0]} files")
+    src_format = registry.guess(src, options_for(src, storage_options))
+    if src_format.kind == "dataset":
+        if to in ARRAY_FORMATS or (to is None and _ext(dst) in
+                                   {e for exts, _ in ARRAY_FORMATS.values() for e in exts}):
+            raise ValueError(f"cannot convert {os.fspath(src)} to {os.fspath(dst)}: one is a "
+                             "dataset (.ds, .nc) and the other an array")
+        reader, writer = format_for(src, src_format.name), format_for(dst, to)
         writer.write(dst, reader.read(src, storage_options=storage_options),
                      storage_options=storage_options, **options)
-    elif _is_dataset(src, None) or _is_dataset(dst, to):
+    elif _is_dataset(dst, to):
         raise ValueError(f"cannot convert {os.fspath(src)} to {os.fspath(dst)}: one is a "
-                         "dataset (.ds, .nc) and the other an array")
+                         f"dataset (.ds, .nc) and the other an array "
+                         f"({src_format.description})")
     else:
         convert_array(src, dst, to, storage_options=storage_options, **options)

@@ -46,6 +46,10 @@ class ExpressionError(CArrayError, ValueError):
     """A query expression cannot be parsed, or names something unknown."""
 
 
+class BroadcastError(CArrayError, ValueError):
+    """Operands of an expression have shapes that do not broadcast together."""
+
+
 class ReadOnlyError(CArrayError, PermissionError):
     """A write was attempted on something opened read-only."""
 
@@ -62,16 +66,45 @@ class ContainerExistsError(CArrayError, FileExistsError):
     """A dataset already exists where a new one was to be created."""
 
 
-class UnsafeDataError(CArrayError, TypeError):
-    """Reading would require unpickling; pass the explicit opt-in to allow it."""
+class UnsafeDataError(CArrayError, ValueError, TypeError):
+    """Metadata asks for items numpy would build from file bytes as Python objects.
+
+    Object dtypes (bcolz pickles included), fields or sub-arrays holding objects
+    and variable-size kinds such as numpy's StringDType are refused unless the
+    caller opts in where the format allows it (``allow_pickle=True`` for bcolz).
+    A ``ValueError`` like every other bad-file error; still a ``TypeError`` for
+    callers written against earlier releases.
+    """
 
 
 class UnsupportedDTypeError(CArrayError, TypeError):
     """The dtype cannot be stored in the requested format."""
 
 
+class StorageError(CArrayError, OSError):
+    """Reading or writing storage failed: disk full, I/O error, a store that refused.
+
+    An ``OSError`` with the ``errno`` of the failure kept and ``filename`` naming the
+    file or key, so ``except OSError`` and ``exc.errno == errno.ENOSPC`` keep working.
+    Missing files stay ``FileNotFoundError``.
+    """
+
+    @classmethod
+    def wrap(cls, exc: OSError, path: str | os.PathLike | None = None) -> StorageError:
+        """``exc`` as a StorageError naming ``path`` (or the file ``exc`` names)."""
+        where = os.fspath(path) if path is not None else exc.filename
+        out = cls(exc.errno, exc.strerror or str(exc), where)
+        out.__cause__ = exc
+        return out
+
+
+class LockError(CArrayError, BlockingIOError):
+    """A dataset is already open for writing (by this or another process)."""
+
+
 __all__ = [
     "AlignmentError",
+    "BroadcastError",
     "CArrayError",
     "ChecksumError",
     "CodecError",
@@ -80,7 +113,9 @@ __all__ = [
     "ContainerNotFoundError",
     "ExpressionError",
     "FormatError",
+    "LockError",
     "ReadOnlyError",
+    "StorageError",
     "UnsafeDataError",
     "UnsupportedDTypeError",
 ]

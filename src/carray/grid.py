@@ -3,7 +3,8 @@
 This is the one piece of indexing math.  Every read and write of a carray --
 ``a[3]``, ``a[::7]``, ``a[mask]``, ``a[:, 5, 2:9]``, append, resize -- is a key
 (normalised by :mod:`carray.keys`) mapped onto this grid, laid out the
-Caterva / b2nd way (specs/caterva-b2nd.md section 2):
+Caterva / b2nd way (docs/formats/b2frame.md, "N-d layout"; the
+shape arithmetic is :mod:`carray.geometry`'s):
 
 * the array is tiled by chunks of ``chunks`` items per axis, numbered in C
   order over the chunk grid ``ceil(shape / chunks)``;
@@ -31,10 +32,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import product
+from typing import Any
 
 import numpy as np
 
-from carray.formats import _b2nd_geometry as geo
+from carray import geometry as geo
 from carray.keys import AxisIndex, OrthoKey, _as_shape
 from carray.shapes import MAX_DIM
 
@@ -213,11 +215,11 @@ class Piece:
             # An outer "sum" of per-axis block coordinates, raveled in C order;
             # ascending per axis makes the flattened result ascending too.
             if self.nblocks <= 256:  # few: Python ints beat numpy's per-call cost
-                lin = [0]
+                few = [0]
                 for b, nb in zip(self._axis_blocks, self._per_chunk, strict=True):
                     coords = b.tolist()
-                    lin = [x * nb + y for x in lin for y in coords]
-                self._blocks = np.array(lin, dtype=np.intp)
+                    few = [x * nb + y for x in few for y in coords]
+                self._blocks = np.array(few, dtype=np.intp)
             else:
                 lin = np.zeros(1, dtype=np.intp)
                 for b, nb in zip(self._axis_blocks, self._per_chunk, strict=True):
@@ -328,7 +330,7 @@ def _as_slice(r: range) -> slice:
     return slice(r.start, r.stop if r.stop >= 0 else None, r.step)
 
 
-def outer_index(parts: Sequence[AxisIndex]) -> tuple:
+def outer_index(parts: Sequence[AxisIndex]) -> tuple[Any, ...]:
     """An index tuple picking the outer product of ``parts`` (``np.ix_`` semantics).
 
     Ranges become slices (views, no index arrays). With one array numpy's own
@@ -393,7 +395,7 @@ def _as_array(part: AxisIndex) -> np.ndarray:
     return part
 
 
-def split_index(parts: Sequence[AxisIndex], grid: NDGrid) -> tuple:
+def split_index(parts: Sequence[AxisIndex], grid: NDGrid) -> tuple[np.ndarray, ...]:
     """An index into a block-ordered chunk viewed as ``blocks_per_chunk + blocks``.
 
     Blocks are stored one after another in C order, each C-ordered, so that 2N-d
@@ -410,7 +412,8 @@ def split_index(parts: Sequence[AxisIndex], grid: NDGrid) -> tuple:
     return tuple(outer) + tuple(inner)
 
 
-def _block_box(parts: Sequence[AxisIndex], grid: NDGrid):
+def _block_box(parts: Sequence[AxisIndex],
+               grid: NDGrid) -> tuple[tuple[slice, ...], list[int], int]:
     """The blocks a selection spans, as a box: ``(slices into the 2N-d view, offsets)``,
     plus the box's item count."""
     lows, view_key, items = [], [], 1
@@ -426,11 +429,13 @@ def _block_box(parts: Sequence[AxisIndex], grid: NDGrid):
     return tuple(view_key), lows, items
 
 
+# One straight run along an axis: (block slice, offset slice, output slice, (blocks, width)).
+_Run = tuple[slice, slice, slice, tuple[int, int]]
 # Past this many straight copies per piece, copying the spanned blocks at once is cheaper.
 _MAX_RUN_COPIES = 8
 
 
-def _block_runs(piece: Piece, grid: NDGrid):
+def _block_runs(piece: Piece, grid: NDGrid) -> list[list[_Run]] | None:
     """Per axis, the piece as straight runs of the 2N-d block view, or None.
 
     Possible when every axis selects an ascending unit-step range.  Such a
@@ -488,7 +493,7 @@ def gather_blocked(piece: Piece, raw: np.ndarray, grid: NDGrid, out: np.ndarray)
     view = raw.reshape(grid.blocks_per_chunk + grid.blocks)
     runs = _block_runs(piece, grid)
     if runs is not None:
-        order = _interleave(nd)
+        order = geo.interleave(nd)
         for combo in product(*runs):
             dest = out[tuple(seg[2] for seg in combo)].reshape(
                 tuple(x for seg in combo for x in seg[3]))
@@ -500,7 +505,7 @@ def gather_blocked(piece: Piece, raw: np.ndarray, grid: NDGrid, out: np.ndarray)
         out[outer_index(piece.out)] = view[split_index(piece.local, grid)]
         return
     sub = view[box_key + (slice(None),) * nd]
-    box = sub.transpose(_interleave(nd)).reshape(
+    box = sub.transpose(geo.interleave(nd)).reshape(
         tuple(m * b for m, b in zip(sub.shape[:nd], grid.blocks, strict=True)))
     local = tuple(_shifted(p, lo) for p, lo in zip(piece.local, lows, strict=True))
     out[outer_index(piece.out)] = box[outer_index(local)]
@@ -516,21 +521,11 @@ def scatter_blocked(piece: Piece, values: np.ndarray, raw: np.ndarray, grid: NDG
         return
     sub = view[box_key + (slice(None),) * nd]
     shape = tuple(m * b for m, b in zip(sub.shape[:nd], grid.blocks, strict=True))
-    box = sub.transpose(_interleave(nd)).reshape(shape)
+    box = sub.transpose(geo.interleave(nd)).reshape(shape)
     local = tuple(_shifted(p, lo) for p, lo in zip(piece.local, lows, strict=True))
     box[outer_index(local)] = values[outer_index(piece.out)]
     split = tuple(x for m, b in zip(sub.shape[:nd], grid.blocks, strict=True) for x in (m, b))
-    sub[...] = box.reshape(split).transpose(_deinterleave(nd))
-
-
-def _interleave(nd: int) -> tuple[int, ...]:
-    """Axes (q0..qN-1, r0..rN-1) reordered as (q0, r0, q1, r1, ...)."""
-    return tuple(x for ax in range(nd) for x in (ax, nd + ax))
-
-
-def _deinterleave(nd: int) -> tuple[int, ...]:
-    """The inverse of :func:`_interleave`."""
-    return tuple(range(0, 2 * nd, 2)) + tuple(range(1, 2 * nd, 2))
+    sub[...] = box.reshape(split).transpose(geo.deinterleave(nd))
 
 
 def c_bounds(parts: Sequence[AxisIndex], shape: Sequence[int]) -> tuple[int, int]:

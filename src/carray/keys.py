@@ -21,12 +21,15 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 #: What one axis of a selection picks: an ascending or descending ``range``
 #: (slices and ints, kept lazy so big slices cost nothing) or an intp array.
 AxisIndex = range | np.ndarray
+#: A numpy-style index: int, slice, Ellipsis, None, array-like, or a tuple of them.
+Key = Any
 
 
 def _as_shape(name: str, value: Sequence[int]) -> tuple[int, ...]:
@@ -36,7 +39,7 @@ def _as_shape(name: str, value: Sequence[int]) -> tuple[int, ...]:
         raise TypeError(f"{name} must be a sequence of integers, got {value!r}") from None
 
 
-def _is_int(k) -> bool:
+def _is_int(k: Any) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
 
 
@@ -85,13 +88,13 @@ class OrthoKey:
         """
         return out.reshape(self.out_shape)
 
-    def expand_values(self, values) -> np.ndarray:
+    def expand_values(self, values: Any) -> np.ndarray:
         """Broadcast values for an assignment to ``out_shape``, then view as ``sel_shape``."""
         values = np.asarray(values)
         return np.broadcast_to(values, self.out_shape).reshape(self.sel_shape)
 
 
-def _axis_index(k, n: int, ax: int) -> AxisIndex:
+def _axis_index(k: Key, n: int, ax: int) -> AxisIndex:
     """What one key entry selects on an axis of length ``n``."""
     if isinstance(k, slice):
         return range(n)[k]
@@ -131,7 +134,7 @@ def in_bounds(idx: np.ndarray, n: int, ax: int) -> np.ndarray:
     return idx
 
 
-def orthogonal_key(key, shape: Sequence[int]) -> OrthoKey:
+def orthogonal_key(key: Key, shape: Sequence[int]) -> OrthoKey:
     """Normalise a numpy-style ``key`` for orthogonal indexing of ``shape``.
 
     Accepts ints (negative too), slices with any step, ``...``, ``None``, and
@@ -196,7 +199,7 @@ def orthogonal_key(key, shape: Sequence[int]) -> OrthoKey:
 
 
 
-def needs_coordinates(key) -> bool:
+def needs_coordinates(key: Key) -> bool:
     """Whether ``key`` holds an N-d boolean mask, which only numpy's meaning can express."""
     entries = key if isinstance(key, tuple) else (key,)
     return any(isinstance(k, np.ndarray) and k.dtype == bool and k.ndim > 1 for k in entries)
@@ -219,7 +222,7 @@ class CoordKey:
         return math.prod(self.out_shape)
 
 
-def coordinate_key(key, shape: Sequence[int]) -> CoordKey:
+def coordinate_key(key: Key, shape: Sequence[int]) -> CoordKey:
     """Resolve ``key`` with numpy's own indexing rules on an array of ``shape``.
 
     Each axis' positions are read through a zero-stride broadcast view of
@@ -253,7 +256,7 @@ class Selection:
     """
 
     rows: int | range | np.ndarray
-    post: tuple | None
+    post: tuple[Any, ...] | None
 
     @property
     def nrows(self) -> int:
@@ -262,10 +265,10 @@ class Selection:
         return len(self.rows)
 
 
-def _expand(key, ndim: int) -> tuple:
+def _expand(key: Key, ndim: int) -> tuple[Any, ...]:
     """Make ``key`` a tuple with Ellipsis expanded; None entries kept."""
-    if not isinstance(key, tuple):
-        key = (key,)
+    entries: tuple[Any, ...] = key if isinstance(key, tuple) else (key,)
+    key = entries
     n_ellipsis = sum(1 for k in key if k is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -278,11 +281,11 @@ def _expand(key, ndim: int) -> tuple:
             "indexed")
     if n_ellipsis:
         i = next(i for i, k in enumerate(key) if k is Ellipsis)
-        key = key[:i] + (slice(None),) * (ndim - consumed) + key[i + 1:]
-    return key
+        entries = key[:i] + (slice(None),) * (ndim - consumed) + key[i + 1:]
+    return entries
 
 
-def _as_index_array(k) -> np.ndarray | None:
+def _as_index_array(k: Key) -> np.ndarray | None:
     """An array key (list, ndarray, array-like with __array__), or None for scalars/slices."""
     if isinstance(k, (slice, type(None))) or k is Ellipsis or _is_int(k):
         return None
@@ -294,7 +297,7 @@ def _as_index_array(k) -> np.ndarray | None:
     return arr
 
 
-def select(key, shape: tuple[int, ...]) -> Selection:
+def select(key: Key, shape: tuple[int, ...]) -> Selection:
     """Split a numpy-style key on an array of ``shape`` into rows and remainder.
 
     Raises
@@ -349,11 +352,11 @@ def select(key, shape: tuple[int, ...]) -> Selection:
             touched = np.flatnonzero(arr.reshape(nrows, -1).any(axis=1))
             sub = arr[touched]
             return Selection(touched.astype(np.int64), before + (sub,) + after)
-        rows = np.flatnonzero(arr).astype(np.int64)
+        picked = np.flatnonzero(arr).astype(np.int64)
         if trivial_rest:
-            return Selection(rows, None)
-        first = np.arange(len(rows)) if advanced_rest else slice(None)
-        return Selection(rows, before + (first,) + after)
+            return Selection(picked, None)
+        first = np.arange(len(picked)) if advanced_rest else slice(None)
+        return Selection(picked, before + (first,) + after)
     if not np.issubdtype(arr.dtype, np.integer):
         raise IndexError(
             "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer "

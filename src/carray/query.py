@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from carray.array import carray
 from carray.errors import ExpressionError
 
 try:
@@ -86,7 +87,7 @@ class _Normalise(ast.NodeTransformer):
                 raise ExpressionError(f"unsupported comparison {type(op).__name__}")
             parts.append(ast.Compare(left=left, ops=[op], comparators=[right]))
             left = right
-        out = parts[0]
+        out: ast.expr = parts[0]
         for part in parts[1:]:
             out = ast.BinOp(left=out, op=ast.BitAnd(), right=part)
         return out
@@ -125,7 +126,8 @@ class Expression:
                     raise ExpressionError(f"unknown function in {text!r}")
             elif isinstance(node, ast.Name) and node.id not in names:
                 names.append(node.id)
-        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        calls = {n.func.id for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         names = [n for n in names if n not in calls or _is_used_as_value(tree, n)]
         return cls(text, tree, tuple(names), ast.unparse(tree), bool(calls))
 
@@ -167,7 +169,7 @@ def evaluate_numpy(tree: ast.AST, env: Mapping[str, Any]) -> Any:
     if isinstance(tree, ast.Compare):
         return _CMPOPS[type(tree.ops[0])](evaluate_numpy(tree.left, env),
                                           evaluate_numpy(tree.comparators[0], env))
-    if isinstance(tree, ast.Call):
+    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name):
         return _FUNCTIONS[tree.func.id](*(evaluate_numpy(a, env) for a in tree.args))
     raise ExpressionError(f"{type(tree).__name__} is not allowed")  # pragma: no cover
 
@@ -301,8 +303,8 @@ class BlockEvaluator:
                 if np.ndim(value) == 0 and not hasattr(value, "chunklen"):
                     self.scalars[name] = value
                 else:
-                    self.columns[name] = value if hasattr(value, "_read_range") or \
-                        hasattr(value, "chunklen") else np.asarray(value)
+                    self.columns[name] = value if hasattr(value, "read_rows") \
+                        else np.asarray(value)
             else:
                 raise ExpressionError(f"{name!r} in {self.expr.text!r} is neither a column "
                                       "nor a variable")
@@ -336,7 +338,7 @@ class BlockEvaluator:
             return np.ones(nblocks, bool)
         bounds = {}
         for name, col in self.columns.items():
-            zones = col._zone_map() if hasattr(col, "_zone_map") else None
+            zones = col.zone_map() if isinstance(col, carray) else None
             if zones is not None:
                 bounds[name] = _block_bounds(zones, col.chunklen, self.blen, n)
         if not bounds:
@@ -380,21 +382,16 @@ class BlockEvaluator:
     def _read(self, name: str, col: Any, lo: int, hi: int, buffers: dict) -> np.ndarray:
         if isinstance(col, np.ndarray):
             return col[lo:hi]
-        if not hasattr(col, "_zone_map"):  # string columns and other readers
-            return col._read_range(range(lo, hi))
+        if not isinstance(col, carray):  # string columns
+            return col.read_rows(range(lo, hi))
         buf = buffers.get(name)
         if buf is None:
             buf = buffers[name] = np.empty((self.blen, *col.shape[1:]), dtype=col.dtype)
-        out = col._read_range(range(lo, hi), out=buf[:hi - lo])
+        out = col.read_rows(range(lo, hi), out=buf[:hi - lo])
         cl = col.chunklen
-        if lo % cl == 0 and hi - lo == cl and col._zones is not None and \
-                not _known(col._zones, lo // cl):
-            col._learn_zone(lo // cl, out)
+        if lo % cl == 0 and hi - lo == cl:
+            col.learn_zone(lo // cl, out)
         return out
-
-
-def _known(zones, nchunk: int) -> bool:
-    return nchunk < len(zones.known) and bool(zones.known[nchunk])
 
 
 def _block_bounds(zones, chunklen: int, blen: int, n: int) -> Bounds:
@@ -423,3 +420,28 @@ def _block_bounds(zones, chunklen: int, blen: int, n: int) -> Bounds:
 
 __all__ = ["BlockEvaluator", "Expression", "ExpressionError", "caller_scope", "evaluate_numpy",
            "may_match"]
+
+
+def collect_result(ev: Any, out_flavor: str, kwargs: dict) -> Any:
+    """Gather the blocks of an evaluation into a carray or a numpy array."""
+    if out_flavor not in ("carray", "bcolz", "numpy"):
+        raise ValueError(f"out_flavor must be 'carray' or 'numpy', got {out_flavor!r}")
+    if ev.length is None:
+        value = ev.constant()
+        return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+    out: Any = None
+    parts = []
+    for _, _, result, _ in ev.blocks():
+        if out_flavor == "numpy":
+            parts.append(np.array(result))
+            continue
+        if out is None:
+            kwargs.setdefault("expectedlen", ev.length)
+            out = carray(np.empty((0, *result.shape[1:]), dtype=result.dtype), **kwargs)
+        out.append(result)
+    if out_flavor == "numpy":
+        return np.concatenate(parts) if parts else np.empty(0)
+    if out is None:
+        out = carray(np.empty(0), **kwargs)
+    out.flush()
+    return out

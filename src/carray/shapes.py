@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from carray.formats import _b2nd_geometry as geo
+from carray import geometry as geo
 from carray.keys import _as_shape
 
 __all__ = ["CacheSizes", "cpu_cache_sizes", "calc_chunklen", "choose_grid",
@@ -187,7 +187,7 @@ def default_chunks_blocks(shape: Sequence[int], itemsize: int,
     return chunks, default_blocks(chunks, itemsize, caches)
 
 
-# bcolz 1.x chunk size heuristic (specs/bcolz.md section 8).
+# bcolz 1.x chunk size heuristic (docs/formats/bcolz-dir.md, "chunklen heuristic").
 _MIN_EXPECTED_MB, _MAX_EXPECTED_MB = 1e-4, 1e4
 
 

@@ -8,13 +8,32 @@ viewed, not copied.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from carray.array import carray
+from carray.container import TableBase
 from carray.vlstring import StringColumn
+
+#: A table directory's list of column names (bcolz's name), and its attributes file.
+ROOTDIRS = "__rootdirs__"
+ATTRS_FILE = "__attrs__"
+_RESERVED = {ROOTDIRS, ATTRS_FILE}
+
+
+def check_name(name: Any) -> str:
+    """A column name that is safe as a directory name under the table's root."""
+    if not isinstance(name, str):
+        raise TypeError(f"column names must be str, got {name!r}")
+    if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or name in _RESERVED \
+            or (os.altsep and os.altsep in name):
+        raise ValueError(f"column name {name!r} is not allowed: names become directory names, "
+                         "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
+                         "or NUL")
+    return name
 
 
 def _is_dataframe(obj: Any) -> bool:
@@ -82,11 +101,9 @@ def _arrow_values(arr: Any) -> Any:
 
 def normalise_columns(columns: Any, names: list[str] | None) -> list[tuple[str, Any]]:
     """``(name, values)`` per column of any source a table can be built from."""
-    from carray.table import check_name, ctable
-
     if columns is None:
         pairs: list[tuple[Any, Any]] = []
-    elif isinstance(columns, ctable):
+    elif isinstance(columns, TableBase):
         pairs = [(n, columns.cols[n]) for n in columns.names]
     elif _is_dataframe(columns):
         pairs = [(str(n), _series_values(columns[n])) for n in columns.columns]
@@ -127,9 +144,7 @@ def normalise_columns(columns: Any, names: list[str] | None) -> list[tuple[str, 
 
 def normalise_rows(rows: Any, names: list[str]) -> dict[str, Any]:
     """Rows to append, as ``name -> values`` for exactly the table's columns."""
-    from carray.table import ctable
-
-    if isinstance(rows, ctable):
+    if isinstance(rows, TableBase):
         cols = {n: rows.cols[n][:] if not isinstance(rows.cols[n], StringColumn)
                 else rows.cols[n].read(as_object=True) for n in rows.names}
     elif _is_dataframe(rows) or _is_arrow_table(rows):
@@ -171,21 +186,18 @@ def normalise_rows(rows: Any, names: list[str]) -> dict[str, Any]:
 # -- pandas and Arrow ---------------------------------------------------------------------------
 
 
-def fromdataframe(df: Any, **kwargs: Any):
-    """A ctable from a pandas DataFrame, column by column.
+def dataframe_columns(df: Any, strings: str = "variable") -> dict[str, Any]:
+    """A pandas DataFrame's columns as ``name -> values``, ready for a new ctable.
 
     Object and string columns become variable-length string columns (pass
     ``strings='fixed'`` for fixed-width ``U`` columns bcolz can read).
     """
-    from carray.table import ctable
-
-    strings = kwargs.pop("strings", "variable")
     pairs = normalise_columns(df, None)
     if strings == "fixed":
         pairs = [(n, np.asarray(v, dtype=str) if _is_strings(v) else v) for n, v in pairs]
     elif strings != "variable":
         raise ValueError(f"strings must be 'variable' or 'fixed', got {strings!r}")
-    return ctable(dict(pairs), **kwargs)
+    return dict(pairs)
 
 
 def _is_strings(values: Any) -> bool:
@@ -197,7 +209,7 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
     """A pandas DataFrame from a ctable, column by column (``orient='index'`` transposes)."""
     import pandas as pd
 
-    names = table._outcols(columns)
+    names = table.column_names(columns)
     data = {}
     for n in names:
         col = table.cols[n]
@@ -222,7 +234,7 @@ def to_arrow(table: Any, columns: list[str] | None = None):
     """A pyarrow Table from a ctable; string columns keep their offsets and bytes."""
     import pyarrow as pa
 
-    names = table._outcols(columns)
+    names = table.column_names(columns)
     arrays = []
     for n in names:
         col = table.cols[n]
@@ -237,9 +249,3 @@ def to_arrow(table: Any, columns: list[str] | None = None):
             arrays.append(pa.array(col[:]))
     return pa.table(arrays, names=names)
 
-
-def from_arrow(table: Any, **kwargs: Any):
-    """A ctable from a pyarrow Table (or RecordBatch), column by column."""
-    from carray.table import ctable
-
-    return ctable(table, **kwargs)

@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from carray import registry
 from carray.array import carray
-from carray.errors import ContainerNotFoundError, FormatError
-from carray.layouts.b2frame import is_b2nd_frame
+from carray.defaults import defaults
+from carray.errors import FormatError
+from carray.query import BlockEvaluator, caller_scope, collect_result
 from carray.shapes import calc_chunklen
-from carray.stores import resolve
+from carray.table import ctable
 
 
 def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.dtype]:
@@ -99,8 +101,6 @@ def fromiter(iterable: Iterable, dtype: Any, count: int = -1, **kwargs: Any) -> 
 
 
 def _table_fromiter(iterable: Iterable, dt: np.dtype, count: int, kwargs: dict) -> Any:
-    from carray.table import ctable
-
     if count is not None and count >= 0:
         kwargs.setdefault("expectedlen", count)
         iterable = itertools.islice(iterable, count)
@@ -121,7 +121,7 @@ def _table_fromiter(iterable: Iterable, dt: np.dtype, count: int, kwargs: dict) 
 
 
 def eval(expression: str, user_dict: dict | None = None, vm: str | None = None,  # noqa: A001
-         out_flavor: str = "carray", blen: int | None = None, **kwargs: Any) -> Any:
+         out_flavor: str | None = None, blen: int | None = None, **kwargs: Any) -> Any:
     """Evaluate an expression over carrays, arrays and scalars, block by block.
 
     Names are looked up in ``user_dict``, then in the caller's variables (as
@@ -133,41 +133,17 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
     expression : str
         numexpr syntax, e.g. ``"a * 2 + sin(b)"`` or ``"(x < 0.1) & (y > 0.5)"``.
     vm : {None, 'numexpr', 'python'}
-        The evaluator (default numexpr when installed).
+        The evaluator (default ``carray.defaults.vm``: None picks per expression).
     out_flavor : {'carray', 'numpy'}
-        The result's type; other keyword arguments go to the result carray.
+        The result's type (default ``carray.defaults.out_flavor``); other keyword
+        arguments go to the result carray.
     """
-    from carray.query import BlockEvaluator, caller_scope
-
+    vm = defaults.vm if vm is None else vm
+    out_flavor = defaults.out_flavor if out_flavor is None else out_flavor
     scope = caller_scope(1)
     scope.update(user_dict or {})
     ev = BlockEvaluator(expression, {}, scope, vm=vm, blen=blen, prune=False)
     return collect_result(ev, out_flavor, kwargs)
-
-
-def collect_result(ev: Any, out_flavor: str, kwargs: dict) -> Any:
-    """Gather the blocks of an evaluation into a carray or a numpy array."""
-    if out_flavor not in ("carray", "bcolz", "numpy"):
-        raise ValueError(f"out_flavor must be 'carray' or 'numpy', got {out_flavor!r}")
-    if ev.length is None:
-        value = ev.constant()
-        return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
-    out: Any = None
-    parts = []
-    for _, _, result, _ in ev.blocks():
-        if out_flavor == "numpy":
-            parts.append(np.array(result))
-            continue
-        if out is None:
-            kwargs.setdefault("expectedlen", ev.length)
-            out = carray(np.empty((0, *result.shape[1:]), dtype=result.dtype), **kwargs)
-        out.append(result)
-    if out_flavor == "numpy":
-        return np.concatenate(parts) if parts else np.empty(0)
-    if out is None:
-        out = carray(np.empty(0), **kwargs)
-    out.flush()
-    return out
 
 
 def iterblocks(cobj: carray, blen: int | None = None, start: int = 0,
@@ -176,9 +152,19 @@ def iterblocks(cobj: carray, blen: int | None = None, start: int = 0,
     return cobj.iterblocks(blen, start, stop)
 
 
+def _container_format(rootdir: str, storage_options: dict | None) -> Any:
+    """The registry's format for ``rootdir``, which must hold a carray or a ctable."""
+    # The registry sits above the containers; asked here only when a path is opened.
+    fmt = registry.sniff(rootdir, storage_options)
+    if not fmt.container:
+        raise FormatError(f"a {fmt.description}, not a carray or ctable (read it with "
+                          "carray.registry.open_any, or `carray convert` it)", rootdir)
+    return fmt
+
+
 def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
-         storage_options: dict | None = None, **kwargs: Any) -> Any:
-    """Open a dataset (a carray or a ctable); the layout is told by what is stored.
+         storage_options: dict | None = None, **kwargs: Any) -> carray | ctable:
+    """Open a dataset (a carray or a ctable); the format is told by what is stored.
 
     Parameters
     ----------
@@ -190,21 +176,48 @@ def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
         Passed to the fsspec file system of a URL (credentials, endpoint, ...).
     **kwargs
         As for :class:`carray` or :class:`ctable`.
+
+    Raises
+    ------
+    ContainerNotFoundError
+        Nothing is at ``rootdir``.
+    FormatError
+        Something is there, but not a carray or ctable in any format carray knows.
     """
     rootdir = os.fspath(rootdir)
-    store, path = resolve(rootdir, storage_options)
-    store.invalidate(path)
-    if not store.exists(path):
-        raise ContainerNotFoundError(f"{store.url(path)}: no such dataset")
-    if store.isfile(store.join(path, "__rootdirs__")):
-        from carray.table import ctable
+    if _container_format(rootdir, storage_options).kind == "table":
+        return open_table(rootdir, mode, storage_options=storage_options, **kwargs)
+    return open_array(rootdir, mode, storage_options=storage_options, **kwargs)
 
-        return ctable(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
-    if store.isfile(store.join(path, "meta", "storage")) or is_b2nd_frame(path, store):
-        return carray(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
-    raise FormatError("not a carray dataset (no meta/storage, not a Blosc2 frame)",
-                      store.url(path))
+
+def open_array(rootdir: str | os.PathLike, mode: str = "a", *,
+               storage_options: dict | None = None, **kwargs: Any) -> carray:
+    """Open an array (superchunk or bcolz directory, b2nd or caterva frame).
+
+    Parameters are as for :func:`open`; raises FormatError when ``rootdir`` holds a
+    table or anything else that is not an array.
+    """
+    rootdir = os.fspath(rootdir)
+    fmt = _container_format(rootdir, storage_options)
+    if fmt.kind != "array":
+        raise FormatError(f"a {fmt.description}, not an array (open it with "
+                          "carray.open_table)", rootdir)
+    return carray(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
+
+
+def open_table(rootdir: str | os.PathLike, mode: str = "a", *,
+               storage_options: dict | None = None, **kwargs: Any) -> ctable:
+    """Open a table directory; parameters as for :func:`open`.
+
+    Raises FormatError when ``rootdir`` holds an array or anything else.
+    """
+    rootdir = os.fspath(rootdir)
+    fmt = _container_format(rootdir, storage_options)
+    if fmt.kind != "table":
+        raise FormatError(f"a {fmt.description}, not a table (open it with "
+                          "carray.open_array)", rootdir)
+    return ctable(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
 
 
 __all__ = ["arange", "calc_chunklen", "eval", "fill", "fromiter", "iterblocks", "ones", "open",
-           "zeros"]
+           "open_array", "open_table", "zeros"]

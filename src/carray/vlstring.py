@@ -23,10 +23,13 @@ import numpy as np
 
 from carray.array import carray
 from carray.attrs import Attrs
+from carray.container import Container
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
 from carray.keys import select
 from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
+from carray.params import CParams
+from carray.safejson import load_json
 from carray.stores import LOCAL, Store, resolve
 
 MARKER = "__vlstring__"
@@ -172,7 +175,7 @@ def _decode_numpy(rel: np.ndarray, data: np.ndarray) -> np.ndarray:
 # -- the column ---------------------------------------------------------------------------
 
 
-class StringColumn:
+class StringColumn(Container):
     """A column of variable-length ``str`` values (UTF-8), in memory or on disk.
 
     Reads return numpy ``StringDType`` arrays (``read(key, as_object=True)`` for
@@ -184,8 +187,10 @@ class StringColumn:
                  fsync: bool = True, storage_options: dict | None = None) -> None:
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
         self._storage_options = storage_options
-        self._store, self._path = resolve(self._rootdir, storage_options) \
-            if self._rootdir is not None else (LOCAL, None)
+        self._store: Store = LOCAL
+        self._path = ""  # in memory
+        if self._rootdir is not None:
+            self._store, self._path = resolve(self._rootdir, storage_options)
         self._mode = mode
         if self._rootdir is not None and values is None and self._store.exists(self._path):
             self._open(fsync)
@@ -231,10 +236,8 @@ class StringColumn:
     def _open(self, fsync: bool) -> None:
         if not is_string_column(self._path, self._store):
             raise FormatError("not a string column (no __vlstring__ marker)", self._rootdir)
-        try:
-            marker = json.loads(self._store.get(self._store.join(self._path, MARKER)))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise FormatError(f"bad {MARKER}: {exc}", self._rootdir) from None
+        marker = load_json(self._store.get(self._store.join(self._path, MARKER)),
+                           str(self._rootdir), what=MARKER)
         if not isinstance(marker, dict) or marker.get("version") != 1:
             raise FormatError(f"unsupported string column {marker!r}", self._rootdir)
         mode = "r" if self._mode == "r" else "a"
@@ -288,40 +291,31 @@ class StringColumn:
         return self._offsets.chunklen
 
     @property
-    def cparams(self):
+    def cparams(self) -> CParams:
         return self._values.cparams
-
-    @property
-    def rootdir(self) -> str | None:
-        return self._rootdir
-
-    @property
-    def mode(self) -> str:
-        return self._mode
-
-    @property
-    def attrs(self) -> Attrs:
-        return self._attrs
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _read_range(self, rows: range, as_object: bool = False) -> np.ndarray:
+    def read_rows(self, rows: range, as_object: bool = False) -> np.ndarray:
+        """Rows ``rows`` (a range with a positive step) as a StringDType array (or an
+        ``object`` array of ``str``)."""
         if rows.step != 1:
             picked = np.arange(rows.start, rows.stop, rows.step, dtype=np.int64)
-            return self._read_rows(picked, as_object)
+            return self.take(picked, as_object)
         offs = self._offsets[rows.start:rows.stop + 1]
         data = self._values[int(offs[0]):int(offs[-1])] if len(offs) else np.zeros(0, np.uint8)
         if len(offs) == 0:
             offs = np.zeros(1, np.int64)
         return decode(offs, data, self._rootdir, as_object)
 
-    def _read_rows(self, rows: np.ndarray, as_object: bool = False) -> np.ndarray:
+    def take(self, rows: Any, as_object: bool = False) -> np.ndarray:
+        """The rows at positions ``rows`` (any order, repeats allowed)."""
         rows = np.asarray(rows, dtype=np.int64)
         if len(rows) == 0:
             return decode(np.zeros(1, np.int64), np.zeros(0, np.uint8), None, as_object)
         lo, hi = int(rows.min()), int(rows.max())
         if hi - lo < 4 * len(rows):  # dense: one range, then pick
-            return self._read_range(range(lo, hi + 1), as_object)[rows - lo]
+            return self.read_rows(range(lo, hi + 1), as_object)[rows - lo]
         starts, stops = self._offsets[rows], self._offsets[rows + 1]
         lens = stops - starts
         offs = np.zeros(len(rows) + 1, np.int64)
@@ -334,14 +328,14 @@ class StringColumn:
         """Rows ``key`` as a StringDType array (or ``object`` array of ``str``)."""
         sel = select(key, self.shape)
         if isinstance(sel.rows, int):
-            return str(self._read_range(range(sel.rows, sel.rows + 1), True)[0])
+            return str(self.read_rows(range(sel.rows, sel.rows + 1), True)[0])
         if isinstance(sel.rows, range):
             if sel.rows.step < 0:
-                out = self._read_range(sel.rows[::-1], as_object)[::-1]
+                out = self.read_rows(sel.rows[::-1], as_object)[::-1]
             else:
-                out = self._read_range(sel.rows, as_object)
+                out = self.read_rows(sel.rows, as_object)
         else:
-            out = self._read_rows(sel.rows, as_object)
+            out = self.take(sel.rows, as_object)
         return out if sel.post is None else out[sel.post]
 
     def __getitem__(self, key: Any) -> Any:
@@ -360,7 +354,7 @@ class StringColumn:
         blen = blen or self.chunklen
         rows = range(len(self))[start:stop]
         for i in range(0, len(rows), blen):
-            yield self._read_range(rows[i:i + blen])
+            yield self.read_rows(rows[i:i + blen])
 
     def to_arrow(self):
         """A ``pyarrow.LargeStringArray`` built from the stored offsets and bytes."""
@@ -424,9 +418,13 @@ class StringColumn:
         self._values.flush()
         self._offsets.flush()
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self._values.close()
         self._offsets.close()
+
+    def clip(self, nitems: int) -> None:
+        """Hide rows past ``nitems`` without writing anything (read-only table views)."""
+        self._offsets.engine.clip(nitems + 1)
 
     def free_cachemem(self) -> None:
         self._values.free_cachemem()

@@ -12,10 +12,21 @@ recomputed the next time that chunk is decoded.
 from __future__ import annotations
 
 import io
+import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from carray.errors import FormatError
+
+if TYPE_CHECKING:
+    from carray.engine import ArrayEngine
+
+_SEGMENT_NAME = re.compile(r"zonemap_(\d{6})\.npy")
+
+
+def _segment_name(segment: int) -> str:
+    return f"zonemap_{segment:06d}.npy"
 
 # Kinds whose order numpy and numexpr agree on; datetimes are left out because
 # NaT sorts as the smallest value in numpy but compares false everywhere.
@@ -27,6 +38,16 @@ def summarised(dtype: np.dtype, atomshape: tuple[int, ...]) -> bool:
     return dtype.kind in SUMMARISED_KINDS and not atomshape and dtype.isnative
 
 
+def _field_view(name: str) -> property:
+    """A read-only property: the used part of the field array ``_<name>``."""
+
+    def get(self: ZoneMap) -> np.ndarray:
+        self._ensure()
+        return np.asarray(getattr(self, "_" + name)[:len(self)])
+
+    return property(get)
+
+
 class ZoneMap:
     """Min, max and has-NaN per chunk, plus the stamp of the chunk file summarised."""
 
@@ -34,8 +55,8 @@ class ZoneMap:
 
     def __init__(self, dtype: np.dtype, nchunks: int = 0) -> None:
         self.dtype = np.dtype(dtype)
-        self._pending_load = None
-        self._dirty_segments = set()
+        self._pending_load: ArrayEngine | None = None
+        self._dirty_segments: set[int] = set()
         self._saved: set[int] = set()
         self._n = 0
         self._alloc(max(nchunks, 16))
@@ -57,18 +78,17 @@ class ZoneMap:
             if arr is not None:
                 getattr(self, "_" + f)[:self._n] = arr[:self._n]
 
-    def _view(name: str):  # noqa: N805 - builds the properties below
-        def get(self) -> np.ndarray:
-            self._ensure()
-            return getattr(self, "_" + name)[:self._n]
-        return property(get)
-
-    lo, hi, nan = _view("lo"), _view("hi"), _view("nan")
-    known, checked, stamp = _view("known"), _view("checked"), _view("stamp")
+    lo, hi, nan = _field_view("lo"), _field_view("hi"), _field_view("nan")
+    known, checked, stamp = _field_view("known"), _field_view("checked"), _field_view("stamp")
 
     def __len__(self) -> int:
         self._ensure()
         return self._n
+
+    def is_known(self, nchunk: int) -> bool:
+        """Whether chunk ``nchunk`` has a trusted summary."""
+        self._ensure()
+        return nchunk < self._n and bool(self._known[nchunk])
 
     def _grow(self, nchunks: int) -> None:
         self._ensure()
@@ -139,28 +159,46 @@ class ZoneMap:
     _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8")]
 
     @classmethod
-    def load(cls, layout, meta) -> ZoneMap | None:
-        """The summaries a layout keeps for an array, read on first use."""
-        if not summarised(meta.dtype, meta.atomshape):
+    def attach(cls, engine: ArrayEngine) -> ZoneMap | None:
+        """The summaries of an array's chunks, read from its sidecars on first use and kept
+        up to date as a listener of its engine (None for dtypes not summarised)."""
+        if not summarised(engine.dtype, engine.shape[1:]):
             return None
-        zm = cls(meta.dtype)
-        zm._pending_load = layout
+        zm = cls(engine.dtype)
+        zm._pending_load = engine
+        engine.add_listener(zm)
         return zm
+
+    # -- the engine's listener protocol ---------------------------------------------------
+
+    def chunk_written(self, nchunk: int, values: np.ndarray,
+                      stamp: tuple[int, int] | None) -> None:
+        self.update(nchunk, values, stamp)
+
+    def chunks_dropped(self, first: int) -> None:
+        self.truncate(first)
+
+    def committing(self, engine: ArrayEngine) -> None:
+        if self.dirty:
+            self.truncate(engine.nfull)
+            self.save(engine)
 
     def _ensure(self) -> None:
         if self._pending_load is not None:
             self._load_now()
 
     def _load_now(self) -> None:
-        layout, self._pending_load = self._pending_load, None
-        saved = layout.zonemap_segments()
+        engine, self._pending_load = self._pending_load, None
+        assert engine is not None
+        saved = [int(m.group(1)) for m in map(_SEGMENT_NAME.fullmatch, engine.sidecar_names())
+                 if m]
         self._saved = set(saved)
         for k in saved:
-            data = layout.load_zonemap(k)
+            data = engine.load_sidecar(_segment_name(k))
             if data is None:
                 continue
             try:
-                table = self._parse(data, layout.describe())
+                table = self._parse(data, engine.describe())
             except FormatError:
                 continue  # only a cache: rebuilt as chunks are written or read
             first = k * self.SEGMENT
@@ -196,7 +234,7 @@ class ZoneMap:
         np.save(buf, table, allow_pickle=False)
         return buf.getvalue()
 
-    def save(self, layout) -> None:
+    def save(self, engine: ArrayEngine) -> None:
         """Write the segments changed since the last save; delete those past the end."""
         if not self.dirty:
             return
@@ -206,6 +244,6 @@ class ZoneMap:
         stale = {k for k in saved if k >= nseg}
         for k in sorted(self._dirty_segments | stale):
             data = self._segment_bytes(k) if k < nseg else None
-            layout.save_zonemap(k, data)
+            engine.save_sidecar(_segment_name(k), data)
             (saved.add if data is not None else saved.discard)(k)
         self._saved, self._dirty_segments, self.dirty = saved, set(), False

@@ -120,7 +120,7 @@ def test_empty_arrays_round_trip(tmp_path):
 def test_b2nd_frames_are_filled_on_the_driver(tmp_path):
     x = _data((300, 7), np.float64)
     b = ca.from_dask(da.from_array(x, chunks=(64, 7)), str(tmp_path / "x.b2nd"))
-    assert b._layout.unit_chunks == 0
+    assert b.engine.unit_chunks == 0
     np.testing.assert_array_equal(b[:], x)
 
 
@@ -132,7 +132,7 @@ def test_tasks_ship_a_read_only_handle_not_data(tmp_path):
     a = ca.carray(x, chunks=(10_000,), rootdir=str(tmp_path / "a"))
     dx = a.to_dask()
     [source] = _graph_sources(dx)  # one key opens the handle; every task reads from it
-    assert source.container is None and source.recipe[1][0]["mode"] == "r"
+    assert source.container is None and source.recipe[1]["mode"] == "r"
     assert len(pickle.dumps(dict(dx.__dask_graph__()))) < 5_000  # the data is 800 kB
     opened = source.open()
     assert opened.mode == "r"
@@ -182,7 +182,7 @@ def test_rechunk_makes_blocks_fit(tmp_path, storage):
 def test_new_superchunk_targets_get_files_inside_blocks(tmp_path):
     x = _data((10_000,), np.float64)
     b = ca.from_dask(da.from_array(x, chunks=(1000,)), str(tmp_path / "a"), chunks=(250,))
-    assert b._layout.unit_chunks == 4  # the largest that divides every block edge
+    assert b.engine.unit_chunks == 4  # the largest that divides every block edge
     np.testing.assert_array_equal(b[:], x)
 
 

@@ -10,6 +10,7 @@ import hashlib
 import os
 
 import numpy as np
+import pytest
 
 from carray.codecs import blosc
 from carray.layouts.base import ArrayMeta, Layout
@@ -148,16 +149,19 @@ class LayoutConformance:
             assert layout.load_attrs() == attrs
             layout.close()
 
-    def test_zonemap_blob(self, tmp_path):
+    def test_sidecar_blob(self, tmp_path):
         layout = self.make(tmp_path, self.array_meta())
         self.fill(layout, 3)
-        layout.save_zonemap(0, b"\x93NUMPY-ish blob")
-        layout.save_zonemap(3, b"another")
+        layout.save_sidecar("zonemap_000000.npy", b"\x93NUMPY-ish blob")
+        layout.save_sidecar("zonemap_000003.npy", b"another")
         if self.persistent and self.stores_zonemaps:
-            assert layout.zonemap_segments() == [0, 3]
-            assert layout.load_zonemap(0) == b"\x93NUMPY-ish blob"
-            layout.save_zonemap(0, None)
-            assert layout.zonemap_segments() == [3] and layout.load_zonemap(0) is None
+            assert layout.sidecar_names() == ["zonemap_000000.npy", "zonemap_000003.npy"]
+            assert layout.load_sidecar("zonemap_000000.npy") == b"\x93NUMPY-ish blob"
+            layout.save_sidecar("zonemap_000000.npy", None)
+            assert layout.sidecar_names() == ["zonemap_000003.npy"]
+            assert layout.load_sidecar("zonemap_000000.npy") is None
+            with pytest.raises(ValueError, match="plain file name"):
+                layout.save_sidecar("../storage", b"x")
         if self.persistent:
             s0 = layout.chunk_stamp(1)
             layout.write_chunk(1, chunk_of(6, layout))
@@ -196,8 +200,8 @@ class PersistentLayoutConformance(LayoutConformance):
             ro.read_chunk(i)
             ro.chunk_reader(i)
         ro.load_attrs()
-        ro.zonemap_segments()
-        ro.load_zonemap(0)
+        ro.sidecar_names()
+        ro.load_sidecar("zonemap_000000.npy")
         ro.chunk_stamp(3)
         ro.close()
         assert self.snapshot(tmp_path) == before

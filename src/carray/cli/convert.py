@@ -10,10 +10,8 @@ parses options and draws the progress bar.
 from __future__ import annotations
 
 import argparse
-import sys
-import time
-from functools import wraps
 
+from carray.cli._ui import progress
 from carray.cli.main import add_storage_options
 from carray.convert import ARRAY_FORMATS, FORMATS, convert, format_for, read_any, write_any
 from carray.params import CParams
@@ -25,39 +23,9 @@ _BAR_BYTES = 64 * 2**20
 
 
 def clean_errors(func):
-    """Report what a user can fix (bad input, unknown names) as one line, exit code 1."""
-    @wraps(func)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except (ValueError, KeyError, IndexError, TypeError, ImportError) as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            print(f"carray: error: {message}", file=sys.stderr)
-            return 1
-    return run
-
-
-class ProgressBar:
-    """A one-line progress bar on stderr: percentage, bytes, throughput."""
-
-    def __init__(self, label: str, width: int = 30) -> None:
-        self.label, self.width = label, width
-        self.start = time.perf_counter()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        frac = done / total if total else 1.0
-        filled = int(frac * self.width)
-        rate = done / max(time.perf_counter() - self.start, 1e-9) / 2**20
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
-                         f"{frac:6.1%} {done / 2**20:,.0f}/{total / 2**20:,.0f} MiB "
-                         f"{rate:,.0f} MiB/s")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
+    """Kept for the verb modules that decorate with it: every error now becomes one line
+    in :func:`carray.cli.main.main`, which also names the path the verb worked on."""
+    return func
 
 
 def _shape(text: str | None) -> tuple[int, ...] | None:
@@ -75,9 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     datasets = ", ".join(e for f in FORMATS for e in f.extensions)
     p = subparsers.add_parser(
         "convert", help="convert an array or a dataset between formats",
-        description=f"Convert an array ({arrays}) or a dataset ({datasets}). The "
-                    "destination format follows its extension, or --to; a destination "
-                    "without a known extension is a carray directory.")
+        description=f"Convert an array ({arrays}) or a dataset ({datasets}). The source "
+                    "may be in any format `carray info` reads; the destination format "
+                    "follows its extension, or --to; a destination without an extension is "
+                    "a carray directory, one with an unknown extension is refused.")
     p.add_argument("src", help="input array or dataset (a path or a URL)")
     p.add_argument("dst", help="output path or URL")
     p.add_argument("--to", metavar="FORMAT",
@@ -118,19 +87,11 @@ def run(args: argparse.Namespace) -> int:
             close_array(src)
         cparams = base.replace(**{k: v for k, v in (("cname", args.codec),
                                                      ("clevel", args.clevel)) if v is not None})
-    bar = None
-    if args.progress or (args.progress is None and sys.stderr.isatty()):
-        bar = ProgressBar(f"{args.src} -> {args.dst}")
-        show = bar
-        if args.progress is None:
-            def show(done: int, total: int) -> None:
-                if total >= _BAR_BYTES:
-                    bar(done, total)
-    try:
+    # A bar only for copies big enough to wait for, unless asked (--progress) or refused.
+    with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
+                  min_total=0 if args.progress else _BAR_BYTES,
+                  always=bool(args.progress)) as report:
         convert(args.src, args.dst, args.to, chunks=_shape(args.chunks),
                 blocks=_shape(args.blocks), cparams=cparams, overwrite=args.force,
-                progress=show if bar else None, storage_options=storage)
-    finally:
-        if bar is not None:
-            bar.close()
+                progress=report, storage_options=storage)
     return 0

@@ -28,6 +28,8 @@ def _timed(label: str, fn):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rows < 1:
+        raise ValueError(f"--rows must be at least 1, got {args.rows}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep) if args.keep else Path(tmp) / "temperature.carray"
         rng = np.random.default_rng(42)
@@ -42,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
                lambda: [a.append(more[i:i + 1000]) for i in range(0, len(more), 1000)])
         a.attrs["units"] = "degC"
         a.flush()
-        b = _timed("reopen read-only", lambda: carray.open(root, mode="r"))
-        print(f"  a[123456] = {b[123456]}, a[-1] = {b[-1]}")
+        b = _timed("reopen read-only", lambda: carray.open_array(root, mode="r"))
+        i = min(123_456, len(b) - 1)
+        print(f"  a[{i}] = {b[i]}, a[-1] = {b[-1]}")
         total = _timed("sum, chunk by chunk", b.sum)
         print(f"  mean = {total / len(b):.3f}")
         hot = _timed("count readings above 25 degC", lambda: sum(
@@ -72,7 +75,7 @@ def _table_tour(root: Path, signal: np.ndarray, rng: np.random.Generator) -> Non
         {"time": np.arange(n, dtype=np.int64), "station": names[np.arange(n) % 5],
          "temp": signal}, rootdir=root, mode="w"))
     t.close()
-    t = carray.open(root, mode="r")
+    t = carray.open_table(root, mode="r")
     hits = _timed("where (time < 50000) & (temp > 20), cold", lambda: t.fetchwhere(
         "(time < 50000) & (temp > 20)", outcols=["time", "station"]))
     print(f"  {len(hits):,} rows; first: {hits[0] if len(hits) else None}")

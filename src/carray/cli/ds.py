@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -63,10 +64,11 @@ def _header(path: str) -> dict:
 
 @clean_errors
 def run_ls(args: argparse.Namespace) -> int:
-    listing = {}
+    listing: dict[str, dict[str, Any]] = {}
     for path in args.paths:
         header = _header(path)
-        rows, sizes = [], {}
+        rows: list[dict[str, Any]] = []
+        sizes: dict[str, int] = {}
         for key, entry in header.items():
             if key.startswith("."):
                 continue

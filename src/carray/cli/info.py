@@ -1,49 +1,47 @@
-"""``carray info PATH``: what a dataset holds and how it is stored (PATH may be a URL)."""
+"""``carray info PATH``: what a dataset or file holds and how it is stored.
+
+Works on every format the registry knows (:mod:`carray.registry`); PATH may be a
+URL where the format allows it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-import carray
-from carray._util import human as _human
+from carray import registry
+from carray.cli._ui import human, print_fields, print_table
 from carray.cli.main import add_storage_options
 from carray.convert import options_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("info", help="describe a dataset (shape, dtype, chunks, codec)")
-    p.add_argument("path", help="dataset directory, .b2nd frame or .blp file (a path or "
-                                "a URL)")
+    known = ", ".join(f.name for f in registry.FORMATS)
+    p = subparsers.add_parser("info", help="describe a dataset or file (shape, dtype, chunks, "
+                                           "codec, sizes)",
+                              description=f"Describe what PATH holds. Formats: {known}.")
+    p.add_argument("path", help="dataset directory or file (a path or a URL)")
     p.add_argument("--json", action="store_true", help="print the description as JSON")
     add_storage_options(p)
     p.set_defaults(func=run)
 
 
-def describe(a: carray.carray) -> dict:
-    """The facts ``info`` prints, as a plain dict."""
-    return {
-        "type": "carray",
-        "shape": list(a.shape),
-        "dtype": str(a.dtype),
-        "chunks": list(a.chunks),
-        "blocks": None if a.blocks is None else list(a.blocks),
-        "layout": a._layout.describe(),
-        "nchunks": a.nchunks,
-        "grid": list(a._grid().grid_shape),
-        "leftover": a.leftover,
-        "codec": a.cparams.cname,
-        "clevel": a.cparams.clevel,
-        "shuffle": a.cparams.shuffle.name.lower(),
-        "nbytes": a.nbytes,
-        "cbytes": a.cbytes,
-        "ratio": round(a.cratio, 3),
-        "attrs": a.attrs.getall(),
-    }
+def describe(a: Any) -> dict:
+    """The facts ``info`` prints for an open carray, as a plain dict."""
+    fmt = registry.sniff(a.rootdir) if a.rootdir is not None else None
+    return registry.describe_array(a, fmt)
 
 
 def format_description(info: dict) -> str:
-    rows = [
+    """An array's description as ``name : value`` lines."""
+    rows = _array_rows(info)
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}} : {v}" for k, v in rows)
+
+
+def _array_rows(info: dict) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = [
         ("type", info["type"]),
         ("shape", tuple(info["shape"])),
         ("dtype", info["dtype"]),
@@ -51,14 +49,12 @@ def format_description(info: dict) -> str:
         ("chunks", _chunks_line(info)),
         ("blocks", "Blosc's own" if info["blocks"] is None else tuple(info["blocks"])),
         ("codec", f"{info['codec']} clevel={info['clevel']} shuffle={info['shuffle']}"),
-        ("nbytes", _human(info["nbytes"])),
-        ("cbytes", _human(info["cbytes"])),
+        ("nbytes", human(info["nbytes"])),
+        ("cbytes", human(info["cbytes"])),
         ("ratio", f"{info['ratio']:.2f}"),
     ]
-    for key, value in info["attrs"].items():
-        rows.append((f"attr {key}", json.dumps(value, ensure_ascii=False)))
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}} : {v}" for k, v in rows)
+    rows += [(f"attr {k}", json.dumps(v, ensure_ascii=False)) for k, v in info["attrs"].items()]
+    return rows
 
 
 def _chunks_line(info: dict) -> str:
@@ -71,22 +67,45 @@ def _chunks_line(info: dict) -> str:
     return f"{tuple(info['chunks'])}, a grid of {tuple(grid)} = {total} chunks"
 
 
+def print_table_info(info: dict) -> None:
+    """A table's description: a line, then its columns as an aligned table."""
+    print(f"ctable: {info['rows']} rows x {len(info['columns'])} columns")
+    rows = [(c["name"], c["dtype"], human(c["nbytes"]), human(c["cbytes"]),
+             f"{c['ratio']:.2f}") for c in info["columns"]]
+    total = info["nbytes"] / info["cbytes"] if info["cbytes"] else 0.0
+    rows.append(("(total)", "", human(info["nbytes"]), human(info["cbytes"]), f"{total:.2f}"))
+    print_table(("column", "dtype", "nbytes", "cbytes", "ratio"), rows, right=(2, 3, 4))
+    print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False))
+                  for k, v in info["attrs"].items()])
+
+
+def print_dataset_info(info: dict) -> None:
+    """A ds or NetCDF file's description: its variables as an aligned table."""
+    print(f"{info['type']}: {len(info['variables'])} variables")
+    rows = [(v["name"], v["type"], ", ".join(v["dims"]) or "-",
+             "no data" if v["shape"] is None else "x".join(map(str, v["shape"])) or "scalar")
+            for v in info["variables"]]
+    print_table(("variable", "type", "dims", "shape"), rows)
+    print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False, default=str))
+                  for k, v in info["attrs"].items()])
+
+
 def run(args: argparse.Namespace) -> int:
     storage = options_for(args.path, args.storage_options)
-    if str(args.path).endswith(".blp"):  # a Bloscpack file, not a dataset directory
+    fmt = registry.guess(args.path, storage)
+    info = fmt.info(args.path, storage)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+    elif fmt.kind == "table":
+        print_table_info(info)
+    elif fmt.kind == "dataset":
+        print_dataset_info(info)
+    elif fmt.name == "bloscpack":
         from carray.cli.pack import format_info
-        from carray.formats import bloscpack
 
-        d = bloscpack.info(args.path, storage_options=storage)
-        print(json.dumps(d, indent=2) if args.json else format_info(d))
-        return 0
-    with carray.open(args.path, mode="r", storage_options=storage) as a:
-        if isinstance(a, carray.ctable):
-            from carray.cli.table import describe_table, format_table
-
-            info = describe_table(a)
-            print(json.dumps(info, indent=2) if args.json else format_table(info))
-            return 0
-        info = describe(a)
-    print(json.dumps(info, indent=2) if args.json else format_description(info))
+        print(format_info(info))
+    elif info.get("type") == "carray":
+        print_fields(_array_rows(info))
+    else:
+        print_fields([(k, v) for k, v in info.items()])
     return 0

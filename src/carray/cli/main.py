@@ -12,9 +12,8 @@ import argparse
 import importlib
 import json
 import sys
+import traceback
 from typing import Any
-
-from carray.errors import CArrayError
 
 # Modules that add verbs; each must define register(subparsers).
 VERB_MODULES = (
@@ -70,11 +69,27 @@ def add_storage_options(parser: argparse.ArgumentParser) -> None:
              "(client_kwargs.endpoint_url=http://...)")
 
 
+def _version() -> str:
+    import carray
+
+    return carray.__version__
+
+
+def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
+    """``--quiet`` and ``--debug``, accepted before the verb and after it."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="no progress bar")
+    parser.add_argument("--debug", action="store_true", default=default,
+                        help="show the full traceback of an error")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="carray",
         description="Compressed, chunked arrays and tables, on disk as in memory.",
     )
+    parser.add_argument("--version", action="version", version=f"carray {_version()}")
+    _add_common(parser, False)
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB")
     for name in VERB_MODULES:
         try:
@@ -84,7 +99,31 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(subparsers)
+    for sub in subparsers.choices.values():
+        _add_common(sub, argparse.SUPPRESS)  # given after the verb, it overrides the default
     return parser
+
+
+def _subject(args: argparse.Namespace) -> str | None:
+    """The path a verb was working on, to name in an error message."""
+    for name in ("path", "src"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            return value
+    paths = getattr(args, "paths", None)
+    return paths[0] if isinstance(paths, list) and len(paths) == 1 else None
+
+
+def error_line(exc: BaseException, subject: str | None) -> str:
+    """One line saying what went wrong, naming ``subject`` when the message does not."""
+    text = " ".join(str(exc).split()) if str(exc) else type(exc).__name__
+    if isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in text:
+        text = f"{exc.filename}: {exc.strerror or text}"
+    if subject and subject not in text and not text.startswith(("/", "memory:", "s3:")):
+        text = f"{subject}: {text}"
+    return f"carray: error: {text}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,14 +134,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except CArrayError as exc:
-        print(f"carray: error: {exc}", file=sys.stderr)
-        return 1
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-        print(f"carray: error: {exc}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        # Writers clean up as the interrupt unwinds through them: nothing is left half-written.
+        print("carray: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one line (or --debug)
+        if args.debug:
+            traceback.print_exc()
+        print(error_line(exc, _subject(args)), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

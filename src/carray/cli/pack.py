@@ -9,15 +9,11 @@ an array, else the raw bytes.  ``carray info X.blp`` is answered by
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
 from typing import Any
 
-import numpy as np
-
-from carray._fileio import atomic_write
 from carray.cli.convert import clean_errors
 from carray.formats import bloscpack
 from carray.formats._blp_frame import CHECKSUMS
@@ -88,14 +84,6 @@ def _is_npy(path: str) -> bool:
         return f.read(6) == b"\x93NUMPY"
 
 
-def _load(path: str, as_bytes: bool = False):
-    """A .npy file as an array, anything else as its bytes."""
-    if not as_bytes and _is_npy(path):
-        return np.load(path, allow_pickle=False)
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def _refuse_overwrite(args: argparse.Namespace) -> None:
     if os.path.exists(args.dst) and not args.force:
         raise ValueError(f"{args.dst} exists (use --force to overwrite)")
@@ -108,41 +96,34 @@ def run_pack(args: argparse.Namespace) -> int:
         metadata = None if args.metadata is None else json.loads(args.metadata)
     except json.JSONDecodeError as exc:
         raise ValueError(f"--metadata is not valid JSON: {exc}") from None
-    data = _load(args.src, args.bytes)
     common = dict(cparams=_cparams(args), chunk_size=args.chunk_size,
                   checksum=args.checksum, offsets=not args.no_offsets,
                   max_app_chunks=args.max_app_chunks)
-    if isinstance(data, np.ndarray):
+    # Both read the input a chunk at a time: memory holds a few chunks, not the file.
+    if not args.bytes and _is_npy(args.src):
         if metadata is not None and not isinstance(metadata, dict):
             raise ValueError("--metadata for an array must be a JSON object")
-        bloscpack.pack_array(data, args.dst, metadata=metadata, **common)
+        bloscpack.pack_npy(args.src, args.dst, metadata=metadata, **common)
     else:
-        bloscpack.pack_bytes(data, args.dst, typesize=args.typesize, metadata=metadata,
-                             **common)
+        with open(args.src, "rb") as src:
+            bloscpack.pack_bytes(src, args.dst, typesize=args.typesize, metadata=metadata,
+                                 **common)
     return 0
 
 
 @clean_errors
 def run_unpack(args: argparse.Namespace) -> int:
     _refuse_overwrite(args)
-    meta = bloscpack.info(args.src)["metadata"]
-    verify = not args.no_verify
-    if isinstance(meta, dict) and meta.get("container") == "numpy":
-        a = bloscpack.unpack_array(args.src, verify=verify)
-        buf = io.BytesIO()
-        np.lib.format.write_array(buf, a, allow_pickle=False)
-        atomic_write(args.dst, buf.getbuffer())
-    else:
-        atomic_write(args.dst, bloscpack.unpack_bytes(args.src, verify=verify))
+    # A .npy file when the .blp holds an array, else the raw bytes; written a chunk at a time.
+    bloscpack.unpack_file(args.src, args.dst, verify=not args.no_verify)
     return 0
 
 
 @clean_errors
 def run_append(args: argparse.Namespace) -> int:
-    meta = bloscpack.info(args.dst)["metadata"]
-    holds_array = isinstance(meta, dict) and meta.get("container") == "numpy"
-    data = _load(args.src, as_bytes=not holds_array)
-    added = bloscpack.append(args.dst, data, cparams=_cparams(args))
+    # Read a chunk at a time: a .npy file for array files, raw bytes otherwise.
+    with open(args.src, "rb") as src:
+        added = bloscpack.append(args.dst, src, cparams=_cparams(args))
     print(f"appended {os.path.getsize(args.src)} bytes to {args.dst}: {added} new chunks")
     return 0
 

@@ -1,6 +1,6 @@
 """Blosc chunks: compress, decompress into a caller's buffer, decode single blocks.
 
-Format facts relied on (see specs/blosc1-chunk.md and blosc2-chunk-and-frame.md):
+Format facts relied on (docs/formats/blosc1-chunk.md and docs/formats/blosc2-chunk.md):
 
 * Every chunk starts with a little-endian header: u8 version, u8 codec stream
   version, u8 flags, u8 typesize, i32 nbytes (uncompressed), i32 blocksize,
@@ -33,13 +33,19 @@ import blosc as _blosc1
 import blosc2 as _blosc2
 import numpy as np
 
+from carray.codecs.pipeline import blosc2_filters, check_blosc1_filters, decode_error
 from carray.errors import CodecError, CodecUnavailableError, FormatError
-from carray.params import CParams, Shuffle
+from carray.params import CParams
 
 BLOSC1_HEADER = 16
 BLOSC2_HEADER = 32
 MAX_BUFFERSIZE = 2**31 - 1 - BLOSC2_HEADER
 MAX_TYPESIZE = 255
+
+#: A stored chunk: any buffer holding its bytes.
+ChunkBytes = bytes | bytearray | memoryview | np.ndarray
+#: ``read_at(offset, length)``: up to ``length`` bytes of a stored chunk from ``offset``.
+ReadAt = Callable[[int, int], bytes]
 
 _FORMAT_NAMES = {0: "blosclz", 1: "lz4", 2: "snappy", 3: "zlib", 4: "zstd"}
 _HEADER = struct.Struct("<BBBBiii")
@@ -50,11 +56,6 @@ _BLOSC2_CODECS = {
     "lz4hc": _blosc2.Codec.LZ4HC,
     "zlib": _blosc2.Codec.ZLIB,
     "zstd": _blosc2.Codec.ZSTD,
-}
-_BLOSC2_FILTERS = {
-    Shuffle.NOSHUFFLE: _blosc2.Filter.NOFILTER,
-    Shuffle.SHUFFLE: _blosc2.Filter.SHUFFLE,
-    Shuffle.BITSHUFFLE: _blosc2.Filter.BITSHUFFLE,
 }
 
 
@@ -153,7 +154,8 @@ class Decoder:
     def available() -> bool:
         return _DParams is not None
 
-    def decompress_into(self, chunk, out: np.ndarray, path: str | None = None) -> None:
+    def decompress_into(self, chunk: ChunkBytes, out: np.ndarray,
+                        path: str | os.PathLike[str] | None = None) -> None:
         """As :func:`decompress_into`, on this context."""
         if self._ctx is None:
             decompress_into(chunk, out, path)
@@ -166,10 +168,10 @@ class Decoder:
         n = _lib.blosc2_decompress_ctx(self._ctx, _address(chunk), h.cbytes, out.ctypes.data,
                                        out.nbytes)
         if n != out.nbytes:
-            raise CodecError(f"{path or 'chunk'}: Blosc failed to decompress (error {n})")
+            raise decode_error(chunk, path, "decompress", n)
 
-    def getitem_into(self, chunk, start: int, out: np.ndarray, path: str | None = None,
-                     header: ChunkHeader | None = None) -> None:
+    def getitem_into(self, chunk: ChunkBytes, start: int, out: np.ndarray,
+                     path: str | os.PathLike[str] | None = None, header: ChunkHeader | None = None) -> None:
         """As :func:`getitem_into`, on this context."""
         h = header or validate_chunk(chunk, None, path)
         if self._ctx is None or out.nbytes == 0 or \
@@ -188,10 +190,10 @@ class Decoder:
             n = _lib.blosc2_getitem_ctx(self._ctx, src, h.cbytes, lo // ts, (hi - lo) // ts,
                                         dest + (lo - start), hi - lo)
             if n != hi - lo:
-                raise CodecError(f"{path or 'chunk'}: Blosc failed to decode items (error {n})")
+                raise decode_error(chunk, path, "decode items", n)
 
-    def decompress_blocks(self, chunk, out: np.ndarray, blocks: np.ndarray,
-                          path: str | None = None, header: ChunkHeader | None = None) -> None:
+    def decompress_blocks(self, chunk: ChunkBytes, out: np.ndarray, blocks: np.ndarray,
+                          path: str | os.PathLike[str] | None = None, header: ChunkHeader | None = None) -> None:
         """Decode only Blosc blocks ``blocks`` (sorted) of a chunk, each to its place in ``out``.
 
         ``out`` spans the whole decoded chunk; the bytes of other blocks are left
@@ -225,8 +227,7 @@ class Decoder:
                 _lib.blosc2_set_maskout(self._ctx, mask.ctypes.data, nblocks)
                 n = _lib.blosc2_decompress_ctx(self._ctx, src, h.cbytes, base, dest.nbytes)
                 if n < 0:
-                    raise CodecError(f"{path or 'chunk'}: Blosc failed to decompress "
-                                     f"(error {n})")
+                    raise decode_error(chunk, path, "decompress", n)
                 return
         for lo, hi in zip([0, *cut], [*cut, len(blocks)], strict=True):
             start = int(blocks[lo]) * bs
@@ -234,8 +235,7 @@ class Decoder:
             n = _lib.blosc2_getitem_ctx(self._ctx, src, h.cbytes, start // ts,
                                         (stop - start) // ts, base + start, stop - start)
             if n != stop - start:
-                raise CodecError(f"{path or 'chunk'}: Blosc failed to decode blocks "
-                                 f"(error {n})")
+                raise decode_error(chunk, path, "decode blocks", n)
 
     def close(self) -> None:
         if self._ctx is not None:
@@ -245,27 +245,23 @@ class Decoder:
     def __enter__(self) -> Decoder:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
         self.close()
 
 
-def set_nthreads(nthreads: int) -> None:
-    """Set the thread count of every Blosc library carray drives."""
+def set_library_threads(nthreads: int) -> None:
+    """Set the thread count of every Blosc library carray drives.
+
+    The public setting is ``carray.codecs.threads.set_nthreads``, which calls this.
+    """
     _lib.blosc2_set_nthreads(nthreads)
     _blosc2.set_nthreads(nthreads)
     _blosc1.set_nthreads(nthreads)
 
 
-def _init_threads() -> None:
-    from carray.params import get_nthreads
-
-    set_nthreads(get_nthreads())
-
-
-_init_threads()
 # python-blosc then uses c-blosc's context API, so chunks can be (de)compressed on
 # several threads at once (the Bloscpack reader and writer do).
 _blosc1.set_releasegil(True)
@@ -306,7 +302,7 @@ class ChunkHeader(NamedTuple):
         return -(-self.nbytes // self.blocksize)
 
 
-def read_header(buf, path: str | None = None, offset: int | None = None,
+def read_header(buf: ChunkBytes, path: str | os.PathLike[str] | None = None, offset: int | None = None,
                 size: int | None = None) -> ChunkHeader:
     """Parse and sanity-check the first bytes of a Blosc chunk of ``size`` bytes.
 
@@ -321,8 +317,11 @@ def read_header(buf, path: str | None = None, offset: int | None = None,
         raise FormatError(
             f"Blosc chunk truncated: {len(buf)} bytes, a header needs {BLOSC1_HEADER}",
             path, offset)
-    h = ChunkHeader(*_HEADER.unpack_from(buf, 0))
-    if h.nbytes < 0 or h.cbytes < BLOSC1_HEADER or h.blocksize < 0:
+    h = ChunkHeader(*_HEADER.unpack(bytes(buf[:BLOSC1_HEADER])))
+    # A chunk holding bytes is cut into blocks of blocksize > 0 bytes (every block
+    # count and offset table is computed from it).
+    if h.nbytes < 0 or h.cbytes < BLOSC1_HEADER or h.blocksize < 0 or \
+            (h.nbytes > 0 and h.blocksize == 0):
         raise FormatError(
             f"Blosc header has impossible sizes (nbytes={h.nbytes}, blocksize={h.blocksize}, "
             f"cbytes={h.cbytes})", path, offset)
@@ -334,7 +333,7 @@ def read_header(buf, path: str | None = None, offset: int | None = None,
     return h
 
 
-def validate_chunk(buf, expected_nbytes: int | None = None, path: str | None = None,
+def validate_chunk(buf: ChunkBytes, expected_nbytes: int | None = None, path: str | os.PathLike[str] | None = None,
                    offset: int | None = None) -> ChunkHeader:
     """Check a whole chunk before handing it to C code.
 
@@ -358,7 +357,8 @@ def validate_chunk(buf, expected_nbytes: int | None = None, path: str | None = N
     return h
 
 
-def _validate_blosc1_body(buf, h: ChunkHeader, path, offset) -> None:
+def _validate_blosc1_body(buf: ChunkBytes, h: ChunkHeader, path: str | os.PathLike[str] | None,
+                          offset: int | None) -> None:
     if h.flags & 0x08:
         raise FormatError("Blosc1 header sets reserved flag bit 0x08", path, offset)
     if (h.flags & 0x05) == 0x05:
@@ -385,14 +385,14 @@ def _validate_blosc1_body(buf, h: ChunkHeader, path, offset) -> None:
         raise FormatError("Blosc block offsets point outside the chunk", path, offset)
 
 
-def _address(buf) -> int | bytes:
+def _address(buf: ChunkBytes) -> int | bytes:
     """Something ctypes can pass as ``const void *`` without copying."""
     if isinstance(buf, bytes):
         return buf
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data
 
 
-def decompress_into(chunk, out: np.ndarray, path: str | None = None) -> None:
+def decompress_into(chunk: ChunkBytes, out: np.ndarray, path: str | os.PathLike[str] | None = None) -> None:
     """Decode a whole chunk into the C-contiguous array ``out`` (no intermediate copy)."""
     if not out.flags.c_contiguous:
         raise ValueError("output buffer must be C-contiguous")
@@ -401,10 +401,10 @@ def decompress_into(chunk, out: np.ndarray, path: str | None = None) -> None:
         return
     n = _lib.blosc2_decompress(_address(chunk), h.cbytes, out.ctypes.data, out.nbytes)
     if n != out.nbytes:
-        raise CodecError(f"{path or 'chunk'}: Blosc failed to decompress (error {n})")
+        raise decode_error(chunk, path, "decompress", n)
 
 
-def decompress(chunk, path: str | None = None) -> bytes:
+def decompress(chunk: ChunkBytes, path: str | os.PathLike[str] | None = None) -> bytes:
     """Decode a whole chunk into new bytes."""
     h = validate_chunk(chunk, None, path)
     out = np.empty(h.nbytes, dtype=np.uint8)
@@ -412,7 +412,7 @@ def decompress(chunk, path: str | None = None) -> bytes:
     return out.tobytes()
 
 
-def getitem_into(chunk, start: int, out: np.ndarray, path: str | None = None,
+def getitem_into(chunk: ChunkBytes, start: int, out: np.ndarray, path: str | os.PathLike[str] | None = None,
                  header: ChunkHeader | None = None) -> None:
     """Decode bytes ``[start, start + out.nbytes)`` of a chunk, touching only their blocks.
 
@@ -438,7 +438,7 @@ def getitem_into(chunk, start: int, out: np.ndarray, path: str | None = None,
         n = _lib.blosc2_getitem(src, h.cbytes, lo // ts, (hi - lo) // ts, dest + (lo - start),
                                 hi - lo)
         if n != hi - lo:
-            raise CodecError(f"{path or 'chunk'}: Blosc failed to decode items (error {n})")
+            raise decode_error(chunk, path, "decode items", n)
 
 
 def _getitem_parts(start: int, nbytes: int, blocksize: int) -> list[tuple[int, int]]:
@@ -455,8 +455,8 @@ def _getitem_parts(start: int, nbytes: int, blocksize: int) -> list[tuple[int, i
     return [(start, start + nbytes)]
 
 
-def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
-                   path: str | None = None, expected_nbytes: int | None = None) -> None:
+def getitem_ranged(read_at: ReadAt, start: int, out: np.ndarray, size: int,
+                   path: str | os.PathLike[str] | None = None, expected_nbytes: int | None = None) -> None:
     """Like :func:`getitem_into`, fetching only the bytes it needs through ``read_at``.
 
     ``read_at(offset, length)`` returns bytes of a stored chunk of ``size`` bytes.
@@ -484,7 +484,9 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
         return
     bs, nblocks = h.blocksize, h.nblocks
-    bstarts = index.bstarts
+    bstarts, bends = index.bstarts, index.bends
+    # Compressed chunks whose blocks decode alone always have both tables.
+    assert bstarts is not None and bends is not None
     first, last = start // bs, (start + out.nbytes - 1) // bs
     if first == last == nblocks - 1 and h.nbytes % bs and first:
         # A lone short last block would make a chunk smaller than one block, which
@@ -494,7 +496,7 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     sub_nbytes = min(h.nbytes - first * bs, k * bs)
     sub_start = hs + 4 * k
     los = bstarts[first:last + 1].astype(np.int64)
-    his = index.bends[first:last + 1]
+    his = bends[first:last + 1]
     # One read spanning the blocks (they are usually stored in order, back to back).
     span_lo, span_hi = int(los.min()), int(his.max())
     span = head[span_lo:span_hi] if span_hi <= len(head) else read_at(span_lo, span_hi - span_lo)
@@ -520,7 +522,7 @@ def getitem_ranged(read_at, start: int, out: np.ndarray, size: int,
     out.reshape(-1).view(np.uint8)[:] = tmp[local:local + out.nbytes]
 
 
-def fetch_blocks(read_at, size: int, blocks: np.ndarray, path: str | None = None,
+def fetch_blocks(read_at: ReadAt, size: int, blocks: np.ndarray, path: str | os.PathLike[str] | None = None,
                  blocksize: int | None = None,
                  scratch: Callable[[int], np.ndarray] | None = None) -> np.ndarray | None:
     """The bytes of a stored chunk that decoding ``blocks`` of it needs, and no others.
@@ -533,8 +535,8 @@ def fetch_blocks(read_at, size: int, blocks: np.ndarray, path: str | None = None
     ``scratch(nbytes)``, if given, supplies a reusable buffer to fill.
     """
     index = _chunk_index(read_at, size, path)
-    h, head, bstarts = index.header, index.head, index.bstarts
-    if bstarts is None or (blocksize is not None and h.blocksize != blocksize):
+    h, head, bstarts, bends = index.header, index.head, index.bstarts, index.bends
+    if bstarts is None or bends is None or (blocksize is not None and h.blocksize != blocksize):
         return None
     hs, nblocks = h.header_size, h.nblocks
     table_end = hs + 4 * nblocks
@@ -543,7 +545,7 @@ def fetch_blocks(read_at, size: int, blocks: np.ndarray, path: str | None = None
     buf[:hs] = np.frombuffer(head[:hs], np.uint8)
     buf[hs:table_end] = bstarts.view(np.uint8)
     read_into = getattr(read_at, "read_into", None)
-    for start, stop in _byte_runs(index, blocks[blocks < nblocks]):
+    for start, stop in _byte_runs(bstarts, bends, blocks[blocks < nblocks]):
         if start < len(head):  # already read with the header
             buf[start:min(stop, len(head))] = np.frombuffer(head[start:stop], np.uint8)
             start = min(stop, len(head))
@@ -567,14 +569,15 @@ _READ_GAP = 16 * 1024
 _MAX_READS = 8
 
 
-def _byte_runs(index: _ChunkIndex, blocks: np.ndarray) -> list[tuple[int, int]]:
+def _byte_runs(bstarts: np.ndarray, bends: np.ndarray,
+               blocks: np.ndarray) -> list[tuple[int, int]]:
     """``[start, stop)`` byte ranges covering ``blocks`` of a chunk, as few reads.
 
     Blocks closer than ``_READ_GAP`` bytes are fetched in one read, and more than
     ``_MAX_READS`` reads become one: a syscall costs more than reading past a
     few blocks.
     """
-    starts, stops = index.bstarts[blocks], index.bends[blocks]
+    starts, stops = bstarts[blocks], bends[blocks]
     lo, hi = int(starts.min()), int(stops.max())
     if hi - lo <= int((stops - starts).sum()) + _READ_GAP:  # close together: one read
         return [(lo, hi)]
@@ -597,7 +600,7 @@ def _block_ends(bstarts: np.ndarray, starts: np.ndarray, cbytes: int) -> np.ndar
     return stored[np.searchsorted(stored, starts, side="right")]
 
 
-def _read_head(read_at, size: int, path: str | None) -> tuple[ChunkHeader, bytes]:
+def _read_head(read_at: ReadAt, size: int, path: str | os.PathLike[str] | None) -> tuple[ChunkHeader, bytes]:
     """The header of a stored chunk, and the first bytes read with it."""
     head = read_at(0, min(size, _HEAD_READ))
     return read_header(head, path, size=size), head
@@ -615,13 +618,13 @@ class _ChunkIndex(NamedTuple):
     bends: np.ndarray | None
 
 
-def _chunk_index(read_at, size: int, path: str | None) -> _ChunkIndex:
+def _chunk_index(read_at: ReadAt, size: int, path: str | os.PathLike[str] | None) -> _ChunkIndex:
     """The chunk's :class:`_ChunkIndex`, kept in the reader's ``memo`` when it has one
     (layouts that cache chunk heads share it between reads of the same chunk)."""
     memo = getattr(read_at, "memo", None)
     if memo is not None:
         known = memo.get("index")
-        if known is not None:
+        if isinstance(known, _ChunkIndex):
             return known
     h, head = _read_head(read_at, size, path)
     bstarts = bends = None
@@ -634,7 +637,8 @@ def _chunk_index(read_at, size: int, path: str | None) -> _ChunkIndex:
     return index
 
 
-def _block_starts(read_at, h: ChunkHeader, path: str | None, head: bytes = b"") -> np.ndarray:
+def _block_starts(read_at: ReadAt, h: ChunkHeader, path: str | os.PathLike[str] | None,
+                  head: bytes = b"") -> np.ndarray:
     """The block-offset table of a chunk read through ``read_at`` (or found in the
     ``head`` bytes already read), checked."""
     hs, nblocks = h.header_size, h.nblocks
@@ -691,13 +695,21 @@ def default_blocksize(cname: str) -> int:
 
 
 def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:
-    """Compress to a Blosc1 (format version 2) chunk that c-blosc 1.x can read."""
+    """Compress to a Blosc1 (format version 2) chunk that c-blosc 1.x can read.
+
+    Raises
+    ------
+    CodecError
+        ``cparams.filters`` is more than one shuffle: a Blosc1 chunk has no room
+        for a filter pipeline.
+    """
+    check_blosc1_filters(cparams)
     data = np.ascontiguousarray(data)
     if data.nbytes > MAX_BUFFERSIZE:
         raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
     if not data.nbytes:
-        return _blosc1.compress(b"", typesize, cparams.clevel, int(cparams.shuffle),
-                                cparams.cname)
+        return bytes(_blosc1.compress(b"", typesize, cparams.clevel, int(cparams.shuffle or 0),
+                                      cparams.cname))
     blocksize = default_blocksize(cparams.cname)
     if cparams.cname != "zstd":
         # c-blosc 1.x multiplies a forced blocksize by the typesize when it splits
@@ -705,21 +717,38 @@ def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:
         blocksize = max(blocksize // max(typesize, 1), 1)
     _blosc1.set_blocksize(blocksize)
     try:
-        return _blosc1.compress_ptr(data.ctypes.data, data.nbytes // typesize, typesize,
-                                    cparams.clevel, int(cparams.shuffle), cparams.cname)
+        return bytes(_blosc1.compress_ptr(data.ctypes.data, data.nbytes // typesize, typesize,
+                                          cparams.clevel, int(cparams.shuffle or 0),
+                                          cparams.cname))
     finally:
         _blosc1.set_blocksize(0)
 
 
 def compress2(data: np.ndarray, typesize: int, cparams: CParams,
               blocksize: int | None = None) -> bytes:
-    """Compress to a Blosc2 chunk (faster, and carries filters a Blosc1 reader lacks)."""
+    """Compress to a Blosc2 chunk (faster, and carries the filter pipeline in its header).
+
+    Raises
+    ------
+    CodecError
+        The chunk is too large, or libblosc2 refuses the filters for this data
+        (e.g. ``trunc_prec`` on items that are not 4- or 8-byte floats).
+    """
     data = np.ascontiguousarray(data)
     if data.nbytes > MAX_BUFFERSIZE:
         raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
     if blocksize is None:
         blocksize = default_blocksize(cparams.cname)
-    return _blosc2.compress2(
-        data, typesize=typesize, clevel=cparams.clevel, codec=_BLOSC2_CODECS[cparams.cname],
-        filters=[_BLOSC2_FILTERS[cparams.shuffle]], filters_meta=[0], blocksize=blocksize,
-        nthreads=_blosc2.nthreads)
+    filters, filters_meta = blosc2_filters(cparams)
+    if len(filters) > 2:
+        # libblosc2 (3.3) uses the source as scratch space once a pipeline passes
+        # through more than two buffers: give it a copy, never the caller's array.
+        data = data.copy()
+    try:
+        return bytes(_blosc2.compress2(
+            data, typesize=typesize, clevel=cparams.clevel,
+            codec=_BLOSC2_CODECS[cparams.cname], filters=filters, filters_meta=filters_meta,
+            blocksize=blocksize, nthreads=_blosc2.nthreads))
+    except (RuntimeError, ValueError) as exc:
+        raise CodecError(f"Blosc2 cannot compress {data.nbytes} bytes of typesize {typesize} "
+                         f"with filters {list(cparams.filters or ())}: {exc}") from None

@@ -1,7 +1,7 @@
 """Blosc2 chunks as a frame stores them: checks before decoding, special values, offsets.
 
-Facts relied on (specs/blosc2-chunk-and-frame.md §1.2-1.5, §2.3, §3 and its
-"Validation a reader must do"):
+Facts relied on (docs/formats/blosc2-chunk.md and docs/formats/b2frame.md, their
+chunk and offsets sections and "What a reader checks"):
 
 * A chunk has the 32-byte extended header iff its version is >= 3 and flags
   bits 0x01 and 0x04 are both set. Byte 31 holds the special-value code in

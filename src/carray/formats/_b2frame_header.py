@@ -1,6 +1,6 @@
 """Blosc2 frame header, metalayers, trailer and the b2nd/caterva layer: parse and build.
 
-Facts relied on (specs/blosc2-chunk-and-frame.md §2-4, specs/caterva-b2nd.md §1;
+Facts relied on (docs/formats/b2frame.md: header, metalayers, trailer, N-d arrays;
 byte offsets from c-blosc2 ``frame.h``, checked against the shared fixtures):
 
 * The header is a msgpack fixarray of 14 whose first 87 bytes have fixed
@@ -34,14 +34,14 @@ byte offsets from c-blosc2 ``frame.h``, checked against the shared fixtures):
 
 from __future__ import annotations
 
-import ast
 import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from carray.dtypes import checked_dtype
 from carray.errors import FormatError
-from carray.formats._b2nd_geometry import B2ND_MAX_DIM, CATERVA_MAX_DIM
+from carray.geometry import B2ND_MAX_DIM, CATERVA_MAX_DIM
 
 MAGIC = b"\x9e\xa8b2frame\x00"
 FIXED_HEADER = 87
@@ -276,7 +276,7 @@ def parse_nd_meta(raw: bytes, kind: str, path, offset: int | None) -> NDMeta:
     if ndim > max_dim:
         raise bad(f"{ndim} dimensions, at most {max_dim} are supported", 2)
     pos = 3
-    arrays = []
+    arrays: list[tuple[int, ...]] = []
     for what, marker, fmt in (("shape", 0xD3, ">q"), ("chunkshape", 0xD2, ">i"),
                               ("blockshape", 0xD2, ">i")):
         width = struct.calcsize(fmt)
@@ -306,24 +306,18 @@ def parse_nd_meta(raw: bytes, kind: str, path, offset: int | None) -> NDMeta:
         pos += ln
     if pos != len(raw):
         raise bad(f"{len(raw) - pos} trailing bytes", pos)
-    return NDMeta(kind, *arrays, dtype)
+    shape, chunkshape, blockshape = arrays
+    return NDMeta(kind, shape, chunkshape, blockshape, dtype)
 
 
 def parse_dtype(raw: bytes, path, offset) -> np.dtype:
-    """A NumPy dtype from its b2nd string: ``dtype.str`` or a literal descr (never eval)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError(f"b2nd dtype {raw[:40]!r} is not UTF-8", path, offset) from None
-    try:
-        return np.dtype(text)
-    except (TypeError, ValueError, SyntaxError):
-        pass
-    try:
-        return np.dtype(ast.literal_eval(text))
-    except (TypeError, ValueError, SyntaxError, RecursionError, MemoryError):
-        raise FormatError(f"b2nd dtype {text[:80]!r} is not a NumPy dtype", path,
-                          offset) from None
+    """A NumPy dtype from its b2nd string: ``dtype.str`` or a literal descr (never eval).
+
+    Checked by :func:`carray.dtypes.checked_dtype`: object items and variable-size
+    kinds raise :class:`~carray.errors.UnsafeDataError`.
+    """
+    where = f"{path} (b2nd dtype at offset {offset})"
+    return checked_dtype(bytes(raw), source=where)
 
 
 def dtype_string(dtype: np.dtype) -> str:

@@ -3,9 +3,9 @@
 Format facts relied on are listed in :mod:`carray.formats.b2frame`; the ones this
 half depends on most: every stored chunk is ``chunkshape`` rounded up to whole
 blocks, zero-padded, blocks in C order; the frame's blocksize is one N-d block
-(specs/caterva-b2nd.md §2); a chunk that is entirely zero need not be stored at
-all, its int64 offset being ``bit 63 | 1 << 56`` (blosc2-chunk-and-frame.md §2.3);
-the ``b2nd`` metalayer carries the dtype as a str32 (fixtures/QUIRKS.md).
+(docs/formats/b2frame.md, "N-d layout"); a chunk that is entirely zero need not be
+stored at all, its int64 offset being ``bit 63 | 1 << 56`` ("Data chunks and the
+offsets chunk"); the ``b2nd`` metalayer carries the dtype as a str32 ("N-d arrays").
 
 Frames go through a :class:`carray.stores.Store`, so ``path`` may be a local path
 or any fsspec URL; :func:`write_array` says how each is made to appear whole.
@@ -21,17 +21,17 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from carray import geometry as geo
 from carray.codecs.blosc import BLOSC2_HEADER, compress2
 from carray.errors import ContainerExistsError, UnsupportedDTypeError
 from carray.formats import _b2frame_chunk as _chunk
-from carray.formats import _b2nd_geometry as geo
 from carray.formats._b2frame_header import (
     SPARSE_INDEX,
     build_header,
     build_nd_meta,
     build_trailer,
 )
-from carray.params import CParams
+from carray.params import FILTER_CODES, CParams
 from carray.shapes import default_blocks, default_chunks_blocks
 from carray.stores import Store, resolve
 
@@ -67,7 +67,7 @@ def pack_value(value: Any) -> bytes:
 def encode_vlmeta(value: Any, cparams: CParams) -> bytes:
     """A vlmeta entry as python-blosc2's ``vlmeta[k] = v`` stores it: msgpack, then a
     Blosc2 chunk of typesize 1."""
-    return compress2(np.frombuffer(pack_value(value), np.uint8), 1, cparams)
+    return compress2(np.frombuffer(pack_value(value), np.uint8), 1, cparams.lossless)
 
 
 class _ChunkMaker:
@@ -157,7 +157,7 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     itemsize = arr.dtype.itemsize
     if itemsize == 0:
         raise UnsupportedDTypeError(f"dtype {arr.dtype} has zero-size items")
-    cp = CParams.coerce(cparams)
+    cp = CParams.coerce(dict(cparams) if isinstance(cparams, Mapping) else cparams)
     if cp.quantize:
         raise ValueError("quantize is not supported when writing Blosc2 frames")
     if chunks is None:
@@ -204,13 +204,18 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
 
 def _filters_of(chunk: bytes | None, cp: CParams) -> tuple[bytes, bytes]:
     if chunk is None:
-        return bytes([int(cp.shuffle)]), b""
+        if not cp.single_shuffle:
+            pipeline = cp.filters or ()  # never None once a CParams is made
+            return (bytes(FILTER_CODES[name] for name, _ in pipeline),
+                    bytes(meta for _, meta in pipeline))
+        return bytes([int(cp.shuffle or 0)]), b""
     return chunk[16:22], chunk[24:30]
 
 
 def offsets_chunk(offsets: np.ndarray, cp: CParams) -> bytes:
-    """The offsets chunk of a frame: its int64 LE offsets as one Blosc2 chunk."""
-    return compress2(offsets.astype("<i8"), 8, cp)
+    """The offsets chunk of a frame: its int64 LE offsets as one Blosc2 chunk (never
+    through a lossy filter)."""
+    return compress2(offsets.astype("<i8"), 8, cp.lossless)
 
 
 class _FrameBuilder:

@@ -1,6 +1,6 @@
 """Framing pieces of the Bloscpack format (version 3), independent of whole-file logic.
 
-Byte layouts (see specs/bloscpack.md; all integers little-endian):
+Byte layouts (see docs/formats/bloscpack.md; all integers little-endian):
 
 * header, 32 bytes: ``b"blpk"``, u8 format version (3), u8 options (bit 0
   offsets present, bit 1 metadata present), u8 checksum id, u8 typesize,
@@ -21,11 +21,11 @@ opens files: callers pass bytes plus the path and offset used in error messages.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
 import struct
+import types
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from carray.dtypes import checked_dtype
 from carray.errors import ChecksumError, FormatError
+from carray.safejson import load_json
 
 MAGIC = b"blpk"
 FORMAT_VERSION = 3
@@ -75,6 +77,7 @@ def _hash_digest(name: str) -> Callable[[Any], bytes]:
     return lambda data: ctor(data).digest()
 
 
+_fast_zlib: types.ModuleType
 try:
     # zlib-ng's SIMD adler32/crc32 give the same values as zlib's, about 10x faster:
     # the difference between checksums costing half a read and a few percent.
@@ -352,7 +355,8 @@ def dumps_metadata(obj: Any) -> bytes:
         raise ValueError(f"metadata must be JSON-serializable: {exc}") from None
 
 
-def encode_metadata(obj: Any, *, checksum: str | int = "adler32", codec: str | None = "zlib",
+def encode_metadata(obj: Any, *, checksum: str | int | None = "adler32",
+                    codec: str | None = "zlib",
                     level: int = 6, max_meta_size: int | None = None
                     ) -> tuple[bytes, MetadataHeader]:
     """Build a whole metadata section (header, bytes, padding, digest).
@@ -366,7 +370,7 @@ def encode_metadata(obj: Any, *, checksum: str | int = "adler32", codec: str | N
                                  max_meta_size=max_meta_size)
 
 
-def encode_metadata_bytes(raw: bytes, *, checksum: str | int = "adler32",
+def encode_metadata_bytes(raw: bytes, *, checksum: str | int | None = "adler32",
                           codec: str | None = "zlib", level: int = 6,
                           max_meta_size: int | None = None) -> tuple[bytes, MetadataHeader]:
     """:func:`encode_metadata` for already serialized JSON bytes."""
@@ -427,10 +431,8 @@ def decode_metadata(section: bytes | memoryview, path: PathLike = None,
         if len(raw) != header.meta_size or not inflater.eof:
             raise FormatError(f"metadata inflates to {len(raw)} bytes or more, header says "
                               f"{header.meta_size}", path, offset + start)
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise FormatError(f"metadata is not valid JSON: {exc}", path, offset + start) from None
+    obj = load_json(raw, os.fspath(path) if path is not None else "(metadata)",
+                    what="metadata", offset=offset + start)
     return obj, header
 
 
@@ -492,19 +494,9 @@ def array_spec(meta: Any, path: str) -> tuple[np.dtype, tuple[int, ...], str]:
     if not isinstance(meta, dict) or meta.get("container") != "numpy":
         raise FormatError("file does not hold a NumPy array (no numpy metadata); read it with "
                           "unpack_bytes", path, HEADER_SIZE)
-    spec = meta.get("dtype")
-    try:
-        try:
-            # literal parse only: the file is untrusted, so never eval().
-            parsed = ast.literal_eval(spec) if isinstance(spec, str) else _as_tuples(spec)
-        except (ValueError, SyntaxError):
-            parsed = spec  # before bloscpack 0.7.2 a plain dtype string was stored
-        dtype = np.dtype(parsed)
-    except (TypeError, ValueError, SyntaxError, RecursionError, MemoryError) as exc:
-        raise FormatError(f"metadata dtype {spec!r} is not a NumPy dtype ({exc})", path,
-                          HEADER_SIZE) from None
-    if dtype.hasobject or dtype.itemsize == 0:
-        raise FormatError(f"metadata dtype {dtype} cannot be stored", path, HEADER_SIZE)
+    # The repr of dtype.str or of a record descr; before bloscpack 0.7.2 a plain
+    # dtype string or a descr as JSON lists.  Parsed literally, never eval()ed.
+    dtype = checked_dtype(meta.get("dtype"), source=f"{path} (metadata dtype)")
     shape = meta.get("shape")
     if not isinstance(shape, list) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
@@ -513,12 +505,3 @@ def array_spec(meta: Any, path: str) -> tuple[np.dtype, tuple[int, ...], str]:
     if order not in ("C", "F"):
         raise FormatError(f"metadata order {order!r} is neither 'C' nor 'F'", path, HEADER_SIZE)
     return dtype, tuple(shape), order
-
-
-def _as_tuples(descr):
-    # Before 0.7.2 a record descr was stored as JSON lists; numpy wants tuples for fields.
-    if isinstance(descr, list):
-        if descr and isinstance(descr[0], list):
-            return [_as_tuples(d) for d in descr]
-        return tuple(_as_tuples(d) for d in descr)
-    return descr

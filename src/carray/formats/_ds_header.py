@@ -6,12 +6,13 @@ writer share one table of types and one notion of where a variable's bytes are.
 
 from __future__ import annotations
 
-import json
 import math
+from typing import Literal
 
 import numpy as np
 
 from carray.errors import FormatError
+from carray.safejson import load_json
 from carray.stores import Handle
 
 MAGIC = b"ds-"
@@ -29,7 +30,7 @@ PREFIX = 64 << 10
 
 # Type name -> numpy dtype (native order; the byte order comes from ".endian").
 # str and unicode are object arrays of bytes / str.
-NUMERIC_TYPES = {
+NUMERIC_TYPES: dict[str, np.dtype] = {
     "float32": np.dtype("f4"), "float64": np.dtype("f8"),
     "int8": np.dtype("i1"), "int16": np.dtype("i2"), "int32": np.dtype("i4"),
     "int64": np.dtype("i8"),
@@ -39,8 +40,6 @@ NUMERIC_TYPES = {
 STRING_TYPES = ("str", "unicode")
 TYPES = (*NUMERIC_TYPES, "bool", *STRING_TYPES)
 _TYPE_SET = frozenset(TYPES)
-
-_JSON = json.JSONDecoder()
 
 # Keys the writer computes; whatever a user put under these names is replaced.
 LAYOUT_KEYS = (".size", ".offset", ".len", ".type", ".missing", ".endian")
@@ -62,10 +61,14 @@ def default_dims(key: str, ndim: int) -> list[str]:
     return [f"{name}_{i}" for i in range(1, ndim + 1)]
 
 
+#: The two byte orders a ds file states (``.endian`` "l" or "b").
+ByteOrder = Literal["<", ">"]
+_ORDERS: tuple[ByteOrder, ByteOrder] = ("<", ">")
 # (type, byte order) -> dtype of the stored values, looked up rather than built per read.
-_DTYPES = {(t, o): dt.newbyteorder(o) for t, dt in NUMERIC_TYPES.items() for o in "<>"}
+_DTYPES: dict[tuple[str, ByteOrder], np.dtype] = {
+    (t, o): dt.newbyteorder(o) for t, dt in NUMERIC_TYPES.items() for o in _ORDERS}
 _DTYPES.update({(t, o): np.dtype(bool if t == "bool" else object)
-                for t in ("bool", *STRING_TYPES) for o in "<>"})
+                for t in ("bool", *STRING_TYPES) for o in _ORDERS})
 
 
 class VarLayout:
@@ -80,7 +83,7 @@ class VarLayout:
 
     def __init__(self, key: str, type_: str, shape: tuple[int, ...] | None,
                  dims: tuple[str, ...], offset: int, length: int | None, missing: bool,
-                 byteorder: str) -> None:
+                 byteorder: ByteOrder) -> None:
         self.key = key              # header key (escaped name)
         self.type = type_           # one of TYPES
         self.shape = shape          # None: a variable without data (".size": null)
@@ -177,10 +180,7 @@ def parse(handle: Handle, path: str) -> Header:
         old = len(prefix)
         prefix += more
         end2 = prefix.find(b"\n", old)
-    try:
-        meta = _JSON.decode(prefix[start:end2].decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise _fail(path, f"header is not valid UTF-8 JSON: {exc}", start) from None
+    meta = load_json(prefix[start:end2], path, what="header", offset=start)
     if not isinstance(meta, dict):
         raise _fail(path, "header is not a JSON object", start)
     body_start = end2 + 1
@@ -225,7 +225,7 @@ def check_meta(meta: dict, path: str, body_start: int, file_size: int) -> tuple[
             raise _bad(path, key, "header entry must be a JSON object")
         get = entry.get
         type_ = get(".type", "float64")
-        if type_ not in _TYPE_SET:
+        if type(type_) is not str or type_ not in _TYPE_SET:
             raise _bad(path, key, f"unknown .type {type_!r} (expected one of {', '.join(TYPES)})")
         size = get(".size", [])
         if type(size) is list:

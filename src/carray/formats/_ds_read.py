@@ -23,14 +23,14 @@ What is read for a selection (``index``, one key per axis, applied per axis as
 from __future__ import annotations
 
 import operator
-import os
+from typing import Any
 
 import numpy as np
 
 from carray.errors import FormatError
 from carray.formats import _ds_header as H
 from carray.formats._ds_header import NUMERIC_TYPES, STRING_TYPES, VarLayout, unescape
-from carray.stores import resolve
+from carray.stores import Location, resolve
 
 
 class Reader:
@@ -40,7 +40,7 @@ class Reader:
     :attr:`path` is then what names the file in messages.
     """
 
-    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None) -> None:
+    def __init__(self, path: Location, storage_options: dict[str, Any] | None = None) -> None:
         store, key = resolve(path, storage_options)
         self.path = store.url(key)
         self.handle = store.open(key)
@@ -173,10 +173,11 @@ class Reader:
         start = offset + 8 * n_stored + first
         blob = self.read_array(v, np.uint8, ends[-1] - first, start).tobytes()
         bounds = [e - first for e in ends[s0:s1]]
-        pieces = [blob[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
+        raw = [blob[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
+        pieces: list[bytes] | list[str] = raw
         if v.type == "unicode":
             try:
-                pieces = [p.decode("utf-8") for p in pieces]
+                pieces = [p.decode("utf-8") for p in raw]
             except UnicodeDecodeError as exc:
                 raise self._fail(v, f"string is not valid UTF-8 ({exc.reason})", start) from None
         out = np.empty(len(pieces), dtype=object)
@@ -209,7 +210,7 @@ class Reader:
         out = apply_outer(rows, (local, *keys[1:]))
         if out is np.ma.masked:
             # numpy's masked constant forgets the dtype: keep a 0-d masked array instead.
-            fill = rows.data.flat[0] if rows.dtype == object else 0
+            fill = np.ma.getdata(rows).flat[0] if rows.dtype == object else 0
             return np.ma.MaskedArray(np.array(fill, dtype=rows.dtype), mask=True)
         return out
 
@@ -240,7 +241,7 @@ def normalize_index(index, shape: tuple[int, ...]) -> tuple:
     if len(index) > len(shape):
         raise IndexError(f"too many indices ({len(index)}) for {len(shape)} dimensions")
     index = index + (slice(None),) * (len(shape) - len(index))
-    keys = []
+    keys: list[int | slice | np.ndarray] = []
     for axis, (key, n) in enumerate(zip(index, shape, strict=True)):
         if isinstance(key, slice):
             start, stop, step = key.indices(n)

@@ -1,10 +1,10 @@
 """Blosc2 frames: python-blosc2 ``.b2nd`` / ``.b2frame`` files and sparse directories,
 and caterva 0.7 frames, read and written without python-blosc2's frame code.
 
-Format facts relied on (specs/blosc2-chunk-and-frame.md, specs/caterva-b2nd.md,
-fixtures/QUIRKS.md "Blosc2 / b2nd / caterva"); byte-level details are in
-:mod:`._b2frame_header`, chunk checks in :mod:`._b2frame_chunk`, index math
-in :mod:`._b2nd_geometry`:
+Format facts relied on (docs/formats/b2frame.md, docs/formats/blosc2-chunk.md);
+byte-level details are in :mod:`._b2frame_header`, chunk checks in
+:mod:`._b2frame_chunk`, index math in :mod:`carray.geometry`; region reads go
+through carray's own chunk reader (:class:`carray.chunkio.ChunkIO`):
 
 * A contiguous frame is ``header | chunk 0 | chunk 1 | ... | offsets chunk |
   trailer``. Chunk *i* starts at ``header_len + offset[i]``; the offsets chunk
@@ -33,11 +33,13 @@ from typing import Any
 
 import msgpack
 import numpy as np
+from numpy.typing import DTypeLike
 
+from carray import geometry as geo
+from carray.chunkio import ChunkIO, ChunkReader
 from carray.codecs.blosc import BLOSC2_HEADER, read_header
-from carray.errors import FormatError
+from carray.errors import ContainerNotFoundError, FormatError
 from carray.formats import _b2frame_chunk as _chunk
-from carray.formats import _b2nd_geometry as geo
 from carray.formats._b2frame_header import (
     FIXED_HEADER,
     SPARSE_INDEX,
@@ -53,10 +55,11 @@ from carray.formats._b2frame_write import (
     _copy_dtype,
     write_array,
 )
-from carray.grid import NDGrid, gather, gather_blocked, plan
+from carray.grid import NDGrid, plan
 from carray.keys import orthogonal_key
+from carray.params import CParams
 from carray.shapes import default_chunks_blocks
-from carray.stores import Handle, Store, resolve
+from carray.stores import Handle, Location, Store, resolve
 
 __all__ = ["Frame", "decode_vlmeta", "default_chunks_blocks",
            "read_array", "read_frame", "read_region", "write_array"]
@@ -116,15 +119,19 @@ class Frame:
         The decoded header fields (typesize, chunksize, codec, ...).
     """
 
-    def __init__(self, path: str | os.PathLike, *, dtype=None,
-                 storage_options: dict | None = None) -> None:
+    def __init__(self, path: Location, *, dtype: DTypeLike | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self.store: Store
         self.store, self._key = resolve(path, storage_options)
         store = self.store
         self.path = store.url(self._key)
         self.contiguous = not store.isdir(self._key)
         index = self._key if self.contiguous else store.join(self._key, SPARSE_INDEX)
-        self._fd: Handle | None = store.open(index)
+        try:
+            self._fd: Handle | None = store.open(index)
+        except FileNotFoundError:
+            what = "no such file" if self.contiguous else f"a directory without {SPARSE_INDEX}"
+            raise ContainerNotFoundError(f"{self.path}: {what}") from None
         try:
             self._parse(store.url(index))
             self._setup_geometry(dtype)
@@ -138,6 +145,8 @@ class Frame:
 
     def _parse(self, index: str) -> None:
         fd = self._fd
+        if fd is None:
+            raise ValueError(f"{self.path}: the frame file is closed")
         size = fd.size
         hdr = parse_fixed_header(fd.pread(FIXED_HEADER, 0), index, size)
         want_type = 0 if self.contiguous else 1
@@ -174,7 +183,7 @@ class Frame:
         self._offsets = _chunk.Offsets(buf, expect, index, index_start)
         self.nchunks = len(self._offsets)
 
-    def _setup_geometry(self, dtype) -> None:
+    def _setup_geometry(self, dtype: DTypeLike | None) -> None:
         hdr, path = self.header, self._index
         ts = hdr.typesize
         layer = "b2nd" if "b2nd" in self.meta_raw else (
@@ -192,8 +201,9 @@ class Frame:
             if dtype is None:
                 dtype, ts = np.dtype(np.uint8), 1
             self.dtype = dtype
-            self.shape = (n // ts,)
-            self.chunkshape = self.blockshape = ((hdr.chunksize // ts) or self.shape[0],)
+            self.shape: tuple[int, ...] = (n // ts,)
+            self.chunkshape: tuple[int, ...] = ((hdr.chunksize // ts) or self.shape[0],)
+            self.blockshape: tuple[int, ...] = self.chunkshape
             return
         self.kind = layer
         offset = hdr.meta_offsets[layer]
@@ -295,6 +305,8 @@ class Frame:
         """(special code, file, start, size) of chunk ``i``; file None for special chunks."""
         if not 0 <= i < self.nchunks:
             raise IndexError(f"chunk {i} out of range for {self.nchunks} chunks")
+        if self._offsets is None:  # an empty frame has no chunks (nchunks is 0)
+            raise IndexError(f"chunk {i} of a frame without chunks")
         off = self._offsets[i]
         if off < 0:
             return _chunk.special_of_offset(off, self._index, None), None, 0, BLOSC2_HEADER
@@ -397,10 +409,10 @@ class Frame:
             return np.frombuffer(self.read_bytes(), self.dtype).reshape(self.shape).copy()
         return self.read_region(...)
 
-    def __getitem__(self, key) -> np.ndarray:
+    def __getitem__(self, key: Any) -> np.ndarray:
         return self.read_region(key)
 
-    def read_region(self, key) -> np.ndarray:
+    def read_region(self, key: Any) -> np.ndarray:
         """``array[key]``, decoding only the chunks (and, inside them, the blocks) the
         selection touches.
 
@@ -415,30 +427,38 @@ class Frame:
         vt = _copy_dtype(g.itemsize)
         out = np.empty(okey.sel_shape, vt)
         if okey.size:  # (an empty frame may have empty chunks, which no grid holds)
-            self._read_pieces(okey, out)
+            # The same piece reader as every carray: only the blocks a piece touches.
+            grid = NDGrid(g.shape, g.chunkshape, g.blockshape, g.itemsize)
+            io = ChunkIO(_FrameChunks(self), out.dtype, g.blockshape, CParams())
+            for piece in plan(grid, okey):
+                io.read_piece(grid, piece, out)
         result = okey.finish(out).view(self.dtype)
         return result[()] if result.ndim == 0 and key != Ellipsis else result
 
-    def _read_pieces(self, okey, out: np.ndarray) -> None:
-        g = self.geometry
-        grid = NDGrid(g.shape, g.chunkshape, g.blockshape, g.itemsize)
-        c_order = geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
-        block_bytes = grid.block_nbytes
-        for piece in plan(grid, okey):
-            buf = np.empty(grid.chunk_nbytes, np.uint8)
-            first = int(piece.blocks[0]) * block_bytes
-            last = (int(piece.blocks[-1]) + 1) * block_bytes
-            if first == 0 and last == grid.chunk_nbytes:
-                self.decode_chunk(piece.nchunk, buf)
-            else:  # Blosc decodes only the blocks in [first, last)
-                read_at, size = self.chunk_reader(piece.nchunk)
-                _chunk.decode_range_ranged(read_at, size, first, buf[first:last],
-                                           self._where(piece.nchunk), None, typesize=g.itemsize)
-            items = buf.view(out.dtype)
-            if c_order:
-                gather(piece, items.reshape(grid.ext_chunks), out)
-            else:
-                gather_blocked(piece, items, grid, out)
+
+class _FrameChunks:
+    """A frame's stored chunks as the read-only chunk source a :class:`ChunkIO` reads."""
+
+    blosc1 = False
+    in_memory = False
+    concurrent_reads = False  # one Frame handle: ChunkIO serialises the reads
+    pads_edges = True
+
+    def __init__(self, frame: Frame) -> None:
+        self.frame = frame
+
+    def read_chunk(self, nchunk: int) -> bytes:
+        return self.frame.read_chunk(nchunk)
+
+    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> bytes:
+        return self.frame.read_chunk(nchunk)
+
+    def chunk_reader(self, nchunk: int) -> tuple[ChunkReader, int]:
+        read_at, size = self.frame.chunk_reader(nchunk)
+        return ChunkReader(size, read_at), size
+
+    def chunk_path(self, nchunk: int) -> str:
+        return f"{self.frame.path} (chunk {nchunk})"
 
 
 def read_frame(path: str | os.PathLike, *, dtype=None,

@@ -2,7 +2,7 @@
 
 A file is a 32-byte header, an optional metadata section (JSON), an optional
 table of chunk offsets, then Blosc1 chunks back to back, each followed by its
-checksum digest (see :mod:`carray.formats._blp_frame` and specs/bloscpack.md).
+checksum digest (see :mod:`carray.formats._blp_frame` and docs/formats/bloscpack.md).
 NumPy arrays are stored as their raw bytes in C or Fortran order, with
 ``{"dtype", "shape", "order", "container": "numpy"}`` as metadata.
 
@@ -22,49 +22,68 @@ Every function taking a ``path`` also takes a URL (``s3://bucket/a.blp``,
 ``memory://a.blp``, any fsspec file system) with ``storage_options`` for its file
 system.  Remote files are read by byte ranges (the start of the file in one request,
 the chunk headers concurrently) and written in one put.
+
+Packing, unpacking and appending stream: the input is read a chunk at a time,
+chunks are compressed or decoded on every core with at most two per thread in
+flight, and written in order, so memory holds a few chunks, never the file
+(except when the destination is an object store, which takes one put).  Local
+files are written under a temporary name and renamed when complete, so an
+interrupted call leaves nothing behind.  Every such function takes a
+``progress(done, total)`` callback, called with uncompressed bytes after each chunk.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import Any, BinaryIO
 
 import blosc as _blosc1
 import numpy as np
 
 from carray.codecs import blosc
-from carray.errors import (
-    ChecksumError,
-    CodecError,
-    CodecUnavailableError,
-    FormatError,
-    UnsupportedDTypeError,
-)
+from carray.errors import CodecError, FormatError, UnsupportedDTypeError
 from carray.formats._blp_frame import (
     HEADER_SIZE,
     MAX_CHUNK_SIZE,
     MAX_CHUNKS,
-    METADATA_HEADER_SIZE,
     OFFSET_SIZE,
     BlpHeader,
-    MetadataHeader,
     array_spec,
     calculate_chunks,
-    decode_metadata,
-    decode_offsets,
     dtype_meta,
     encode_metadata,
     encode_offsets,
     get_checksum,
 )
-from carray.params import CParams, Shuffle, get_nthreads
+from carray.formats._blp_read import (
+    MAX_RATIO,
+    BlpFile,
+    ChunkSpan,
+    Layout,
+    Progress,
+    flat_bytes,
+    in_parallel,
+)
+from carray.formats._blp_stream import (
+    ArraySource,
+    NpyInfo,
+    Source,
+    StridedSource,
+    both_orders,
+    bytes_source,
+    is_file_object,
+    npy_header,
+    npy_source,
+    open_npy,
+)
+from carray.params import CParams, Shuffle
 from carray.stores import Store, resolve
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_CPARAMS", "DEFAULT_TYPESIZE", "MAX_RATIO",
+           "ChunkSpan", "Layout", "append", "info", "pack_array", "pack_bytes", "pack_npy",
+           "parse_size", "unpack_array", "unpack_bytes", "unpack_file"]
 
 PathLike = str | os.PathLike
 
@@ -72,14 +91,9 @@ PathLike = str | os.PathLike
 DEFAULT_CHUNK_SIZE = 2**20
 DEFAULT_CPARAMS = CParams(clevel=7, cname="blosclz", shuffle=Shuffle.SHUFFLE)
 DEFAULT_TYPESIZE = 8
-#: Largest inflation a chunk may claim.  zstd's best case (run-length blocks) is
-#: about 2**15; deflate's about 2**10; lz4 and blosclz about 2**8.
-MAX_RATIO = 2**16
 _SUFFIXES = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_COPY_BLOCK = 16 * 2**20
-#: Bytes of a remote file fetched up front: header, metadata and offsets are usually in it.
-_HEAD = 64 * 2**10
-
+#: Old chunks are copied by an append in pieces of this size.
+_COPY_BLOCK = 2**20
 
 # -- argument helpers -------------------------------------------------------------------------
 
@@ -143,80 +157,79 @@ def _compress(data: np.ndarray, typesize: int, cp: CParams) -> bytes:
     return _blosc1.compress(data.tobytes(), typesize, cp.clevel, int(cp.shuffle), cp.cname)
 
 
-def _nworkers(nitems: int) -> int:
-    return max(1, min(get_nthreads(), nitems))
-
-
-@contextmanager
-def _chunk_parallel() -> Iterator[None]:
-    """Blosc single-threaded per call while our threads work on separate chunks."""
-    if _nworkers(2) == 1:
-        yield
-        return
-    _blosc1.set_nthreads(1)
-    try:
-        yield
-    finally:
-        _blosc1.set_nthreads(get_nthreads())
-
-
-def _in_parallel(fn: Callable[[Any], Any], items) -> Iterator[Any]:
-    """``map(fn, items)`` on a few threads, in order, with a bounded number in flight."""
-    items = list(items)
-    nworkers = _nworkers(len(items))
-    if nworkers == 1:
-        yield from map(fn, items)
-        return
-    with _chunk_parallel(), ThreadPoolExecutor(nworkers) as pool:
-        pending: deque = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= 2 * nworkers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-def _flat_bytes(a: np.ndarray, order: str) -> np.ndarray:
-    """The array's bytes in the given memory order, as a 1-d uint8 view (no copy)."""
-    return a.reshape(-1, order=order).view(np.uint8)
-
 
 # -- writing ----------------------------------------------------------------------------------
 
-def _pack(flat: np.ndarray, path: PathLike, *, typesize: int, cparams, chunk_size: int,
-          checksum, offsets: bool, max_app_chunks, metadata: Any, meta_options: dict,
-          fsync: bool, storage_options: dict | None) -> None:
+def _reporting(items: Iterable[Any], sizes: Iterable[int], total: int,
+               progress: Progress | None) -> Iterator[Any]:
+    """``items`` passed through; ``progress(done, total)`` is told once each is consumed
+    (written), ``sizes`` giving the uncompressed bytes each stands for."""
+    if progress is None:
+        yield from items
+        return
+    done = 0
+    progress(0, total)
+    for item, n in zip(items, sizes):  # noqa: B905 - as many sizes as items, sizes lazy
+        yield item
+        done += n
+        progress(done, total)
+
+
+def _encoded(pieces: Iterable[np.ndarray], npieces: int, typesize: int, cp: CParams,
+             checksum: Any) -> Generator[tuple[bytes, bytes], None, None]:
+    """Each piece compressed, with its digest, in order (on all cores, a few in flight)."""
+    def encode(piece: np.ndarray) -> tuple[bytes, bytes]:
+        compressed = _compress(piece, typesize, cp)
+        return compressed, checksum.digest(compressed) if checksum.size else b""
+
+    return in_parallel(encode, pieces, npieces)
+
+
+def _sizes(nchunks: int, csize: int, last: int) -> Iterator[int]:
+    return (last if i == nchunks - 1 else csize for i in range(nchunks))
+
+
+def _pack(source: Source, path: PathLike, *, typesize: int, chunk_size: int, metadata: Any,
+          progress: Progress | None, cparams: CParams | dict | None = None,
+          checksum: str | None = "adler32", offsets: bool = True,
+          max_app_chunks: int | Callable | None = None, meta_checksum: str | None = "adler32",
+          meta_codec: str | None = "zlib", meta_level: int = 6,
+          max_meta_size: int | None = None, fsync: bool = True,
+          storage_options: dict | None = None) -> None:
     cp = _cparams(cparams)
     impl = get_checksum(checksum)
     if not 1 <= typesize <= 255:
         raise ValueError(f"typesize must be 1..255, got {typesize}")
-    nchunks, csize, last = calculate_chunks(flat.nbytes, chunk_size)
+    nchunks, csize, last = calculate_chunks(source.nbytes, chunk_size)
     apps = _max_app_chunks(offsets, nchunks, max_app_chunks)
     header = BlpHeader(offsets, metadata is not None, impl.id, typesize, csize, last,
                        nchunks, apps)
-    meta = b"" if metadata is None else encode_metadata(metadata, **meta_options)[0]
-
-    def encode(i: int) -> tuple[bytes, bytes]:
-        piece = _compress(flat[i * csize:i * csize + (last if i == nchunks - 1 else csize)],
-                          typesize, cp)
-        return piece, impl.digest(piece) if impl.size else b""
-
+    meta = b"" if metadata is None else encode_metadata(
+        metadata, checksum=meta_checksum, codec=meta_codec, level=meta_level,
+        max_meta_size=max_meta_size)[0]
     store, key = resolve(path, storage_options)
-    chunks = _in_parallel(encode, range(nchunks))  # compressed as they are written
-    _put_blp(store, key, [header.pack(), meta], header.total_slots, chunks, fsync)
+    pieces = (source.read(n) for n in _sizes(nchunks, csize, last))  # read as compressed
+    with contextlib.closing(_encoded(pieces, nchunks, typesize, cp, impl)) as chunks:
+        _put_blp(store, key, [header.pack(), meta], header.total_slots,
+                 _reporting(chunks, _sizes(nchunks, csize, last), source.nbytes, progress),
+                 fsync)
 
 
 def _put_blp(store: Store, key: str, front: list[bytes], slots: int,
-             chunks: Iterator[tuple[bytes, bytes]], fsync: bool) -> None:
+             chunks: Iterable[tuple[bytes, bytes]], fsync: bool, *,
+             kept: Iterable[int] = (), copied: Iterable[bytes] = ()) -> None:
     """Put a ``.blp`` file: ``front`` (header and metadata), an offsets table of
-    ``slots`` entries (none if 0) saying where each chunk starts, then the chunks,
-    given as (compressed bytes, digest) pairs."""
+    ``slots`` entries (none if 0) saying where each chunk starts, the ``copied``
+    bytes of chunks kept from an older file (starting at the offsets ``kept``),
+    then the new chunks, given as (compressed bytes, digest) pairs."""
     table_at = sum(len(p) for p in front)
-    starts: list[int] = []
+    starts = list(kept)
 
     def body() -> Iterator[bytes]:
         pos = table_at + slots * OFFSET_SIZE
+        for part in copied:
+            pos += len(part)
+            yield part
         for piece, digest in chunks:
             starts.append(pos)
             pos += len(piece) + len(digest)
@@ -249,14 +262,34 @@ def _put_blp(store: Store, key: str, front: list[bytes], slots: int,
         raise
 
 
-def _chain(*iterables) -> Iterator[bytes]:
+def _chain(*iterables) -> Iterator[Any]:
     for it in iterables:
         yield from it
 
 
-def _meta_options(meta_checksum, meta_codec, meta_level, max_meta_size) -> dict:
-    return {"checksum": meta_checksum, "codec": meta_codec, "level": meta_level,
-            "max_meta_size": max_meta_size}
+def _array_chunking(dtype: np.dtype, shape: tuple[int, ...], order: str, nbytes: int,
+                    chunk_size: int | str | None, metadata: dict | None
+                    ) -> tuple[int, dict[str, Any]]:
+    """The chunk size and the metadata of an array file (checks both)."""
+    if dtype.hasobject:
+        raise UnsupportedDTypeError("object arrays cannot be stored in Bloscpack files")
+    if not 1 <= dtype.itemsize <= 255:
+        raise UnsupportedDTypeError(f"Bloscpack stores the itemsize in one byte: {dtype} has "
+                                    f"{dtype.itemsize}-byte items")
+    if chunk_size is None:
+        csize = max(DEFAULT_CHUNK_SIZE - DEFAULT_CHUNK_SIZE % dtype.itemsize, dtype.itemsize)
+    else:
+        csize = parse_size(chunk_size)
+        if nbytes > csize and csize % dtype.itemsize:
+            raise ValueError(f"chunk_size {csize} is not a multiple of the itemsize "
+                             f"{dtype.itemsize}")
+    meta = {"dtype": dtype_meta(dtype), "shape": list(shape), "order": order,
+            "container": "numpy"}
+    for key, value in (metadata or {}).items():
+        if key in meta:
+            raise ValueError(f"metadata key {key!r} is reserved for the array description")
+        meta[key] = value
+    return csize, meta
 
 
 def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
@@ -265,7 +298,8 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
                metadata: dict | None = None, meta_checksum: str | None = "adler32",
                meta_codec: str | None = "zlib", meta_level: int = 6,
                max_meta_size: int | None = None, fsync: bool = True,
-               storage_options: dict | None = None) -> None:
+               storage_options: dict | None = None,
+               progress: Progress | None = None) -> None:
     """Write a NumPy array to a Bloscpack file, as ``bloscpack.pack_ndarray_to_file`` does.
 
     Parameters
@@ -273,7 +307,10 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
     array : array_like
         Any non-object dtype with an itemsize of 1..255 bytes (the header stores
         the itemsize in one byte).  A Fortran-contiguous array is stored in
-        Fortran order; anything else in C order.
+        Fortran order; anything else in C order.  A contiguous array (a
+        ``numpy.memmap`` too) is read a chunk at a time without a copy; any
+        other is copied a few rows at a time.  To stream a ``.npy`` file
+        without mapping it, see :func:`pack_npy`.
     path : str or os.PathLike
         Destination, a local path or a URL, replaced atomically (a local file is
         written under a temporary name and renamed; an object is put whole).
@@ -298,6 +335,8 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
         Flush to stable storage before the rename.
     storage_options : dict, optional
         Options of the URL's file system (credentials, endpoint, ...).
+    progress : callable, optional
+        ``progress(done, total)`` in uncompressed bytes, after every chunk written.
 
     Raises
     ------
@@ -307,33 +346,56 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
         Bad parameters (chunk size not a multiple of the itemsize, unknown checksum).
     """
     a = np.asarray(array)
-    dtype = a.dtype
-    if dtype.hasobject:
-        raise UnsupportedDTypeError("object arrays cannot be stored in Bloscpack files")
-    if not 1 <= dtype.itemsize <= 255:
-        raise UnsupportedDTypeError(f"Bloscpack stores the itemsize in one byte: {dtype} has "
-                                    f"{dtype.itemsize}-byte items")
     order = "F" if np.isfortran(a) else "C"
-    if not a.flags.c_contiguous and order == "C":  # (ascontiguousarray would make 0-d 1-d)
-        a = np.ascontiguousarray(a)
-    flat = _flat_bytes(a, order)
-    if chunk_size is None:
-        csize = max(DEFAULT_CHUNK_SIZE - DEFAULT_CHUNK_SIZE % dtype.itemsize, dtype.itemsize)
-    else:
-        csize = parse_size(chunk_size)
-        if flat.nbytes > csize and csize % dtype.itemsize:
-            raise ValueError(f"chunk_size {csize} is not a multiple of the itemsize "
-                             f"{dtype.itemsize}")
-    meta = {"dtype": dtype_meta(dtype), "shape": list(a.shape), "order": order,
-            "container": "numpy"}
-    for key, value in (metadata or {}).items():
-        if key in meta:
-            raise ValueError(f"metadata key {key!r} is reserved for the array description")
-        meta[key] = value
-    _pack(flat, path, typesize=dtype.itemsize, cparams=cparams, chunk_size=csize,
-          checksum=checksum, offsets=offsets, max_app_chunks=max_app_chunks, metadata=meta,
-          meta_options=_meta_options(meta_checksum, meta_codec, meta_level, max_meta_size),
-          fsync=fsync, storage_options=storage_options)
+    csize, meta = _array_chunking(a.dtype, a.shape, order, a.nbytes, chunk_size, metadata)
+    contiguous = a.flags.f_contiguous if order == "F" else a.flags.c_contiguous
+    source = ArraySource(flat_bytes(a, order)) if contiguous else StridedSource(a)
+    _pack(source, path, typesize=a.dtype.itemsize,
+          chunk_size=csize, metadata=meta, progress=progress, cparams=cparams,
+          checksum=checksum, offsets=offsets, max_app_chunks=max_app_chunks,
+          meta_checksum=meta_checksum, meta_codec=meta_codec, meta_level=meta_level,
+          max_meta_size=max_meta_size, fsync=fsync, storage_options=storage_options)
+
+
+def pack_npy(src: PathLike | BinaryIO, path: PathLike, *, cparams: CParams | dict | None = None,
+             chunk_size: int | str | None = None, checksum: str | None = "adler32",
+             offsets: bool = True, max_app_chunks: int | Callable | None = None,
+             metadata: dict | None = None, meta_checksum: str | None = "adler32",
+             meta_codec: str | None = "zlib", meta_level: int = 6,
+             max_meta_size: int | None = None, fsync: bool = True,
+             storage_options: dict | None = None,
+             progress: Progress | None = None) -> None:
+    """Write the array of a ``.npy`` file to a Bloscpack file, reading it a chunk at a time.
+
+    The result is the file :func:`pack_array` writes for ``numpy.load(src)``, but
+    the array is never loaded: memory holds a few chunks whatever its size.
+
+    Parameters
+    ----------
+    src : str, os.PathLike or binary file object
+        A local ``.npy`` file, or a file object positioned at one (seekable).
+    path, cparams, chunk_size, checksum, offsets, max_app_chunks, metadata,
+    meta_checksum, meta_codec, meta_level, max_meta_size, fsync, storage_options, progress
+        As for :func:`pack_array`.
+
+    Raises
+    ------
+    FormatError
+        ``src`` is not a ``.npy`` file or is shorter than its header says.
+    UnsupportedDTypeError, ValueError
+        As for :func:`pack_array`.
+    """
+    source, npy = open_npy(src) if isinstance(src, (str, os.PathLike)) else npy_source(src)
+    try:
+        csize, meta = _array_chunking(npy.dtype, npy.shape, npy.order, npy.nbytes,
+                                      chunk_size, metadata)
+        _pack(source, path, typesize=npy.dtype.itemsize, chunk_size=csize, metadata=meta,
+              progress=progress, cparams=cparams, checksum=checksum, offsets=offsets,
+              max_app_chunks=max_app_chunks, meta_checksum=meta_checksum,
+              meta_codec=meta_codec, meta_level=meta_level, max_meta_size=max_meta_size,
+              fsync=fsync, storage_options=storage_options)
+    finally:
+        source.close()
 
 
 def pack_bytes(data, path: PathLike, *, cparams: CParams | dict | None = None,
@@ -342,237 +404,71 @@ def pack_bytes(data, path: PathLike, *, cparams: CParams | dict | None = None,
                max_app_chunks: int | Callable | None = None, metadata: Any = None,
                meta_checksum: str | None = "adler32", meta_codec: str | None = "zlib",
                meta_level: int = 6, max_meta_size: int | None = None,
-               fsync: bool = True, storage_options: dict | None = None) -> None:
-    """Write a bytes-like object to a Bloscpack file (``bloscpack.pack_bytes_to_file``).
+               fsync: bool = True, storage_options: dict | None = None,
+               progress: Progress | None = None) -> None:
+    """Write bytes to a Bloscpack file (``bloscpack.pack_bytes_to_file``).
 
-    Parameters are those of :func:`pack_array`, plus ``typesize`` (the Blosc
-    typesize of the chunks, default 8 as bloscpack); ``metadata`` is any JSON
-    value stored as is (default: no metadata section).
+    ``data`` is a bytes-like object, or a binary file object (seekable, read from
+    its position to its end a chunk at a time).  The other parameters are those
+    of :func:`pack_array`, plus ``typesize`` (the Blosc typesize of the chunks,
+    default 8 as bloscpack); ``metadata`` is any JSON value stored as is
+    (default: no metadata section).
     """
-    flat = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-    _pack(flat, path, typesize=typesize, cparams=cparams, chunk_size=parse_size(chunk_size),
-          checksum=checksum, offsets=offsets, max_app_chunks=max_app_chunks, metadata=metadata,
-          meta_options=_meta_options(meta_checksum, meta_codec, meta_level, max_meta_size),
+    if is_file_object(data):
+        source: Source = bytes_source(data)
+    else:
+        source = ArraySource(np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8))
+    _pack(source, path, typesize=typesize, chunk_size=parse_size(chunk_size),
+          metadata=metadata, progress=progress, cparams=cparams, checksum=checksum,
+          offsets=offsets, max_app_chunks=max_app_chunks, meta_checksum=meta_checksum,
+          meta_codec=meta_codec, meta_level=meta_level, max_meta_size=max_meta_size,
           fsync=fsync, storage_options=storage_options)
 
 
 # -- reading ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ChunkSpan:
-    """Where chunk ``index`` lies: its Blosc buffer at ``offset``, ``cbytes`` long."""
-
-    index: int
-    offset: int
-    cbytes: int
-    nbytes: int
+def _holds_array(lay: Layout) -> bool:
+    return isinstance(lay.metadata, dict) and lay.metadata.get("container") == "numpy"
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Everything in front of the chunks, validated."""
-
-    header: BlpHeader
-    metadata: Any
-    meta_header: MetadataHeader | None
-    offsets: list[int]
-    offsets_offset: int
-    data_start: int
-    file_size: int
-
-
-class _File:
-    """An open ``.blp`` file, local or remote: positioned reads that either return all
-    bytes or raise.  :attr:`path` names the file in messages."""
-
-    def __init__(self, path: PathLike, storage_options: dict | None = None) -> None:
-        self.store, self.key = resolve(path, storage_options)
-        self.path = self.store.url(self.key)
-        self.handle = self.store.open(self.key)
-        self.size = self.handle.size
-        # Each remote read is a round trip: take the start of the file in one.
-        self.head = self.handle.pread(_HEAD, 0) if self.store.remote else b""
-
-    def __enter__(self) -> _File:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.handle.close()
-
-    def _read(self, n: int, offset: int) -> bytes:
-        if offset + n <= len(self.head):
-            return self.head[offset:offset + n]
-        return self.handle.pread(n, offset)
-
-    def pread(self, n: int, offset: int, what: str) -> bytes:
-        if offset + n > self.size:
-            raise FormatError(f"{what} needs bytes {offset}..{offset + n}, the file has "
-                              f"{self.size}", self.path, offset)
-        data = self._read(n, offset)
-        if len(data) != n:  # the file shrank under us
-            raise FormatError(f"{what} truncated", self.path, offset)
-        return data
-
-    def pread_into(self, view: memoryview, offset: int, what: str) -> None:
-        got = self.handle.pread_into(view, offset)
-        if got < len(view):
-            raise FormatError(f"{what} truncated", self.path, offset + got)
-
-    def chunk_headers(self, lay: Layout) -> dict[int, bytes]:
-        """Remote files: the chunk headers the offsets table points at, fetched
-        concurrently (walking the chunks would cost a round trip each)."""
-        if not self.store.remote or not lay.offsets:
-            return {}
-        size = blosc.BLOSC1_HEADER
-        wanted = [o for o in lay.offsets if len(self.head) < o + size <= self.size]
-        got = self.store.get_ranges([(self.key, o, size) for o in wanted])
-        return {o: raw for o, raw in zip(wanted, got, strict=True) if len(raw) == size}
-
-    def layout(self, verify: bool = True) -> Layout:
-        # A short file reaches unpack() whole so the error can say "not a Bloscpack file".
-        header = BlpHeader.unpack(self._read(HEADER_SIZE, 0), self.path)
-        pos = HEADER_SIZE
-        metadata, meta_header = None, None
-        if header.metadata:
-            mh = MetadataHeader.unpack(self.pread(METADATA_HEADER_SIZE, pos, "metadata header"),
-                                       self.path, pos)
-            if pos + mh.section_size > self.size:  # before reading max_meta_size bytes
-                raise FormatError(f"metadata section of {mh.section_size} bytes runs past the "
-                                  f"end of the file ({self.size} bytes)", self.path, pos)
-            metadata, meta_header = decode_metadata(
-                self.pread(mh.section_size, pos, "metadata"), self.path, pos, verify)
-            pos += mh.section_size
-        offsets_offset = pos
-        offsets: list[int] = []
-        if header.offsets:
-            slots = header.total_slots
-            if slots > (self.size - pos) // OFFSET_SIZE:
-                raise FormatError(f"offsets table of {slots} entries runs past the end of the "
-                                  f"file ({self.size} bytes)", self.path, pos)
-            offsets = decode_offsets(self.pread(slots * OFFSET_SIZE, pos, "offsets table"),
-                                     header, self.path, pos, self.size)
-            pos += slots * OFFSET_SIZE
-        return Layout(header, metadata, meta_header, offsets, offsets_offset, pos, self.size)
-
-    def spans(self, lay: Layout) -> list[ChunkSpan]:
-        """Walk the chunk headers and check them all before any data is decoded."""
-        h, path = lay.header, self.path
-        dsize = h.checksum_impl.size
-        # Each chunk takes at least a Blosc header: bounds nchunks before the loop.
-        if h.nchunks > (self.size - lay.data_start) // (blosc.BLOSC1_HEADER + dsize):
-            raise FormatError(f"{h.nchunks} chunks cannot fit in the "
-                              f"{self.size - lay.data_start} bytes after the header",
-                              path, lay.data_start)
-        spans, pos, i = [], lay.data_start, 0
-        fetched = self.chunk_headers(lay)
-        while i < h.nchunks if h.nchunks >= 0 else pos < self.size:
-            if lay.offsets and lay.offsets[i] != pos:
-                raise FormatError(f"offsets table says chunk {i} starts at {lay.offsets[i]}, "
-                                  f"but the previous chunk ends at {pos}", path, pos)
-            raw = fetched.get(pos) or self.pread(blosc.BLOSC1_HEADER, pos, f"chunk {i} header")
-            ch = blosc.read_header(raw, path, pos, size=self.size - pos)
-            if pos + ch.cbytes + dsize > self.size:
-                raise FormatError(f"chunk {i} checksum runs past the end of the file", path,
-                                  pos + ch.cbytes)
-            last = h.nchunks >= 0 and i == h.nchunks - 1
-            expected = h.last_chunk if last else h.chunk_size
-            if expected >= 0 and ch.nbytes != expected:
-                raise FormatError(f"chunk {i} holds {ch.nbytes} bytes, the header says "
-                                  f"{expected}", path, pos)
-            if ch.nbytes > ch.cbytes * MAX_RATIO:
-                raise FormatError(f"chunk {i} claims {ch.nbytes} bytes from {ch.cbytes} "
-                                  "compressed, beyond any Blosc codec", path, pos)
-            spans.append(ChunkSpan(i, pos, ch.cbytes, ch.nbytes))
-            pos += ch.cbytes + dsize
-            i += 1
-        # Bytes after the last chunk are tolerated: bloscpack's append leaves them.
-        return spans
-
-    def read_into(self, lay: Layout, spans: list[ChunkSpan], out: np.ndarray,
-                  verify: bool = True) -> None:
-        """Decode every chunk into the flat uint8 array ``out``, checking digests.
-
-        Each worker thread takes a contiguous run of chunks and reads, checks and
-        decodes them one by one with a single-threaded Blosc: for chunks of about
-        1 MiB this keeps every core busy, where Blosc's own threads would wait
-        on each other at every chunk.
-        """
-        starts = np.cumsum([0] + [s.nbytes for s in spans])
-        nworkers = _nworkers(len(spans))
-        groups = [range(len(spans) * k // nworkers, len(spans) * (k + 1) // nworkers)
-                  for k in range(nworkers)]
-
-        def run(group: range) -> None:
-            impl = lay.header.checksum_impl
-            dsize = impl.size if verify else 0
-            size = max((spans[i].cbytes for i in group), default=0) + impl.size
-            view = memoryview(np.empty(size, np.uint8))
-            with blosc.Decoder() as decoder:
-                for i in group:
-                    s = spans[i]
-                    self.pread_into(view[:s.cbytes + dsize], s.offset, f"chunk {s.index}")
-                    chunk = view[:s.cbytes]
-                    if dsize and impl.digest(chunk) != view[s.cbytes:s.cbytes + dsize]:
-                        raise ChecksumError(f"chunk {s.index}: {impl.name} checksum mismatch",
-                                            self.path, s.offset)
-                    self.decode(chunk, out[starts[i]:starts[i] + s.nbytes], s, decoder)
-
-        for _ in _in_parallel(run, groups):
-            pass
-
-    def decode(self, chunk, out: np.ndarray, s: ChunkSpan,
-               decoder: blosc.Decoder | None = None) -> None:
-        try:
-            blosc.validate_chunk(chunk, s.nbytes, self.path, s.offset)
-            if decoder is not None:
-                decoder.decompress_into(chunk, out, self.path)
-            else:
-                blosc.decompress_into(chunk, out, self.path)
-        except CodecUnavailableError:
-            raise
-        except CodecError as exc:  # corrupt bytes behind a plausible header
-            raise FormatError(f"chunk {s.index} does not decode: {exc}", self.path,
-                              s.offset) from None
+def _array_of(f: BlpFile, lay: Layout, spans: list[ChunkSpan]
+              ) -> tuple[np.dtype, tuple[int, ...], str]:
+    """dtype, shape and order of an array file, checked against its chunks' size."""
+    dtype, shape, order = array_spec(lay.metadata, f.path)
+    expected = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    total = sum(s.nbytes for s in spans)
+    if expected != total:
+        raise FormatError(f"metadata shape {list(shape)} x {dtype.itemsize} bytes is "
+                          f"{expected} bytes, the chunks hold {total}", f.path, HEADER_SIZE)
+    return dtype, shape, order
 
 
-def _read(path: PathLike, verify: bool, want_array: bool, storage_options: dict | None):
-    with _File(path, storage_options) as f:
-        lay = f.layout(verify)
-        if want_array:
-            dtype, shape, order = array_spec(lay.metadata, f.path)
-        spans = f.spans(lay)
-        total = sum(s.nbytes for s in spans)
-        if want_array:
-            expected = int(np.prod(shape, dtype=object)) * dtype.itemsize
-            if expected != total:
-                raise FormatError(f"metadata shape {list(shape)} x {dtype.itemsize} bytes is "
-                                  f"{expected} bytes, the chunks hold {total}", f.path,
-                                  HEADER_SIZE)
-            out = np.empty(shape, dtype=dtype, order=order)
-            f.read_into(lay, spans, _flat_bytes(out, order), verify)
-            return out
-        out = np.empty(total, dtype=np.uint8)
-        f.read_into(lay, spans, out, verify)
-        return out
-
-
-def unpack_array(path: PathLike, *, verify: bool = True,
+def unpack_array(path: PathLike, *, out: np.ndarray | None = None, verify: bool = True,
+                 progress: Progress | None = None,
                  storage_options: dict | None = None) -> np.ndarray:
     """Read a NumPy array from a Bloscpack file (``bloscpack.unpack_ndarray_from_file``).
+
+    Chunks are decoded straight into the result, on all cores.
 
     Parameters
     ----------
     path : str or os.PathLike
         A ``.blp`` file holding an array (numpy metadata): a local path or a URL.
+    out : numpy.ndarray, optional
+        Where to decode: an array (a ``numpy.memmap`` too) of the stored dtype
+        and shape, contiguous in the stored order.  Default: a new array.
     verify : bool
         Check every chunk's and the metadata's checksum.
+    progress : callable, optional
+        ``progress(done, total)`` in uncompressed bytes, after every chunk decoded.
     storage_options : dict, optional
         Options of the URL's file system.
 
     Returns
     -------
     numpy.ndarray
-        With the stored dtype (byte order included), shape and memory order.
+        With the stored dtype (byte order included), shape and memory order
+        (``out`` when given).
 
     Raises
     ------
@@ -581,19 +477,90 @@ def unpack_array(path: PathLike, *, verify: bool = True,
         names the file and the offset.
     ChecksumError
         A digest does not match (``verify=True``).
+    ValueError
+        ``out`` does not match the stored array.
     FileNotFoundError
         There is no such file.
     """
-    return _read(path, verify, True, storage_options)
+    with BlpFile(path, storage_options) as f:
+        lay = f.layout(verify)
+        spans = f.spans(lay)
+        dtype, shape, order = _array_of(f, lay, spans)
+        if out is None:
+            out = np.empty(shape, dtype=dtype, order="F" if order == "F" else "C")
+        elif out.dtype != dtype or out.shape != shape or not out.flags.writeable or not (
+                out.flags.f_contiguous if order == "F" else out.flags.c_contiguous):
+            raise ValueError(f"{f.path} holds a {order}-ordered {dtype} array of shape "
+                             f"{shape}; out is {out.dtype} {out.shape} and must be writeable "
+                             f"and {order}-contiguous")
+        f.read_into(lay, spans, flat_bytes(out, order), verify, progress)
+        return out
 
 
-def unpack_bytes(path: PathLike, *, verify: bool = True,
+def unpack_bytes(path: PathLike, *, verify: bool = True, progress: Progress | None = None,
                  storage_options: dict | None = None) -> bytes:
-    """Read the uncompressed contents of any Bloscpack file as bytes.
+    """Read the uncompressed contents of any Bloscpack file as bytes (held whole; see
+    :func:`unpack_file` to stream them to a file).
 
     Takes and raises the same as :func:`unpack_array`.
     """
-    return _read(path, verify, False, storage_options).tobytes()
+    with BlpFile(path, storage_options) as f:
+        lay = f.layout(verify)
+        spans = f.spans(lay)
+        out = np.empty(sum(s.nbytes for s in spans), dtype=np.uint8)
+        f.read_into(lay, spans, out, verify, progress)
+        return out.tobytes()
+
+
+def unpack_file(path: PathLike, dst: PathLike, *, npy: bool | None = None,
+                verify: bool = True, fsync: bool = True, progress: Progress | None = None,
+                storage_options: dict | None = None) -> str:
+    """Decompress a Bloscpack file into a file, a chunk at a time.
+
+    Chunks are decoded on all cores, a few in flight, and written in order, so
+    memory holds a few chunks whatever the file's size.  A local ``dst`` is
+    written under a temporary name and renamed when complete.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.blp`` file: a local path or a URL.
+    dst : str or os.PathLike
+        The file to write (replaced): a local path or a URL (put whole).
+    npy : bool, optional
+        True: write a ``.npy`` file (the ``.blp`` must hold an array); False: the
+        raw bytes; None (default): a ``.npy`` file when it holds an array.
+    verify : bool
+        Check every chunk's and the metadata's checksum.
+    fsync : bool
+        Flush ``dst`` to stable storage before the rename.
+    progress : callable, optional
+        ``progress(done, total)`` in uncompressed bytes, after every chunk written.
+    storage_options : dict, optional
+        Options of the URLs' file system.
+
+    Returns
+    -------
+    str
+        ``"npy"`` or ``"raw"``: what was written.
+
+    Raises
+    ------
+    FormatError, ChecksumError, FileNotFoundError
+        As for :func:`unpack_array`; nothing is left at ``dst`` then.
+    """
+    with BlpFile(path, storage_options) as f:
+        lay = f.layout(verify)
+        spans = f.spans(lay)
+        as_npy = _holds_array(lay) if npy is None else npy
+        front = npy_header(*_array_of(f, lay, spans)) if as_npy else b""
+        total = sum(s.nbytes for s in spans)
+        store, key = resolve(dst, storage_options)
+        with contextlib.closing(f.decoded(lay, spans, verify)) as chunks:
+            sizes = (s.nbytes for s in spans)
+            store.put(key, _chain([front], _reporting(chunks, sizes, total, progress)),
+                      fsync=fsync)
+    return "npy" if as_npy else "raw"
 
 
 def info(path: PathLike, *, verify: bool = False,
@@ -611,7 +578,7 @@ def info(path: PathLike, *, verify: bool = False,
         entries), ``free_offset_slots``, ``nbytes``, ``cbytes`` (chunks with their
         digests), ``chunks`` (count) and ``first_chunk`` (its Blosc header fields).
     """
-    with _File(path, storage_options) as f:
+    with BlpFile(path, storage_options) as f:
         lay = f.layout(verify)
         spans = f.spans(lay)
         first = None
@@ -638,38 +605,66 @@ def info(path: PathLike, *, verify: bool = False,
 
 # -- append -----------------------------------------------------------------------------------
 
-def _appended_bytes(lay: Layout, data, path: str) -> tuple[np.ndarray, Any, int]:
+def _append_source(lay: Layout, data: Any, path: str) -> tuple[Source, Any, int]:
     """The bytes to add, the metadata to store afterwards (None: keep the old section)
     and the item size new chunk sizes must respect."""
-    meta = lay.metadata
-    if not (isinstance(meta, dict) and meta.get("container") == "numpy"):
+    if not _holds_array(lay):
+        if is_file_object(data):
+            return bytes_source(data), None, 1
         if isinstance(data, np.ndarray):
-            return _flat_bytes(np.ascontiguousarray(data), "C"), None, 1
-        return np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8), None, 1
-    if not isinstance(data, np.ndarray):
-        raise ValueError(f"{path} holds a NumPy array: append an array, not "
-                         f"{type(data).__name__}")
-    dtype, shape, order = array_spec(meta, path)
-    if data.dtype != dtype:
-        raise ValueError(f"{path} holds {dtype} items, cannot append {data.dtype}")
+            return ArraySource(flat_bytes(np.ascontiguousarray(data), "C")), None, 1
+        return ArraySource(np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)), None, 1
+    dtype, shape, order = array_spec(lay.metadata, path)
+    source: Source
+    if is_file_object(data):
+        source, npy = npy_source(data)
+        if npy.order != order and not both_orders(npy.shape):
+            raise ValueError(f"{path} holds a {order}-ordered array, the .npy data is "
+                             f"{npy.order}-ordered")
+    elif isinstance(data, np.ndarray):
+        a = np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)
+        source, npy = ArraySource(flat_bytes(a, order)), NpyInfo(a.dtype, a.shape, order, 0)
+    else:
+        raise ValueError(f"{path} holds a NumPy array: append an array or a .npy file "
+                         f"object, not {type(data).__name__}")
+    if npy.dtype != dtype:
+        raise ValueError(f"{path} holds {dtype} items, cannot append {npy.dtype}")
     if not shape:
         raise ValueError(f"{path} holds a 0-d array, nothing can be appended to it")
     # C order grows along the first axis, Fortran order along the last.
     axis = 0 if order == "C" else len(shape) - 1
     rest = shape[1:] if order == "C" else shape[:-1]
-    new_rest = data.shape[1:] if order == "C" else data.shape[:-1]
-    if data.ndim != len(shape) or new_rest != rest:
-        raise ValueError(f"cannot append shape {data.shape} to {shape} (order {order}): all "
+    new_rest = npy.shape[1:] if order == "C" else npy.shape[:-1]
+    if len(npy.shape) != len(shape) or new_rest != rest:
+        raise ValueError(f"cannot append shape {npy.shape} to {shape} (order {order}): all "
                          f"but the {'first' if axis == 0 else 'last'} axis must match")
-    a = np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)
     new_shape = list(shape)
-    new_shape[axis] += data.shape[axis]
-    return _flat_bytes(a, order), {**meta, "shape": new_shape}, dtype.itemsize
+    new_shape[axis] += npy.shape[axis]
+    return source, {**lay.metadata, "shape": new_shape}, dtype.itemsize
+
+
+def _metadata_section(f: BlpFile, lay: Layout, new_meta: Any) -> bytes:
+    """The metadata section after an append: the old one, or ``new_meta`` encoded with
+    the file's metadata settings within its reserved room."""
+    if not lay.header.metadata:
+        return b""
+    if new_meta is None:
+        return f.pread(lay.offsets_offset - HEADER_SIZE, HEADER_SIZE, "metadata")
+    mh = lay.meta_header
+    if mh is None:  # (a header flagging metadata always has a parsed section)
+        raise FormatError("cannot append: the metadata section is missing", f.path, HEADER_SIZE)
+    try:
+        return encode_metadata(new_meta, checksum=mh.checksum,
+                               codec="zlib" if mh.codec else None, level=mh.level,
+                               max_meta_size=mh.max_meta_size)[0]
+    except ValueError as exc:
+        raise FormatError(f"cannot append: the new metadata does not fit its reserved "
+                          f"room ({exc})", f.path, HEADER_SIZE) from None
 
 
 def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
-           verify: bool = True, fsync: bool = True,
-           storage_options: dict | None = None) -> int:
+           verify: bool = True, fsync: bool = True, storage_options: dict | None = None,
+           progress: Progress | None = None) -> int:
     """Append an array or bytes to a Bloscpack file with an offsets table.
 
     As bloscpack does: the short last chunk is filled up to ``chunk_size``
@@ -679,14 +674,17 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
     or last (Fortran order); the metadata shape is updated within its reserved
     room.  The new file is written beside the old one and renamed over it, so
     a failure leaves the old file untouched (and stale bytes that bloscpack's
-    in-place append may have left after the last chunk are dropped).
+    in-place append may have left after the last chunk are dropped).  The old
+    chunks are copied and the new data compressed a chunk at a time, so memory
+    holds a few chunks, not the file.
 
     Parameters
     ----------
     path : str or os.PathLike
         The file to extend: a local path or a URL (the object is put back whole).
-    data : numpy.ndarray or bytes-like
-        What to append.
+    data : numpy.ndarray, bytes-like or binary file object
+        What to append; a file object (seekable, read from its position) holds
+        raw bytes, or a ``.npy`` file when ``path`` holds an array.
     cparams : CParams or dict, optional
         Blosc settings of rewritten and new chunks; default bloscpack's.
     verify : bool
@@ -695,6 +693,8 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
         Flush the new file to stable storage before the rename.
     storage_options : dict, optional
         Options of the URL's file system.
+    progress : callable, optional
+        ``progress(done, total)`` in bytes of ``data``, after every chunk written.
 
     Returns
     -------
@@ -710,7 +710,7 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
         ``data`` does not match the stored array's dtype or shape.
     """
     cp = _cparams(cparams)
-    with _File(path, storage_options) as f:
+    with BlpFile(path, storage_options) as f:
         lay = f.layout(verify)
         h = lay.header
         if not h.offsets:
@@ -718,69 +718,45 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
                               "offsets disabled)", f.path, 5)
         if h.chunk_size < 0 or h.last_chunk < 0:
             raise FormatError("cannot append: the chunk size is unknown", f.path, 8)
-        new, new_meta, itemsize = _appended_bytes(lay, data, f.path)
-        if new.nbytes == 0:
+        src, new_meta, itemsize = _append_source(lay, data, f.path)
+        if src.nbytes == 0:
             return 0
         spans = f.spans(lay)
-        pieces: list[np.ndarray] = []
+        first: list[np.ndarray] = []
         if h.chunk_size > 0 and spans:
             # Refill the short last chunk, then continue with the file's chunk size.
-            last = spans[-1]
-            old_last = np.empty(last.nbytes, np.uint8)
-            f.read_into(lay, [last], old_last, verify)
-            fill = min(h.chunk_size - last.nbytes, new.nbytes)
-            pieces.append(np.concatenate([old_last, new[:fill]]))
-            kept, rest = spans[:-1], new[fill:]
-            nrest, csize, rest_last = calculate_chunks(rest.nbytes, h.chunk_size)                 if rest.nbytes else (0, h.chunk_size, 0)
-            chunk_size = h.chunk_size
+            old_last = np.empty(spans[-1].nbytes, np.uint8)
+            f.read_into(lay, spans[-1:], old_last, verify)
+            fill = min(h.chunk_size - old_last.nbytes, src.nbytes)
+            first.append(np.concatenate([old_last, src.read(fill)]))
+            kept, chunk_size = spans[:-1], h.chunk_size
+            nrest, _, rest_last = calculate_chunks(src.nbytes - fill, chunk_size) \
+                if src.nbytes > fill else (0, chunk_size, 0)
         else:
             # Empty input is stored as one empty chunk: replace it by chunks of the default size.
-            kept, rest = [], new
+            fill, kept = 0, []
             csize = h.chunk_size or max(DEFAULT_CHUNK_SIZE - DEFAULT_CHUNK_SIZE % itemsize,
                                         itemsize)
-            nrest, chunk_size, rest_last = calculate_chunks(rest.nbytes, csize)
-            csize = chunk_size
-        for j in range(nrest):
-            pieces.append(rest[j * csize:j * csize + (rest_last if j == nrest - 1 else csize)])
-        nchunks = len(kept) + len(pieces)
+            nrest, chunk_size, rest_last = calculate_chunks(src.nbytes, csize)
+        nchunks = len(kept) + len(first) + nrest
         added = nchunks - len(spans)
         if added > h.max_app_chunks:
             raise FormatError(f"cannot append: {added} more chunks needed, only "
                               f"{h.max_app_chunks} offset slots are free", f.path, 24)
-        meta_section = None
-        if new_meta is not None:
-            mh = lay.meta_header
-            try:
-                # Keep the file's metadata settings; only the shape changes.
-                meta_section = encode_metadata(new_meta, checksum=mh.checksum,
-                                               codec="zlib" if mh.codec else None,
-                                               level=mh.level,
-                                               max_meta_size=mh.max_meta_size)[0]
-            except ValueError as exc:
-                raise FormatError(f"cannot append: the new metadata does not fit its reserved "
-                                  f"room ({exc})", f.path, HEADER_SIZE) from None
-        typesize = h.typesize or 1
-        impl = h.checksum_impl
-        compressed = [_compress(p, typesize, cp) for p in pieces]
         new_header = BlpHeader(True, h.metadata, h.checksum, h.typesize, chunk_size,
-                               pieces[-1].nbytes, nchunks, h.max_app_chunks - added)
-        copy_end = kept[-1].offset + kept[-1].cbytes + impl.size if kept else lay.data_start
-        starts, pos = [s.offset for s in kept], copy_end
-        for c in compressed:
-            starts.append(pos)
-            pos += len(c) + impl.size
-
-        def parts() -> Iterator[bytes]:
-            yield new_header.pack()
-            if h.metadata:
-                yield meta_section if meta_section is not None else \
-                    f.pread(lay.offsets_offset - HEADER_SIZE, HEADER_SIZE, "metadata")
-            yield encode_offsets(starts, new_header.total_slots)
-            for at in range(lay.data_start, copy_end, _COPY_BLOCK):
-                yield f.pread(min(_COPY_BLOCK, copy_end - at), at, "chunks")
-            for c in compressed:
-                yield c
-                yield impl.digest(c)
-
-        f.store.put(f.key, parts(), fsync=fsync)
+                               rest_last if nrest else first[0].nbytes, nchunks,
+                               h.max_app_chunks - added)
+        front = [new_header.pack(), _metadata_section(f, lay, new_meta)]
+        copy_end = kept[-1].offset + kept[-1].cbytes + h.checksum_impl.size if kept \
+            else lay.data_start
+        copied = (f.pread(min(_COPY_BLOCK, copy_end - at), at, "chunks")
+                  for at in range(lay.data_start, copy_end, _COPY_BLOCK))
+        rest_sizes = list(_sizes(nrest, chunk_size, rest_last)) if nrest else []
+        pieces = _chain(first, (src.read(n) for n in rest_sizes))
+        sizes = [fill] * len(first) + rest_sizes
+        with contextlib.closing(_encoded(pieces, len(sizes), h.typesize or 1, cp,
+                                         h.checksum_impl)) as chunks:
+            _put_blp(f.store, f.key, front, new_header.total_slots,
+                     _reporting(chunks, sizes, src.nbytes, progress), fsync,
+                     kept=[s.offset for s in kept], copied=copied)
         return added

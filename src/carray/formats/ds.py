@@ -69,6 +69,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -258,7 +259,13 @@ def variables(d: Mapping) -> list[str]:
     return sorted((k for k in d if not k.startswith(".")), key=unescape)
 
 
-def dims(d: Mapping, var: str | None = None) -> list[str] | dict[str, int]:
+@overload
+def dims(d: Mapping[str, Any], var: str) -> list[str]: ...
+@overload
+def dims(d: Mapping[str, Any], var: None = None) -> dict[str, int]: ...
+
+
+def dims(d: Mapping[str, Any], var: str | None = None) -> list[str] | dict[str, int]:
     """Dimensions of one variable (a list of names), or of the dataset (name -> size).
 
     Variables without ``.dims`` get ds-format's made-up names ``<var>_1, <var>_2, ...``.
@@ -349,7 +356,7 @@ def _as_array(name: str, value):
     if not isinstance(value, (list, tuple)):
         return np.asarray(value)
     arr = np.asarray(value, dtype=object)
-    missing = np.equal(arr, None)
+    missing = np.equal(arr, np.array(None, dtype=object))
     present = arr[~missing]
     if present.size and all(isinstance(x, (str, bytes)) for x in present):
         filled = arr.copy()
@@ -418,7 +425,7 @@ def _encode(name: str, data, declared: str | None) -> tuple[dict, list]:
     else:
         missing = False
         flat = data.ravel()  # C order, contiguous
-    parts = []
+    parts: list[bytes | memoryview] = []
     if missing:
         flat_mask = mask.ravel()
         parts.append(np.packbits(flat_mask).tobytes())
@@ -438,7 +445,7 @@ def _encode(name: str, data, declared: str | None) -> tuple[dict, list]:
         layout[".endian"] = "l"
     else:
         # Large arrays go to the file straight from their buffer, without a copy.
-        parts.append(memoryview(flat).cast("B") if flat.nbytes > 1 << 16 else flat.tobytes())
+        parts.append(flat.data.cast("B") if flat.nbytes > 1 << 16 else flat.tobytes())
         layout[".endian"] = _endian(flat.dtype)
     layout[".len"] = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
     return layout, parts
@@ -506,7 +513,10 @@ def encode(d: Mapping) -> list:
         layout[".offset"] = offset
         offset += layout[".len"]
         entry.update(layout)
-        header[escape(unescape(name))] = entry
+        # In memory the keys are already escaped names: written as they are, so a key
+        # starting with a backslash not followed by '.' or another backslash comes back
+        # unchanged.
+        header[name] = entry
         body.extend(parts)
     header["."] = dict(attrs)
     try:

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from carray._fileio import atomic_write
+from carray.dtypes import checked_dtype
 from carray.errors import FormatError
 from carray.formats import ds
 from carray.formats._ds_read import apply_outer, normalize_index
@@ -189,6 +190,7 @@ def read_header(path: PathLike) -> dict:
         for name, var in f.variables.items():
             attrs = _read_attrs(var)
             dims, shape = list(var.dimensions), list(var.shape)
+            type_: str | None
             if var.dtype == str:
                 type_ = "unicode"
             elif var.dtype == np.dtype("S1") and var.ndim >= 1:
@@ -257,7 +259,7 @@ def write(path: PathLike, d: Mapping, *, unlimited: Iterable[str] = (),
     names = ds.variables(d)
     datas = {name: ds._as_array(name, d[name]) for name in names}
     metadata = d.get(".", {})
-    sizes = {}
+    sizes: dict[str, int] = {}
     for name in names:
         if datas[name] is not None:
             for dim, n in zip(ds.dims(d, name), datas[name].shape, strict=False):
@@ -285,8 +287,10 @@ def _write_var(f, name: str, data, dims: list[str], attrs: dict, netCDF4) -> Non
     fill = attrs.pop("_FillValue", None)
     if data is None:
         type_ = attrs.get(".type", "float64")
+        # ".type" comes from the dataset being converted: checked like any stored dtype.
         dtype = str if type_ == "unicode" else "S1" if type_ == "str" else \
-            np.dtype(bool if type_ == "bool" else type_)
+            np.dtype(bool) if type_ == "bool" else \
+            checked_dtype(type_, source=f"variable {name!r} .type")
         if dtype == np.dtype(bool):
             dtype, attrs["dtype"] = np.dtype("i1"), "bool"
         var = f.createVariable(name, dtype, tuple(dims))

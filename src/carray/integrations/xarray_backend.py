@@ -30,7 +30,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from carray.formats import ds
-from carray.formats._ds_header import MAGIC, NUMERIC_TYPES, default_dims
+from carray.formats._ds_header import NUMERIC_TYPES, default_dims
 
 __all__ = ["DsBackendArray", "DsBackendEntrypoint", "DsDataStore", "to_ds"]
 
@@ -134,10 +134,14 @@ class DsDataStore(AbstractDataStore):
 
 
 def _is_ds(path) -> bool:
+    """Whether the registry's ds entry recognises the file at ``path`` (its magic bytes)."""
+    from carray import registry
+    from carray.stores import resolve
+
     try:
-        with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
-    except (OSError, TypeError):
+        store, key = resolve(os.fspath(path))
+        return registry.get("ds").sniff(registry.Probe(store, key))
+    except (OSError, TypeError, ValueError):
         return False
 
 
@@ -163,12 +167,16 @@ class DsBackendEntrypoint(BackendEntrypoint):
             decode_timedelta=decode_timedelta)
 
     def guess_can_open(self, filename_or_obj) -> bool:
-        """The ``ds-`` magic decides when the file can be read; the suffix otherwise."""
+        """What is stored decides when the file can be read (the registry sniffs it); the
+        suffix otherwise."""
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             return False
         if os.path.isfile(filename_or_obj):
             return _is_ds(filename_or_obj)
-        return os.fspath(filename_or_obj).endswith(".ds")
+        from carray import registry
+
+        fmt = registry.for_extension(filename_or_obj)
+        return fmt is not None and fmt.name == "ds"
 
 
 def to_ds(dataset: xr.Dataset, path: str | os.PathLike, *, fsync: bool = True) -> None:

@@ -4,26 +4,71 @@ A layout knows nothing of selections; an array never parses a header.  New
 datasets on disk use the superchunk layout unless ``format="bcolz"`` or
 ``format="b2nd"`` (python-blosc2 frames; the default for paths ending in
 ``.b2nd``) is asked for; existing ones are told apart by what is on disk.
+
+A writable open or create takes the writer's lock (:mod:`carray.stores.lock`)
+unless ``storage={"lock": False}`` says a coordinating writer already holds it
+(parallel writers of whole files, see :mod:`carray.engine.units`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from carray.errors import FormatError
+from carray.layouts import _b2frame_verify, _bcolz_verify, _superchunk_verify
 from carray.layouts.b2frame import B2ndLayout, is_b2nd_frame
 from carray.layouts.base import ArrayMeta, Layout
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
 from carray.layouts.memory import MemoryLayout
 from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
+from carray.problems import Finding
 from carray.stores import LOCAL, Store
+from carray.stores.lock import WriteLock
 
-FORMATS = ("superchunk", "bcolz", "b2nd")
+FORMATS = ("superchunk", "bcolz", "b2nd", "caterva")
+#: Extension of a path that makes a new array a Blosc2 frame (python-blosc2's own).
+B2ND_EXTENSION = ".b2nd"
 
 
-def create_layout(rootdir: str | os.PathLike | None, meta: ArrayMeta, *,
+@dataclass(frozen=True)
+class LayoutKind:
+    """One on-disk array layout: its name, class, how to recognise it and verify it."""
+
+    name: str
+    cls: type[Layout]
+    sniff: Callable[[str, Store], bool]
+    verify: Callable[[Store, str], Iterator[Finding]]
+
+
+#: In the order they are tried: a superchunk directory also has bcolz's meta/storage.
+LAYOUTS: tuple[LayoutKind, ...] = (
+    LayoutKind("b2nd", B2ndLayout, is_b2nd_frame, _b2frame_verify.verify),
+    LayoutKind("superchunk", SuperchunkLayout, is_superchunk_dataset, _superchunk_verify.verify),
+    LayoutKind("bcolz", BcolzLayout, is_bcolz_carray, _bcolz_verify.verify),
+)
+
+
+def sniff_layout(path: str, store: Store = LOCAL) -> LayoutKind | None:
+    """The layout of the array stored at ``path``, told by what is there (None: not one)."""
+    for kind in LAYOUTS:
+        if kind.sniff(path, store):
+            return kind
+    return None
+
+
+def default_format(rootdir: str | os.PathLike[str] | None) -> str:
+    """The layout a new array at ``rootdir`` gets when no ``format`` is asked for."""
+    if rootdir is not None and os.fspath(rootdir).endswith(B2ND_EXTENSION):
+        return "b2nd"
+    return "superchunk"
+
+
+def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
                   format: str | None = None, mode: str = "a",  # noqa: A002
-                  fsync: bool = True, storage: dict | None = None,
+                  fsync: bool = True, storage: dict[str, Any] | None = None,
                   store: Store = LOCAL) -> Layout:
     """A new, empty layout for ``meta``: in memory when ``rootdir`` is None.
 
@@ -32,32 +77,68 @@ def create_layout(rootdir: str | os.PathLike | None, meta: ArrayMeta, *,
     if rootdir is None:
         return MemoryLayout()
     rootdir = os.fspath(rootdir)
-    fmt = format or ("b2nd" if rootdir.endswith(".b2nd") else "superchunk")
-    if fmt == "b2nd":
-        return B2ndLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store,
-                                 **(storage or {}))
-    if fmt == "superchunk":
-        return SuperchunkLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store,
-                                       **(storage or {}))
-    return BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store)
+    fmt = format or default_format(rootdir)
+    storage = dict(storage or {})
+    locking = storage.pop("lock", True)
+    # A dataset being replaced (mode 'w') must not be open for writing elsewhere.
+    old_lock = WriteLock.acquire(store, rootdir) if locking else None
+    try:
+        layout: Layout
+        if fmt in ("b2nd", "caterva"):  # caterva: the same frame, caterva 0.7's metalayer
+            layout = B2ndLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store,
+                                       kind=fmt, **storage)
+        elif fmt == "superchunk":
+            layout = SuperchunkLayout.create(rootdir, meta, mode=mode, fsync=fsync,
+                                             store=store, **storage)
+        else:
+            layout = BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store)
+    finally:
+        if old_lock is not None:
+            old_lock.release()
+    if locking:
+        _lock(layout, store, rootdir)
+    return layout
 
 
-def open_layout(rootdir: str | os.PathLike, *, readonly: bool, fsync: bool = True,
-                allow_pickle: bool = False, storage: dict | None = None,
+def _lock(layout: Layout, store: Store, rootdir: str) -> None:
+    """Give ``layout`` the writer's lock on ``rootdir`` (closing it if that fails)."""
+    try:
+        layout.hold_lock(WriteLock.acquire(store, rootdir))
+    except BaseException:
+        layout.close()
+        raise
+
+
+def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool = True,
+                allow_pickle: bool = False, storage: dict[str, Any] | None = None,
                 store: Store = LOCAL) -> tuple[Layout, ArrayMeta, int]:
     """Open an existing dataset (directory or Blosc2 frame file), whichever layout it is in."""
     rootdir = os.fspath(rootdir)
     store.invalidate(rootdir)  # other processes may have written since we last looked
-    if is_b2nd_frame(rootdir, store):
-        return B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store)
-    if is_superchunk_dataset(rootdir, store):
-        return SuperchunkLayout.open(rootdir, readonly=readonly, fsync=fsync,
-                                     verify=(storage or {}).get("verify", True), store=store)
-    if not is_bcolz_carray(rootdir, store):
+    kind = sniff_layout(rootdir, store)
+    if kind is None:
         raise FormatError("not a carray directory (no meta/storage)", store.url(rootdir))
-    return BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync, allow_pickle=allow_pickle,
-                            store=store)
+    storage = storage or {}
+    # Taken before anything is read: opening for writing may recover an interrupted commit.
+    lock = WriteLock.acquire(store, rootdir) if not readonly and storage.get("lock", True) \
+        else None
+    try:
+        if kind.cls is B2ndLayout:
+            opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store)
+        elif kind.cls is SuperchunkLayout:
+            opened = SuperchunkLayout.open(rootdir, readonly=readonly, fsync=fsync,
+                                           verify=storage.get("verify", True), store=store)
+        else:
+            opened = BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync,
+                                      allow_pickle=allow_pickle, store=store)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    opened[0].hold_lock(lock)
+    return opened
 
 
-__all__ = ["FORMATS", "ArrayMeta", "B2ndLayout", "Layout", "MemoryLayout", "create_layout",
-           "open_layout"]
+__all__ = ["B2ND_EXTENSION", "FORMATS", "LAYOUTS", "ArrayMeta", "B2ndLayout", "Layout",
+           "LayoutKind", "MemoryLayout", "create_layout", "default_format", "open_layout",
+           "sniff_layout"]

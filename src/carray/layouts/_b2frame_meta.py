@@ -1,7 +1,7 @@
 """Pieces of the b2nd layout: telling frames apart, sparse chunk files, the
 ``carray`` metalayer and the frame-header cparams.
 
-Facts relied on (specs/blosc2-chunk-and-frame.md §2.1-2.2, §4): a metalayer's
+Facts relied on (docs/formats/b2frame.md, "Header" and "vlmeta"): a metalayer's
 value can be rewritten in place only at its original length, so every field
 here is fixed-width for a given dtype; python-blosc2 decodes metalayers it
 knows with msgpack and ignores the others; the frame header's codec byte holds
@@ -20,16 +20,19 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from carray.dtypes import checked_dtype
 from carray.errors import FormatError
-from carray.formats._b2frame_header import MAGIC, SPARSE_INDEX
+from carray.formats._b2frame_header import MAGIC, SPARSE_INDEX, build_nd_meta, dtype_string
 from carray.formats._b2frame_write import COMPCODES
-from carray.params import CParams, Shuffle
+from carray.geometry import CATERVA_MAX_DIM
+from carray.params import FILTER_CODES, CParams, Shuffle
 from carray.stores import LOCAL, Store
 
 #: Name of our own metalayer: ``{"version": 1, "dflt": <item bytes>, "expectedlen":
 #: int64, "cbytes": int64}``.
 CARRAY_META = "carray"
 _CNAMES = {code: name for name, code in COMPCODES.items()}
+_FILTER_NAMES = {code: name for name, code in FILTER_CODES.items()}
 
 
 def _dflt_bytes(dtype: np.dtype, dflt: Any) -> bytes:
@@ -37,15 +40,65 @@ def _dflt_bytes(dtype: np.dtype, dflt: Any) -> bytes:
     return value.tobytes()
 
 
-def carray_meta(dtype: np.dtype, dflt: Any, expectedlen: int, cbytes: int) -> bytes:
-    """The ``carray`` metalayer: a msgpack map whose length depends only on ``dtype``."""
-    out = bytearray(b"\x84")
+def carray_meta(dtype: np.dtype, dflt: Any, expectedlen: int, cbytes: int,
+                with_dtype: bool = False) -> bytes:
+    """The ``carray`` metalayer: a msgpack map whose length depends only on ``dtype``.
+
+    ``with_dtype`` adds a ``dtype`` entry (the b2nd dtype string), for caterva
+    frames, whose own metalayer records only the item size.
+    """
+    out = bytearray(b"\x85" if with_dtype else b"\x84")
     out += msgpack.packb("version") + b"\x01"
+    if with_dtype:
+        out += msgpack.packb("dtype") + msgpack.packb(dtype_string(dtype))
     out += msgpack.packb("dflt") + msgpack.packb(_dflt_bytes(dtype, dflt), use_bin_type=True)
     for key, value in (("expectedlen", expectedlen), ("cbytes", cbytes)):
         # int64 always (D3), never msgpack's shortest form: the length must not change.
         out += msgpack.packb(key) + b"\xd3" + struct.pack(">q", max(int(value), 0))
     return bytes(out)
+
+
+def recorded_dtype(raw: bytes, dtype: np.dtype, path: str, offset: int) -> np.dtype:
+    """The dtype a ``carray`` metalayer records (caterva frames we made), else ``dtype``.
+
+    Raises
+    ------
+    FormatError
+        The recorded dtype is not a string, or its items are not ``dtype``'s size.
+    """
+    try:
+        obj = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException, TypeError, RecursionError):
+        return dtype  # parse_carray_meta says what is wrong
+    if not isinstance(obj, dict) or "dtype" not in obj:
+        return dtype
+    text = obj["dtype"]
+    if not isinstance(text, str):
+        raise FormatError(f"{CARRAY_META} metalayer: dtype {text!r} is not a string", path,
+                          offset)
+    found = checked_dtype(text, source=f"{path} ({CARRAY_META} metalayer at offset {offset})")
+    if found.itemsize != dtype.itemsize:
+        raise FormatError(f"{CARRAY_META} metalayer: dtype {text} has {found.itemsize}-byte "
+                          f"items, the frame {dtype.itemsize}", path, offset)
+    return found
+
+
+def nd_layer(kind: str, shape: tuple[int, ...], chunks: tuple[int, ...],
+             blocks: tuple[int, ...], dtype: np.dtype) -> tuple[str, bytes]:
+    """The N-d metalayer of a new frame: ``b2nd`` (python-blosc2's, with the dtype) or
+    ``caterva`` (caterva 0.7's: no dtype, at most 8 dimensions).
+
+    Raises
+    ------
+    ValueError
+        An unknown kind, or too many dimensions for a caterva frame.
+    """
+    if kind not in ("b2nd", "caterva"):
+        raise ValueError(f"a Blosc2 frame's N-d metalayer is 'b2nd' or 'caterva', not {kind!r}")
+    if kind == "caterva" and len(shape) > CATERVA_MAX_DIM:
+        raise ValueError(f"caterva frames hold at most {CATERVA_MAX_DIM} dimensions, "
+                         f"not {len(shape)}")
+    return kind, build_nd_meta(shape, chunks, blocks, dtype if kind == "b2nd" else None)
 
 
 def parse_carray_meta(raw: bytes, dtype: np.dtype, path: str,
@@ -63,35 +116,57 @@ def parse_carray_meta(raw: bytes, dtype: np.dtype, path: str,
         obj = None
     if not isinstance(obj, dict):
         raise FormatError(f"{CARRAY_META} metalayer is not a msgpack map", path, offset)
-    dflt, expectedlen, cbytes = obj.get("dflt"), obj.get("expectedlen"), obj.get("cbytes")
+    dflt = obj.get("dflt")
     if not isinstance(dflt, bytes) or len(dflt) != dtype.itemsize:
         raise FormatError(f"{CARRAY_META} metalayer: dflt is not {dtype.itemsize} bytes",
                           path, offset)
-    for name, v in (("expectedlen", expectedlen), ("cbytes", cbytes)):
+    counts = []
+    for name in ("expectedlen", "cbytes"):
+        v = obj.get(name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise FormatError(f"{CARRAY_META} metalayer: {name} {v!r} is not an int >= 0",
                               path, offset)
-    return np.frombuffer(dflt, dtype=dtype).reshape(()).copy(), expectedlen, cbytes
+        counts.append(v)
+    return np.frombuffer(dflt, dtype=dtype).reshape(()).copy(), counts[0], counts[1]
 
 
 def header_filters(dtype: np.dtype, cp: CParams) -> tuple[bytes, bytes]:
     """The frame header's six filters and filters_meta for new frames."""
     # python-blosc2's default pipeline puts the shuffle in the last slot; U dtypes
     # shuffle 4-byte code units (filters_meta 4).
+    if not cp.single_shuffle:
+        # A longer pipeline fills the slots from the first, as python-blosc2 stores
+        # a filters list it is given.
+        pipeline = cp.filters or ()  # never None once a CParams is made
+        return (bytes(FILTER_CODES[name] for name, _ in pipeline).ljust(6, b"\0"),
+                bytes(meta for _, meta in pipeline).ljust(6, b"\0"))
     meta = 4 if dtype.kind == "U" and cp.shuffle == Shuffle.SHUFFLE else 0
-    return bytes([0, 0, 0, 0, 0, int(cp.shuffle)]), bytes([0, 0, 0, 0, 0, meta])
+    return bytes([0, 0, 0, 0, 0, int(cp.shuffle or 0)]), bytes([0, 0, 0, 0, 0, meta])
 
 
-def cparams_of(compcode: int, clevel: int, filters: tuple[int, ...]) -> CParams:
-    """The compression parameters a frame header records."""
+def cparams_of(compcode: int, clevel: int, filters: tuple[int, ...],
+               filters_meta: tuple[int, ...] = ()) -> CParams:
+    """The compression parameters a frame header records, for the chunks we write into it.
+
+    Filters of the pipeline that carray cannot apply itself (NDCELL, NDMEAN,
+    plugins) are left out: chunks already stored keep theirs in their own
+    headers, and new chunks are written without them.
+    """
     # A codec this build lacks (a plugin) only matters for the chunks we write
     # ourselves (offsets, vlmeta); the caller's chunks say their own codec.
+    metas = tuple(filters_meta) + (0,) * (len(filters) - len(filters_meta))
+    pipeline = tuple(
+        (_FILTER_NAMES[code], meta if code == FILTER_CODES["trunc_prec"] else 0)
+        for code, meta in zip(filters, metas, strict=True) if code in _FILTER_NAMES)
+    if not any(name == "trunc_prec" and not 1 <= meta <= 64 for name, meta in pipeline):
+        return CParams(clevel=min(clevel, 9), cname=_CNAMES.get(compcode, CParams().cname),
+                       filters=pipeline)
     shuffle = next((f for f in reversed(filters) if f in (1, 2)), 0)
     return CParams(clevel=min(clevel, 9), cname=_CNAMES.get(compcode, CParams().cname),
-                   shuffle=shuffle)
+                   shuffle=Shuffle(shuffle))
 
 
-def is_b2nd_frame(path: str | os.PathLike, store: Store = LOCAL) -> bool:
+def is_b2nd_frame(path: str | os.PathLike[str], store: Store = LOCAL) -> bool:
     """True for a Blosc2 frame file (by its magic) or a sparse frame directory."""
     path = os.fspath(path)
     if store.isdir(path):
@@ -124,6 +199,6 @@ class _ChunkFile:
         offset = max(0, min(offset, self.size))
         return self._h.pread(max(0, min(length, self.size - offset)), offset)
 
-    def read_into(self, offset: int, out) -> int:
+    def read_into(self, offset: int, out: Any) -> int:
         view = memoryview(out).cast("B")[:max(0, self.size - offset)]
         return self._h.pread_into(view, offset)

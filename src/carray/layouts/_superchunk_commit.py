@@ -7,6 +7,7 @@ there describes the commit protocol this implements.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -14,13 +15,15 @@ from carray.codecs import blosc
 from carray.errors import ChecksumError, ReadOnlyError
 from carray.formats._blp_frame import BlpHeader
 from carray.layouts._superchunk_meta import JOURNAL_FILE, SIZES_FILE, Journal, Sizes, dumps
+from carray.layouts._superchunk_state import Superchunk, SuperchunkParts
 from carray.layouts.base import ArrayMeta
+from carray.stores import Handle
 
 
-class Committing:
+class Committing(SuperchunkParts):
     """Making a superchunk dataset's writes durable (see the layout's module doc)."""
 
-    def _apply(self, writes) -> None:
+    def _apply(self, writes: Sequence[tuple[int, int, bytes]]) -> None:
         """Make the journal's writes to superchunk files, then fsync them.
 
         Handles of their own: replay runs before any superchunk is loaded.  Cached
@@ -32,7 +35,7 @@ class Committing:
             if h is not None:
                 h.sync()
                 h.close()
-        handles: dict[int, object] = {}
+        handles: dict[int, Handle] = {}
         try:
             for k, offset, data in writes:
                 h = handles.get(k)
@@ -46,7 +49,7 @@ class Committing:
             for h in handles.values():
                 h.close()
 
-    def _last_nbytes(self, sc, nused: int) -> int:
+    def _last_nbytes(self, sc: Superchunk, nused: int) -> int:
         if nused == 0:
             return 0
         n = sc.k * self._S + nused - 1
@@ -115,9 +118,9 @@ class Committing:
         self._delete_past_end()
         touched, self._touched = self._touched, set()
         for k in sorted(touched):
-            sc = self._scs.get(k)
-            if sc is not None and self._needs_compaction(sc):
-                self._compact(sc)
+            found = self._scs.get(k)
+            if found is not None and self._needs_compaction(found):
+                self._compact(found)
 
     def _delete_past_end(self) -> None:
         """Remove superchunk files wholly past the committed chunks (after a shrink)."""
@@ -144,7 +147,7 @@ class Committing:
         if h is not None:
             h.close()
 
-    def _needs_compaction(self, sc) -> bool:
+    def _needs_compaction(self, sc: Superchunk) -> bool:
         used = sc.offsets[sc.offsets >= 0]
         if not used.size:
             return False
@@ -152,9 +155,9 @@ class Committing:
             # Bloscpack readers stream chunks back to back: keep the files that way.
             return not self._sequential(sc, len(used))
         area = sc.size - sc.data_start
-        return sc.garbage > 2**20 and sc.garbage * 2 > area
+        return bool(sc.garbage > 2**20 and sc.garbage * 2 > area)
 
-    def _sequential(self, sc, nused: int) -> bool:
+    def _sequential(self, sc: Superchunk, nused: int) -> bool:
         pos = sc.data_start
         for slot in range(nused):
             off = int(sc.offsets[slot])
@@ -163,7 +166,7 @@ class Committing:
             pos += self._cbytes_of(sc, slot, off) + self._dsize
         return True
 
-    def _compact(self, sc) -> None:
+    def _compact(self, sc: Superchunk) -> None:
         """Rewrite a superchunk file with its chunks in order and no dead space.
 
         Runs right after a commit; the new file is renamed over the old one, so
@@ -171,7 +174,8 @@ class Committing:
         """
         nused = int((sc.offsets >= 0).sum())
         prefix = self._pread(sc, sc.offsets_pos, 0)
-        recs, table, pos = [], np.full(self._S, -1, dtype="<i8"), sc.data_start
+        recs: list[bytes] = []
+        table, pos = np.full(self._S, -1, dtype="<i8"), sc.data_start
         for slot in range(nused):
             n = sc.k * self._S + slot
             off = int(sc.offsets[slot])

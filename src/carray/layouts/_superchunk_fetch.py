@@ -14,10 +14,11 @@ from collections.abc import Iterable, Iterator
 
 from carray.codecs import blosc
 from carray.errors import FormatError
+from carray.layouts._superchunk_state import SuperchunkParts
 from carray.stores.base import BytesHandle
 
 
-class Prefetching:
+class Prefetching(SuperchunkParts):
     """Whole superchunk files fetched at once for reads that need most of them."""
 
     @contextlib.contextmanager

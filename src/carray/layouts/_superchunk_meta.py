@@ -5,8 +5,8 @@
   atomically (temporary name + rename) by every commit; the only authority on
   the length.
 * ``meta/attrs``: user attributes, each stored with its type (and dtype for
-  numpy values) as the carray proposal's ``attributes`` file shows
-  (seeds/001: ``{"value": 23.5, "type": "scalar", "dtype": "float32"}``), so
+  numpy values), e.g. ``{"value": 23.5, "type": "scalar", "dtype": "float32"}``
+  (docs/formats/superchunk.md, "meta/attrs"), so
   ints, floats, strings, lists, dicts and numpy scalars/arrays round-trip.
 * ``meta/journal``: a redo log of the byte writes one commit makes to
   superchunk files that the last committed state still references.
@@ -24,9 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from carray.codecs.blosc import MAX_BUFFERSIZE
+from carray.codecs.pipeline import check_blosc1_filters
+from carray.dtypes import MAX_DESCR_CHARS, check_dtype, checked_dtype, checked_shape
 from carray.errors import FormatError
 from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
-from carray.params import CNAMES, CParams
+from carray.params import CNAMES, FILTER_CODES, CParams
 
 FORMAT_NAME = "carray-superchunk"
 DATA_DIR, META_DIR = "data", "meta"
@@ -82,6 +85,10 @@ class StorageInfo:
     expectedlen: int
     typesize: int
 
+    def __post_init__(self) -> None:
+        if self.blosc1:  # a Blosc1 chunk records one shuffle: refuse more, before any write
+            check_blosc1_filters(self.cparams)
+
     @property
     def chunklen(self) -> int:
         return self.chunkshape[0]
@@ -94,13 +101,13 @@ class StorageInfo:
         return self.dtype.itemsize * math.prod(ext)
 
     def to_json(self) -> dict[str, Any]:
+        # quantize first (it runs before Blosc), then Blosc2's pipeline in order;
+        # a filter with a meta value is written "name:meta" (e.g. "trunc_prec:10").
         filters = []
         if self.cparams.quantize:
             filters.append(f"quantize:{self.cparams.quantize}")
-        if self.cparams.shuffle == 1:
-            filters.append("shuffle")
-        elif self.cparams.shuffle == 2:
-            filters.append("bitshuffle")
+        filters += [f"{name}:{meta}" if meta else name
+                    for name, meta in self.cparams.filters or ()]
         order = self.dtype.byteorder
         endian = {"<": "little", ">": "big", "|": "none"}.get(
             order, "little" if np.little_endian else "big")
@@ -151,6 +158,12 @@ class StorageInfo:
                                                                strict=True))),
              f"blockshape must be null or one int per axis in 1..chunkshape, got "
              f"{blockshape!r}")
+        ext = [-(-c // b) * b for c, b in zip(chunkshape, blockshape or chunkshape, strict=True)]
+        # Checked before anything is allocated for a chunk: a bigger one cannot be a
+        # Blosc buffer, so only a damaged or hostile file claims it.
+        need(dtype.itemsize * math.prod(ext) <= MAX_BUFFERSIZE,
+             f"chunks of shape {tuple(chunkshape)} and dtype {dtype} exceed Blosc's "
+             f"{MAX_BUFFERSIZE} bytes")
         sc = obj.get("superchunksize")
         need(_is_int(sc) and 1 <= sc <= 2**24,
              f"superchunksize must be an int in 1..2**24, got {sc!r}")
@@ -171,19 +184,20 @@ class StorageInfo:
         filters = obj.get("filters", [])
         need(isinstance(filters, list) and all(isinstance(f, str) for f in filters),
              "filters must be a list of names")
-        shuffle, quantize = 0, 0
+        pipeline, quantize = [], 0
         for f in filters:
-            if f == "shuffle":
-                shuffle = 1
-            elif f == "bitshuffle":
-                shuffle = 2
-            elif f.startswith("quantize:") and f[9:].isdigit():
-                quantize = int(f[9:])
+            name, _, meta = f.partition(":")
+            if name == "quantize" and meta.isdigit():
+                quantize = int(meta)
+            elif name in FILTER_CODES and (meta.isdigit() or not meta):
+                pipeline.append((name, int(meta or 0)))
             else:
                 raise FormatError(f"unknown filter {f!r}", path)
+        need(library == "blosc2" or pipeline in ([], [("shuffle", 0)], [("bitshuffle", 0)]),
+             f"Blosc1 chunks cannot hold the filters {filters!r}")
         try:
             cparams = CParams(clevel=codec.get("clevel", 5), cname=codec["cname"],
-                              shuffle=shuffle, quantize=quantize)
+                              quantize=quantize, filters=tuple(pipeline))
         except (TypeError, ValueError) as exc:
             raise FormatError(f"bad codec parameters: {exc}", path) from None
         typesize = codec.get("typesize", 1)
@@ -220,7 +234,7 @@ class Sizes:
     def from_json(cls, obj: Any, path: str) -> Sizes:
         if not isinstance(obj, dict):
             raise FormatError("meta/sizes must hold a JSON object", path)
-        vals = [obj.get(k) for k in ("length", "nbytes", "cbytes", "generation")]
+        vals: list[Any] = [obj.get(k) for k in ("length", "nbytes", "cbytes", "generation")]
         if not all(_is_int(v) and v >= 0 for v in vals):
             raise FormatError("meta/sizes needs ints >= 0 for length, nbytes, cbytes and "
                               f"generation, got {vals!r}", path)
@@ -229,7 +243,7 @@ class Sizes:
                 and shape[0] == vals[0]):
             raise FormatError(f"meta/sizes needs a shape (ints >= 0) starting with the length "
                               f"{vals[0]}, got {shape!r}", path)
-        return cls(tuple(shape), *vals[1:])
+        return cls(checked_shape(shape, itemsize=1, source=path), *vals[1:])
 
 
 # -- meta/attrs: typed values ----------------------------------------------------------------
@@ -282,11 +296,14 @@ def encode_attr(value: Any) -> dict[str, Any]:
 
 
 def _descr(d: Any) -> np.dtype:
+    # Checked like every dtype from a file: never objects, never absurd sizes.
     if isinstance(d, list):  # JSON turned the tuples of a structured descr into lists
+        if len(repr(d)) > MAX_DESCR_CHARS:
+            raise ValueError("attribute dtype descr is too long")
         d = [tuple(_descr_item(x) for x in f) for f in d]
-        return np.lib.format.descr_to_dtype(d)
+        return check_dtype(np.lib.format.descr_to_dtype(d), source=ATTRS_FILE)
     if isinstance(d, str):
-        return np.dtype(d)
+        return checked_dtype(d, source=ATTRS_FILE)
     raise TypeError(f"bad dtype {d!r}")
 
 
@@ -302,7 +319,8 @@ def decode_attr(entry: Any) -> Any:
     """Inverse of :func:`encode_attr`; raises ValueError/TypeError/KeyError on bad input."""
     if not isinstance(entry, dict) or "type" not in entry:
         raise ValueError(f"not a typed attribute: {entry!r}")
-    kind, value = entry["type"], entry.get("value")
+    kind = entry["type"]
+    value: Any = entry.get("value")
     if kind == "none":
         return None
     if kind in ("bool", "int", "string"):
@@ -310,10 +328,13 @@ def decode_attr(entry: Any) -> Any:
         if not isinstance(value, want) or (kind == "int" and isinstance(value, bool)):
             raise ValueError(f"{kind} attribute holds {value!r}")
         return value
-    if kind == "float":
-        return float(value)
-    if kind == "complex":
-        return complex(float(value[0]), float(value[1]))
+    try:
+        if kind == "float":
+            return float(value)
+        if kind == "complex":
+            return complex(float(value[0]), float(value[1]))
+    except OverflowError as exc:  # an integer beyond any float
+        raise ValueError(f"{kind} attribute holds {value!r:.80}: {exc}") from None
     if kind == "bytes":
         return base64.b64decode(value, validate=True)
     if kind in ("scalar", "array"):
@@ -323,14 +344,25 @@ def decode_attr(entry: Any) -> Any:
             raw = base64.b64decode(value, validate=True)
             arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
         else:
-            arr = np.array(value, dtype=dtype)
+            # Only numbers are stored as JSON lists; this keeps what a list may
+            # allocate near the size of the list itself.
+            if dtype.kind not in "biufc" or dtype.itemsize > 16:
+                raise ValueError(f"attribute of dtype {dtype} stored as a JSON list")
+            try:
+                arr = np.array(value, dtype=dtype)
+            except OverflowError as exc:  # a number too large for the dtype
+                raise ValueError(f"attribute value does not fit {dtype}: {exc}") from None
             if shape and arr.shape != shape:
                 arr = arr.reshape(shape)
         return arr[()] if kind == "scalar" else arr
     if kind in ("list", "tuple"):
+        if not isinstance(value, list):
+            raise ValueError(f"{kind} attribute holds {value!r:.80}")
         items = [decode_attr(v) for v in value]
         return items if kind == "list" else tuple(items)
     if kind == "dict":
+        if not isinstance(value, dict):
+            raise ValueError(f"dict attribute holds {value!r:.80}")
         return {k: decode_attr(v) for k, v in value.items()}
     raise ValueError(f"unknown attribute type {kind!r}")
 

@@ -1,13 +1,13 @@
 """The b2nd layout: an array kept as a python-blosc2 ``.b2nd`` frame, read and modified in place.
 
-Spec facts relied on (specs/blosc2-chunk-and-frame.md, specs/caterva-b2nd.md;
+Format facts relied on (docs/formats/b2frame.md, docs/formats/blosc2-chunk.md;
 parsing and validation are :class:`carray.formats.b2frame.Frame`'s, byte
 building :mod:`carray.formats._b2frame_header`'s):
 
 * A contiguous frame is ``header | chunks | offsets chunk | trailer``; chunk
   *i* starts at ``header_len + offset[i]``, the offsets chunk at ``header_len +
   cbytes`` and the trailer is found from the last 23 bytes before
-  ``frame_len``; bytes after ``frame_len`` are ignored (§2.3, §2.4).
+  ``frame_len``; bytes after ``frame_len`` are ignored ("Contiguous frame").
 * c-blosc2 itself appends new and updated chunks at ``header_len + cbytes``
   and leaves replaced ones where they were (frame.c ``frame_append_chunk``,
   ``frame_update_chunk``): chunks need not be packed, and ``cbytes`` is the
@@ -15,20 +15,20 @@ building :mod:`carray.formats._b2frame_header`'s):
   and appends to such frames (checked by tests/layouts/test_b2frame_layout.py).
 * A sparse frame is a directory: ``chunks.b2frame`` = header | offsets chunk |
   trailer, a non-negative offset is the number of the file ``%08X.chunk``
-  holding the chunk, header ``cbytes`` sums the chunk files (§3); c-blosc2
+  holding the chunk, header ``cbytes`` sums the chunk files ("Sparse frame"); c-blosc2
   numbers a new chunk ``max(offsets) + 1``.
 * A negative offset is a chunk that is not stored: bit 63 plus the special
-  code << 56 (1 zeros, 2 NaN, 4 uninitialised) (§2.3).
+  code << 56 (1 zeros, 2 NaN, 4 uninitialised) ("Data chunks and the offsets chunk").
 * The ``b2nd`` (and ``caterva``) metalayer holds every integer fixed-width
   (``D3``/``D2``), so a new shape keeps the header's length; the header's size
-  fields sit at fixed offsets (§2.1, caterva-b2nd.md §1).
+  fields sit at fixed offsets ("Header: fixed part", "N-d arrays").
 * Every chunk holds ``chunkshape`` rounded up to whole blocks, edge chunks
   padded: frame ``chunksize = prod(extchunk) * itemsize``, ``blocksize =
   prod(blockshape) * itemsize``, ``nbytes = nchunks * chunksize``, typesize
   the item size (python-blosc2 gives ``U`` dtypes SHUFFLE with filters_meta 4)
-  (caterva-b2nd.md §1-2).
+  ("N-d layout").
 * vlmeta values are Blosc2 chunks of msgpack values, at most 16 in a trailer;
-  python-blosc2 ignores metalayers it does not know (§4).
+  python-blosc2 ignores metalayers it does not know ("vlmeta").
 
 Layout.  Besides ``b2nd`` a frame we create carries the fixed metalayer
 ``carray``: a msgpack map ``{"version": 1, "dflt": <item bytes>, "expectedlen":
@@ -59,10 +59,12 @@ import re
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, read_header
+from carray import geometry as geo
+from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, ChunkBytes, read_header
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
@@ -70,7 +72,6 @@ from carray.errors import (
     UnsupportedDTypeError,
 )
 from carray.formats import _b2frame_chunk as _chunk
-from carray.formats import _b2nd_geometry as geo
 from carray.formats._b2frame_header import (
     SPARSE_INDEX,
     build_header,
@@ -80,6 +81,7 @@ from carray.formats._b2frame_header import (
 )
 from carray.formats._b2frame_write import COMPCODES, encode_vlmeta, offsets_chunk, special_code_of
 from carray.formats.b2frame import Frame, decode_vlmeta
+from carray.grid import NDGrid
 from carray.layouts._b2frame_meta import (
     CARRAY_META,
     _ChunkFile,
@@ -88,8 +90,11 @@ from carray.layouts._b2frame_meta import (
     cparams_of,
     header_filters,
     is_b2nd_frame,
+    nd_layer,
     parse_carray_meta,
+    recorded_dtype,
 )
+from carray.layouts._b2frame_plugins import frame_decoded
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, clear_for_create
 from carray.stores import LOCAL, Handle, Store
 
@@ -139,7 +144,7 @@ class B2ndLayout(Layout):
     @classmethod
     def create(cls, path: str, meta: ArrayMeta, mode: str = "a",
                fsync: bool = True, contiguous: bool = True,
-               store: Store = LOCAL) -> B2ndLayout:
+               store: Store = LOCAL, kind: str = "b2nd") -> B2ndLayout:
         """Write a new frame holding ``meta``'s shape, every chunk zeros (not stored).
 
         Parameters
@@ -152,6 +157,8 @@ class B2ndLayout(Layout):
             cparams (recorded in the frame header), dflt and expectedlen.
         contiguous : bool
             One file, or a directory with ``chunks.b2frame`` and a file per chunk.
+        kind : {'b2nd', 'caterva'}
+            The N-d metalayer (caterva 0.7's has no dtype: the ``carray`` one keeps it).
 
         Raises
         ------
@@ -183,8 +190,9 @@ class B2ndLayout(Layout):
         index = offsets_chunk(np.full(n, _ZERO, np.int64), cp) if n else b""
         trailer = build_trailer([])
         filters, filters_meta = header_filters(dtype, cp)
-        layers = [("b2nd", build_nd_meta(grid.shape, grid.chunks, grid.blocks, dtype)),
-                  (CARRAY_META, carray_meta(dtype, meta.dflt, meta.expectedlen, 0))]
+        layers = [nd_layer(kind, grid.shape, grid.chunks, grid.blocks, dtype),
+                  (CARRAY_META, carray_meta(dtype, meta.dflt, meta.expectedlen, 0,
+                                            with_dtype=kind == "caterva"))]
         header = build_header(
             frame_type=0 if contiguous else 1, nbytes=n * grid.chunk_nbytes, cbytes=0,
             typesize=dtype.itemsize, blocksize=grid.block_nbytes, chunksize=grid.chunk_nbytes,
@@ -255,11 +263,14 @@ class B2ndLayout(Layout):
         self._nd_at = hdr.meta_offsets[self._kind] + 5  # past C6 and the uint32 length
         self._nd_len = len(frame.meta_raw[self._kind])
         self._vlmeta = dict(frame.vlmeta_raw)
-        self._cparams = cparams_of(hdr.compcode, hdr.clevel, hdr.filters)
+        self._cparams = cparams_of(hdr.compcode, hdr.clevel, hdr.filters, hdr.filters_meta)
+        self._plugins = hdr.compcode == 6 or any(f >= 32 and f != 35 for f in hdr.filters)
         self._carray_at: int | None = None
         dflt, expectedlen, cbytes = np.zeros((), self._dtype), None, hdr.cbytes
         if CARRAY_META in frame.meta_raw:
             self._carray_at = hdr.meta_offsets[CARRAY_META] + 5
+            raw = frame.meta_raw[CARRAY_META]
+            self._dtype = recorded_dtype(raw, self._dtype, path, self._carray_at)
             dflt, expectedlen, cbytes = parse_carray_meta(
                 frame.meta_raw[CARRAY_META], self._dtype, path, self._carray_at)
             self._carray_len = len(frame.meta_raw[CARRAY_META])
@@ -317,7 +328,7 @@ class B2ndLayout(Layout):
         if not self.contiguous and top >= 2**32:
             raise FormatError(f"chunk file number {top} is out of range", self._index_path)
 
-    def _grid(self, shape: tuple[int, ...]):
+    def _grid(self, shape: tuple[int, ...]) -> NDGrid:
         return ArrayMeta(dtype=self._dtype, shape=shape, chunks=self._chunks,
                          blocks=self._blocks).grid
 
@@ -350,6 +361,12 @@ class B2ndLayout(Layout):
         return _chunk.special_chunk(code, self._chunk_nbytes, self._typesize,
                                     self._block_nbytes)
 
+    def _file(self) -> Handle:
+        """The open frame file (contiguous frames hold one until closed)."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the frame file is closed")
+        return self._fd
+
     def _extent(self, nchunk: int, off: int) -> tuple[int, int]:
         """(file position, stored size) of a stored chunk of a contiguous frame."""
         start = self._header_len + off
@@ -358,14 +375,15 @@ class B2ndLayout(Layout):
             # A committed chunk must end inside the data region; one written since
             # then, before the end of the file.
             limit = (self._data_end if start < self._data_end else self._end) - start
-            head = self._fd.pread(BLOSC1_HEADER, start)
+            head = self._file().pread(BLOSC1_HEADER, start)
             size = self._check_head(head, self.path, start, nchunk, limit)
             with self._lock:
                 if int(self._offs[nchunk]) == off:
                     self._cb[nchunk] = size
         return start, size
 
-    def _check_head(self, head, name: str, start: int, nchunk: int, size: int) -> int:
+    def _check_head(self, head: ChunkBytes, name: str, start: int, nchunk: int,
+                    size: int) -> int:
         """A stored chunk's cbytes, once its header fits ``size`` bytes and the frame."""
         h = read_header(head, name, start, size=size)
         if h.nbytes != self._chunk_nbytes:
@@ -386,36 +404,40 @@ class B2ndLayout(Layout):
         except FileNotFoundError:
             raise self._missing(nchunk, number) from None
 
-    def read_chunk(self, nchunk: int):
+    def read_chunk(self, nchunk: int) -> bytes | memoryview:
         """The stored chunk ``nchunk`` (a synthesised 32-byte chunk when not stored)."""
         return self.read_chunk_into(nchunk, lambda n: np.empty(n, np.uint8))
 
-    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]):
+    def read_chunk_into(self, nchunk: int,
+                        scratch: Callable[[int], np.ndarray]) -> bytes | memoryview:
         """Chunk ``nchunk`` read into ``scratch(nbytes)`` (no allocation per read)."""
         off = self._offset(nchunk)
         if off < 0:
             return self._special(off)
         if self.contiguous:
             start, size = self._extent(nchunk, off)
-            view = memoryview(scratch(size)).cast("B")[:size]
-            got, name = self._fd.pread_into(view, start), self.path
+            view = scratch(size).data.cast("B")[:size]
+            got, name = self._file().pread_into(view, start), self.path
         else:
             start, name = 0, self._chunk_file(off)
             with self._open_chunk_file(nchunk, off) as h:
                 size = h.size
-                view = memoryview(scratch(size)).cast("B")[:size]
+                view = scratch(size).data.cast("B")[:size]
                 got = h.pread_into(view, 0)
             self._check_head(view[:got], name, 0, nchunk, got)
         if got != size:
             raise FormatError(f"chunk {nchunk} truncated: {got} of {size} bytes", name, start)
+        if self._plugins:  # python-blosc2 may have used a plugin only the frame decodes
+            return frame_decoded(self.store, self.path, nchunk, view, self._typesize,
+                                 self._block_nbytes)
         return view
 
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
         """``(read_at(offset, length), size)``: reads only the bytes asked for."""
         off = self._offset(nchunk)
-        if off < 0:
-            data = self._special(off)
-            return ChunkReader(len(data), lambda o, n: data[o:o + n]), len(data)
+        if off < 0 or self._plugins:  # a plugin chunk is read whole, decoded in its frame
+            data = self._special(off) if off < 0 else self.read_chunk(nchunk)
+            return ChunkReader(len(data), lambda o, n: bytes(data[o:o + n])), len(data)
         if not self.contiguous:
             try:
                 reader = _ChunkFile(self.store, self._chunk_file(off))
@@ -423,13 +445,13 @@ class B2ndLayout(Layout):
                 raise self._missing(nchunk, off) from None
             return ChunkReader(reader.size, reader, reader.read_into), reader.size
         start, size = self._extent(nchunk, off)
-        fd = self._fd  # compaction retires, never closes, a handle in use
+        fd = self._file()  # compaction retires, never closes, a handle in use
 
         def read_at(offset: int, length: int) -> bytes:
             offset = max(0, min(offset, size))
             return fd.pread(max(0, min(length, size - offset)), start + offset)
 
-        def read_into(offset: int, out) -> int:
+        def read_into(offset: int, out: Any) -> int:
             view = memoryview(out).cast("B")[:max(0, size - offset)]
             return fd.pread_into(view, start + offset)
 
@@ -485,7 +507,7 @@ class B2ndLayout(Layout):
                 pass
         return size
 
-    def write_chunk(self, nchunk: int, data) -> int:
+    def write_chunk(self, nchunk: int, data: ChunkBytes) -> int:
         """Store chunk ``nchunk`` (append when ``nchunk`` is the count, else replace).
 
         ``data`` must be a Blosc2 chunk of exactly the frame's chunk size decoded.
@@ -495,7 +517,7 @@ class B2ndLayout(Layout):
         self._check_writable()
         if not 0 <= nchunk <= self._n:
             raise IndexError(f"chunk {nchunk} written before chunk {self._n}")
-        data = bytes(memoryview(data).cast("B"))
+        data = bytes(data)  # the raw bytes of any buffer
         h = read_header(data, self.path)
         if len(data) < BLOSC2_HEADER or h.version < 3 or (h.flags & 0x05) != 0x05:
             raise ValueError("a Blosc2 frame stores Blosc2 chunks (32-byte header); got a "
@@ -510,7 +532,7 @@ class B2ndLayout(Layout):
             off, size = _chunk.special_offset(code), 0
         elif self.contiguous:
             off, size = self._end - self._header_len, len(data)
-            self._fd.pwrite(data, self._end)
+            self._file().pwrite(data, self._end)
             self._end += size
         else:
             off, size = self._next_file, len(data)
@@ -568,7 +590,8 @@ class B2ndLayout(Layout):
         header[self._nd_at:self._nd_at + self._nd_len] = self._fixed(
             build_nd_meta(shape, self._chunks, self._blocks, dtype), self._nd_len, self._kind)
         if self._carray_at is not None:
-            raw = carray_meta(self._dtype, meta.dflt, meta.expectedlen, cbytes)
+            raw = carray_meta(self._dtype, meta.dflt, meta.expectedlen, cbytes,
+                              with_dtype=self._kind == "caterva")
             header[self._carray_at:self._carray_at + self._carray_len] = self._fixed(
                 raw, self._carray_len, CARRAY_META)
         offsets = self._offs[:n].copy()
@@ -599,8 +622,8 @@ class B2ndLayout(Layout):
         nbytes = len(offsets) * self._chunk_nbytes
         index = offsets_chunk(offsets, self._cparams) if len(offsets) else b""
         trailer = build_trailer(list(vlmeta.items()))
-        sizes = dict(nbytes=nbytes, has_vlmeta=bool(vlmeta), chunksize=self._chunk_nbytes,
-                     blocksize=self._block_nbytes)
+        sizes: dict[str, Any] = dict(nbytes=nbytes, has_vlmeta=bool(vlmeta),
+                                     chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
         if not self.contiguous:
             if self.fsync:
                 for number in sorted(self._pending):
@@ -622,11 +645,11 @@ class B2ndLayout(Layout):
             return
         else:
             pos = self._end
-            self._fd.pwrite(index + trailer, pos)
+            self._file().pwrite(index + trailer, pos)
             self._sync()  # chunks, offsets and trailer stored before the header says so
             frame_len = pos + len(index) + len(trailer)
             patch_header(header, frame_len=frame_len, cbytes=pos - self._header_len, **sizes)
-            self._fd.pwrite(header, 0)  # the commit point
+            self._file().pwrite(header, 0)  # the commit point
             self._sync()
             self._data_end, self._end, self._frame_len = pos, frame_len, frame_len
             self._tail = len(index) + len(trailer)
@@ -636,7 +659,7 @@ class B2ndLayout(Layout):
     def _sync(self) -> None:
         """fsync the frame file; on object stores, put it back (always: it is the write)."""
         if self.fsync or self.store.remote:
-            self._fd.sync()
+            self._file().sync()
 
     def _delete_unreferenced(self, offsets: np.ndarray) -> None:
         """After a sparse commit: remove chunk files the old commit alone referred to."""
@@ -689,10 +712,10 @@ class B2ndLayout(Layout):
         patch_header(header, frame_len=frame_len, nbytes=len(offsets) * self._chunk_nbytes,
                      cbytes=data_end - self._header_len, has_vlmeta=bool(vlmeta),
                      chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
-        old_fd = self._fd
+        old_fd = self._file()
 
         def parts() -> Iterator[bytes]:
-            yield header
+            yield bytes(header)
             for start, size, new in moves:  # one chunk in memory at a time
                 if new == frame_len:
                     yield index + trailer
@@ -720,12 +743,12 @@ class B2ndLayout(Layout):
 
     # -- metadata -------------------------------------------------------------------------
 
-    def load_attrs(self) -> dict:
+    def load_attrs(self) -> dict[str, Any]:
         """The frame's vlmeta, decoded as python-blosc2 does (msgpack values)."""
         return {name: decode_vlmeta(raw, f"{self._index_path} (vlmeta {name!r})")
                 for name, raw in self._vlmeta.items()}
 
-    def save_attrs(self, attrs: dict) -> None:
+    def save_attrs(self, attrs: dict[str, Any]) -> None:
         """Replace the vlmeta with ``attrs`` and commit it (with the committed chunks).
 
         Raises
@@ -768,6 +791,7 @@ class B2ndLayout(Layout):
             self._fd, self._retired = None, []
         for h in handles:
             h.close()
+        self.release_lock()
 
     def describe(self) -> str:
         kind = "file" if self.contiguous else "sparse directory"

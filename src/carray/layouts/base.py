@@ -11,11 +11,17 @@ from typing import Any
 
 import numpy as np
 
+from carray.chunkio import ChunkReader as ChunkReader  # re-exported: layouts build them
+from carray.codecs.blosc import ChunkBytes
 from carray.errors import ContainerExistsError, ReadOnlyError
 from carray.grid import NDGrid
 from carray.params import CParams
 from carray.shapes import row_chunk_tail
 from carray.stores import LOCAL, Store
+from carray.stores.lock import WriteLock
+
+# Sidecar files are named by their kind and a number (``zonemap_000003.npy``).
+_SIDECAR_NAME = re.compile(r"[a-z][a-z0-9]*_\d{6}\.npy")
 
 
 @dataclass(frozen=True)
@@ -95,34 +101,6 @@ class ArrayMeta:
         return replace(self, **changes)
 
 
-class ChunkReader:
-    """Ranged reads of one stored chunk of ``size`` bytes: ``reader(offset, length)``.
-
-    ``read(offset, length)`` returns the bytes (fewer only past the end);
-    ``read_into(offset, out)`` fills a writable buffer instead, which layouts
-    reading files do without an intermediate copy.
-    """
-
-    def __init__(self, size: int, read: Callable[[int, int], bytes],
-                 read_into: Callable[[int, Any], int] | None = None,
-                 memo: dict | None = None) -> None:
-        self.size = size
-        self.read = read
-        if read_into is not None:
-            self.read_into = read_into
-        #: Where a decoder may keep what it parsed from this chunk (header, block
-        #: table) for the next read of the same chunk; None when not kept.
-        self.memo = memo
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        return self.read(offset, length)
-
-    def read_into(self, offset: int, out) -> int:
-        data = self.read(offset, len(out))
-        memoryview(out).cast("B")[:len(data)] = data
-        return len(data)
-
-
 class Layout(abc.ABC):
     """Compressed chunks, numbered from 0, plus metadata and user attributes.
 
@@ -148,8 +126,21 @@ class Layout(abc.ABC):
     #: (0: the layout keeps a shared index, so it cannot be written in parallel).
     unit_chunks: int = 0
 
+    #: The writer's lock (see :mod:`carray.stores.lock`), held until :meth:`close`.
+    write_lock: WriteLock | None = None
+
     def __init__(self, readonly: bool = False) -> None:
         self.readonly = readonly
+
+    def hold_lock(self, lock: WriteLock | None) -> None:
+        """Keep ``lock`` until :meth:`close` (a writable open took it)."""
+        self.write_lock = lock
+
+    def release_lock(self) -> None:
+        """Let the writer's lock go (layouts call this from :meth:`close`)."""
+        lock, self.write_lock = self.write_lock, None
+        if lock is not None:
+            lock.release()
 
     @property
     def remote(self) -> bool:
@@ -157,10 +148,10 @@ class Layout(abc.ABC):
         return not self.in_memory and self.store.remote
 
     @abc.abstractmethod
-    def read_chunk(self, nchunk: int):
+    def read_chunk(self, nchunk: int) -> ChunkBytes:
         """The whole compressed chunk ``nchunk`` as a bytes-like object."""
 
-    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]):
+    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> ChunkBytes:
         """Chunk ``nchunk``, possibly placed in ``scratch(nbytes)`` (a reusable buffer).
 
         The result is only valid until ``scratch`` is called again; callers decode
@@ -168,7 +159,7 @@ class Layout(abc.ABC):
         """
         return self.read_chunk(nchunk)
 
-    def prefetched(self, nchunks: Sequence[int]) -> contextlib.AbstractContextManager:
+    def prefetched(self, nchunks: Sequence[int]) -> contextlib.AbstractContextManager[None]:
         """A context within which reads of chunks ``nchunks`` may be served from fewer,
         larger fetches (layouts on object stores override it)."""
         return contextlib.nullcontext()
@@ -207,10 +198,14 @@ class Layout(abc.ABC):
         calls (by this or other processes) have written every chunk it holds."""
         raise NotImplementedError(f"{self.describe()} cannot be written in parallel")
 
-    def load_attrs(self) -> dict:
+    def read_objects(self, length: int) -> np.ndarray:
+        """The items of an ``object`` array (only bcolz directories hold pickles)."""
+        raise NotImplementedError(f"{self.describe()} holds no object arrays")
+
+    def load_attrs(self) -> dict[str, Any]:
         return {}
 
-    def save_attrs(self, attrs: dict) -> None:  # noqa: B027 - optional
+    def save_attrs(self, attrs: dict[str, Any]) -> None:  # noqa: B027 - optional
         """Persist user attributes (no-op in memory)."""
 
     def chunk_path(self, nchunk: int) -> str | None:
@@ -221,19 +216,21 @@ class Layout(abc.ABC):
         """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
         return None
 
-    def zonemap_segments(self) -> list[int]:
-        """Numbers of the persisted zone-map segments (see :mod:`carray.zonemap`)."""
+    def sidecar_names(self) -> list[str]:
+        """Names of the sidecars kept beside the metadata (see :meth:`save_sidecar`)."""
         return []
 
-    def load_zonemap(self, segment: int) -> bytes | None:
-        """One persisted segment of chunk summaries, if any."""
+    def load_sidecar(self, name: str) -> bytes | None:
+        """One sidecar's bytes, if it exists."""
         return None
 
-    def save_zonemap(self, segment: int, data: bytes | None) -> None:  # noqa: B027
-        """Persist (or, with None, delete) one segment of chunk summaries."""
+    def save_sidecar(self, name: str, data: bytes | None) -> None:  # noqa: B027
+        """Persist (or, with None, delete) a sidecar: a small file of data derived from
+        the chunks (summaries, caches) that readers check before trusting."""
 
-    def close(self) -> None:  # noqa: B027 - optional
-        """Release file handles and caches."""
+    def close(self) -> None:
+        """Release file handles, caches and the writer's lock."""
+        self.release_lock()
 
     def __del__(self) -> None:
         try:
@@ -256,35 +253,36 @@ def clear_for_create(store: Store, path: str, mode: str) -> None:
     store.rmtree(path)
 
 
-class ZonemapFiles:
-    """Zone-map segments as ``<metadir>/zonemap_NNNNNN.npy`` files.
+class SidecarFiles:
+    """Sidecars as files ``<sidecar_dir>/<name>``.
 
-    Not fsynced: the summaries are a cache, checked against each chunk's stamp
-    when used, so a lost or stale segment only costs a re-read.
+    Not fsynced: sidecars hold data derived from the chunks (zone maps), checked
+    against each chunk's stamp when used, so a lost or stale one only costs a re-read.
     """
 
-    _zonemap_dir: str
+    _sidecar_dir: str
     readonly: bool
     store: Store
 
-    def _zonemap_path(self, segment: int) -> str:
-        return self.store.join(self._zonemap_dir, f"zonemap_{segment:06d}.npy")
+    def _sidecar_path(self, name: str) -> str:
+        if not _SIDECAR_NAME.fullmatch(name):
+            raise ValueError(f"sidecar name {name!r} is not a plain file name")
+        return self.store.join(self._sidecar_dir, name)
 
-    def zonemap_segments(self) -> list[int]:
-        names = self.store.listdir(self._zonemap_dir)
-        found = (re.fullmatch(r"zonemap_(\d{6})\.npy", n) for n in names)
-        return sorted(int(m.group(1)) for m in found if m)
+    def sidecar_names(self) -> list[str]:
+        return sorted(n for n in self.store.listdir(self._sidecar_dir)
+                      if _SIDECAR_NAME.fullmatch(n))
 
-    def load_zonemap(self, segment: int) -> bytes | None:
+    def load_sidecar(self, name: str) -> bytes | None:
         try:
-            return self.store.get(self._zonemap_path(segment))
+            return self.store.get(self._sidecar_path(name))
         except FileNotFoundError:
             return None
 
-    def save_zonemap(self, segment: int, data: bytes | None) -> None:
+    def save_sidecar(self, name: str, data: bytes | None) -> None:
         if self.readonly:
-            raise ReadOnlyError("zone maps cannot change: opened read-only")
-        path = self._zonemap_path(segment)
+            raise ReadOnlyError("sidecars cannot change: opened read-only")
+        path = self._sidecar_path(name)
         if data is None:
             with contextlib.suppress(FileNotFoundError):
                 self.store.delete(path)

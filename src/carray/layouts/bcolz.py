@@ -1,6 +1,6 @@
 """bcolz 1.x directories, byte-compatible with bcolz 1.2.1 both ways.
 
-Facts relied on (specs/bcolz.md, fixtures/QUIRKS.md):
+Facts relied on (docs/formats/bcolz-dir.md):
 
 * A carray is a directory: ``meta/storage`` (JSON written once at creation:
   dtype, cparams, chunklen, expectedlen, dflt, in that key order),
@@ -21,27 +21,31 @@ Facts relied on (specs/bcolz.md, fixtures/QUIRKS.md):
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
+import math
 import os
 import pickle
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from carray.codecs import blosc
+from carray.codecs.blosc import ChunkBytes
+from carray.codecs.pipeline import check_blosc1_filters
+from carray.dtypes import check_dtype, checked_shape, parse_descr
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     UnsafeDataError,
 )
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles, clear_for_create
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
 from carray.params import CNAMES, CParams
+from carray.safejson import load_json
 from carray.stores import LOCAL, Handle, Store
 
 DATA_DIR, META_DIR = "data", "meta"
@@ -69,24 +73,19 @@ def read_json(path: str, what: str, store: Store = LOCAL) -> Any:
         text = store.get(path)
     except FileNotFoundError:
         raise FormatError(f"{what} file is missing", store.url(path)) from None
-    try:
-        return json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(f"{what} is not valid JSON: {exc}", store.url(path)) from None
+    return load_json(text, store.url(path), what=what)
 
 
-def parse_dtype(text: Any, path: str) -> np.dtype:
-    """``str(dtype)`` as bcolz writes it, including the repr of structured dtypes."""
+def parse_dtype(text: Any, path: str, allow_pickle: bool = False) -> np.dtype:
+    """``str(dtype)`` as bcolz writes it, including the repr of structured dtypes.
+
+    Checked by :func:`carray.dtypes.checked_dtype`; ``allow_pickle`` admits only
+    bcolz's own object arrays (plain ``object``, one pickle per chunk file).
+    """
     if not isinstance(text, str):
         raise FormatError(f"dtype must be a string, got {text!r}", path)
-    try:
-        return np.dtype(text)
-    except TypeError:
-        pass
-    try:
-        return np.dtype(ast.literal_eval(text))
-    except (ValueError, SyntaxError, TypeError) as exc:
-        raise FormatError(f"unknown dtype {text!r}: {exc}", path) from None
+    dtype = parse_descr(text, path)
+    return check_dtype(dtype, source=path, allow_object=allow_pickle and dtype == np.dtype(object))
 
 
 def encode_dflt(dflt: np.ndarray) -> Any:
@@ -111,7 +110,7 @@ def decode_dflt(value: Any, dtype: np.dtype, path: str) -> np.ndarray:
 
     def typed(v: Any, dt: np.dtype) -> Any:
         if dt.names:
-            return tuple(typed(x, dt.fields[n][0]) for x, n in zip(v, dt.names, strict=True))
+            return tuple(typed(x, dt[n]) for x, n in zip(v, dt.names, strict=True))
         if dt.kind == "S" and isinstance(v, str):
             return v.encode("latin-1")
         if dt.kind == "c" and isinstance(v, list):
@@ -137,7 +136,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-class BcolzLayout(ZonemapFiles, Layout):
+class BcolzLayout(SidecarFiles, Layout):
     """A bcolz 1.x carray directory."""
 
     blosc1 = True
@@ -154,7 +153,7 @@ class BcolzLayout(ZonemapFiles, Layout):
         self.fsync = fsync
         self._datadir = store.join(self.rootdir, DATA_DIR)
         # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
-        self._zonemap_dir = store.join(self.rootdir, META_DIR)
+        self._sidecar_dir = store.join(self.rootdir, META_DIR)
         self._pending: set[str] = set()
         # Chunk files kept open for ranged reads, per thread so that threads reading
         # at once never close a handle another is using: number -> handle.
@@ -172,6 +171,7 @@ class BcolzLayout(ZonemapFiles, Layout):
         if not meta.row_chunked:
             raise ValueError(f"the bcolz layout chunks by whole rows; chunks {meta.chunks} "
                              f"and blocks {meta.blocks} do not fit it")
+        check_blosc1_filters(meta.cparams, store.url(rootdir))
         clear_for_create(store, rootdir, mode)
         store.makedirs(store.join(rootdir, DATA_DIR))
         store.makedirs(store.join(rootdir, META_DIR))
@@ -211,14 +211,31 @@ class BcolzLayout(ZonemapFiles, Layout):
         _require(isinstance(sizes, dict), "meta/sizes must hold a JSON object", sizes_path)
         for key in ("dtype", "cparams", "chunklen"):
             _require(key in storage, f"meta/storage lacks {key!r}", storage_path)
-        dtype = parse_dtype(storage["dtype"], storage_path)
-        if dtype == np.dtype(object) and not allow_pickle:
+        if storage["dtype"] == "object" and not allow_pickle:
             raise UnsafeDataError(
                 f"{store.url(self.rootdir)}: holds Python objects stored as pickles; unpickling runs "
                 "arbitrary code, so pass allow_pickle=True only for files you trust")
+        dtype = parse_dtype(storage["dtype"], storage_path, allow_pickle)
         chunklen = storage["chunklen"]
         _require(_is_int(chunklen) and chunklen >= 1,
                  f"chunklen must be an int >= 1, got {chunklen!r}", storage_path)
+        shape = sizes.get("shape")
+        _require(isinstance(shape, list) and len(shape) >= 1,
+                 f"shape must be a non-empty list of ints >= 0, got {shape!r}", sizes_path)
+        shape = list(checked_shape(shape, itemsize=dtype.itemsize, source=sizes_path))
+        # A chunk is one Blosc1 buffer: a bigger one only comes from a damaged header,
+        # and must be refused before anything is allocated for it.
+        _require(dtype == np.dtype(object) or chunklen * dtype.itemsize * math.prod(shape[1:])
+                 <= blosc.MAX_BUFFERSIZE,
+                 f"chunks of {chunklen} rows of shape {tuple(shape[1:])} and dtype {dtype} "
+                 f"exceed Blosc's {blosc.MAX_BUFFERSIZE} bytes", storage_path)
+        # The length is only a claim until the file of its last chunk is seen.
+        last = -(-shape[0] // chunklen) - 1
+        # (Rows of no items are stored as no chunks at all.)
+        _require(dtype == np.dtype(object) or last < 0 or not math.prod(shape[1:])
+                 or store.isfile(self._path(last)),
+                 f"shape[0] is {shape[0]}, but the file of its last chunk, "
+                 f"{DATA_DIR}/{chunk_name(last)}, is missing", sizes_path)
         cp = storage["cparams"]
         _require(isinstance(cp, dict), "cparams must be a JSON object", storage_path)
         cname = cp.get("cname", "blosclz")
@@ -230,10 +247,6 @@ class BcolzLayout(ZonemapFiles, Layout):
                               shuffle=cp.get("shuffle", 1), quantize=cp.get("quantize") or 0)
         except (TypeError, ValueError) as exc:
             raise FormatError(f"bad cparams: {exc}", storage_path) from None
-        shape = sizes.get("shape")
-        _require(isinstance(shape, list) and len(shape) >= 1
-                 and all(_is_int(n) and n >= 0 for n in shape),
-                 f"shape must be a non-empty list of ints >= 0, got {shape!r}", sizes_path)
         cbytes = sizes.get("cbytes", 0)
         cbytes = cbytes if _is_int(cbytes) and cbytes >= 0 else 0
         expectedlen = storage.get("expectedlen", shape[0])
@@ -255,7 +268,7 @@ class BcolzLayout(ZonemapFiles, Layout):
     def _path(self, nchunk: int) -> str:
         return self.store.join(self._datadir, chunk_name(nchunk))
 
-    def chunk_path(self, nchunk: int) -> str | None:
+    def chunk_path(self, nchunk: int) -> str:
         return self.store.url(self._path(nchunk))
 
     def _open_chunk(self, nchunk: int) -> Handle:
@@ -265,7 +278,7 @@ class BcolzLayout(ZonemapFiles, Layout):
             raise FormatError(f"chunk file {chunk_name(nchunk)} is missing",
                               self.chunk_path(nchunk)) from None
 
-    def _check_header(self, buf, path: str, size: int | None = None) -> None:
+    def _check_header(self, buf: bytes | memoryview, path: str, size: int | None = None) -> None:
         size = len(buf) if size is None else size
         if size < CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER:
             raise FormatError(
@@ -290,7 +303,7 @@ class BcolzLayout(ZonemapFiles, Layout):
 
     def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> memoryview:
         with self._open_chunk(nchunk) as h:
-            view = memoryview(scratch(h.size))[:h.size]
+            view = scratch(h.size).data[:h.size]
             view = view[:h.pread_into(view, 0)]
         self._check_header(view, self.chunk_path(nchunk))
         return view[CHUNK_HEADER_SIZE:]
@@ -345,7 +358,7 @@ class BcolzLayout(ZonemapFiles, Layout):
         self._pending.add(path)
         return len(header) + len(data) - old
 
-    def write_unit(self, unit: int, chunks) -> int:
+    def write_unit(self, unit: int, chunks: Sequence[ChunkBytes]) -> int:
         if len(chunks) != 1:
             raise ValueError(f"a bcolz unit is one chunk, got {len(chunks)}")
         header = CHUNK_HEADER.pack(b"blpk", 1, 1)
@@ -390,7 +403,7 @@ class BcolzLayout(ZonemapFiles, Layout):
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
         return self.store.stamp(self._path(nchunk))
 
-    def load_attrs(self) -> dict:
+    def load_attrs(self) -> dict[str, Any]:
         path = self.store.join(self.rootdir, ATTRS_FILE)
         try:
             text = self.store.get(path)
@@ -399,15 +412,12 @@ class BcolzLayout(ZonemapFiles, Layout):
         path = self.store.url(path)
         if not text.strip():
             return {}
-        try:
-            attrs = json.loads(text.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FormatError(f"__attrs__ is not valid JSON: {exc}", path) from None
+        attrs = load_json(text, path, what="__attrs__")
         if not isinstance(attrs, dict):
             raise FormatError("__attrs__ must hold a JSON object", path)
         return attrs
 
-    def save_attrs(self, attrs: dict) -> None:
+    def save_attrs(self, attrs: dict[str, Any]) -> None:
         try:
             data = _dumps(attrs)
         except (TypeError, ValueError) as exc:

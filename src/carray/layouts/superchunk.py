@@ -1,38 +1,20 @@
 """The superchunk layout: carray's own directory format, crash-safe and checksummed.
 
-Spec facts relied on:
+The format is described in docs/formats/superchunk.md; the facts this module
+relies on most:
 
-* seeds/001 and seeds/003 (the carray/BLZ persistence proposals): a dataset is a
-  directory with ``data/`` (one file per *superchunk*, a run of consecutive
-  chunks, named by its sequence number) and ``meta/`` (JSON: ``storage``,
-  ``sizes``, typed ``attributes``); a chunk may keep spare room after it so a
-  modified chunk that still fits is rewritten in place.
-* specs/bloscpack.md (format 3): each superchunk file is framed as Bloscpack --
-  32-byte header (``blpk``, version 3, options offsets|metadata, checksum id,
-  typesize, chunk_size, last_chunk, nchunks, max_app_chunks), a metadata
-  section (32-byte metadata header, JSON, digest), ``nchunks + max_app_chunks``
-  int64 offsets (-1 unused), then every chunk followed by its checksum digest
-  computed over the compressed chunk bytes.  The reference reader streams
-  chunks sequentially right after the offsets table, so a file is readable by
-  bloscpack 0.16 only when its chunks are Blosc1, in order and back to back
-  (``blosc1=True, spare=0``; commits re-pack such files when a rewrite broke
-  the order).
-
-On-disk layout (``rootdir``)::
-
-    meta/storage   JSON, written once: dtype, chunkshape, blockshape, superchunksize,
-                   endianness, order, codec + ordered filters, checksum, spare,
-                   format name ("carray-superchunk") and version
-    meta/sizes     JSON {shape, length, nbytes, cbytes, generation}; the only
-                   authority on the shape, replaced atomically by each commit
-    meta/attrs     typed user attributes
-    meta/journal   present only while a commit is being applied (see below)
-    data/sc_000000.blp, sc_000001.blp, ...   chunks [k*S, (k+1)*S) each
-
-Inside a superchunk file the offsets table has one slot per chunk the file can
-hold (``S = superchunksize``: header ``nchunks`` used + ``max_app_chunks`` free).
-Slot ``i`` points at chunk ``k*S + i``: its Blosc bytes, its digest, then
-``ceil(spare * cbytes)`` zero bytes of room.
+* a dataset is a directory: ``meta/storage`` (JSON, written once), ``meta/sizes``
+  (the only authority on the shape, replaced atomically by each commit),
+  ``meta/attrs`` (typed user attributes), ``meta/journal`` (only while a commit
+  is applied) and ``data/sc_NNNNNN.blp``, superchunk ``k`` holding chunks
+  ``[k*S, (k+1)*S)`` with ``S = superchunksize``;
+* each superchunk file is a Bloscpack version-3 file (docs/formats/bloscpack.md):
+  header, metadata naming the superchunk, ``S`` int64 offset slots (-1 unused),
+  then per chunk its Blosc bytes, its digest and ``ceil(spare * cbytes)`` bytes
+  of room, so a rewritten chunk that still fits goes back in place;
+* bloscpack 0.16 streams chunks right after the offsets table, so it reads a
+  file only when its chunks are Blosc1, in order and back to back (``blosc1=True,
+  spare=0``; commits re-pack such files when a rewrite broke the order).
 
 Crash safety.  The committed state is ``meta/sizes`` plus the offsets tables and
 headers of the superchunk files.  Between commits, chunk bytes only ever go to
@@ -58,24 +40,27 @@ it needs, so it checks the header and block table, not the digest.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from carray.codecs import blosc
+from carray.codecs.blosc import ChunkBytes
+from carray.dtypes import checked_shape
 from carray.errors import (
     ChecksumError,
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
+    UnsafeDataError,
 )
 from carray.formats._blp_frame import (
     HEADER_SIZE,
@@ -104,8 +89,10 @@ from carray.layouts._superchunk_meta import (
     dumps,
     encode_attr,
 )
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout, ZonemapFiles, clear_for_create
+from carray.layouts._superchunk_state import CachedHead, Prefetched, Superchunk
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
 from carray.layouts.bcolz import read_json
+from carray.safejson import load_json
 from carray.stores import LOCAL, Handle, Store
 
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
@@ -121,6 +108,22 @@ _META_GUESS = 1024
 # Chunk headers (with their block tables) kept for partial reads.
 _CACHED_HEADS = 1024
 _BLOSC_HEAD = blosc.BLOSC1_HEADER
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """Where a chunk lies in its superchunk file (see :meth:`SuperchunkLayout.chunk_span`).
+
+    ``offsets_pos`` and ``data_start`` are where the file's offsets table and its
+    chunk area start; ``room`` is the bytes up to the next chunk (or the end).
+    """
+
+    path: str
+    offset: int
+    cbytes: int
+    room: int
+    offsets_pos: int
+    data_start: int
 
 
 def superchunk_name(k: int) -> str:
@@ -142,27 +145,7 @@ def default_superchunksize(chunk_nbytes: int) -> int:
     return max(1, min(MAX_DEFAULT_SUPERCHUNKSIZE, DEFAULT_SUPERCHUNK_NBYTES // max(chunk_nbytes, 1)))
 
 
-@dataclass
-class _Superchunk:
-    """What is known about one superchunk file: committed and working offsets."""
-
-    k: int
-    path: str            # the store's path, and ``url``, the same for messages
-    size: int            # file size: where new regions go
-    offsets_pos: int     # file offset of the offsets table
-    data_start: int      # first byte after the offsets table
-    header: BlpHeader    # as committed
-    offsets: np.ndarray  # working: what reads use
-    committed: np.ndarray  # as in the file
-    committed_end: int   # bytes at or past this are not referenced by the committed state
-    dirty: bool = False  # bytes written since the last fsync
-    created: bool = False
-    garbage: int = 0     # bytes of moved chunks' old regions (this session only)
-    sizes: dict[int, int] = field(default_factory=dict)  # slot -> cbytes, when known
-    url: str = ""
-
-
-class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
+class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
     """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
 
     Use :meth:`create` or :meth:`open`; see the module docstring for the format.
@@ -186,8 +169,8 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         self._dsize = self._ck.size
         self._datadir = store.join(rootdir, DATA_DIR)
         self._metadir = store.join(rootdir, META_DIR)
-        self._zonemap_dir = self._metadir
-        self._scs: dict[int, _Superchunk] = {}
+        self._sidecar_dir = self._metadir
+        self._scs: dict[int, Superchunk] = {}
         self._fds: OrderedDict[int, Handle] = OrderedDict()
         self._read_lock = threading.RLock()
         self._inplace: dict[int, bytes] = {}  # chunk -> chunk + digest, applied at commit
@@ -196,14 +179,14 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         self._stamps: dict[int, tuple[int, int]] = {}
         # nchunk -> (superchunk, offset, cbytes, first bytes, decoder memo), for
         # partial reads.
-        self._heads: OrderedDict[int, tuple] = OrderedDict()
+        self._heads: OrderedDict[int, CachedHead] = OrderedDict()
         self._count = 0
         self._generation = 0
         self._dropped = False
         self._touched: set[int] = set()  # superchunks changed since the last commit
         # nchunk -> (superchunk, offset, cbytes, chunk + digest) fetched for the read
         # under way (see Prefetching).
-        self._prefetched: dict[int, tuple] = {}
+        self._prefetched: dict[int, Prefetched] = {}
 
     # -- creation and opening ---------------------------------------------------------------
 
@@ -290,6 +273,13 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
             layout._count = meta.nchunks
         except ValueError as exc:
             raise FormatError(f"meta/storage: {exc}", storage_path) from None
+        sizes_path = store.url(store.join(rootdir, META_DIR, SIZES_FILE))
+        checked_shape(meta.shape, itemsize=info.dtype.itemsize, source=sizes_path)
+        # The shape is only a claim until the file of the last chunk is seen.
+        last = (layout._count - 1) // info.superchunksize
+        if layout._count and not store.isfile(layout._sc_path(last)):
+            raise FormatError(f"meta/sizes claims {layout._count} chunks, but superchunk file "
+                              f"{superchunk_name(last)} is missing", sizes_path)
         return layout, meta, sizes.cbytes
 
     def _read_sizes(self) -> Sizes:
@@ -312,7 +302,8 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
                 store.delete(jkey)
             return sizes
         try:
-            new_sizes = Sizes.from_json(json.loads(journal.sizes.decode("ascii")), jpath)
+            new_sizes = Sizes.from_json(load_json(journal.sizes, jpath, what="journal sizes"),
+                                        jpath)
         except (UnicodeDecodeError, ValueError) as exc:
             raise FormatError(f"journal holds bad sizes: {exc}", jpath) from None
         for k, offset, data in journal.writes:
@@ -344,7 +335,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         """The file holding chunk ``nchunk`` (for messages)."""
         return self.store.url(self._sc_path(nchunk // self._S))
 
-    def _fd(self, sc: _Superchunk) -> Handle:
+    def _fd(self, sc: Superchunk) -> Handle:
         h = self._fds.get(sc.k)
         if h is not None:
             self._fds.move_to_end(sc.k)
@@ -364,21 +355,21 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
             old_h.close()
         return h
 
-    def _pread(self, sc: _Superchunk, n: int, offset: int) -> bytes:
+    def _pread(self, sc: Superchunk, n: int, offset: int) -> bytes:
         data = self._fd(sc).pread(n, offset)
         patches = self._overlay.get(sc.k)
         if patches:
             data = _patch(data, offset, patches)
         return data
 
-    def _pwrite(self, sc: _Superchunk, offset: int, parts: tuple) -> None:
+    def _pwrite(self, sc: Superchunk, offset: int, parts: tuple[bytes, ...]) -> None:
         h = self._fd(sc)
         for part in parts:
             h.pwrite(part, offset)
             offset += memoryview(part).nbytes
         sc.dirty = True
 
-    def _new_file(self, k: int, chunks=()) -> int:
+    def _new_file(self, k: int, chunks: Sequence[bytes] = ()) -> int:
         """Write superchunk file ``k`` holding ``chunks`` (its first slots) under its name;
         returns their compressed bytes."""
         raw = dumps_metadata({"format": FORMAT_NAME, "superchunk": k, "first_chunk": k * self._S,
@@ -405,7 +396,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
     def unit_chunks(self) -> int:  # type: ignore[override]
         return self._S
 
-    def write_unit(self, unit: int, chunks) -> int:
+    def write_unit(self, unit: int, chunks: Sequence[ChunkBytes]) -> int:
         if self.readonly:
             raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         if not 1 <= len(chunks) <= self._S:
@@ -429,7 +420,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         n = self.info.chunk_nbytes
         return n if n <= 2**31 - 1 else -1
 
-    def _get(self, k: int, create: bool = False) -> _Superchunk:
+    def _get(self, k: int, create: bool = False) -> Superchunk:
         sc = self._scs.get(k)
         if sc is not None:
             return sc
@@ -454,9 +445,9 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         self._scs[k] = sc
         return sc
 
-    def _load(self, k: int, key: str) -> _Superchunk:
+    def _load(self, k: int, key: str) -> Superchunk:
         path = self.store.url(key)
-        sc = _Superchunk(k, key, 0, 0, 0, None, None, None, 0, url=path)  # type: ignore[arg-type]
+        sc = Superchunk(k, key, 0, 0, 0, None, None, None, 0, url=path)  # type: ignore[arg-type]
         self._scs[k] = sc  # so _fd/_pread can use it
         try:
             size = self._fd(sc).size
@@ -505,7 +496,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         sc.offsets, sc.committed, sc.committed_end = table, table.copy(), size
         return sc
 
-    def _slice(self, sc: _Superchunk, head: bytes, offset: int, n: int) -> bytes:
+    def _slice(self, sc: Superchunk, head: bytes, offset: int, n: int) -> bytes:
         """``n`` bytes at ``offset``: from ``head`` (read at 0) when it holds them."""
         if offset + n <= len(head):
             return head[offset:offset + n]
@@ -513,7 +504,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
 
     # -- chunks ---------------------------------------------------------------------------
 
-    def _locate(self, nchunk: int) -> tuple[_Superchunk, int]:
+    def _locate(self, nchunk: int) -> tuple[Superchunk, int]:
         if not 0 <= nchunk < self._count:
             raise IndexError(f"chunk {nchunk} out of range (the dataset has {self._count})")
         k, slot = divmod(nchunk, self._S)
@@ -524,7 +515,15 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
                               sc.offsets_pos + 8 * slot)
         return sc, off
 
-    def _head(self, sc: _Superchunk, off: int, nchunk: int) -> blosc.ChunkHeader:
+    def chunk_span(self, nchunk: int) -> ChunkSpan:
+        """Where chunk ``nchunk`` is stored: its file, offset, size and room (for tools
+        and tests that inspect files)."""
+        with self._read_lock:
+            sc, off = self._locate(nchunk)
+            return ChunkSpan(sc.url, off, self._head(sc, off, nchunk).cbytes,
+                             self._capacity(sc, off), sc.offsets_pos, sc.data_start)
+
+    def _head(self, sc: Superchunk, off: int, nchunk: int) -> blosc.ChunkHeader:
         head = self._pread(sc, _BLOSC_HEAD, off)
         h = blosc.read_header(head, sc.url, off, size=sc.size - off)
         if off + h.cbytes + self._dsize > sc.size:
@@ -537,8 +536,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         # the digest, the slow part, is computed outside it.
         fetched = self._prefetched.pop(nchunk, None)
         if fetched is not None:
-            sc, off, cbytes, buf = fetched
-            return self._verified(nchunk, sc, off, cbytes, buf)
+            return self._verified(nchunk, *fetched)
         with self._read_lock:
             rec = self._inplace.get(nchunk)
             if rec is not None:
@@ -560,8 +558,8 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
                 buf = buf[:cbytes + self._dsize]
         return self._verified(nchunk, sc, off, cbytes, buf)
 
-    def _verified(self, nchunk: int, sc: _Superchunk, off: int, cbytes: int,
-                  buf) -> memoryview:
+    def _verified(self, nchunk: int, sc: Superchunk, off: int, cbytes: int,
+                  buf: bytes | memoryview) -> memoryview:
         """Chunk bytes from a record read whole (chunk, then digest), once checked."""
         n = cbytes + self._dsize
         if len(buf) != n:
@@ -598,14 +596,14 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         def read_at(offset: int, length: int) -> bytes:
             length = max(0, min(length, size - offset))
             if offset + length <= len(head):
-                return head[offset:offset + length]
+                return bytes(head[offset:offset + length])
             with self._read_lock:
                 if not self._remote_reads(sc):
                     return self._pread(sc, length, off + offset)
                 h = self._fd(sc)
             return h.pread(length, off + offset)
 
-        def read_into(offset: int, out) -> int:
+        def read_into(offset: int, out: Any) -> int:
             view = memoryview(out).cast("B")[:max(0, size - offset)]
             if offset + len(view) <= len(head) or self._overlay.get(sc.k):
                 data = read_at(offset, len(view))
@@ -619,13 +617,13 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
 
         return ChunkReader(size, read_at, read_into, memo), size
 
-    def _remote_reads(self, sc: _Superchunk) -> bool:
+    def _remote_reads(self, sc: Superchunk) -> bool:
         """Whether reads of ``sc`` may run outside the lock: on object stores a handle
         evicted meanwhile still reads (by ranges), and waiting on the network under
         the lock would make concurrent fetches take turns."""
         return self.store.remote and not self._overlay.get(sc.k)
 
-    def _cbytes_of(self, sc: _Superchunk, slot: int, off: int) -> int:
+    def _cbytes_of(self, sc: Superchunk, slot: int, off: int) -> int:
         known = sc.sizes.get(slot)
         if known is not None:
             return known
@@ -639,7 +637,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
         sc.sizes[slot] = cbytes
         return cbytes
 
-    def _capacity(self, sc: _Superchunk, off: int) -> int:
+    def _capacity(self, sc: Superchunk, off: int) -> int:
         offs = sc.offsets
         higher = offs[offs > off]
         return (int(higher.min()) if higher.size else sc.size) - off
@@ -741,23 +739,23 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
             return (-1, -1)
         return (h.cbytes, _crc_stamp(off, head, end))
 
-    def load_attrs(self) -> dict:
+    def load_attrs(self) -> dict[str, Any]:
         key = self.store.join(self._metadir, ATTRS_FILE)
+        path = self.store.url(key)
         try:
-            obj = json.loads(self.store.get(key).decode("utf-8"))
+            obj = load_json(self.store.get(key), path, what="meta/attrs")
         except FileNotFoundError:
             return {}
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FormatError(f"meta/attrs is not valid JSON: {exc}", self.store.url(key)) from None
-        path = self.store.url(key)
         if not isinstance(obj, dict):
             raise FormatError("meta/attrs must hold a JSON object", path)
         try:
             return {k: decode_attr(v) for k, v in obj.items()}
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
+        except UnsafeDataError as exc:
+            raise UnsafeDataError(f"{path}: {exc}") from None
+        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
             raise FormatError(f"bad attribute in meta/attrs: {exc}", path) from None
 
-    def save_attrs(self, attrs: dict) -> None:
+    def save_attrs(self, attrs: dict[str, Any]) -> None:
         if self.readonly:
             raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         encoded = {str(k): encode_attr(v) for k, v in attrs.items()}
@@ -775,6 +773,7 @@ class SuperchunkLayout(Committing, Prefetching, ZonemapFiles, Layout):
                 h.sync()
                 sc.dirty = False
             h.close()
+        self.release_lock()
 
     def describe(self) -> str:
         return f"superchunk directory {self.store.url(self.rootdir)!r}"

@@ -13,7 +13,8 @@ from typing import Any
 from carray.stores.base import Handle, Store
 from carray.stores.local import LOCAL, LocalStore
 
-Location = str | os.PathLike
+#: A local path, an fsspec URL, or a (store, path) pair already resolved.
+Location = str | os.PathLike[str] | tuple[Store, str]
 
 
 def is_url(location: Any) -> bool:
@@ -22,7 +23,8 @@ def is_url(location: Any) -> bool:
         not location.startswith("file://")
 
 
-def resolve(location: Location, storage_options: dict | None = None) -> tuple[Store, str]:
+def resolve(location: Location,
+            storage_options: dict[str, Any] | None = None) -> tuple[Store, str]:
     """The store holding ``location`` and the path of ``location`` inside it.
 
     Local paths (and ``file://`` URLs) go to :class:`LocalStore`; any other URL is

@@ -16,6 +16,8 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from carray.errors import CArrayError, StorageError
+
 Parts = bytes | bytearray | memoryview | Iterable[Any]
 
 
@@ -186,6 +188,17 @@ class Store(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         """Release connections and caches."""
+
+
+# Failures that say something about the path, not the storage: callers rely on them.
+_KEPT = (CArrayError, FileNotFoundError, FileExistsError, IsADirectoryError,
+         NotADirectoryError, PermissionError)
+
+
+def storage_error(exc: OSError, path: str) -> OSError:
+    """What a store raises for ``exc`` met at ``path``: a :class:`StorageError` for
+    failures of the storage itself (ENOSPC, EIO, ...), ``exc`` itself otherwise."""
+    return exc if isinstance(exc, _KEPT) else StorageError.wrap(exc, path)
 
 
 def iter_parts(data: Parts) -> Iterable[Any]:

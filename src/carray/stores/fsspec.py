@@ -158,14 +158,14 @@ class FsspecStore(Store):
         # Local file systems write files in place and rename directories whole.
         self._in_place = bool({"file", "local"} & set(_protocols(fs)))
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {"fs": self.fs, "cache_bytes": self.cache.budget}
 
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["fs"], state["cache_bytes"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        FsspecStore.__init__(self, state["fs"], state["cache_bytes"])
 
     def url(self, path: str) -> str:
-        return self.fs.unstrip_protocol(path)
+        return str(self.fs.unstrip_protocol(path))
 
     def _missing(self, path: str) -> FileNotFoundError:
         return FileNotFoundError(errno.ENOENT, "no such object", self.url(path))
@@ -187,7 +187,7 @@ class FsspecStore(Store):
 
     def get(self, path: str) -> bytes:
         try:
-            return self.fs.cat_file(path)
+            return bytes(self.fs.cat_file(path))
         except FileNotFoundError:
             raise self._missing(path) from None
 

@@ -2,51 +2,89 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, pwrite_all
-from carray.stores.base import Handle, Parts, Store
+from carray.stores.base import Handle, Parts, Store, storage_error
 
 _O_BINARY = getattr(os, "O_BINARY", 0)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _typed(method: _F) -> _F:
+    """``method(self, path, ...)`` raising StorageError for failures of the storage."""
+
+    @functools.wraps(method)
+    def run(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, path, *args, **kwargs)
+        except OSError as exc:
+            raise storage_error(exc, path) from None
+
+    return run  # type: ignore[return-value]
 
 
 class LocalHandle(Handle):
-    """A file descriptor: reads and writes go straight to ``pread``/``pwrite``."""
+    """A file descriptor: reads and writes go straight to ``pread``/``pwrite``.
+
+    Failures of the storage raise :class:`carray.errors.StorageError`.
+    """
 
     def __init__(self, path: str, mode: str) -> None:
         if mode not in ("r", "r+"):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
         self.path = path
         self.writable = mode == "r+"
-        self.fd = os.open(path, (os.O_RDWR if self.writable else os.O_RDONLY) | _O_BINARY)
-        self.size = os.fstat(self.fd).st_size
+        self.fd = -1
+        try:
+            self.fd = os.open(path, (os.O_RDWR if self.writable else os.O_RDONLY) | _O_BINARY)
+            self.size = os.fstat(self.fd).st_size
+        except OSError as exc:
+            raise storage_error(exc, path) from None
         self._dirty = False
 
     def pread(self, n: int, offset: int) -> bytes:
-        return pread_full(self.fd, n, offset)
+        try:
+            return pread_full(self.fd, n, offset)
+        except OSError as exc:
+            raise storage_error(exc, self.path) from None
 
     def pread_into(self, buf: Any, offset: int) -> int:
-        return pread_into(self.fd, buf, offset)
+        try:
+            return pread_into(self.fd, buf, offset)
+        except OSError as exc:
+            raise storage_error(exc, self.path) from None
 
     def pwrite(self, data: Any, offset: int) -> None:
         if not self.writable:
             super().pwrite(data, offset)
-        pwrite_all(self.fd, data, offset)
-        self.size = max(self.size, offset + memoryview(data).nbytes)
         self._dirty = True
+        try:
+            pwrite_all(self.fd, data, offset)
+        except OSError as exc:
+            raise storage_error(exc, self.path) from None
+        self.size = max(self.size, offset + memoryview(data).nbytes)
 
     def truncate(self, size: int) -> None:
         if not self.writable:
             super().truncate(size)
-        os.ftruncate(self.fd, size)
-        self.size = size
         self._dirty = True
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as exc:
+            raise storage_error(exc, self.path) from None
+        self.size = size
 
     def sync(self) -> None:
         if self._dirty:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as exc:
+                raise storage_error(exc, self.path) from None
             self._dirty = False
 
     def close(self) -> None:
@@ -62,7 +100,11 @@ class LocalHandle(Handle):
 
 
 class LocalStore(Store):
-    """Files and directories on this machine; paths are OS paths."""
+    """Files and directories on this machine; paths are OS paths.
+
+    Failures of the storage (ENOSPC, EIO, ...) raise :class:`carray.errors.StorageError`;
+    a missing file stays ``FileNotFoundError``.
+    """
 
     remote = False
 
@@ -73,13 +115,16 @@ class LocalStore(Store):
     def open(self, path: str, mode: str = "r") -> LocalHandle:
         return LocalHandle(path, mode)
 
+    @_typed
     def get(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
 
+    @_typed
     def put(self, path: str, data: Parts, *, fsync: bool = True) -> None:
         atomic_write(path, data, fsync=fsync)
 
+    @_typed
     def size(self, path: str) -> int:
         return os.stat(path).st_size
 
@@ -98,24 +143,30 @@ class LocalStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return []
 
+    @_typed
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
+    @_typed
     def delete(self, path: str) -> None:
         os.unlink(path)
 
+    @_typed
     def rmtree(self, path: str) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
             os.unlink(path)
 
+    @_typed
     def rename(self, src: str, dst: str) -> None:
         os.replace(src, dst)
 
+    @_typed
     def sync_dir(self, path: str) -> None:
         fsync_path(path)
 
+    @_typed
     def sync_file(self, path: str) -> None:
         fsync_path(path)
 
@@ -127,7 +178,7 @@ class LocalStore(Store):
         # Size plus a mix of inode and times: a rewrite by any writer changes it.
         return (st.st_size, hash((st.st_ino, st.st_mtime_ns, st.st_ctime_ns)) & 0x7FFFFFFFFFFFFFFF)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[LocalStore], tuple[()]]:
         return (LocalStore, ())
 
 

@@ -1,23 +1,18 @@
-"""Chunk and block index math of Caterva / b2nd arrays, as small pure functions.
+"""Chunk and block geometry of an N-d array stored the Caterva / b2nd way, as pure functions.
 
-Facts relied on (specs/caterva-b2nd.md §2, from c-blosc2 ``b2nd.c``
-``update_shape_struct`` and ``get_set_slice``):
+This is the core's geometry: :mod:`carray.grid` plans selections with it and
+the Blosc2 frame reader and writer lay chunks out with it.  The facts it
+relies on are in ``docs/formats/b2frame.md`` ("N-d layout"):
 
-* Per dimension, a chunk holds ``extchunk[i] = ceil(chunkshape[i] / blockshape[i])
-  * blockshape[i]`` items: the chunk shape rounded **up to a multiple of the
-  block shape**. Every chunk, edge chunks included, is that full size; items
-  outside ``shape`` or outside ``chunkshape`` are padding.
-* Chunks are numbered in C order over the grid ``ceil(shape / chunkshape)``.
-* Inside a chunk the blocks are stored one after the other in C order over the
-  grid ``extchunk / blockshape``, and each block is C-ordered over ``blockshape``.
-  So the decoded chunk is an array of shape ``blocks_in_chunk + blockshape``
-  (2N axes), and interleaving the axes as (b0, s0, b1, s1, ...) gives the
-  chunk in plain C order.
-* ``ndim == 0``: one chunk of one item. Any ``shape[i] == 0``: no chunks.
-  ``chunkshape[i] == 0`` only together with ``blockshape[i] == 0`` and
-  ``shape[i] == 0``.
-* c-blosc2 caps ``ndim`` at 16 for b2nd (``B2ND_MAX_DIM``, b2nd.h); caterva
-  0.7 at 8 (``CATERVA_MAX_DIM``, caterva.h).
+* per dimension a stored chunk spans ``chunkshape`` rounded **up to a multiple
+  of the block shape** (its extended shape); edge chunks are padded to that size;
+* chunks are numbered in C order over the grid ``ceil(shape / chunkshape)``;
+* inside a chunk the blocks follow one another in C order over the block grid,
+  each block itself C-ordered.  A decoded chunk is thus an array of shape
+  ``blocks_in_chunk + blockshape`` (2N axes), and interleaving those axes as
+  (b0, s0, b1, s1, ...) gives the chunk in plain C order;
+* ``ndim == 0`` is one chunk of one item; any ``shape[i] == 0`` means no chunks;
+* b2nd frames have at most 16 dimensions, caterva 0.7 frames at most 8.
 """
 
 from __future__ import annotations
@@ -117,13 +112,17 @@ def chunk_box(coords: Sequence[int], shape: Sequence[int],
                  for c, s, cs in zip(coords, shape, chunkshape, strict=True))
 
 
-def _interleave(ndim: int) -> tuple[int, ...]:
-    # (b0..bn-1, s0..sn-1) -> (b0, s0, b1, s1, ...)
+def interleave(ndim: int) -> tuple[int, ...]:
+    """Axis order taking ``(b0..bN-1, s0..sN-1)`` to ``(b0, s0, b1, s1, ...)``.
+
+    Transposing a chunk viewed as ``blocks_in_chunk + blockshape`` by this
+    order puts each block index next to the position inside the block.
+    """
     return tuple(ax for i in range(ndim) for ax in (i, ndim + i))
 
 
-def _deinterleave(ndim: int) -> tuple[int, ...]:
-    # (b0, s0, b1, s1, ...) -> (b0..bn-1, s0..sn-1)
+def deinterleave(ndim: int) -> tuple[int, ...]:
+    """The inverse of :func:`interleave`: ``(b0, s0, b1, s1, ...)`` to ``(b0.., s0..)``."""
     return tuple(range(0, 2 * ndim, 2)) + tuple(range(1, 2 * ndim, 2))
 
 
@@ -141,7 +140,7 @@ def blocked_is_c_order(ext: Sequence[int], blockshape: Sequence[int]) -> bool:
     ndim = len(ext)
     sizes = list(blocks_in_chunk(ext, blockshape)) + list(blockshape)
     stored = [ax for ax in range(2 * ndim) if sizes[ax] > 1]
-    wanted = [ax for ax in _interleave(ndim) if sizes[ax] > 1]
+    wanted = [ax for ax in interleave(ndim) if sizes[ax] > 1]
     return stored == wanted
 
 
@@ -153,7 +152,7 @@ def blocked_view(buf: np.ndarray, ext: Sequence[int], blockshape: Sequence[int])
     """
     ndim = len(ext)
     bic = tuple(e // b for e, b in zip(ext, blockshape, strict=True))
-    return buf.reshape(bic + tuple(blockshape)).transpose(_interleave(ndim))
+    return buf.reshape(bic + tuple(blockshape)).transpose(interleave(ndim))
 
 
 def to_blocked(chunk: np.ndarray, blockshape: Sequence[int]) -> np.ndarray:
@@ -163,7 +162,7 @@ def to_blocked(chunk: np.ndarray, blockshape: Sequence[int]) -> np.ndarray:
     """
     ndim = chunk.ndim
     split = chunk.reshape(split_shape(chunk.shape, blockshape))
-    return np.ascontiguousarray(split.transpose(_deinterleave(ndim)))
+    return np.ascontiguousarray(split.transpose(deinterleave(ndim)))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,332 @@
+"""Lazy elementwise expressions over carrays, numpy arrays and scalars.
+
+``a * b + 1``, ``np.sin(a)``, ``(a > 0) & (b < 0)`` or ``np.where(c, x, y)``
+with a carray (or another expression) among the operands build a
+:class:`LazyExpr`: a tree of numpy ufuncs whose leaves are carrays, numpy
+arrays and scalars.  Nothing is read until a value is asked for: ``expr[key]``
+evaluates only the items the key selects (decoding only the chunks, and the
+blocks inside them, that hold them), reductions stream over the chunks
+(:mod:`carray.compute.reduce`), and :meth:`LazyExpr.compute` writes a new carray
+chunk by chunk.
+
+Operands broadcast as in numpy; the result dtype is the one numpy would give
+(found by applying the same ufuncs to empty arrays of the operands' dtypes,
+with Python scalars kept as Python scalars so NEP 50's rules apply unchanged).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from carray.compute.protocols import ComputeMixin
+
+from carray.compute._types import is_carray
+from carray.errors import BroadcastError, UnsupportedDTypeError
+from carray.keys import orthogonal_key
+
+try:
+    import numexpr
+except ImportError:  # numpy evaluates everything, with more temporaries
+    numexpr = None
+
+#: Below this many items a block is evaluated with numpy: numexpr's per-call cost wins.
+NUMEXPR_MIN_ITEMS = 1 << 15
+
+# numexpr spellings of the ufuncs it evaluates with numpy's results (float64 and bool).
+_NE_BINARY = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
+              np.power: "**", np.less: "<", np.less_equal: "<=", np.greater: ">",
+              np.greater_equal: ">=", np.equal: "==", np.not_equal: "!=",
+              np.bitwise_and: "&", np.logical_and: "&", np.bitwise_or: "|",
+              np.logical_or: "|"}
+_NE_FUNCS = {np.sin: "sin", np.cos: "cos", np.tan: "tan", np.arcsin: "arcsin",
+             np.arccos: "arccos", np.arctan: "arctan", np.sinh: "sinh", np.cosh: "cosh",
+             np.tanh: "tanh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
+             np.arctanh: "arctanh", np.exp: "exp", np.expm1: "expm1", np.log: "log",
+             np.log10: "log10", np.log1p: "log1p", np.sqrt: "sqrt", np.absolute: "abs",
+             np.arctan2: "arctan2"}
+_NE_DTYPES = (np.dtype(np.float64), np.dtype(np.bool_))
+
+
+def is_scalar(value: Any) -> bool:
+    """Python and numpy scalars (operands that are the same everywhere)."""
+    return isinstance(value, (bool, int, float, complex, np.generic))
+
+
+def as_operand(value: Any) -> Any:
+    """``value`` as an expression operand: expressions, carrays, numpy arrays and scalars
+    are kept; anything else array-like becomes a numpy array."""
+    if isinstance(value, LazyExpr) or is_carray(value) or isinstance(value, np.ndarray) \
+            or is_scalar(value):
+        return value
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise UnsupportedDTypeError(f"cannot use {type(value).__name__} as an operand of a "
+                                    "lazy expression: it is not numeric array-like")
+    return arr
+
+
+def _probe(value: Any) -> Any:
+    """A stand-in with the operand's dtype and no items, for dtype inference."""
+    return value if is_scalar(value) else np.empty(0, dtype=value.dtype)
+
+
+def leaf_selection(sel: tuple[Any, ...], out_shape: tuple[int, ...],
+                   shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """The part of an operand of ``shape`` that selection ``sel`` of ``out_shape`` needs:
+    axes are aligned on the right, and an operand's length-1 axes (broadcast) are taken
+    whole."""
+    skip = len(out_shape) - len(shape)
+    return tuple(slice(None) if n == 1 and m != 1 else s
+                 for s, n, m in zip(sel[skip:], shape, out_shape[skip:], strict=True))
+
+
+def read_leaf(leaf: Any, sel: tuple[Any, ...]) -> Any:
+    """The selected items of one operand (orthogonal: one entry per axis)."""
+    if is_scalar(leaf):
+        return leaf
+    if isinstance(leaf, np.ndarray):
+        if leaf.ndim == 0:
+            return leaf
+        out = leaf
+        arrays = [i for i, s in enumerate(sel) if not isinstance(s, slice)]
+        if len(arrays) <= 1:
+            return leaf[sel]
+        for i, s in enumerate(sel):  # several index arrays: one axis at a time
+            out = out[(slice(None),) * i + (s,)]
+        return out
+    out = leaf[sel]
+    return np.asarray(out)
+
+
+class LazyExpr(ComputeMixin):
+    """An elementwise expression, evaluated only when its values are asked for.
+
+    Parameters
+    ----------
+    func : numpy ufunc or numpy.where
+        The operation of the root node.
+    args : sequence
+        Its operands: expressions, carrays, numpy arrays or scalars.
+
+    Raises
+    ------
+    BroadcastError
+        The operands' shapes do not broadcast together.
+    UnsupportedDTypeError
+        numpy has no loop of ``func`` for the operands' dtypes.
+    """
+
+    def __init__(self, func: Any, args: tuple[Any, ...] | list[Any]) -> None:
+        self._func = func
+        self._args = tuple(as_operand(a) for a in args)
+        shapes = [np.shape(a) if is_scalar(a) else tuple(a.shape) for a in self._args]
+        try:
+            self._shape = tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            raise BroadcastError(f"operands of {self._name()} with shapes "
+                                 f"{', '.join(map(str, shapes))} do not broadcast "
+                                 "together") from None
+        try:
+            probe = func(*(_probe(a) for a in self._args))
+        except TypeError as exc:
+            dtypes = ", ".join(str(np.result_type(a)) if is_scalar(a) else str(a.dtype)
+                               for a in self._args)
+            raise UnsupportedDTypeError(f"{self._name()} is not defined for operands of "
+                                        f"dtypes {dtypes}: {exc}") from None
+        self._dtype = np.asarray(probe).dtype
+        self._numexpr: tuple[str, list[Any]] | None | bool = False  # not planned yet
+
+    def _name(self) -> str:
+        return getattr(self._func, "__name__", str(self._func))
+
+    # -- description ---------------------------------------------------------------------
+
+    @property
+    def func(self) -> Any:
+        """The root node's operation (a numpy ufunc or ``numpy.where``)."""
+        return self._func
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The root node's operands."""
+        return self._args
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the result, were it computed whole."""
+        return self.size * self._dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d expression")
+        return self._shape[0]
+
+    def leaves(self) -> Iterator[Any]:
+        """Every operand that is not an expression (carrays, arrays, scalars), depth first."""
+        for a in self._args:
+            if isinstance(a, LazyExpr):
+                yield from a.leaves()
+            else:
+                yield a
+
+    def __repr__(self) -> str:
+        return f"LazyExpr({self._text()}, shape={self._shape}, dtype={self._dtype})"
+
+    def _text(self) -> str:
+        parts = []
+        for a in self._args:
+            if isinstance(a, LazyExpr):
+                parts.append(a._text())
+            elif is_scalar(a):
+                parts.append(repr(a))
+            else:
+                parts.append(f"<{type(a).__name__} {tuple(a.shape)} {a.dtype}>")
+        return f"{self._name()}({', '.join(parts)})"
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError("the truth value of an expression with more than one element "
+                             "is ambiguous; use .any() or .all()")
+        return bool(self[(0,) * self.ndim])
+
+    # -- evaluation ----------------------------------------------------------------------
+
+    def evaluate(self, sel: tuple[Any, ...]) -> np.ndarray:
+        """The values at orthogonal selection ``sel`` (one slice or 1-d int array per axis),
+        broadcast to the selection's shape."""
+        sizes = tuple(len(range(n)[s]) if isinstance(s, slice) else len(s)
+                      for s, n in zip(sel, self._shape, strict=True))
+        plan = self.numexpr_plan() if math.prod(sizes) >= NUMEXPR_MIN_ITEMS else None
+        if plan is not None:
+            text, leaves = plan
+            env = {f"v{i}": read_leaf(leaf, leaf_selection(sel, self._shape, leaf.shape))
+                   for i, leaf in enumerate(leaves)}
+            value = numexpr.evaluate(text, local_dict=env, global_dict={})
+        else:
+            value = self._evaluate_numpy(sel, {})
+        value = np.asarray(value)
+        if value.dtype != self._dtype:
+            value = value.astype(self._dtype)
+        return np.broadcast_to(value, sizes) if value.shape != sizes else value
+
+    def _evaluate_numpy(self, sel: tuple[Any, ...], read: dict[int, Any]) -> Any:
+        # ``read`` holds the operands already read, so ``a * a`` decodes ``a`` once.
+        values = []
+        for a in self._args:
+            if isinstance(a, LazyExpr):
+                values.append(a._evaluate_numpy(leaf_selection(sel, self._shape, a.shape),
+                                                read))
+            elif is_scalar(a):
+                values.append(a)
+            else:
+                if id(a) not in read:
+                    read[id(a)] = read_leaf(a, leaf_selection(sel, self._shape, a.shape))
+                values.append(read[id(a)])
+        return self._func(*values)
+
+    def numexpr_plan(self) -> tuple[str, list[Any]] | None:
+        """The numexpr text of this tree and its array operands (named ``v0``, ``v1``...),
+        or None when numexpr would not give numpy's result (other dtypes, functions)."""
+        if self._numexpr is False:
+            leaves: list[Any] = []
+            self._numexpr = self._ne_text(leaves) if numexpr is not None else None
+            if self._numexpr is not None:
+                self._numexpr = (self._numexpr, leaves)  # type: ignore[assignment]
+        return self._numexpr  # type: ignore[return-value]
+
+    def _ne_text(self, leaves: list[Any]) -> str | None:
+        if self._dtype not in _NE_DTYPES:
+            return None
+        parts = []
+        for a in self._args:
+            if isinstance(a, LazyExpr):
+                text = a._ne_text(leaves)
+            elif is_scalar(a):
+                text = repr(a) if isinstance(a, (bool, int, float)) and \
+                    math.isfinite(a) and abs(a) < 2**31 else None
+            elif a.dtype in _NE_DTYPES and a.ndim > 0:
+                seen = [i for i, leaf in enumerate(leaves) if leaf is a]
+                text = f"v{seen[0] if seen else len(leaves)}"
+                if not seen:
+                    leaves.append(a)
+            else:
+                text = None
+            if text is None:
+                return None
+            parts.append(text)
+        kinds = [np.result_type(a).kind if is_scalar(a) else a.dtype.kind for a in self._args]
+        func = self._func
+        if func in _NE_BINARY and len(parts) == 2:
+            op = _NE_BINARY[func]
+            if (op in "&|") != all(k == "b" for k in kinds):
+                return None  # numexpr's & and | are logical: bool operands only
+            return f"({parts[0]} {op} {parts[1]})"
+        if func is np.negative and kinds[0] == "f":
+            return f"(-{parts[0]})"
+        if func in (np.invert, np.logical_not) and kinds[0] == "b":
+            return f"(~{parts[0]})"
+        if func in _NE_FUNCS and all(k == "f" for k in kinds):
+            return f"{_NE_FUNCS[func]}({', '.join(parts)})"
+        if func is np.where and kinds[0] == "b" and kinds[1] == kinds[2] == "f":
+            return f"where({', '.join(parts)})"
+        return None
+
+    def selection(self, key: Any) -> tuple[tuple[Any, ...], Any]:
+        """``key`` normalised: per-axis slices or index arrays, and what finishes the result
+        (the :class:`carray.keys.OrthoKey`)."""
+        okey = orthogonal_key(key, self._shape)
+        sel = tuple(_as_slice(a) if isinstance(a, range) else a for a in okey.axes)
+        return sel, okey
+
+    def __getitem__(self, key: Any) -> Any:
+        """The values ``key`` selects (carray's orthogonal rule: each axis on its own).
+
+        Only the chunks of carray operands that hold selected items are read.
+        """
+        sel, okey = self.selection(key)
+        out = okey.finish(np.ascontiguousarray(self.evaluate(sel)))
+        return out[()] if out.ndim == 0 else out
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        from carray.compute.evaluate import to_numpy
+
+        out = to_numpy(self)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def compute(self, **kwargs: Any) -> Any:
+        """Write the values into a new carray, chunk by chunk (chunks evaluated on worker
+        threads); keyword arguments as for :class:`carray.carray` (``rootdir=`` for disk).
+
+        By default the new array has the chunk (and block) shape of the first carray
+        operand of the same shape as the expression.
+        """
+        from carray.compute.evaluate import compute
+
+        return compute(self, **kwargs)
+
+
+def _as_slice(r: range) -> slice:
+    """A range of positions as the slice that selects it (negative steps included)."""
+    if len(r) == 0:
+        return slice(0, 0, 1)
+    stop = r.start + len(r) * r.step
+    return slice(r.start, stop if stop >= 0 else None, r.step)

@@ -1,0 +1,787 @@
+"""The array engine: the one owner of an array's storage state.
+
+An engine holds an array's layout, chunk grid, chunk codec (:class:`ChunkIO`),
+the decoded chunks of its last, partial run of rows along the first axis (the
+*tail*, kept so appends are cheap), a one-chunk decode cache, its sizes and the
+listeners told about every chunk it writes.  Containers (``carray``, table
+columns, string columns) are facades over it; nothing else touches a layout.
+
+Every operation that changes the array is all-or-nothing on the engine: when it
+raises, the engine's state is what it was before the call, and chunks it had
+already rewritten in the layout are put back (best effort: a layout that fails
+again cannot be helped, but nothing is committed until the next flush, so the
+files keep their last flushed state).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import threading
+import warnings
+import weakref
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from carray import _parallel
+from carray.chunkio import ChunkIO
+from carray.engine.points import decode_for, point_groups
+from carray.engine.regrid import regrid
+from carray.engine.txn import ChunkListener, atomic
+from carray.engine.units import UnitWriter
+from carray.errors import ReadOnlyError, UnsupportedDTypeError
+from carray.grid import NDGrid, gather, gather_blocked, plan, scatter
+from carray.keys import CoordKey, OrthoKey
+from carray.layouts import create_layout, open_layout
+from carray.layouts.base import ArrayMeta, Layout
+from carray.params import CParams
+from carray.stores import Store
+
+# A tail bigger than this is not kept decoded between writes: it is written out
+# and decoded again when needed.
+_TAIL_BUDGET = 64 * 2**20
+# Reads decoding at least this much per chunk spread the chunks over threads.
+_THREADED_BYTES = 512 * 2**10
+# At most this many items in one chunk are decoded one by one.
+_FEW_POINTS = 8
+
+# Engines of stored arrays with unwritten changes, flushed at interpreter exit.
+_unflushed: weakref.WeakSet[ArrayEngine] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all() -> None:
+    for engine in list(_unflushed):
+        with contextlib.suppress(Exception):  # nothing can be reported at exit
+            engine.flush()
+
+
+class ArrayEngine:
+    """Storage state and operations of one N-d array (see the module docstring).
+
+    Parameters
+    ----------
+    layout : Layout
+        Where the chunks and metadata live.
+    meta : ArrayMeta
+        The array's dtype, shape, chunk and block shapes, codec parameters.
+    cbytes : int
+        Compressed bytes already stored.
+    mode : {'r', 'a', 'w'}
+        'r' never writes.
+    """
+
+    def __init__(self, layout: Layout, meta: ArrayMeta, cbytes: int, mode: str,
+                 objects: np.ndarray | None = None) -> None:
+        self._layout = layout
+        self._mode = mode
+        self._dtype = meta.dtype
+        self._shape = tuple(meta.shape)
+        self._chunks = tuple(meta.chunks)
+        self._blocks = None if meta.blocks is None else tuple(meta.blocks)
+        self._cparams = meta.cparams
+        self._dflt = np.asarray(meta.dflt if meta.dflt is not None else 0, dtype=meta.dtype)
+        self._expectedlen = meta.expectedlen
+        self._io = ChunkIO(layout, meta.dtype, self._blocks, meta.cparams)
+        self._grid_memo: NDGrid | None = None
+        self._nfull = self._shape[0] // self._chunks[0]
+        self._tail: np.ndarray | None = None
+        self._tail_dirty = False
+        self._cache: tuple[int, np.ndarray] | None = None
+        self._cbytes = cbytes
+        self._objects = objects
+        self._listeners: list[ChunkListener] = []
+        self._undo: dict[int, bytes | None] | None = None
+        self._closed = False
+        if objects is None and self._nleft and self.per_row == 1:
+            self._ensure_tail()  # an array opened with a partial last chunk
+
+    @classmethod
+    def create(cls, path: str | None, meta: ArrayMeta, *, store: Store, format: str | None,  # noqa: A002
+               mode: str, fsync: bool, storage: dict[str, Any]) -> ArrayEngine:
+        """A new, empty array: in memory when ``path`` is None."""
+        layout = create_layout(path, meta, format=format, mode=mode, fsync=fsync,
+                               storage=storage, store=store)
+        return cls(layout, meta, 0, mode)
+
+    @classmethod
+    def open(cls, path: str, *, store: Store, mode: str, fsync: bool, allow_pickle: bool,
+             storage: dict[str, Any]) -> ArrayEngine:
+        """The array stored at ``path`` (any layout)."""
+        layout, meta, cbytes = open_layout(path, readonly=(mode == "r"), fsync=fsync,
+                                           allow_pickle=allow_pickle, storage=storage,
+                                           store=store)
+        if not meta.shape:
+            layout.close()
+            raise UnsupportedDTypeError(
+                f"{store.url(path)}: a 0-d array is not a carray; read it with "
+                "carray.formats.b2frame.read_array")
+        objects = layout.read_objects(meta.length) if meta.dtype == np.dtype(object) else None
+        return cls(layout, meta, cbytes, mode, objects)
+
+    # -- description ----------------------------------------------------------------------
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return self._chunks
+
+    @property
+    def blocks(self) -> tuple[int, ...] | None:
+        return self._blocks
+
+    @property
+    def cparams(self) -> CParams:
+        return self._cparams
+
+    @property
+    def dflt(self) -> np.ndarray:
+        """The fill value, as a 0-d array of the dtype."""
+        return self._dflt
+
+    @property
+    def expectedlen(self) -> int:
+        return self._expectedlen
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def grid(self) -> NDGrid:
+        g = self._grid_memo
+        if g is None or g.shape != self._shape:
+            g = self._grid_memo = NDGrid(self._shape, self._chunks, self._blocks or self._chunks,
+                                         max(self._dtype.itemsize, 1))
+        return g
+
+    @property
+    def per_row(self) -> int:
+        """Chunks in one run of chunk rows (1 when chunks span every axis but the first)."""
+        return math.prod(-(-n // c) for n, c in zip(self._shape[1:], self._chunks[1:],
+                                                    strict=True))
+
+    @property
+    def nfull(self) -> int:
+        """Complete runs of chunk rows along the first axis."""
+        return self._nfull
+
+    @property
+    def _nleft(self) -> int:
+        return self._shape[0] - self._nfull * self._chunks[0]
+
+    @property
+    def leftover(self) -> int:
+        """Rows in the last, partial run of chunk rows."""
+        return self._nleft
+
+    @property
+    def cbytes(self) -> int:
+        """Bytes the array takes: stored chunks, plus tail rows not stored yet."""
+        pending = self._tail is not None and (self._tail_dirty or (
+            self._layout.in_memory and self.per_row == 1))
+        if not pending:
+            return self._cbytes
+        return self._cbytes + self._nleft * math.prod(self._shape[1:]) * self._dtype.itemsize
+
+    @property
+    def holds_tail(self) -> bool:
+        """Whether the last partial run of rows is kept decoded in memory."""
+        return self._tail is not None
+
+    @property
+    def objects(self) -> np.ndarray | None:
+        """The items of a bcolz ``object`` array (read-only), else None."""
+        return self._objects
+
+    @property
+    def in_memory(self) -> bool:
+        return self._layout.in_memory
+
+    @property
+    def remote(self) -> bool:
+        return self._layout.remote
+
+    @property
+    def rows_only(self) -> bool:
+        """Whether only the first axis can be resized (bcolz directories)."""
+        return self._layout.rows_only
+
+    @property
+    def fsync(self) -> bool:
+        return bool(getattr(self._layout, "fsync", True))
+
+    @property
+    def unit_chunks(self) -> int:
+        """Chunks per file a parallel writer can write alone (0: not in parallel)."""
+        return 0 if self._layout.in_memory else self._layout.unit_chunks
+
+    @property
+    def dirty(self) -> bool:
+        """Whether there are changes not flushed yet."""
+        return self._tail_dirty or self in _unflushed
+
+    def describe(self) -> str:
+        """The layout, for messages."""
+        return self._layout.describe()
+
+    def layout_name(self) -> str:
+        """The layout's class name without 'Layout' (``Superchunk``, ``Bcolz``, ...)."""
+        return type(self._layout).__name__.removesuffix("Layout")
+
+    def meta(self) -> ArrayMeta:
+        """What the layout records about the array now."""
+        return ArrayMeta(dtype=self._dtype, shape=self._shape, chunks=self._chunks,
+                         blocks=self._blocks, cparams=self._cparams, dflt=self._dflt,
+                         expectedlen=self._expectedlen)
+
+    def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
+        """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
+        return self._layout.chunk_stamp(nchunk)
+
+    def chunk_path(self, nchunk: int) -> str | None:
+        return self._layout.chunk_path(nchunk)
+
+    # -- side data: attributes and sidecars -----------------------------------------------
+
+    def load_attrs(self) -> dict[str, Any]:
+        return self._layout.load_attrs()
+
+    def save_attrs(self, attrs: dict[str, Any]) -> None:
+        self._layout.save_attrs(attrs)
+
+    def sidecar_names(self) -> list[str]:
+        """Names of the small files kept beside the metadata (summaries, caches)."""
+        return self._layout.sidecar_names()
+
+    def load_sidecar(self, name: str) -> bytes | None:
+        return self._layout.load_sidecar(name)
+
+    def save_sidecar(self, name: str, data: bytes | None) -> None:
+        """Write (or with None delete) a sidecar; caches only, never fsynced."""
+        self._layout.save_sidecar(name, data)
+
+    # -- listeners ------------------------------------------------------------------------
+
+    def add_listener(self, listener: ChunkListener) -> None:
+        self._listeners.append(listener)
+
+    def mark_pending(self) -> None:
+        """Something kept beside the array (a listener's state) waits for the next flush."""
+        if self._mode != "r" and not self._layout.in_memory:
+            _unflushed.add(self)
+
+    # -- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Everything done inside happens whole or not at all: on an error the engine's
+        state is put back, and so are the chunks it had rewritten."""
+        if self._undo is not None:  # an inner step of an operation already guarded
+            yield
+            return
+        saved = self._state()
+        self._undo = {}
+        try:
+            yield
+        except BaseException:
+            self._rollback(saved)
+            raise
+        finally:
+            self._undo = None
+
+    def _state(self) -> tuple[Any, ...]:
+        return (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache,
+                self._cbytes, self._grid_memo)
+
+    def _rollback(self, saved: tuple[Any, ...]) -> None:
+        (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache, self._cbytes,
+         self._grid_memo) = saved
+        undo = self._undo or {}
+        new = [n for n, old in undo.items() if old is None]
+        with contextlib.suppress(Exception):  # best effort: the layout may keep failing
+            for nchunk, old in sorted(undo.items(), reverse=True):
+                if old is not None:
+                    self._layout.write_chunk(nchunk, old)
+            if new:
+                self._layout.drop_chunks(min(new))
+        tail_run = range(self._nfull * self.per_row, (self._nfull + 1) * self.per_row)
+        if self._tail is not None and self._nleft and any(n in tail_run for n in new):
+            self._tail_dirty = True  # the tail's stored chunks were among those dropped
+
+    def _remember(self, nchunk: int) -> None:
+        """Keep what chunk ``nchunk`` holds now, to put it back if the operation fails."""
+        undo = self._undo
+        if undo is None or nchunk in undo:
+            return
+        stored_runs = self._nfull + (1 if self._nleft else 0)
+        old: bytes | None = None
+        if nchunk < stored_runs * self.per_row:
+            with contextlib.suppress(LookupError, OSError, ValueError):
+                old = bytes(self._layout.read_chunk(nchunk))
+        undo[nchunk] = old
+
+    def check_writable(self) -> None:
+        if self._mode == "r":
+            raise ReadOnlyError(f"{self.describe()}: opened in mode 'r'")
+        if self._objects is not None:
+            raise UnsupportedDTypeError("object carrays are read-only")
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _tail_view(self, coords: tuple[int, ...]) -> np.ndarray:
+        """The tail's items of chunk ``coords`` (in the last run of rows), origin at 0."""
+        assert self._tail is not None
+        box = tuple(slice(c * s, (c + 1) * s) for c, s in zip(coords[1:], self._chunks[1:],
+                                                                strict=True))
+        return self._tail[(slice(None), *box)]
+
+    def _in_tail_run(self, coords: tuple[int, ...]) -> bool:
+        return coords[0] == self._nfull and self._nleft > 0
+
+    def _cached(self, nchunk: int) -> np.ndarray | None:
+        cache = self._cache
+        return cache[1] if cache is not None and cache[0] == nchunk else None
+
+    def read(self, okey: OrthoKey, out: np.ndarray | None = None) -> np.ndarray:
+        """The items an orthogonal key selects, in its output shape (into ``out``)."""
+        if out is None:
+            out = np.empty(okey.sel_shape, dtype=self._dtype)
+        if okey.size == 0:
+            return okey.finish(out)
+        grid, io = self.grid, self._io
+        tail_row = self._nfull if self._tail is not None and self._nleft else -1
+        pieces = []
+        for piece in plan(grid, okey):
+            cached = self._cached(piece.nchunk)
+            if piece.coords[0] == tail_row:
+                gather(piece, self._tail_view(piece.coords), out)
+            elif cached is not None:
+                if io.blocked(grid):
+                    gather_blocked(piece, cached, grid, out)
+                else:
+                    gather(piece, cached.reshape(grid.ext_chunks), out)
+            else:
+                pieces.append(piece)
+        # Threads pay off only when each has real decoding to do: below that, handing
+        # pieces over and contending for the GIL costs more than it saves.
+        if pieces and self._layout.remote:
+            # Fetches from an object store wait on the network: few, and many at once.
+            with self._layout.prefetched([p.nchunk for p in pieces]):
+                _parallel.run([partial(io.read_piece, grid, p, out) for p in pieces],
+                              width=_parallel.IO_THREADS)
+        elif len(pieces) > 1 and sum(io.decode_cost(grid, p) for p in pieces) >= \
+                _THREADED_BYTES * len(pieces):
+            _parallel.run([partial(io.read_piece, grid, p, out) for p in pieces])
+        else:
+            for piece in pieces:
+                io.read_piece(grid, piece, out)
+        return okey.finish(out)
+
+    def read_item(self, index: tuple[int, ...]) -> Any:
+        """One item, by non-negative in-bounds coordinates (the fast path of ``a[i]``)."""
+        if self._objects is not None:
+            return self._objects[index]
+        row = index[0] - self._nfull * self._chunks[0]
+        if self._tail is not None and row >= 0:
+            return self._tail[(row, *index[1:])].copy()
+        grid = self.grid
+        coords = tuple(i // c for i, c in zip(index, self._chunks, strict=True))
+        local = [np.array([i - x * c]) for i, x, c in zip(index, coords, self._chunks,
+                                                          strict=True)]
+        nchunk = grid.chunk_index(coords)
+        offset = int(self._io.item_offsets(grid, local)[0])
+        cached = self._cached(nchunk)
+        if cached is not None:
+            return cached[offset].copy()
+        out = np.empty(1, dtype=self._dtype)
+        self._io.decode_range(nchunk, offset, out, False)
+        return out[0]
+
+    def rows_key(self, rows: range) -> OrthoKey:
+        """The selection of whole rows ``rows`` (positive step)."""
+        axes = (rows, *(range(n) for n in self._shape[1:]))
+        return OrthoKey(self._shape, axes, (), (), (len(rows), *self._shape[1:]))
+
+    def read_rows(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
+        """Whole rows ``rows`` (any step) as an array."""
+        if rows.step < 0:
+            return self.read_rows(rows[::-1])[::-1]
+        if self._objects is not None:
+            return self._objects[rows.start:rows.stop:rows.step]
+        return self.read(self.rows_key(rows), out)
+
+    def read_coords(self, ckey: CoordKey) -> np.ndarray:
+        """Items at the coordinates of a :class:`CoordKey`, in its output shape."""
+        out = np.empty(ckey.size, dtype=self._dtype)
+        if ckey.size == 0:
+            return out.reshape(ckey.out_shape)
+        grid, io = self.grid, self._io
+        for nchunk, pos, local, coords in point_groups(grid, ckey):
+            if self._tail is not None and self._in_tail_run(coords):
+                out[pos] = self._tail_view(coords)[tuple(local)]
+                continue
+            offsets = io.item_offsets(grid, local)
+            cached = self._cached(nchunk)
+            if cached is not None:
+                out[pos] = cached[offsets]
+            elif len(pos) <= _FEW_POINTS:
+                for p, off in zip(pos.tolist(), offsets.tolist(), strict=True):
+                    io.decode_range(nchunk, off, out[p:p + 1], False)
+            else:
+                buf = np.zeros(grid.chunk_items, dtype=self._dtype)
+                decode_for(io, grid, nchunk, offsets, buf)
+                out[pos] = buf[offsets]
+        return out.reshape(ckey.out_shape)
+
+    def iter_chunks(self) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        """``(region, items)`` for every chunk in C order over the grid; ``items`` is a
+        fresh array of the chunk's valid shape (the tail's chunks included)."""
+        grid = self.grid
+        for nchunk in range(grid.nchunks):
+            box = grid.chunk_slices(grid.chunk_coords(nchunk))
+            axes = tuple(range(s.start, s.stop) for s in box)
+            okey = OrthoKey(self._shape, axes, (), (), tuple(len(a) for a in axes))
+            yield box, self.read(okey)
+
+    def read_stored(self, nchunk: int) -> bytes:
+        """Stored chunk ``nchunk`` as the layout holds it (compressed)."""
+        return bytes(self._layout.read_chunk(nchunk))
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _mark_dirty(self) -> None:
+        self._tail_dirty = True
+        if not self._layout.in_memory:
+            _unflushed.add(self)
+
+    def _store_chunk(self, nchunk: int, raw: np.ndarray, grid: NDGrid) -> None:
+        """Compress and store a chunk given in stored order."""
+        self._remember(nchunk)
+        self._cbytes += self._layout.write_chunk(nchunk, self._io.encode(raw, grid))
+        if self._cached(nchunk) is not None:
+            self._cache = None
+        if nchunk < self._nfull * self.per_row and self._listeners:
+            stamp = self._layout.chunk_stamp(nchunk)
+            values = raw.reshape(-1)[:self._chunks[0]]
+            for listener in self._listeners:
+                listener.chunk_written(nchunk, values, stamp)
+
+    def _store_row(self, row: int, slab: np.ndarray, rows: int | None = None) -> None:
+        """Store the chunks of run ``row`` of chunk rows, from its items ``slab``.
+
+        ``rows`` (the tail's) stores only that many rows where the layout allows.
+        """
+        grid = self.grid
+        per_row = self.per_row
+        for t, trailing in enumerate(np.ndindex(*grid.grid_shape[1:])):
+            box = tuple(slice(c * s, (c + 1) * s) for c, s in zip(trailing, self._chunks[1:],
+                                                                    strict=True))
+            region = slab[(slice(None), *box)]
+            raw = self._io.stored_from_region(region, grid, rows)
+            self._store_chunk(row * per_row + t, raw, grid)
+
+    def _ensure_tail(self) -> None:
+        """Decode the last partial run of chunk rows into the tail buffer."""
+        if self._tail is not None:
+            return
+        tail = np.zeros((self._chunks[0], *self._shape[1:]), dtype=self._dtype)
+        nleft = self._nleft
+        if nleft:
+            start = self._nfull * self._chunks[0]
+            self.read(self.rows_key(range(start, start + nleft)), tail[:nleft])
+        self._tail = tail
+
+    def _flush_tail(self) -> None:
+        """Write the tail's chunks (only its rows where the layout allows)."""
+        if self._tail_dirty and self._nleft and self._tail is not None:
+            nleft = self._nleft
+            self._store_row(self._nfull, self._tail[:nleft], rows=nleft)
+        self._tail_dirty = False
+
+    def _release_big_tail(self) -> None:
+        if self._tail is not None and self._tail.nbytes > _TAIL_BUDGET and self.per_row > 1:
+            self._flush_tail()
+            self._tail = None
+
+    @atomic
+    def append(self, arr: np.ndarray) -> None:
+        """Append rows (already of the array's dtype and row shape) along the first axis.
+
+        Only complete runs of chunk rows are compressed and stored; the rest
+        waits in the tail until it fills or the array is flushed.
+        """
+        self.check_writable()
+        n = len(arr)
+        if n == 0:
+            return
+        c0 = self._chunks[0]
+        nleft = self._nleft
+        if self._tail is not None and nleft + n < c0:  # the common case: fill the tail
+            self._tail[nleft:nleft + n] = arr
+            self._shape = (self._shape[0] + n, *self._shape[1:])
+            self._mark_dirty()
+            return
+        pos = 0
+        if nleft:
+            self._ensure_tail()
+            assert self._tail is not None
+            take = min(c0 - nleft, n)
+            self._tail[nleft:nleft + take] = arr[:take]
+            pos = take
+            self._shape = (self._shape[0] + take, *self._shape[1:])
+            if nleft + take == c0:  # the tail just filled
+                self._nfull += 1
+                self._store_row(self._nfull - 1, self._tail)
+                # A new buffer for the next tail: the old one is what a rollback restores.
+                self._tail, self._tail_dirty = None, False
+            else:
+                self._mark_dirty()
+        while n - pos >= c0:
+            self._shape = (self._shape[0] + c0, *self._shape[1:])
+            self._nfull += 1
+            self._store_row(self._nfull - 1, arr[pos:pos + c0])
+            pos += c0
+        if pos < n:
+            self._ensure_tail()
+            assert self._tail is not None
+            rest = n - pos
+            self._tail[:rest] = arr[pos:]
+            self._shape = (self._shape[0] + rest, *self._shape[1:])
+            self._mark_dirty()
+        self._release_big_tail()
+
+    def _chunk_for_update(self, nchunk: int, grid: NDGrid) -> np.ndarray:
+        """A private copy of stored chunk ``nchunk`` in stored order, to modify."""
+        cached = self._cached(nchunk)
+        return cached.copy() if cached is not None else self._io.decoded(nchunk, grid)
+
+    @atomic
+    def write(self, okey: OrthoKey, values: np.ndarray) -> None:
+        """Assign ``values`` (of the dtype, broadcastable to the key) to a selection."""
+        self.check_writable()
+        values = okey.expand_values(values)
+        if okey.size == 0:
+            return
+        grid = self.grid
+        in_tail = []
+        for piece in plan(grid, okey):
+            if self._in_tail_run(piece.coords):
+                in_tail.append(piece)  # applied last: writing the tail cannot fail
+                continue
+            raw = np.zeros(grid.chunk_items, dtype=self._dtype) if piece.full else \
+                self._chunk_for_update(piece.nchunk, grid)
+            self._io.scatter_piece(grid, piece, values, raw)
+            self._store_chunk(piece.nchunk, raw, grid)
+            self._cache = (piece.nchunk, raw)
+        if in_tail:
+            self._ensure_tail()
+            for piece in in_tail:
+                scatter(piece, values, self._tail_view(piece.coords))
+            self._mark_dirty()
+        self._release_big_tail()
+
+    @atomic
+    def write_coords(self, ckey: CoordKey, values: np.ndarray) -> None:
+        """Assign ``values`` (of the dtype, broadcast to the key's shape) at its coordinates."""
+        self.check_writable()
+        flat = np.broadcast_to(values, ckey.out_shape).reshape(-1)
+        if ckey.size == 0:
+            return
+        grid = self.grid
+        in_tail = []
+        for nchunk, pos, local, coords in point_groups(grid, ckey):
+            if self._in_tail_run(coords):
+                in_tail.append((pos, local, coords))
+                continue
+            raw = self._chunk_for_update(nchunk, grid)
+            raw[self._io.item_offsets(grid, local)] = flat[pos]
+            self._store_chunk(nchunk, raw, grid)
+            self._cache = (nchunk, raw)
+        if in_tail:
+            self._ensure_tail()
+            for pos, local, coords in in_tail:
+                self._tail_view(coords)[tuple(local)] = flat[pos]
+            self._mark_dirty()
+        self._release_big_tail()
+
+    # -- resizing -------------------------------------------------------------------------
+
+    @atomic
+    def resize(self, new: tuple[int, ...]) -> None:
+        """Grow (with ``dflt``) or shrink to shape ``new`` (as many axes), then flush."""
+        self.check_writable()
+        if new[1:] != self._shape[1:]:
+            self._resize_trailing(new[1:])
+        if new[0] > self._shape[0]:
+            self._grow_rows(new[0])
+        elif new[0] < self._shape[0]:
+            self._shrink_rows(new[0])
+        self.flush()
+
+    def _resize_trailing(self, new_trailing: tuple[int, ...]) -> None:
+        if self._layout.rows_only:
+            raise ValueError(f"{self.describe()}: the bcolz layout stores whole rows, so it "
+                             "can only resize along the first axis; copy the array to another "
+                             "format to change other axes")
+        self._flush_tail()
+        self._tail, self._cache = None, None
+        old = self._shape
+        middle = (old[0], *(min(o, n) for o, n in zip(old[1:], new_trailing, strict=True)))
+        new = (old[0], *new_trailing)
+        grid = self.grid
+        if middle != old:
+            self._cbytes += regrid(self._layout, self._io, grid, grid.resized(middle),
+                                   self._dflt, grow=False)
+            self._shape = middle
+        if new != middle:
+            self._cbytes += regrid(self._layout, self._io, grid.resized(middle),
+                                   grid.resized(new), self._dflt, grow=True)
+            self._shape = new
+
+    def _grow_rows(self, nitems: int) -> None:
+        """Append ``dflt`` rows up to ``nitems``: whole runs of chunks as one chunk stored
+        many times."""
+        c0 = self._chunks[0]
+        if self._nleft:
+            fill = min(c0 - self._nleft, nitems - self._shape[0])
+            self.append(np.broadcast_to(self._dflt, (fill, *self._shape[1:])))
+        rows = (nitems - self._shape[0]) // c0
+        if rows:
+            grid = self.grid
+            full = np.full(grid.chunk_items, self._dflt, dtype=self._dtype)
+            chunk = self._io.encode(full, grid)  # one compressed chunk, written many times
+            per_row = self.per_row
+            for _ in range(rows):
+                self._shape = (self._shape[0] + c0, *self._shape[1:])
+                self._nfull += 1
+                first = (self._nfull - 1) * per_row
+                for nchunk in range(first, first + per_row):
+                    self._remember(nchunk)
+                    self._cbytes += self._layout.write_chunk(nchunk, chunk)
+                    stamp = self._layout.chunk_stamp(nchunk)
+                    for listener in self._listeners:
+                        listener.chunk_written(nchunk, full[:1], stamp)
+        if nitems > self._shape[0]:
+            self.append(np.broadcast_to(self._dflt, (nitems - self._shape[0],
+                                                     *self._shape[1:])))
+
+    def _shrink_rows(self, nitems: int) -> None:
+        """Cut the first axis to ``nitems``, recording the shorter length before deleting
+        chunks."""
+        c0 = self._chunks[0]
+        new_full, new_left = divmod(nitems, c0)
+        if new_full >= self._nfull:
+            self._shape = (nitems, *self._shape[1:])
+            if self._tail is not None:
+                self._mark_dirty()
+            return
+        per_row = self.per_row
+        if new_left and (per_row == 1 or self._layout.in_memory):
+            start = new_full * c0
+            tail = np.zeros((c0, *self._shape[1:]), dtype=self._dtype)
+            self.read(self.rows_key(range(start, nitems)), tail[:new_left])
+            self._tail, self._tail_dirty = tail, True
+        else:
+            # A large tail is decoded again when next needed; its chunks stay.
+            self._tail, self._tail_dirty = None, False
+        self._cache = None
+        # The chunks holding the new tail stay until a flush rewrites them.
+        keep = 1 if new_left else 0
+        self._nfull = new_full
+        self._shape = (nitems, *self._shape[1:])
+        # Record the shorter length before deleting files, so a crash in between
+        # leaves a readable array (readers ignore chunks past the length).
+        self.flush()
+        self._cbytes += self._layout.drop_chunks((new_full + keep) * per_row)
+        for listener in self._listeners:
+            listener.chunks_dropped(new_full * per_row)
+
+    def clip(self, nitems: int) -> None:
+        """Hide rows past ``nitems`` without writing anything (read-only table views)."""
+        if nitems >= self._shape[0]:
+            return
+        self._shape = (nitems, *self._shape[1:])
+        self._nfull, self._cache, self._tail = nitems // self._chunks[0], None, None
+        if self._nleft and self.per_row == 1:
+            self._ensure_tail()
+
+    # -- persistence ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the partial last run of chunks and record the sizes; nothing in mode 'r'.
+
+        In memory a partial chunk of rows stays decoded; the several chunks of a
+        partial run of N-d chunks are compressed, so the decoded tail lives only
+        between appends and the next flush.
+        """
+        if self._mode == "r" or self._objects is not None or self._closed:
+            return
+        if self.per_row > 1:
+            self._flush_tail()
+            self._tail = None
+        if self._layout.in_memory:
+            return
+        self._flush_tail()
+        for listener in self._listeners:
+            listener.committing(self)
+        self._layout.commit(self.meta(), self._cbytes)
+        _unflushed.discard(self)
+
+    def close(self) -> None:
+        """Flush and release file handles."""
+        if self._closed:
+            return
+        self.flush()
+        self._layout.close()
+        self._closed = True
+
+    def release(self) -> None:
+        """Release file handles without recording anything (parallel writers' handles)."""
+        _unflushed.discard(self)
+        self._tail_dirty = False
+        self._layout.close()
+        self._closed = True
+
+    def drop_cache(self) -> None:
+        self._cache = None
+
+    def __del__(self) -> None:
+        try:
+            if not self._tail_dirty or self._closed:
+                return
+            if self._layout.remote and threading.current_thread() is not \
+                    threading.main_thread():
+                # A request from a finalizer on another thread can wait forever (on the
+                # very thread that would answer it): say so rather than hang.
+                warnings.warn(f"{self.describe()}: garbage-collected with unflushed writes "
+                              "off the main thread; they are lost (flush() or use 'with')",
+                              ResourceWarning, stacklevel=1)
+                return
+            self.flush()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+    # -- parallel writers ---------------------------------------------------------------
+
+    def unit_writer(self, shape: tuple[int, ...]) -> UnitWriter:
+        """A writer of whole files (units) of chunks of this array at its final ``shape``,
+        for parallel writers that each own some units (see :mod:`.units`)."""
+        return UnitWriter(self._layout, self._io, self.grid.resized(shape))
+
+    def adopt(self, shape: tuple[int, ...], cbytes: int) -> None:
+        """Record ``shape`` as committed once :class:`UnitWriter` calls have written every
+        chunk it holds, then release this handle (reopen to use the array)."""
+        self._layout.adopt(self.meta().replace(shape=shape), cbytes)
+        self.release()

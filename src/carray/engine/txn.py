@@ -1,0 +1,44 @@
+"""Transactions and listeners of the array engine."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+
+class Transactional(Protocol):
+    """An object whose changes can be grouped into a transaction."""
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+
+class ChunkListener(Protocol):
+    """Told about the chunks an engine writes (zone maps keep their summaries this way)."""
+
+    def chunk_written(self, nchunk: int, values: np.ndarray,
+                      stamp: tuple[int, int] | None) -> None:
+        """Full chunk ``nchunk`` was stored; ``values`` has its range of values."""
+
+    def chunks_dropped(self, first: int) -> None:
+        """Chunks ``first`` and above (in runs of whole rows) no longer exist."""
+
+    def committing(self, engine: Any) -> None:
+        """The engine is about to record its state; persist what depends on it."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def atomic(method: _F) -> _F:
+    """Run ``method`` as one transaction: on any error, the engine is put back."""
+
+    @functools.wraps(method)
+    def run(self: Transactional, *args: Any, **kwargs: Any) -> Any:
+        with self.transaction():
+            return method(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]

@@ -1,0 +1,28 @@
+"""Verification of any Blosc2 frame (SChunk, b2nd, caterva) with :class:`Frame`, the
+parser its reader uses: the header, trailer and offsets, then every chunk decoded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from carray.errors import CArrayError
+from carray.formats.b2frame import Frame
+from carray.problems import Checked, Finding, Problem
+from carray.stores import Store
+
+
+def verify(store: Store, path: str) -> Iterator[Finding]:
+    """Yield every problem of the frame at ``path`` (and each chunk checked)."""
+    try:
+        frame = Frame((store, path))
+    except CArrayError as exc:
+        yield Problem.from_error(exc, store.url(path))
+        return
+    with frame:
+        for i in range(frame.nchunks):
+            try:
+                frame.decode_chunk(i)
+                yield Checked(frame.path)
+            except CArrayError as exc:
+                p = Problem.from_error(exc, frame.path)
+                yield Problem(p.path, p.where, f"chunk {i}: {p.what}")

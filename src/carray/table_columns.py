@@ -1,0 +1,82 @@
+"""The columns of a table: reading any kind of column, and the ``t.cols`` mapping."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from carray.vlstring import StringColumn
+
+
+def field_dtype(col: Any) -> Any:
+    """The dtype of a column's values inside a row record."""
+    if isinstance(col, StringColumn):
+        return np.dtype(object)
+    return (col.dtype, col.shape[1:]) if col.ndim > 1 else col.dtype
+
+
+class Cols(Mapping):
+    """The columns of a table by name, in order (``t.cols['x']``)."""
+
+    def __init__(self, cols: dict[str, Any]) -> None:
+        self._cols = cols  # the table's own dict: a live, read-only view
+
+    def __getitem__(self, name: str) -> Any:
+        return self._cols[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cols)
+
+    def __len__(self) -> int:
+        return len(self._cols)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._cols)
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{n} : {c.dtype} ({len(c)} rows)" for n, c in self._cols.items())
+
+
+def read_any(col: Any, rows: Any) -> np.ndarray:
+    """Rows (int array or range) of any column; strings as an object array of str."""
+    if isinstance(col, StringColumn):
+        return col.read_rows(rows, as_object=True) if isinstance(rows, range) else \
+            col.take(rows, as_object=True)
+    return col.read_rows(rows) if isinstance(rows, range) else col.take(rows)
+
+
+def select_rows(values: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``values[sel]`` for a mask or positions; ``compress`` avoids the branchy mask path
+    (5x faster than boolean indexing on masks about half true)."""
+    if sel.dtype == np.bool_:
+        return np.compress(sel, values, axis=0)
+    return values.take(sel, axis=0)
+
+
+def clip_column(col: Any, length: int) -> None:
+    """Hide rows past ``length`` without writing (read-only tables)."""
+    if isinstance(col, StringColumn):
+        col.clip(length)
+    else:
+        col.engine.clip(length)
+
+
+def empty_like(col: Any) -> Any:
+    if isinstance(col, StringColumn):
+        return np.empty(0, dtype=object)
+    return np.empty((0, *col.shape[1:]), dtype=col.dtype)
+
+
+def as_rows(rows: Any, names: list[str], out_flavor: Any) -> Iterator[Any]:
+    """Rows (sequences of values) as tuples, or as namedtuples of ``names``."""
+    if out_flavor in (tuple, "tuple"):
+        yield from (tuple(values) for values in rows)
+        return
+    # Names that are not identifiers become _0, _1, ...; the others stay.
+    row = namedtuple("row", names, rename=True)  # type: ignore[misc]
+    for values in rows:
+        yield row(*values)

@@ -1,0 +1,70 @@
+"""The package's layers, and imports that only point down them (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
+
+# Bottom to top: a module may import from its own layer and the layers below it.
+LAYERS: list[set[str]] = [
+    {"errors", "problems", "params", "_util", "safejson", "dtypes", "_fileio", "defaults"},
+    {"stores"},
+    {"codecs", "_parallel"},
+    {"geometry", "grid", "keys", "shapes", "chunkio"},
+    {"formats", "layouts"},
+    {"engine"},
+    {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
+     "table_columns", "tables_interop", "query", "compute", "_table_verify"},
+    {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
+     "__init__"},
+]
+
+# Upward calls on purpose, each imported inside the one function that needs it.
+ALLOWED_UPWARD = {
+    # ``carray.to_dask()`` / ``ctable.to_dask()``: conveniences over the dask reader, which
+    # knows containers only by their public API.
+    ("_portable", "integrations"),
+}
+
+
+def _layer_of(top: str) -> int:
+    for i, names in enumerate(LAYERS):
+        if top in names:
+            return i
+    raise AssertionError(f"carray.{top} is in no layer: add it to LAYERS and to "
+                         "docs/architecture.md")
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """First components of the ``carray.*`` modules ``path`` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "carray" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path):
+    rel = path.relative_to(PACKAGE)
+    top = rel.parts[0].removesuffix(".py")
+    mine = _layer_of(top)
+    upward = [t for t in _imports(path) if _layer_of(t) > mine
+              and (top, t) not in ALLOWED_UPWARD]
+    assert not upward, f"carray/{rel} (layer {mine}) imports upward: {sorted(upward)}"

@@ -1,0 +1,211 @@
+"""Hostile metadata in every format is a typed carray error, never a crash (issue 14, item 4).
+
+Each case that once crashed the interpreter (object fields read from file
+bytes) runs in a subprocess, so a regression fails the test, not the run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import carray as ca
+from carray.codecs import blosc
+from carray.errors import CArrayError, FormatError, UnsafeDataError
+from carray.formats import b2frame, ds
+from carray.formats._blp_frame import array_spec
+from carray.params import CParams
+
+DATA = Path(__file__).parent / "data"
+HOSTILE_DTYPES = ["[('a', 'O'), ('b', '<i8')]", "T", "O", "('O', (2,))",
+                  "[('x', [('y', 'O')])]"]
+
+
+def _superchunk(tmp_path: Path, name: str = "a") -> Path:
+    root = tmp_path / name
+    ca.carray(np.arange(100, dtype="i8"), rootdir=str(root), mode="w", chunklen=32).flush()
+    return root
+
+
+def _edit_json(path: Path, **changes) -> None:
+    obj = json.loads(path.read_text())
+    obj.update(changes)
+    path.write_text(json.dumps(obj) + "\n")
+
+
+def _in_subprocess(code: str) -> str:
+    """Run ``code`` in a new interpreter; return its stdout (a crash fails the test)."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("descr", HOSTILE_DTYPES)
+def test_superchunk_storage_dtype_is_refused_in_a_subprocess(tmp_path, descr):
+    root = _superchunk(tmp_path)
+    _edit_json(root / "meta" / "storage", dtype=descr)
+    out = _in_subprocess(f"""
+        import carray as ca
+        try:
+            a = ca.open({str(root)!r}, mode="r")
+            print("read", a[:])
+        except ca.UnsafeDataError as exc:
+            print("refused", exc)
+    """)
+    assert out.startswith("refused") and "meta/storage" in out
+
+
+@pytest.mark.parametrize("allow_pickle", [False, True])
+def test_bcolz_object_field_is_refused_even_with_allow_pickle(tmp_path, allow_pickle):
+    root = tmp_path / "b.bcolz"
+    shutil.copytree(DATA / "bcolz" / "c_structured.bcolz", root)
+    storage = json.loads((root / "meta" / "storage").read_text())
+    _edit_json(root / "meta" / "storage", dtype=storage["dtype"].replace("'<i4'", "'O'", 1))
+    out = _in_subprocess(f"""
+        import carray as ca
+        try:
+            print("read", ca.open({str(root)!r}, mode="r", allow_pickle={allow_pickle})[:])
+        except ca.UnsafeDataError as exc:
+            print("refused", exc)
+    """)
+    assert out.startswith("refused")
+
+
+def test_bcolz_pickles_still_need_and_accept_the_opt_in():
+    with pytest.raises(UnsafeDataError, match="pickle"):
+        ca.open(DATA / "bcolz" / "c_object_pickle.bcolz", mode="r")
+    assert len(ca.open(DATA / "bcolz" / "c_object_pickle.bcolz", mode="r",
+                       allow_pickle=True)) > 0
+
+
+def test_b2nd_metalayer_object_dtype(tmp_path):
+    path = tmp_path / "x.b2nd"
+    shutil.copyfile(DATA / "blosc2" / "nd_f8_1d_lz4.b2nd", path)
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"\xdb\x00\x00\x00\x03<f8")
+    raw[at + 5:at + 8] = b"|O8"
+    path.write_bytes(raw)
+    with pytest.raises(UnsafeDataError, match="x.b2nd"):
+        b2frame.read_frame(path)
+    with pytest.raises(UnsafeDataError):
+        ca.open(path, mode="r")
+
+
+@pytest.mark.parametrize("descr", ["'|O'", "[('a', '|O'), ('b', '<i8')]", "'T'"])
+def test_bloscpack_metadata_object_dtype(descr):
+    meta = {"container": "numpy", "dtype": descr, "shape": [4], "order": "C"}
+    with pytest.raises(UnsafeDataError, match="f.blp"):
+        array_spec(meta, "f.blp")
+
+
+def test_superchunk_attribute_holding_objects(tmp_path):
+    root = _superchunk(tmp_path)
+    attrs = {"x": {"type": "array", "dtype": [["a", "|O"]], "shape": [1],
+                   "encoding": "base64", "value": "AAAAAAAAAAA="}}
+    (root / "meta" / "attrs").write_text(json.dumps(attrs))
+    with pytest.raises(UnsafeDataError, match="attrs"):
+        dict(ca.open(root, mode="r").attrs)
+
+
+# -- the untyped errors of issue 14 -------------------------------------------------------------
+
+def test_deeply_nested_superchunk_attrs(tmp_path):
+    root = _superchunk(tmp_path)
+    (root / "meta" / "attrs").write_text("[" * 100_000)
+    with pytest.raises(FormatError, match="meta/attrs"):
+        dict(ca.open(root, mode="r").attrs)
+
+
+@pytest.mark.parametrize("name", ["__attrs__", "meta/storage", "meta/sizes"])
+def test_deeply_nested_bcolz_json(tmp_path, name):
+    root = tmp_path / "b.bcolz"
+    shutil.copytree(DATA / "bcolz" / "c_i4_lz4_c5_shuffle.bcolz", root)
+    (root / name).write_text("[" * 100_000)
+    with pytest.raises(FormatError, match=name.split("/")[-1]):
+        dict(ca.open(root, mode="r").attrs)
+
+
+def test_chunk_header_with_blocksize_zero():
+    raw = bytearray(blosc.compress1(np.arange(1000, dtype="i8"), 8, CParams()))
+    raw[8:12] = struct.pack("<i", 0)
+    raw = bytes(raw)
+    with pytest.raises(FormatError, match="blocksize=0"):
+        blosc.decompress(raw, "c.blosc")
+    with pytest.raises(FormatError, match="blocksize=0"):
+        blosc.getitem_ranged(lambda o, n: raw[o:o + n], 0, np.empty(10, "i8"), len(raw))
+
+
+def test_superchunk_chunk_with_blocksize_zero(tmp_path):
+    root = _superchunk(tmp_path)
+    sc = root / "data" / "sc_000000.blp"
+    raw = bytearray(sc.read_bytes())
+    # Every chunk here holds 32 int64 (256 bytes): find their headers by nbytes.
+    pattern = struct.pack("<i", 256)
+    at = raw.index(pattern, 32)
+    raw[at + 4:at + 8] = struct.pack("<i", 0)
+    sc.write_bytes(raw)
+    a = ca.open(root, mode="r", storage={"verify": False})
+    with pytest.raises(CArrayError):
+        a[:]
+
+
+def test_ds_type_that_is_a_list(tmp_path):
+    raw = (DATA / "ds" / "medium.ds").read_bytes()
+    first, rest = raw.split(b"\n", 1)
+    header, body = rest.split(b"\n", 1)
+    meta = json.loads(header)
+    name = next(k for k in meta if not k.startswith("."))
+    meta[name][".type"] = ["float64"]
+    path = tmp_path / "bad.ds"
+    path.write_bytes(first + b"\n" + json.dumps(meta).encode() + b"\n" + body)
+    with pytest.raises(FormatError, match="bad.ds.*type"):
+        ds.read(path)
+
+
+@pytest.mark.parametrize("chunklen", [2**63, 2**40])
+def test_bcolz_absurd_chunklen(tmp_path, chunklen):
+    root = tmp_path / "b.bcolz"
+    shutil.copytree(DATA / "bcolz" / "c_i4_lz4_c5_shuffle.bcolz", root)
+    _edit_json(root / "meta" / "storage", chunklen=chunklen)
+    with pytest.raises(FormatError, match="meta/storage"):
+        ca.open(root, mode="r")[:]
+
+
+@pytest.mark.parametrize("length", [2**31, 2**62, 2**64])
+def test_lengths_beyond_the_files_are_refused_before_allocating(tmp_path, length):
+    root = tmp_path / "b.bcolz"
+    shutil.copytree(DATA / "bcolz" / "c_i4_lz4_c5_shuffle.bcolz", root)
+    _edit_json(root / "meta" / "sizes", shape=[length])
+    with pytest.raises(FormatError, match="meta/sizes"):
+        ca.open(root, mode="r")[:]
+    sc = _superchunk(tmp_path)
+    _edit_json(sc / "meta" / "sizes", shape=[length], length=length)
+    with pytest.raises(FormatError, match="meta/sizes"):
+        ca.open(sc, mode="r")[:]
+
+
+def test_sparse_frame_missing_a_chunk_file(tmp_path):
+    root = tmp_path / "s.b2nd"
+    shutil.copytree(DATA / "blosc2" / "nd_f8_3d_sparse.b2nd", root)
+    (root / "00000000.chunk").unlink()
+    with pytest.raises(FormatError, match="00000000.chunk"):
+        ca.open(root, mode="r")[:]
+    with pytest.raises(FormatError, match="00000000.chunk"):
+        b2frame.read_array(root)
+
+
+def test_sparse_frame_missing_its_index(tmp_path):
+    root = tmp_path / "s.b2nd"
+    shutil.copytree(DATA / "blosc2" / "nd_f8_3d_sparse.b2nd", root)
+    (root / "chunks.b2frame").unlink()
+    with pytest.raises(CArrayError, match="chunks.b2frame"):
+        b2frame.read_frame(root)
