@@ -1,4 +1,5 @@
-"""ctable queries against pandas, numpy+numexpr, pyarrow+Parquet and python-blosc2.
+"""ctable queries against pandas, polars, duckdb, numpy+numexpr, pyarrow+Parquet and
+python-blosc2.
 
 Data: 10 M rows x 4 columns (int64 ``id`` = row number, float64 ``x`` and
 ``y`` uniform in [0, 1), int32 ``category`` in [0, 100)).  Query:
@@ -7,11 +8,13 @@ Data: 10 M rows x 4 columns (int64 ``id`` = row number, float64 ``x`` and
 Cases, every library in the same run, medians of ``--repeat`` runs:
 
 * memory: our in-memory (compressed) table vs pandas ``df.query`` and a
-  boolean mask, numpy + numexpr on plain arrays, python-blosc2's ``CTable.where``.
+  boolean mask, polars ``DataFrame.filter`` (uncompressed, multi-threaded), numpy
+  + numexpr on plain arrays, python-blosc2's ``CTable.where``.
 * disk, cold open: open the dataset and run the query each time (warm page
   cache: it cannot be dropped here) - ours vs pyarrow reading the needed
-  Parquet columns with a filter vs python-blosc2 lazy expressions over its
-  on-disk ``.b2nd`` arrays.
+  Parquet columns with a filter, polars ``scan_parquet`` and duckdb over the
+  same Parquet file, vs python-blosc2 lazy expressions over its on-disk
+  ``.b2nd`` arrays.
 * sorted on ``x``: the same on disk, ours with the per-chunk min/max pruning
   on and off, vs pyarrow+Parquet (which prunes by row-group statistics).
 * conversion: ``fromdataframe``/``todataframe`` vs pandas ``to_parquet``/``read_parquet``.
@@ -34,9 +37,11 @@ import time
 from pathlib import Path
 
 import blosc2
+import duckdb
 import numexpr
 import numpy as np
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -94,6 +99,16 @@ def parquet_query(path: str) -> np.ndarray:
     return table.column("id").to_numpy()
 
 
+def polars_scan_query(path: str) -> np.ndarray:
+    return pl.scan_parquet(path).filter((pl.col("x") < 0.1) & (pl.col("y") > 0.5)) \
+        .select("id").collect()["id"].to_numpy()
+
+
+def duckdb_query(con, path: str) -> np.ndarray:
+    return con.execute(f"SELECT id FROM read_parquet('{path}') WHERE x < 0.1 AND y > 0.5") \
+        .fetchnumpy()["id"]
+
+
 def ours_query(t: ca.ctable, prune: bool = True) -> np.ndarray:
     return t.fetchwhere(EXPR, outcols=["id"], prune=prune)["id"]
 
@@ -131,6 +146,7 @@ def run_data(rows: int, sort: bool, tmp: str, repeat: int) -> dict:
     if not sort:
         arrays = {c: df[c].to_numpy() for c in df.columns}
         b2t = blosc2_table(df)
+        pdf = pl.from_pandas(df)
         timings.update({
             "carray (memory)": lambda: ours_query(mem),
             "pandas df.query": lambda: df.query(EXPR)["id"].to_numpy(),
@@ -140,12 +156,18 @@ def run_data(rows: int, sort: bool, tmp: str, repeat: int) -> dict:
                 EXPR, local_dict={"x": arrays["x"], "y": arrays["y"]})],
             "blosc2 CTable.where": lambda: np.asarray(
                 b2t.where(EXPR, columns=["id"])["id"][:]),
+            "polars filter (memory)": lambda: pdf.filter(
+                (pl.col("x") < 0.1) & (pl.col("y") > 0.5))["id"].to_numpy(),
         })
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
     timings.update({
         "carray (disk, cold open)": lambda: ours_query(ca.open(disk_root, mode="r")),
         "carray (disk, cold open, no pruning)": lambda: ours_query(
             ca.open(disk_root, mode="r"), prune=False),
         "pyarrow+Parquet (filter)": lambda: parquet_query(parquet),
+        "polars scan_parquet": lambda: polars_scan_query(parquet),
+        "duckdb Parquet": lambda: duckdb_query(con, parquet),
         "blosc2 lazyexpr (disk)": lambda: blosc2_disk_query(b2root),
     })
     case = {}
@@ -184,6 +206,9 @@ def ratios(results: dict) -> dict:
         "memory vs pandas mask": r["pandas mask"] / mem,
         "memory vs numpy+numexpr": r["numpy+numexpr"] / mem,
         "memory vs blosc2 CTable.where (target >= 5)": r["blosc2 CTable.where"] / mem,
+        "memory vs polars in memory (target >= 0.5)": r["polars filter (memory)"] / mem,
+        "disk vs polars scan_parquet (target >= 2)": r["polars scan_parquet"] / disk,
+        "disk vs duckdb Parquet (target >= 2)": r["duckdb Parquet"] / disk,
         "disk vs pyarrow+Parquet (target >= 3)": r["pyarrow+Parquet (filter)"] / disk,
         "disk vs blosc2 lazyexpr (target > 1)": r["blosc2 lazyexpr (disk)"] / disk,
         "sorted: disk vs pyarrow+Parquet (target >= 2)":

@@ -204,7 +204,7 @@ def inplace_case(data, chunklen, tmp) -> dict:
         with WriteCounter() as wc:
             a[pos] = a[pos] + 0.001
             a.flush()
-        cbytes = len(a._layout.read_chunk(7))
+        cbytes = len(a.engine.read_stored(7))
         a.close()
         out[fmt] = {"bytes_written": sum(wc.names.values()), "by_file": wc.names,
                     "chunk_cbytes": cbytes}

@@ -232,7 +232,7 @@ def _read_container(path: Path) -> None:
     a = ca.open(str(path), mode="r")
     try:
         dict(a.attrs)
-        a[:]
+        a[:] if a.shape else a[()]  # a 0-d array has no rows: its value
         if a.shape and a.shape[0]:
             a[a.shape[0] // 2]
     finally:

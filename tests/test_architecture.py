@@ -11,14 +11,16 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
 
 # Bottom to top: a module may import from its own layer and the layers below it.
 LAYERS: list[set[str]] = [
-    {"errors", "problems", "params", "_util", "safejson", "dtypes", "_fileio", "defaults"},
+    {"errors", "problems", "params", "_util", "safejson", "dtypes", "_fileio", "defaults",
+     "_html"},
     {"stores"},
     {"codecs", "_parallel"},
     {"geometry", "grid", "keys", "shapes", "chunkio"},
     {"formats", "layouts"},
     {"engine"},
     {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
-     "table_columns", "tables_interop", "query", "compute", "_table_verify"},
+     "table_columns", "tables_interop", "query", "compute", "_table_verify",
+     "_bcolz_array", "_order", "hdf5", "nested", "_table_txn"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -92,10 +92,12 @@ def test_open_is_typed_and_says_what_is_wrong(tmp_path):
 
 def test_get_and_extensions():
     assert registry.get("npy").extensions == (".npy",)
-    with pytest.raises(ValueError, match="unknown format 'zarr'"):
-        registry.get("zarr")
+    with pytest.raises(ValueError, match="unknown format 'hdf9'"):
+        registry.get("hdf9")
     assert registry.for_extension("x.B2ND").name == "b2nd"
-    assert registry.for_extension("x.zarr") is None
+    assert registry.for_extension("x.zarr").name == "zarr"
+    assert registry.for_extension("x.parquet").kind == "table"
+    assert registry.for_extension("x.h9") is None
     assert registry.for_extension("dir") is None
     names = [f.name for f in registry.FORMATS]
     assert len(names) == len(set(names))
@@ -113,9 +115,23 @@ def test_every_format_opens_describes_heads_and_verifies_a_fixture(fmt, tmp_path
     assert problems == [] and checked >= 1
 
 
+def _zarr_sample(path: Path) -> None:
+    zarr = pytest.importorskip("zarr")
+    z = zarr.create_array(str(path), shape=(10, 4), chunks=(3, 4), dtype="i4")
+    z[:] = np.arange(40).reshape(10, 4)
+
+
+def _parquet_sample(path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": np.arange(10), "b": np.linspace(0, 1, 10)}), path)
+
+
 def _sample(fmt: registry.Format, tmp_path: Path) -> Path:
     made = {"carray": lambda p: ca.carray(np.arange(100), rootdir=p, chunklen=30).close(),
-            "npy": lambda p: np.save(p, np.arange(12).reshape(4, 3))}
+            "npy": lambda p: np.save(p, np.arange(12).reshape(4, 3)),
+            "zarr": _zarr_sample, "parquet": _parquet_sample}
     if fmt.name in made:
         path = tmp_path / f"x{fmt.extensions[0]}"
         made[fmt.name](path)

@@ -16,7 +16,7 @@ from carray.problems import tally
 def table(tmp_path):
     root = tmp_path / "t"
     t = ca.ctable({"a": np.arange(10), "s": np.array(["x", "yy"] * 5, dtype=object)},
-                  rootdir=root)
+                  rootdir=root, format="bcolz")  # the tests damage bcolz chunk files
     t.attrs["k"] = 1
     t.close()
     return root

@@ -100,3 +100,78 @@ def test_categorical_and_string_dtypes():
                        "s": pd.array(["x", "y", "z"], dtype="string")})
     t = ca.ctable.fromdataframe(df)
     assert list(t["c"][:]) == ["a", "b", "a"] and list(t["s"][:]) == ["x", "y", "z"]
+
+
+# -- the Arrow C stream, the interchange protocol, notebooks ------------------------------------
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    n = 10_007
+    t = ca.ctable({"id": np.arange(n), "x": np.linspace(0, 1, n),
+                   "name": np.array([f"s{i % 11}" for i in range(n)], dtype=object),
+                   "v": np.arange(2 * n, dtype="f4").reshape(n, 2)},
+                  rootdir=tmp_path / "t.ctable", mode="w")
+    yield t
+    t.close()
+
+
+def test_pa_table_reads_the_c_stream(mixed, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 1000)
+    reader = pa.RecordBatchReader.from_stream(mixed)
+    batches = list(reader)
+    assert [b.num_rows for b in batches] == [1000] * 10 + [7]  # a batch at a time
+    got = pa.table(mixed)
+    assert got.column_names == ["id", "x", "name", "v"]
+    assert got.schema.field("name").type == pa.large_string()
+    assert got.column("id").to_pylist() == list(range(len(mixed)))
+    assert got.column("name")[12].as_py() == "s1"
+    assert got.column("v")[3].as_py() == [6.0, 7.0]
+    assert got.equals(mixed.to_arrow())
+
+
+def test_c_stream_honours_a_requested_schema(mixed):
+    pa = pytest.importorskip("pyarrow")
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("name", pa.large_string()),
+                        ("v", pa.list_(pa.float32(), 2))])
+    got = pa.RecordBatchReader.from_stream(mixed, schema=schema).read_all()
+    assert got.schema.equals(schema)
+
+
+def test_polars_and_duckdb_read_a_ctable(mixed):
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    df = pl.DataFrame(mixed)
+    assert df.shape == (len(mixed), 4) and df["name"][12] == "s1"
+    t = mixed  # noqa: F841 - duckdb finds Arrow streams by the variable's name
+    assert duckdb.sql("SELECT count(*), max(id) FROM t").fetchall() == [
+        (len(mixed), len(mixed) - 1)]
+
+
+def test_pandas_reads_columns_through_the_protocols(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    t = ca.ctable({"a": np.arange(5), "s": np.array(list("abcde"), dtype=object)})
+    for df in (pd.api.interchange.from_dataframe(t), pd.DataFrame.from_arrow(t)):
+        assert list(df.columns) == ["a", "s"]
+        assert df["a"].tolist() == [0, 1, 2, 3, 4] and df["s"].tolist() == list("abcde")
+    with pytest.raises(RuntimeError, match="allow_copy"):
+        t.__dataframe__(allow_copy=False)
+
+
+def test_repr_html_shows_the_edges_only(mixed):
+    html = mixed._repr_html_()
+    assert html.count("<tr>") < 20 and "s1" in html and "10,007" in html
+    assert "&hellip;" in html
+    a = ca.carray(np.arange(1_000_000))
+    html = a._repr_html_()
+    assert "999999" in html and "499999" not in html and "ratio" in html
+    small = ca.carray(np.arange(3))
+    assert "&hellip;" not in small._repr_html_()
+
+
+def test_repr_html_of_empty_and_0d_arrays():
+    assert "5.0" in ca.carray(np.array(5.0))._repr_html_()
+    assert "&hellip;" not in ca.carray(np.arange(0))._repr_html_()
+    assert "<td>0</td>" in ca.ctable({"a": np.arange(0)})._repr_html_()  # 0 rows

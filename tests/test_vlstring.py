@@ -152,3 +152,12 @@ def test_in_tables(tmp_path):
     assert [row.name for row in r.iter(0, 2)] == ["name 0 ✓", "name 1 ✓"]
     c = r.copy()
     assert list(c["name"][:3]) == list(names[:3])
+
+
+def test_arrow_rows_are_a_slice_of_the_stored_bytes():
+    pytest.importorskip("pyarrow")
+    words = ["", "a", "bé", "ccc", "", "dddd"] * 1000
+    col = StringColumn(np.array(words, dtype=object))
+    assert col.arrow_rows(2, 9).to_pylist() == words[2:9]
+    assert col.arrow_rows(5990, 7000).to_pylist() == words[5990:]
+    assert col.arrow_rows(3, 3).to_pylist() == []

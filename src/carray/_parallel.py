@@ -9,22 +9,40 @@ around the C call, so plain Python threads suffice.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
 from carray.codecs import blosc
 from carray.codecs.threads import get_nthreads
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
 _local = threading.local()
 # Held while a layout fetches chunk bytes: layouts are not safe to call from two threads.
 io_lock = threading.Lock()
 _pools: dict[int, ThreadPoolExecutor] = {}
+_background: dict[str, ThreadPoolExecutor] = {}
 _pool_lock = threading.Lock()
 #: Chunks fetched at once from an object store: each fetch mostly waits on the network.
 IO_THREADS = 16
+
+
+def _forget_pools() -> None:
+    """A forked child has none of its parent's worker threads: start new pools there."""
+    global _pool_lock
+    _pools.clear()
+    _background.clear()
+    _pool_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_forget_pools)
 
 
 def decoder() -> blosc.Decoder:
@@ -105,3 +123,74 @@ def run(tasks: Sequence[Callable[[], None]], threads: bool = True,
             error = error or exc
     if error is not None:
         raise error
+
+
+def pipeline(fn: Callable[[_T], _R], items: Iterable[_T], window: int | None = None
+             ) -> Iterator[_R]:
+    """``fn(item)`` for every item, in order, computed on worker threads ahead of the
+    caller, which consumes each result (e.g. writes it) while later ones are computed.
+
+    At most ``window`` items (default: two per worker) are in flight, so memory
+    stays bounded however many items there are.  Runs inline when there are no
+    contexts to spare or when called from a worker.  Leaving the loop early (or an
+    error) waits for the items in flight before returning.
+    """
+    n = workers()
+    if n <= 1 or in_worker():
+        for item in items:
+            yield fn(item)
+        return
+    pool = _executor(n)
+    window = window or 2 * n
+    pending: deque[Future[_R]] = deque()
+
+    def task(item: _T) -> _R:
+        _local.inside = True
+        try:
+            return fn(item)
+        finally:
+            _local.inside = False
+
+    try:
+        for item in items:
+            pending.append(submit(pool, task, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for f in pending:  # nothing may still run once the caller moves on
+            f.cancel()
+        for f in pending:
+            if not f.cancelled():
+                f.exception()
+
+
+def background(name: str) -> ThreadPoolExecutor:
+    """The one background thread named ``name``, for work that overlaps the caller's
+    (``files``: writing finished files; ``cleanup``: deleting a replaced dataset).
+    The interpreter lets queued work finish before exiting."""
+    with _pool_lock:
+        pool = _background.get(name)
+        if pool is None:
+            pool = _background[name] = ThreadPoolExecutor(1, thread_name_prefix=f"carray-{name}")
+        return pool
+
+
+def submit(pool: ThreadPoolExecutor, fn: Callable[..., _R], *args: object) -> Future[_R]:
+    """``pool.submit(fn, *args)``, or the call made here and now once the interpreter
+    is shutting down and starts no more threads (flushes at exit still complete)."""
+    try:
+        return pool.submit(fn, *args)
+    except RuntimeError:
+        done: Future[_R] = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller via the future
+            done.set_exception(exc)
+        return done
+
+
+def in_background(fn: Callable[..., object], *args: object) -> None:
+    """Run ``fn(*args)`` on the ``cleanup`` thread: work nobody waits for."""
+    submit(background("cleanup"), fn, *args)

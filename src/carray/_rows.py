@@ -1,5 +1,5 @@
-"""bcolz's row API on a carray: iterating rows and blocks of rows, ``where``, ``sum``,
-``copy``, all a run of chunk rows at a time."""
+"""bcolz's row API on a carray: iterating rows and blocks of rows and ``where``, a run of
+chunk rows at a time (``sum`` and the other reductions are in :mod:`carray.compute`)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ class RowIteration:
         def __len__(self) -> int: ...
 
     def __iter__(self) -> Iterator[Any]:
+        if not self.ndim:
+            raise TypeError("iteration over a 0-d carray")
         return self.iter()
 
     def iter(self, start: int = 0, stop: int | None = None, step: int = 1,
@@ -52,7 +54,7 @@ class RowIteration:
     def iterblocks(self, blen: int | None = None, start: int = 0,
                    stop: int | None = None) -> Iterator[np.ndarray]:
         """Iterate over consecutive blocks of ``blen`` rows (default: the chunk length)."""
-        blen = blen or self.chunks[0]
+        blen = blen or max(self.chunks[0], 1)  # a Blosc2 frame may record 0 when empty
         if blen < 1:
             raise ValueError("blen must be positive")
         rows = range(self.shape[0])[start:stop]
@@ -68,7 +70,7 @@ class RowIteration:
         mask_src = boolarr if hasattr(boolarr, "read_rows") else np.asarray(boolarr)
         if mask_src.dtype != bool:
             raise TypeError("boolarr must be of bool dtype")
-        cl, n = self.chunks[0], len(self)
+        cl, n = max(self.chunks[0], 1), len(self)
 
         def blocks() -> Iterator[np.ndarray]:
             for i in range(0, n, cl):
@@ -82,18 +84,7 @@ class RowIteration:
         """Iterate over the indices where this (bool) array is true."""
         if self.dtype.kind != "b" or self.ndim != 1:
             raise TypeError("wheretrue needs a 1-d bool carray")
-        cl, n = self.chunks[0], len(self)
+        cl, n = max(self.chunks[0], 1), len(self)
         blocks = (np.flatnonzero(self.read_rows(range(i, min(i + cl, n)))) + i
                   for i in range(0, n, cl))
         return (int(i) for i in skip_and_limit(blocks, skip, limit))
-
-    def sum(self, dtype: Any = None) -> Any:
-        """Sum of all values, computed a run of chunk rows at a time."""
-        if self.dtype.kind in "SUVO":
-            raise TypeError(f"cannot sum values of dtype {self.dtype}")
-        acc_dtype = np.dtype(dtype) if dtype is not None else \
-            np.sum(np.zeros(1, dtype=self.dtype)).dtype
-        total = acc_dtype.type(0)
-        for block in self.iterblocks():
-            total = total + block.sum(dtype=acc_dtype)
-        return acc_dtype.type(total)

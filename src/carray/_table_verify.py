@@ -1,8 +1,8 @@
 """Verification of a table directory: ``__rootdirs__``, ``__attrs__`` and every column.
 
-A column is a carray directory (any array layout) or a variable-length string
+A column is a carray directory (any array layout), a variable-length string
 column (``__vlstring__`` marker, ``offsets/`` and ``values/`` arrays, checked
-as its reader checks them).  Columns are verified with their layout's own
+as its reader checks them) or a nested column (a table directory of its fields).  Columns are verified with their layout's own
 verifier; nothing is written.
 """
 
@@ -58,6 +58,9 @@ def _verify_column(store: Store, key: str, name: str) -> Iterator[Finding]:
         yield from _verify_strings(store, key, name)
         return
     kind = sniff_layout(key, store)
+    if kind is None and store.exists(store.join(key, ROOTDIRS)):
+        yield from verify_table(store, key)  # a nested column: a table of its fields
+        return
     if kind is None:
         yield Problem(url, "", f"column {name!r} has no carray directory")
         return

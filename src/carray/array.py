@@ -14,16 +14,18 @@ from typing import Any
 
 import numpy as np
 
+from carray._bcolz_array import BcolzArrayAPI
+from carray._order import check_order, stored_ckey, stored_okey
 from carray._portable import PortableArray
 from carray._rows import RowIteration
-from carray._util import human
 from carray.attrs import Attrs
+from carray.compute import ComputeMixin, register_array_type
 from carray.container import Container, check_mode
 from carray.defaults import resolve_cparams
 from carray.engine import ArrayEngine
 from carray.errors import ContainerNotFoundError, UnsupportedDTypeError
 from carray.grid import NDGrid
-from carray.keys import coordinate_key, needs_coordinates, orthogonal_key
+from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, default_format
 from carray.layouts.base import ArrayMeta
 from carray.params import CParams
@@ -42,6 +44,28 @@ def _split_dtype(dtype: np.dtype) -> tuple[np.dtype, tuple[int, ...]]:
         base, shape = dtype.subdtype
         return base, shape
     return dtype, ()
+
+
+def _wants_objects(array: Any, dtype: Any) -> bool:
+    """Whether a new array is to hold Python objects (dtype object, asked or found)."""
+    if dtype is not None:
+        return np.dtype(dtype) == np.dtype(object)
+    if isinstance(array, carray):
+        return array.dtype == np.dtype(object)
+    return isinstance(array, np.ndarray) and array.dtype == np.dtype(object)
+
+
+def _object_items(values: Any) -> np.ndarray:
+    """``values`` (a sequence, or a carray) as a 1-d object array, one item per element:
+    lists and tuples stay whole items, as bcolz keeps them."""
+    seq = values[:] if isinstance(values, carray) else values
+    if seq is None:
+        return np.empty(0, dtype=object)
+    items = list(seq) if not isinstance(seq, np.ndarray) or seq.ndim else [seq[()]]
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
 
 
 def _is_int(k: Any) -> bool:
@@ -66,21 +90,22 @@ class Indexer:
     def __getitem__(self, key: Any) -> Any:
         a = self._array
         if self._kind == "v":
-            out = a.engine.read_coords(coordinate_key(_plain(key), a.shape))
+            out = a.read_points(coordinate_key(_plain(key), a.shape))
         else:
-            out = a.engine.read(orthogonal_key(_plain(key), a.shape))
+            out = a.read_selection(orthogonal_key(_plain(key), a.shape))
         return out[()] if out.ndim == 0 else out
 
     def __setitem__(self, key: Any, value: Any) -> None:
         a = self._array
         values = a.as_values(value)
         if self._kind == "v":
-            a.engine.write_coords(coordinate_key(_plain(key), a.shape), values)
+            a.write_points(coordinate_key(_plain(key), a.shape), values)
         else:
-            a.engine.write(orthogonal_key(_plain(key), a.shape), values)
+            a.write_selection(orthogonal_key(_plain(key), a.shape), values)
 
 
-class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz name users know
+class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801 - bcolz's name
+             BcolzArrayAPI):
     """A compressed, chunked N-d array.
 
     Parameters
@@ -153,8 +178,12 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
                  safe: bool = True, mode: str = "a", *, chunks: Any = None, blocks: Any = None,
                  allow_pickle: bool = False, fsync: bool = True,
                  format: str | None = None,  # noqa: A002
-                 storage: dict | None = None, storage_options: dict | None = None) -> None:
+                 storage: dict | None = None, storage_options: dict | None = None,
+                 order: str = "C") -> None:
         check_mode(mode)
+        check_order(order)
+        self._safe = bool(safe)
+        self._view_of: carray | None = None
         if format is not None and format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
         self._storage = dict(storage or {})
@@ -164,8 +193,11 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
         self._storage_options = storage_options
         store, path = resolve(rootdir, storage_options) if rootdir is not None \
             else (LOCAL, None)
+        objects = allow_pickle and _wants_objects(array, dtype)
         if format is None:
-            format = default_format(rootdir)  # noqa: A001 - '.b2nd' paths are frames
+            # '.b2nd' paths are frames; pickled objects live in bcolz directories only.
+            format = "bcolz" if objects and rootdir is not None else \
+                default_format(rootdir)  # noqa: A001
         if rootdir is not None and array is None and path is not None and store.exists(path):
             engine = ArrayEngine.open(path, store=store, mode=mode, fsync=fsync,
                                       allow_pickle=allow_pickle, storage=self._storage)
@@ -177,17 +209,27 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
             if rootdir is None:
                 raise ValueError("mode 'r' needs an existing rootdir")
             raise ContainerNotFoundError(f"{rootdir}: no such carray directory")
-        data, meta = self._new_meta(array, cparams, dtype, dflt, expectedlen, chunklen, chunks,
-                                    blocks, format)
+        if objects:
+            data = _object_items(array)
+            meta = self._object_meta(cparams, expectedlen, format if rootdir else None)
+        else:
+            data, meta = self._new_meta(array, cparams, dtype, dflt, expectedlen, chunklen,
+                                        chunks, blocks, format)
+        if order == "F":
+            meta = self._fortran_meta(meta, format)
         engine = ArrayEngine.create(path, meta, store=store, format=format, mode=mode,
                                     fsync=fsync, storage=self._storage)
         self._attach(engine)
-        if len(data):
+        if not meta.shape:
+            self._engine.write(orthogonal_key((), ()), np.asarray(data, dtype=meta.dtype))
+        elif objects:
+            self.append(data)
+        elif len(data):
             if isinstance(data, carray):
                 for block in data.iterblocks():
                     self.append(block)
             else:
-                self.append(data.reshape((len(data), *meta.shape[1:])))
+                self.append(data.reshape((len(data), *self.shape[1:])))
         self.flush()
 
     # -- construction ---------------------------------------------------------------------
@@ -199,16 +241,18 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
         data: Any
         if array is None:
             data = np.empty(0, dtype=np.dtype(dtype) if dtype is not None else np.float64)
-        elif isinstance(array, carray):
+        elif isinstance(array, carray) and array.shape:
             data = array
+        elif isinstance(array, carray):
+            data = np.asarray(array[()], dtype=array.dtype)
         else:
             data = np.asarray(array, dtype=dtype)
         dt = np.dtype(dtype) if dtype is not None else data.dtype
         if isinstance(data, carray) and dtype is not None and dt != data.dtype:
             data = data[:].astype(dt)
         base, atom = _split_dtype(dt)
-        if isinstance(data, np.ndarray) and data.ndim == 0:
-            raise ValueError("a carray needs at least one dimension; got a 0-d value")
+        if isinstance(data, np.ndarray) and data.ndim == 0 and not atom:
+            return data, self._scalar_meta(data, base, cparams, dflt, format)
         atomshape = tuple(atom) + tuple(data.shape[1:])
         if base == np.dtype(object):
             raise UnsupportedDTypeError(
@@ -229,6 +273,40 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
                          cparams=cp, dflt=dflt_arr, expectedlen=expected)
         meta.grid  # noqa: B018 - validates the shapes before anything is created
         return data, meta
+
+    @staticmethod
+    def _object_meta(cparams: Any, expectedlen: int | None,
+                     format: str | None) -> ArrayMeta:  # noqa: A002
+        """The metadata of a new array of Python objects (its creator opted in to pickles)."""
+        if format not in (None, "bcolz"):
+            raise UnsupportedDTypeError(f"object arrays are stored only as bcolz directories "
+                                        f"(one pickle per file), not as {format}")
+        return ArrayMeta(dtype=np.dtype(object), shape=(0,), chunks=(1,), blocks=None,
+                         cparams=resolve_cparams(cparams), dflt=None,
+                         expectedlen=int(expectedlen or 0))
+
+    @staticmethod
+    def _fortran_meta(meta: ArrayMeta, format: str | None) -> ArrayMeta:  # noqa: A002
+        """``meta`` of a new array for the stored array of an order-'F' one: its transpose."""
+        if format in ("bcolz", "b2nd", "caterva"):
+            raise ValueError(f"the {format} format has no Fortran order (python-blosc2 and "
+                             "bcolz read C order only); use the superchunk format")
+        blocks = None if meta.blocks is None else tuple(meta.blocks)[::-1]
+        return meta.replace(shape=tuple(meta.shape)[::-1], chunks=tuple(meta.chunks)[::-1],
+                            blocks=blocks, order="F")
+
+    @staticmethod
+    def _scalar_meta(data: np.ndarray, base: np.dtype, cparams: Any, dflt: Any,
+                     format: str | None) -> ArrayMeta:  # noqa: A002
+        """The metadata of a 0-d array: one chunk of one item."""
+        if format == "bcolz":
+            raise ValueError("the bcolz layout stores rows: a 0-d array needs another format")
+        if base == np.dtype(object):
+            raise UnsupportedDTypeError("object arrays cannot be stored: their items would "
+                                        "have to be pickled")
+        dflt_arr = np.zeros((), dtype=base) if dflt is None else np.asarray(dflt, dtype=base)
+        return ArrayMeta(dtype=base, shape=(), chunks=(), blocks=(), cparams=resolve_cparams(
+            cparams), dflt=dflt_arr, expectedlen=1)
 
     def _attach(self, engine: ArrayEngine) -> None:
         self._engine = engine
@@ -268,11 +346,17 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._engine.shape
+        shape = self._engine.shape
+        return shape[::-1] if self._engine.order == "F" else shape
+
+    @property
+    def order(self) -> str:
+        """'C', or 'F' for an array stored (and read back) in Fortran order."""
+        return self._engine.order
 
     @property
     def ndim(self) -> int:
-        return len(self._engine.shape)
+        return len(self._engine.shape)  # the same in either order
 
     @property
     def size(self) -> int:
@@ -280,10 +364,13 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
 
     @property
     def len(self) -> int:
-        return self._engine.shape[0]
+        return len(self)
 
     def __len__(self) -> int:
-        return self._engine.shape[0]
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d carray")
+        return shape[0]
 
     @property
     def itemsize(self) -> int:
@@ -306,17 +393,28 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
     @property
     def chunklen(self) -> int:
         """Rows per chunk: the chunk size along the first axis."""
-        return self._engine.chunks[0]
+        if not self.ndim:
+            return 1
+        # The engine's own chunks: never 0, as a Blosc2 frame may record on an empty axis.
+        chunks = self._engine.chunks
+        return chunks[-1] if self._engine.order == "F" else chunks[0]
 
     @property
     def chunks(self) -> tuple[int, ...]:
-        """The chunk shape."""
-        return self._engine.chunks
+        """The chunk shape (as the file records it: a Blosc2 frame may say 0 along an
+        empty axis)."""
+        chunks = self._engine.declared_chunks
+        return chunks[::-1] if self._engine.order == "F" else chunks
 
     @property
     def blocks(self) -> tuple[int, ...] | None:
         """The block shape inside a chunk (None: Blosc's own blocks over C order)."""
-        return self._engine.blocks
+        blocks = self._engine.blocks
+        if blocks is None:
+            return None
+        if self._engine.order == "F":
+            blocks = blocks[::-1]
+        return tuple(0 if c == 0 else b for c, b in zip(self.chunks, blocks, strict=True))
 
     @property
     def grid(self) -> NDGrid:
@@ -330,7 +428,10 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
 
     @property
     def leftover(self) -> int:
-        """Rows in the last, partial run of chunk rows."""
+        """Rows in the last, partial run of chunk rows (0 for a Fortran-order array of
+        several axes: its rows are the stored array's last axis, always written whole)."""
+        if self._engine.order == "F" and self.ndim > 1:
+            return 0
         return self._engine.leftover
 
     nleftover = leftover
@@ -338,6 +439,8 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
     @property
     def partitions(self) -> list[tuple[int, int]]:
         """``(start, stop)`` row ranges of every run of chunk rows, the partial one included."""
+        if not self.ndim:
+            return []
         cl, n = self.chunklen, len(self)
         return [(i, min(i + cl, n)) for i in range(0, n, cl)]
 
@@ -372,11 +475,50 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
 
     def read_rows(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
         """Whole rows ``rows`` (a range, any step) as an array, into ``out`` if given."""
-        return self._engine.read_rows(rows, out)
+        if self._engine.order == "C":
+            return self._engine.read_rows(rows, out)
+        if rows.step < 0:
+            got = self.read_rows(rows[::-1])[::-1]
+        else:
+            shape = self.shape
+            got = self.read_selection(OrthoKey(shape, (rows, *(range(n) for n in shape[1:])),
+                                               (), (), (len(rows), *shape[1:])))
+        if out is None:
+            return got
+        out[...] = got
+        return out
+
+    def read_selection(self, okey: OrthoKey) -> np.ndarray:
+        """The items an orthogonal key on this array selects (Fortran-contiguous when the
+        array is stored in Fortran order)."""
+        if self._engine.order == "C":
+            return self._engine.read(okey)
+        return okey.finish(self._engine.read(stored_okey(okey)).T)
+
+    def read_points(self, ckey: CoordKey) -> np.ndarray:
+        """The items at a coordinate key's positions, in its output shape."""
+        if self._engine.order == "C":
+            return self._engine.read_coords(ckey)
+        return self._engine.read_coords(stored_ckey(ckey))
+
+    def write_selection(self, okey: OrthoKey, values: np.ndarray) -> None:
+        """Assign ``values`` (of the dtype, broadcastable to the key) to a selection."""
+        if self._engine.order == "C":
+            self._engine.write(okey, values)
+        else:
+            sokey = stored_okey(okey)
+            self._engine.write(sokey, okey.expand_values(values).T)
+
+    def write_points(self, ckey: CoordKey, values: np.ndarray) -> None:
+        """Assign ``values`` (broadcast to the key's shape) at a coordinate key's positions."""
+        if self._engine.order == "C":
+            self._engine.write_coords(ckey, values)
+        else:
+            self._engine.write_coords(stored_ckey(ckey), values)
 
     def take(self, indices: Any) -> np.ndarray:
         """The rows at ``indices`` (ints, any order, repeats allowed)."""
-        return self._engine.read(orthogonal_key(np.asarray(indices, dtype=np.intp),
+        return self.read_selection(orthogonal_key(np.asarray(indices, dtype=np.intp),
                                                 self.shape))
 
     def __getitem__(self, key: Any) -> Any:
@@ -386,7 +528,7 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
         engine = self._engine
         if engine.objects is not None:
             return engine.objects[key]
-        shape = engine.shape
+        shape = self.shape
         if _is_int(key) and len(shape) == 1:
             n = shape[0]
             if not -n <= key < n:
@@ -400,15 +542,16 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
                     raise IndexError(f"index {int(k)} is out of bounds for axis {ax} with "
                                      f"size {n}")
                 index.append(int(k) % n)
-            return engine.read_item(tuple(index))
+            return engine.read_item(tuple(index[::-1]) if engine.order == "F"
+                                    else tuple(index))
         if needs_coordinates(key):
-            result = engine.read_coords(coordinate_key(key, shape))
+            result = self.read_points(coordinate_key(key, shape))
         else:
-            result = engine.read(orthogonal_key(key, shape))
+            result = self.read_selection(orthogonal_key(key, shape))
         return result[()] if result.ndim == 0 else result
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        out = self[:]
+        out = np.asarray(self[...])
         return out if dtype is None else out.astype(dtype, copy=False)
 
     # -- writing --------------------------------------------------------------------------
@@ -435,16 +578,42 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
         waits in the tail until it fills or the array is flushed.
         """
         self._engine.check_writable()
-        self._engine.append(self._as_rows(array))
+        if not self.ndim:
+            raise TypeError("cannot append to a 0-d carray (it has no rows)")
+        objects = self._engine.objects
+        if objects is not None:
+            self._engine.replace_objects(np.concatenate([objects, _object_items(array)]),
+                                         len(objects))
+            return
+        rows = self._as_rows(array)
+        if self._engine.order == "C" or self.ndim == 1:
+            self._engine.append(rows)
+            return
+        # Rows of a Fortran-order array are the stored array's last axis: it grows (the
+        # chunks along it are rewritten), then the new items are written.
+        n = len(self)
+        with self._engine.transaction():
+            self._engine.resize((*self._engine.shape[:-1], n + len(rows)))
+            shape = self.shape
+            self.write_selection(OrthoKey(shape, (range(n, n + len(rows)),
+                                                  *(range(m) for m in shape[1:])),
+                                          (), (), rows.shape), rows)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._engine.check_writable()
         key = _plain(key)
+        objects = self._engine.objects
+        if objects is not None:
+            changed = objects.copy()
+            changed[key] = value
+            touched = np.arange(len(objects))[key]
+            self._engine.replace_objects(changed, int(np.min(touched, initial=len(objects))))
+            return
         values = self.as_values(value)
         if needs_coordinates(key):
-            self._engine.write_coords(coordinate_key(key, self.shape), values)
+            self.write_points(coordinate_key(key, self.shape), values)
         else:
-            self._engine.write(orthogonal_key(key, self.shape), values)
+            self.write_selection(orthogonal_key(key, self.shape), values)
 
     # -- resizing -------------------------------------------------------------------------
 
@@ -463,7 +632,14 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
         new = tuple(int(n) for n in new)
         if any(n < 0 for n in new):
             raise ValueError(f"new shape {new} has a negative length")
-        self._engine.resize(new)
+        objects = self._engine.objects
+        if objects is not None:  # grown with None, bcolz's fill for objects
+            grown = np.empty(new[0], dtype=object)
+            grown[:min(new[0], len(objects))] = objects[:new[0]]
+            self._engine.replace_objects(grown, min(new[0], len(objects)))
+            self._engine.flush()
+            return
+        self._engine.resize(new[::-1] if self._engine.order == "F" else new)
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows (a negative count grows the array)."""
@@ -483,16 +659,56 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
         self._engine.flush()
 
     def _release(self) -> None:
-        self._engine.close()
+        if self._view_of is None:  # a view leaves the storage to the array it views
+            self._engine.close()
+
+    @property
+    def safe(self) -> bool:
+        """bcolz's safe mode: values are always converted and checked, whatever it says."""
+        return self._safe
+
+    def view(self) -> carray:
+        """A light second handle on the same storage (bcolz's view): writes through either
+        are seen by both; closing the view leaves the array open."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other._view_of = self
+        return other
+
+    def purge(self) -> None:
+        """Delete the stored array (its directory or frame file); nothing in memory.
+
+        The handle is released first and cannot be used afterwards.
+        """
+        if self._rootdir is None:
+            return
+        self._engine.check_writable()
+        self._engine.release()
+        store, path = resolve(self._rootdir, self._storage_options)
+        assert path is not None
+        if store.isdir(path):
+            store.rmtree(path)
+        elif store.exists(path):
+            store.delete(path)
 
     def free_cachemem(self) -> None:
         """Drop the decoded-chunk cache."""
         self._engine.drop_cache()
 
     def copy(self, **kwargs: Any) -> carray:
-        """A new carray with the same items; keyword arguments as for the constructor."""
+        """A new carray with the same items; keyword arguments as for the constructor
+        (``cparams=`` recompresses every chunk, ``rootdir=`` puts the copy on disk)."""
+        if self._engine.objects is not None:
+            kwargs.setdefault("cparams", self.cparams)
+            return type(self)(self[:], dtype=object, allow_pickle=True, **kwargs)
+        if not self.shape:
+            kwargs.setdefault("cparams", self.cparams)
+            return type(self)(self[()], dtype=kwargs.pop("dtype", self.dtype), **kwargs)
+        chunks, blocks = self._engine.chunks, self._engine.blocks
+        if self.order == "F":  # given in the user's axis order
+            chunks, blocks = chunks[::-1], None if blocks is None else blocks[::-1]
         args = dict(cparams=self.cparams, dflt=self.dflt, expectedlen=len(self),
-                    chunks=self.chunks, blocks=self.blocks)
+                    chunks=chunks, blocks=blocks, order=self.order)
         if ("expectedlen" in kwargs or "chunklen" in kwargs) and "chunks" not in kwargs:
             args.pop("chunks")
             args.pop("blocks")
@@ -504,6 +720,25 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
             out.append(block if dtype is None else block.astype(out.dtype))
         out.flush()
         return out
+
+    def _repr_html_(self) -> str:
+        """An HTML summary for notebooks: shape, chunks, sizes and the first and last rows
+        (only those are read)."""
+        from carray._html import edge_rows, summary_html
+        from carray._util import human
+
+        first, last = edge_rows(len(self) if self.ndim else 0)
+        ratio = self.nbytes / self.cbytes if self.cbytes else 0.0
+        facts = [("shape", self.shape), ("dtype", self.dtype), ("chunks", self.chunks),
+                 ("blocks", self.blocks), ("codec", f"{self.cparams.cname} "
+                                                    f"level {self.cparams.clevel}"),
+                 ("nbytes", human(self.nbytes)), ("cbytes", human(self.cbytes)),
+                 ("ratio", f"{ratio:.2f}"), ("rootdir", self.rootdir or "memory")]
+        if not self.ndim:  # a 0-d array: its one value is the preview
+            return summary_html("carray", [*facts, ("value", self[()])])
+        head = [[i, v] for i, v in zip(first, self[first.start:first.stop], strict=True)]
+        tail = [[i, v] for i, v in zip(last, self[last.start:last.stop], strict=True)]
+        return summary_html("carray", facts, ["", "value"], head, tail)
 
     # -- chunk summaries ------------------------------------------------------------------
 
@@ -529,23 +764,5 @@ class carray(Container, PortableArray, RowIteration):  # noqa: N801 - the bcolz 
             else:
                 self._engine.mark_pending()
 
-    # -- display --------------------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        where = f"\n  rootdir := {self._rootdir!r}\n  mode    := {self._mode!r}" \
-            if self._rootdir else ""
-        blocks = f"; blocks := {self.blocks}" if self.blocks is not None else ""
-        return (f"carray({self.shape}, {self.dtype})\n"
-                f"  nbytes := {human(self.nbytes)}; cbytes := {human(self.cbytes)}; "
-                f"ratio: {self.cratio:.2f}\n"
-                f"  cparams := {self.cparams!r}\n"
-                f"  chunks := {self.chunks}{blocks}; chunksize: "
-                f"{math.prod(self.chunks) * self.dtype.itemsize}"
-                f"{where}\n{self}")
-
-    def __str__(self) -> str:
-        if len(self) <= 20:
-            return np.array2string(self[:])
-        head = np.array2string(self[:3])[:-1]
-        tail = np.array2string(self[-3:])[1:]
-        return f"{head} ... {tail}"
+register_array_type(carray)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,6 +30,7 @@ from carray import _parallel
 from carray import geometry as geo
 from carray._util import quantize
 from carray.codecs import blosc
+from carray.codecs.fill import fill_chunk, special_item
 from carray.errors import CArrayError, FormatError
 from carray.grid import (
     NDGrid,
@@ -37,6 +39,7 @@ from carray.grid import (
     c_run,
     gather,
     gather_blocked,
+    outer_index,
     scatter,
     scatter_blocked,
 )
@@ -44,6 +47,7 @@ from carray.params import CParams
 
 # A piece needing more than this share of its chunk decodes the chunk whole.
 _WHOLE_SHARE = 0.5
+_BLOSC1_LOCK = threading.Lock()
 
 
 class ChunkReader:
@@ -93,6 +97,8 @@ class ChunkSource(Protocol):
 
     def chunk_path(self, nchunk: int) -> str | None: ...
 
+    def special_chunk(self, nchunk: int) -> bytes | None: ...
+
 
 class ChunkIO:
     """Encodes, stores, fetches and decodes the chunks of one array.
@@ -107,10 +113,14 @@ class ChunkIO:
         The array's block shape (None: chunks in C order, Blosc's own blocks).
     cparams : CParams
         How chunks are compressed.
+    fill : numpy.ndarray, optional
+        The array's fill value (0-d): a chunk holding only it is encoded as a
+        Blosc2 special chunk (layouts record those without storing them) and
+        padding is filled with it.  None: chunks are always compressed.
     """
 
     def __init__(self, layout: ChunkSource, dtype: np.dtype, blocks: tuple[int, ...] | None,
-                 cparams: CParams) -> None:
+                 cparams: CParams, fill: np.ndarray | None = None) -> None:
         self.layout = layout
         self.dtype = dtype
         self.blocks = blocks
@@ -118,6 +128,11 @@ class ChunkIO:
         self.itemsize = max(dtype.itemsize, 1)
         self.typesize = blosc.blosc_typesize(dtype)
         self._blocked: dict[tuple[int, ...], bool] = {}
+        self.fill = None if fill is None else np.asarray(fill, dtype=dtype).reshape(())
+        # Special chunks are Blosc2: layouts that need Blosc1 chunks get real ones.
+        self._lazy = self.fill is not None and not layout.blosc1 and dtype.itemsize > 0 \
+            and not dtype.hasobject
+        self._fill_values: dict[bytes, np.ndarray] = {}
 
     def blocked(self, grid: NDGrid) -> bool:
         """Whether stored chunks are in block order that differs from C order."""
@@ -138,15 +153,99 @@ class ChunkIO:
 
     # -- encoding -------------------------------------------------------------------------
 
-    def encode(self, raw: np.ndarray, grid: NDGrid) -> bytes:
-        """Compress a chunk already in stored order (flat, or any C-contiguous shape)."""
+    def encode(self, raw: np.ndarray, grid: NDGrid, nthreads: int | None = None) -> bytes:
+        """Compress a chunk already in stored order (flat, or any C-contiguous shape).
+
+        ``nthreads``: Blosc threads for this chunk (default: the process-wide count).
+        """
+        if self._lazy and self.is_fill(raw):
+            special = self.fill_chunk(grid)
+            if special is not None:
+                return special
         data = raw
         if self.cparams.quantize and self.dtype.kind == "f":
             data = quantize(data, self.cparams.quantize)
         if self.layout.blosc1:
             return blosc.compress1(data, self.typesize, self.cparams)
         blocksize = grid.block_nbytes if self.blocks is not None else None
-        return blosc.compress2(data, self.typesize, self.cparams, blocksize=blocksize)
+        return blosc.compress2(data, self.typesize, self.cparams, blocksize=blocksize,
+                               nthreads=nthreads)
+
+    def encode_all(self, chunks: Iterable[tuple[int, np.ndarray]], grid: NDGrid,
+                   parallel: bool = True,
+                   summarise: Callable[[np.ndarray], np.ndarray] | None = None
+                   ) -> Iterator[tuple[int, np.ndarray, bytes, np.ndarray | None]]:
+        """``(nchunk, raw, compressed, summarise(raw) or None)`` for every
+        ``(nchunk, raw)``, in order.
+
+        With ``parallel``, several chunks are compressed (and summarised) at once on
+        worker threads, each on a single-threaded Blosc context (no meeting of
+        Blosc's threads at the end of every chunk), while the caller stores the ones
+        already done; a few chunks are in flight at most
+        (:func:`carray._parallel.pipeline`).
+        """
+        def encode(item: tuple[int, np.ndarray]
+                   ) -> tuple[int, np.ndarray, bytes, np.ndarray | None]:
+            nchunk, raw = item
+            summary = summarise(raw) if summarise is not None else None
+            if not parallel:
+                return nchunk, raw, self.encode(raw, grid), summary
+            if self.layout.blosc1:
+                # c-blosc 1.x takes the block size from process-wide state: one at a time.
+                with _BLOSC1_LOCK:
+                    return nchunk, raw, self.encode(raw, grid), summary
+            return nchunk, raw, self.encode(raw, grid, nthreads=1), summary
+
+        if not parallel:
+            yield from map(encode, chunks)
+            return
+        yield from _parallel.pipeline(encode, chunks)
+
+    # -- fill chunks ----------------------------------------------------------------------
+
+    def is_fill(self, raw: np.ndarray) -> bool:
+        """Whether every item of ``raw`` (a chunk in stored order) is the fill value,
+        bit for bit (so a NaN fill matches, and -0.0 is not 0.0)."""
+        fill = self.fill
+        if fill is None or raw.size == 0:
+            return False
+        if _repeats(raw):
+            raw = raw.reshape(-1)[:1]  # one item, repeated
+        flat = np.ascontiguousarray(raw).reshape(-1)
+        size = self.dtype.itemsize
+        if size in (1, 2, 4, 8):
+            kind = np.dtype(f"u{size}")
+            items, value = flat.view(kind), fill.reshape(1).view(kind)[0]
+        else:
+            items = flat.view(np.uint8).reshape(-1, size)
+            value = fill.reshape(1).view(np.uint8)
+        # The ends first: a chunk that is not constant almost always differs there.
+        if not (np.array_equal(items[0], value) and np.array_equal(items[-1], value)):
+            return False
+        return bool((items == value).all())
+
+    def fill_chunk(self, grid: NDGrid) -> bytes | None:
+        """The special chunk standing for a chunk of the fill value (None: none exists,
+        or this array's layout needs real chunks)."""
+        if not self._lazy:
+            return None
+        assert self.fill is not None
+        blocksize = grid.block_nbytes if self.blocks is not None else grid.chunk_nbytes
+        return fill_chunk(self.fill.tobytes(), grid.chunk_nbytes, blocksize)
+
+    def fill_of(self, nchunk: int) -> np.ndarray | None:
+        """The value chunk ``nchunk`` repeats when its layout records it as a special
+        chunk (nothing to fetch or decode), else None."""
+        special = self.layout.special_chunk(nchunk)
+        if special is None:
+            return None
+        item = special_item(special, self.dtype)
+        if item is None:
+            return None
+        value = self._fill_values.get(item)
+        if value is None:
+            value = self._fill_values[item] = np.frombuffer(item, self.dtype).reshape(())
+        return value
 
     def stored_from_region(self, region: np.ndarray, grid: NDGrid,
                            rows: int | None = None) -> np.ndarray:
@@ -156,13 +255,20 @@ class ChunkIO:
         truncates the chunk to that many rows where the layout allows it.
         """
         ext = grid.ext_chunks
+        if self._lazy and _repeats(region) and self.is_fill(region.reshape(-1)[:1]):
+            # A broadcast run of the fill value (np.broadcast_to): never materialised.
+            size = grid.chunk_items if rows is None or not self.truncates(grid) else \
+                rows * math.prod(ext[1:])
+            return np.broadcast_to(self.fill, (size,))
         if rows is not None and self.truncates(grid) and region.shape[1:] == ext[1:]:
             return np.ascontiguousarray(region[:rows])
         if region.shape == ext:
             chunk = np.ascontiguousarray(region)
         else:
-            # Padding is zeros, as b2nd writes it: it compresses to nothing.
-            chunk = np.zeros(ext, dtype=self.dtype)
+            # Padding is zeros, as b2nd writes it: it compresses to nothing.  With a
+            # fill value it is that value, so an edge chunk of it stays a special chunk.
+            chunk = np.zeros(ext, dtype=self.dtype) if not self._lazy else \
+                np.full(ext, self.fill, dtype=self.dtype)
             chunk[tuple(slice(0, n) for n in region.shape)] = region
         if self.blocked(grid):
             assert self.blocks is not None
@@ -201,6 +307,10 @@ class ChunkIO:
 
         ``out`` holds a full chunk; a truncated chunk fills only its start.
         """
+        value = self.fill_of(nchunk)
+        if value is not None:
+            out[...] = value
+            return out.size
         chunk = self.fetch(nchunk)
         path = self.path(nchunk)
         h = blosc.read_header(chunk, path)
@@ -214,6 +324,10 @@ class ChunkIO:
 
     def decode_range(self, nchunk: int, start: int, out: np.ndarray, whole: bool) -> None:
         """Items ``[start, start + out.size)`` of a C-ordered chunk into contiguous ``out``."""
+        value = self.fill_of(nchunk)
+        if value is not None:
+            out[...] = value
+            return
         path = self.path(nchunk)
         dest = out.reshape(-1)
         if whole:
@@ -234,21 +348,67 @@ class ChunkIO:
                                                  start * self.itemsize, dest, path)
             else:
                 read_at, size = self._reader(nchunk)
-                blosc.getitem_ranged(read_at, start * self.itemsize, dest, size, path)
+                # One read of the blocks holding the range when it can; else the
+                # general ranged decode.
+                if not _parallel.decoder().decode_point(read_at, size, start * self.itemsize,
+                                                        dest, path):
+                    blosc.getitem_ranged(read_at, start * self.itemsize, dest, size, path)
         except ValueError as exc:  # a range past what the chunk holds
             if isinstance(exc, CArrayError):
                 raise
             raise FormatError(f"chunk {nchunk}: {exc}", path) from None
 
+    def decode_point(self, nchunk: int, start: int, out: np.ndarray) -> None:
+        """Items ``[start, start + out.size)`` of a chunk (within one Blosc block, as a
+        single item always is) into contiguous ``out``: the short path of ``a[i]``,
+        one ``pread`` of the block holding them where the layout reads files."""
+        value = self.fill_of(nchunk)
+        if value is not None:
+            out[...] = value
+            return
+        if not self.layout.in_memory and self.layout.concurrent_reads:
+            reader, size = self.layout.chunk_reader(nchunk)
+            if _parallel.decoder().decode_point(reader, size, start * self.itemsize, out,
+                                                self.path(nchunk)):
+                return
+        self.decode_range(nchunk, start, out, False)
+
+    def item_offset(self, grid: NDGrid, local: Sequence[int]) -> int:
+        """The stored-order offset of the item at chunk-local coordinates ``local``."""
+        if len(local) == 1:
+            return local[0]
+        if not self.blocked(grid):
+            off = 0
+            for x, n in zip(local, grid.ext_chunks, strict=True):
+                off = off * n + x
+            return off
+        block = inner = 0
+        for x, b, n in zip(local, grid.blocks, grid.blocks_per_chunk, strict=True):
+            q, r = divmod(x, b)
+            block = block * n + q
+            inner = inner * b + r
+        return block * math.prod(grid.blocks) + inner
+
     def decode_blocks(self, nchunk: int, blocks: np.ndarray, out: np.ndarray,
                       grid: NDGrid) -> None:
         """Decode the listed blocks of a block-ordered chunk into the full-size ``out``."""
+        value = self.fill_of(nchunk)
+        if value is not None:
+            out[...] = value
+            return
         path = self.path(nchunk)
         dest = out.reshape(-1).view(np.uint8)
         if self.layout.in_memory:
             chunk = self.layout.read_chunk(nchunk)
         else:
             read_at, size = self._reader(nchunk)
+            first, last = int(blocks[0]), int(blocks[-1])
+            if last - first + 1 == len(blocks):
+                # One run of blocks (a plane across the chunk): one read, one decode.
+                lo = first * grid.block_nbytes
+                hi = min((last + 1) * grid.block_nbytes, dest.nbytes)
+                if _parallel.decoder().decode_point(read_at, size, lo, dest[lo:hi], path):
+                    return
             chunk = blosc.fetch_blocks(read_at, size, blocks, path,
                                        blocksize=grid.block_nbytes,
                                        scratch=_parallel.scratch)
@@ -276,6 +436,10 @@ class ChunkIO:
         """Copy a piece of chunk ``piece.nchunk`` into ``out`` (the selection's array)."""
         ext = grid.ext_chunks
         n = piece.nchunk
+        value = self.fill_of(n)
+        if value is not None:  # nothing stored: no fetch, no decode
+            out[outer_index(piece.out)] = value
+            return
         if not self.blocked(grid):
             start = c_run(piece.local, ext)
             if start is not None:
@@ -283,12 +447,15 @@ class ChunkIO:
                 if ostart is not None and out.flags.c_contiguous:
                     count = math.prod(piece.shape)
                     dest = out.reshape(-1)[ostart:ostart + count]
-                    self.decode_range(n, start, dest, start == 0 and count == grid.chunk_items)
+                    # All a chunk holds is read whole, so its checksum is checked (the
+                    # partial last chunk included).
+                    self.decode_range(n, start, dest, piece.full or (
+                        start == 0 and count == grid.chunk_items))
                     return
             lo, hi = c_bounds(piece.local, ext)
             buf = _parallel.scratch(grid.chunk_nbytes, "decoded")[:grid.chunk_nbytes]
             items = buf.view(self.dtype)
-            if hi - lo > _WHOLE_SHARE * grid.chunk_items:
+            if piece.full or hi - lo > _WHOLE_SHARE * grid.chunk_items:
                 self.decode_whole(n, items)
             else:
                 self.decode_range(n, lo, items[lo:hi], False)
@@ -296,7 +463,7 @@ class ChunkIO:
             return
         buf = _parallel.scratch(grid.chunk_nbytes, "decoded")[:grid.chunk_nbytes]
         items = buf.view(self.dtype)
-        if piece.nblocks > _WHOLE_SHARE * grid.nblocks:
+        if piece.full or piece.nblocks > _WHOLE_SHARE * grid.nblocks:
             self.decode_whole(n, items)
         else:
             self.decode_blocks(n, piece.blocks, items, grid)
@@ -325,6 +492,11 @@ class ChunkIO:
         block = np.ravel_multi_index(tuple(q), grid.blocks_per_chunk)
         return block * math.prod(grid.blocks) + np.ravel_multi_index(tuple(r), grid.blocks)
 
+
+
+def _repeats(arr: np.ndarray) -> bool:
+    """Whether ``arr`` is one item repeated by its strides (``np.broadcast_to``)."""
+    return arr.size > 1 and not any(arr.strides)
 
 
 class _ChunkPath(os.PathLike):

@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from carray import registry
+from carray.array import carray
 from carray.errors import ContainerExistsError
+from carray.integrations.table_files import table_format_for
 from carray.stores import Store, is_url, resolve
 
 # Rows copied per step: whole source chunks, about this many bytes.
@@ -168,8 +170,8 @@ def open_array(path: str | os.PathLike, storage_options: dict | None = None) -> 
     if not fmt.remote:
         _local_only(path, f"{fmt.description}s")
     src = fmt.open(path, "r", options)
-    if not isinstance(src, np.ndarray) and not (
-            hasattr(src, "chunks") and hasattr(src, "iterblocks")):  # pragma: no cover
+    # Anything sliced by rows will do: carrays, numpy and Zarr arrays.
+    if not all(hasattr(src, n) for n in ("shape", "dtype", "__getitem__")):  # pragma: no cover
         close_array(src)
         raise ValueError(f"{path}: a {fmt.description}, not an array")
     return src
@@ -188,6 +190,8 @@ def _grid_of(src: Any, fmt: str) -> dict[str, Any]:
     if chunks is None:
         return {}
     blocks = getattr(src, "blocks", None)
+    if not isinstance(blocks, tuple):  # zarr's ``blocks`` is an indexer, not a shape
+        blocks = None
     rows = blocks is None and tuple(chunks[1:]) == tuple(max(n, 1) for n in src.shape[1:])
     if fmt == "bcolz":
         return {"chunklen": chunks[0]} if rows else {}
@@ -208,6 +212,37 @@ def _remove(store: Store, path: str) -> None:
 def _place(store: Store, path: str) -> str:
     """What identifies ``path`` across stores, to refuse copying a dataset onto itself."""
     return store.url(path) if store.remote else os.path.abspath(path)
+
+
+def _copy_to_carray(source: Any, target: str, fmt: str, chunks: tuple[int, ...] | None,
+                    blocks: tuple[int, ...] | None, cparams: Any,
+                    progress: Callable[[int, int], None] | None,
+                    storage_options: dict | None) -> None:
+    """Copy ``source`` into a new carray dataset of format ``fmt`` at ``target``, keeping
+    its chunk and block shapes and compression unless given, and its attributes."""
+    shape, dtype = tuple(source.shape), source.dtype
+    grid = _grid_of(source, fmt)
+    if chunks is not None:
+        grid = {"chunks": tuple(chunks), "blocks": blocks}
+    elif blocks is not None:
+        grid["blocks"] = tuple(blocks)
+    if cparams is None:
+        cparams = getattr(source, "cparams", None)
+    out = carray(np.empty((0, *shape[1:]), dtype=dtype), rootdir=target,
+                 mode="w", format="superchunk" if fmt == "carray" else fmt,
+                 cparams=cparams, expectedlen=shape[0], storage_options=storage_options,
+                 **grid)
+    try:
+        for key, value in (getattr(source, "attrs", None) or {}).items():
+            out.attrs[key] = value
+        for _, block in _row_blocks(source, progress):
+            out.append(block)
+    except BaseException:
+        # Closed before the temporary is removed, so nothing writes into it later.
+        with contextlib.suppress(Exception):
+            out.close()
+        raise
+    out.close()
 
 
 def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
@@ -250,8 +285,6 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         Source and destination are the same, the source is a table or 0-d, or a
         ``.npy`` file is given as a URL.
     """
-    from carray.array import carray
-
     src, dst = os.fspath(src), os.fspath(dst)
     fmt = array_format_for(dst, to)
     if fmt == "npy":
@@ -266,7 +299,7 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     if _place(sstore, spath) == _place(store, path):
         raise ValueError("source and destination are the same path")
     source = open_array(src, storage_options)
-    shape, dtype = tuple(source.shape), source.dtype
+    shape = tuple(source.shape)
     tmp = _temporary(store, path)
     replacing = False  # once the old destination is gone, a failure removes the new one too
     try:
@@ -275,29 +308,12 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         _remove(store, tmp)
         if fmt == "npy":
             _copy_to_npy(source, tmp, progress)
+        elif fmt == "zarr":
+            _copy_to_zarr(source, store.url(tmp) if store.remote else tmp, chunks, cparams,
+                          progress, dst_options)
         else:
-            grid = _grid_of(source, fmt)
-            if chunks is not None:
-                grid = {"chunks": tuple(chunks), "blocks": blocks}
-            elif blocks is not None:
-                grid["blocks"] = tuple(blocks)
-            if cparams is None:
-                cparams = getattr(source, "cparams", None)
-            out = carray(np.empty((0, *shape[1:]), dtype=dtype), rootdir=store.url(tmp),
-                         mode="w", format="superchunk" if fmt == "carray" else fmt,
-                         cparams=cparams, expectedlen=shape[0], storage_options=dst_options,
-                         **grid)
-            try:
-                for key, value in (getattr(source, "attrs", None) or {}).items():
-                    out.attrs[key] = value
-                for _, block in _row_blocks(source, progress):
-                    out.append(block)
-            except BaseException:
-                # Closed before the temporary is removed, so nothing writes into it later.
-                with contextlib.suppress(Exception):
-                    out.close()
-                raise
-            out.close()
+            _copy_to_carray(source, store.url(tmp), fmt, chunks, blocks, cparams, progress,
+                            dst_options)
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -330,6 +346,20 @@ def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
             progress(done, total)
 
 
+def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams: Any,
+                  progress: Callable[[int, int], None] | None,
+                  storage_options: dict | None) -> None:
+    """Write ``source`` as a Zarr v3 array, with its chunk shape and codec where given."""
+    from carray.integrations.zarr_arrays import write_zarr
+
+    chunks = chunks or getattr(source, "chunks", None)
+    write_zarr(tmp, tuple(source.shape), source.dtype, _row_blocks(source, progress),
+               chunks=None if chunks is None else tuple(chunks),
+               cparams=cparams if cparams is not None else getattr(source, "cparams", None),
+               attrs=dict((getattr(source, "attrs", None) or {}).items()),
+               storage_options=storage_options)
+
+
 def _copy_to_npy(source: Any, tmp: str, progress: Callable[[int, int], None] | None) -> None:
     out = np.lib.format.open_memmap(tmp, mode="w+", dtype=source.dtype, shape=source.shape)
     try:
@@ -343,6 +373,82 @@ def _copy_to_npy(source: Any, tmp: str, progress: Callable[[int, int], None] | N
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+
+def convert_table(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
+                  overwrite: bool = False,
+                  progress: Callable[[int, int], None] | None = None,
+                  storage_options: dict | None = None, **options: Any) -> None:
+    """Convert a table between a ctable directory, a Parquet file and a dataset.
+
+    The source is a ctable, a Parquet file or a ``.ds``/``.nc`` dataset whose
+    variables are 1-d along one dimension; the destination's format comes from
+    ``to`` or its extension (``.ctable``/``.bcolz``, ``.parquet``, ``.ds``, ``.nc``).
+    Rows move a batch at a time between ctables and Parquet files; datasets are
+    read or written whole.  ``progress(rows_done, rows_total)`` follows the rows.
+    """
+    from carray.integrations.table_files import convert_table as run
+
+    src, dst = os.fspath(src), os.fspath(dst)
+    extra = {k for k, v in options.items() if v is not None}
+    if extra:
+        raise ValueError(f"{src}: table conversions do not take {', '.join(sorted(extra))}")
+    src_format = registry.guess(src, options_for(src, storage_options))
+    side, dataset = _table_side(src, src_format.name, src_format.kind)
+    dst_name = table_format_for(dst, to)
+    dst_dataset = None
+    if dst_name is None:
+        try:
+            dst_dataset = format_for(dst, to)
+        except ValueError:
+            raise ValueError(f"{dst}: a table converts to a ctable directory (.ctable), a "
+                             "Parquet file (.parquet) or a dataset (.ds, .nc); pass --to "
+                             "FORMAT") from None
+        dst_name = "dataset"
+    if side == "dataset" and dst_name == "dataset":
+        raise ValueError(f"{src}: convert a dataset to a dataset with convert(), not as a table")
+    for path, name in ((src, side), (dst, dst_name)):
+        if name != "ctable":
+            _local_only(path, f"{name} files")
+    store, path = resolve(dst, options_for(dst, storage_options))
+    store.invalidate(path)
+    if store.exists(path) and not overwrite:
+        raise ContainerExistsError(f"{store.url(path)}: already exists "
+                                   "(pass overwrite=True / --force)")
+    sstore, spath = resolve(src, options_for(src, storage_options))
+    if _place(sstore, spath) == _place(store, path):
+        raise ValueError("source and destination are the same path")
+    tmp = _temporary(store, path)
+    try:
+        _remove(store, tmp)
+        run(src, side, dst, dst_name, store=store, key=path, tmp=tmp,
+            dataset_format=dataset or dst_dataset, progress=progress,
+            storage_options=storage_options)
+        _remove(store, path)
+        store.rename(tmp, path)
+    except BaseException:
+        _remove(store, tmp)
+        raise
+
+
+def is_table_conversion(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None,
+                        storage_options: dict | None = None) -> bool:
+    """Whether :func:`convert` moves a table (its ``progress`` then counts rows, not bytes)."""
+    kind = registry.guess(src, options_for(src, storage_options)).kind
+    return kind == "table" or (kind == "dataset" and
+                               table_format_for(os.fspath(dst), to) is not None)
+
+
+def _table_side(path: str, name: str, kind: str) -> tuple[str, DatasetFormat | None]:
+    """What :func:`carray.integrations.table_files.convert_table` calls a source format."""
+    if kind == "dataset":
+        return "dataset", format_for(path, name)
+    if kind != "table":
+        raise ValueError(f"{path}: not a table (a {name} {kind})")
+    return name, None
 
 
 # -- both -------------------------------------------------------------------------------------
@@ -373,7 +479,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
     if hinted is not None and not hinted.remote:  # refused by name, before looking
         _local_only(src, f"{hinted.extensions[0]} files")
     src_format = registry.guess(src, options_for(src, storage_options))
-    if src_format.kind == "dataset":
+    if is_table_conversion(src, dst, to, storage_options):
+        convert_table(src, dst, to, storage_options=storage_options, **options)
+    elif src_format.kind == "dataset":
         if to in ARRAY_FORMATS or (to is None and _ext(dst) in
                                    {e for exts, _ in ARRAY_FORMATS.values() for e in exts}):
             raise ValueError(f"cannot convert {os.fspath(src)} to {os.fspath(dst)}: one is a "

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from carray import _parallel
 from carray.array import carray
 from carray.errors import ExpressionError
 
@@ -313,8 +314,11 @@ class BlockEvaluator:
             raise ValueError(f"operands of {self.expr.text!r} have different lengths "
                              f"{sorted(lengths)}")
         self.length = lengths.pop() if lengths else None
+        if vm == "dask":
+            # bcolz's dask machine evaluated blocks with numpy's operators: so does 'python'.
+            vm = "python"
         if vm not in (None, "numexpr", "python"):
-            raise ValueError(f"vm must be 'numexpr' or 'python', got {vm!r}")
+            raise ValueError(f"vm must be 'numexpr', 'python' or 'dask', got {vm!r}")
         if vm == "numexpr" and numexpr is None:
             raise ImportError("vm='numexpr' needs the numexpr package (pip install numexpr)")
         if vm is None:
@@ -362,24 +366,40 @@ class BlockEvaluator:
         """``(start, stop, result, arrays)`` per block that may match.
 
         ``arrays`` holds the decoded operands of the block; they live in buffers
-        reused by the next block, so copy what must outlive it.
+        reused by later blocks, so copy what must outlive the next step.  The
+        columns of the next blocks are decoded on worker threads while this one is
+        evaluated and consumed.
         """
         n = self.length or 0
         may = self._block_mask()
         self.skipped = int((~may).sum())
-        buffers: dict[str, np.ndarray] = {}
-        first = start // self.blen
-        for b in range(first, len(may)):
-            if not may[b]:
-                continue
+        todo = [b for b in range(start // self.blen, len(may)) if may[b]]
+        # Buffer sets in rotation: a set is reused only once the pipeline's window
+        # and the block the caller holds have moved past it.
+        window = 2 * _parallel.workers()
+        slots: list[dict[str, np.ndarray]] = [{} for _ in range(min(window + 2, len(todo)))]
+        threaded = len(todo) > 1 and all(isinstance(c, (carray, np.ndarray))
+                                         for c in self.columns.values())
+
+        def load(item: tuple[int, int]) -> tuple[int, int, dict]:
+            b, slot = item
             lo, hi = max(b * self.blen, start), min((b + 1) * self.blen, n)
             env = dict(self.scalars)
             for name, col in self.columns.items():
-                env[name] = self._read(name, col, lo, hi, buffers)
+                env[name] = self._read(col, lo, hi, slots[slot], name)
+            return lo, hi, env
+
+        items = ((b, i % len(slots)) for i, b in enumerate(todo))
+        loaded = _parallel.pipeline(load, items, window) if threaded else map(load, items)
+        for lo, hi, env in loaded:
+            for name, col in self.columns.items():
+                cl = col.chunklen if isinstance(col, carray) else 0
+                if cl and lo % cl == 0 and hi - lo == cl:
+                    col.learn_zone(lo // cl, env[name])
             result = self._evaluate(env)
             yield lo, hi, np.broadcast_to(result, (hi - lo, *np.shape(result)[1:])), env
 
-    def _read(self, name: str, col: Any, lo: int, hi: int, buffers: dict) -> np.ndarray:
+    def _read(self, col: Any, lo: int, hi: int, buffers: dict, name: str) -> np.ndarray:
         if isinstance(col, np.ndarray):
             return col[lo:hi]
         if not isinstance(col, carray):  # string columns
@@ -387,11 +407,7 @@ class BlockEvaluator:
         buf = buffers.get(name)
         if buf is None:
             buf = buffers[name] = np.empty((self.blen, *col.shape[1:]), dtype=col.dtype)
-        out = col.read_rows(range(lo, hi), out=buf[:hi - lo])
-        cl = col.chunklen
-        if lo % cl == 0 and hi - lo == cl:
-            col.learn_zone(lo // cl, out)
-        return out
+        return col.read_rows(range(lo, hi), out=buf[:hi - lo])
 
 
 def _block_bounds(zones, chunklen: int, blen: int, n: int) -> Bounds:

@@ -29,6 +29,7 @@ from carray.formats import _b2frame_verify, _blp_verify, _ds_verify
 from carray.formats._b2frame_header import SPARSE_INDEX
 from carray.formats._blp_frame import MAGIC as BLP_MAGIC
 from carray.formats._ds_header import MAGIC as DS_MAGIC
+from carray.integrations import table_files, zarr_arrays
 from carray.layouts import LAYOUTS, LayoutKind, sniff_layout
 from carray.layouts.bcolz import META_DIR, STORAGE_FILE
 from carray.problems import Checked, Finding, Problem, guarded
@@ -127,6 +128,11 @@ class Probe:
         return kind.name if kind is not None else None
 
     @cached_property
+    def zarr(self) -> bool:
+        """Whether a directory holds a Zarr v3 array (its ``zarr.json`` says so)."""
+        return self.store.isdir(self.path) and zarr_arrays.is_zarr_array(self.store, self.path)
+
+    @cached_property
     def frame_kind(self) -> str | None:
         """``"b2nd"``, ``"caterva"`` or ``"schunk"`` for a Blosc2 frame, else None."""
         if self.layout != "b2nd":
@@ -180,6 +186,29 @@ def _array_info(path: str, storage_options: dict | None) -> dict:
         return describe_array(a, sniff(path, storage_options))
 
 
+def stored_bytes(location: str | None, storage_options: dict | None = None) -> int | None:
+    """Bytes of every file under ``location`` (a directory or a file): what it takes on
+    disk, framing, metadata and spare room included; None in memory or where it would
+    cost a listing request per directory (URLs)."""
+    if location is None or is_url(location):
+        return None
+    store, key = resolve(location, storage_options)
+    total, todo = 0, [key]
+    while todo:
+        path = todo.pop()
+        if store.isdir(path):
+            todo += [store.join(path, name) for name in store.listdir(path)]
+        elif store.isfile(path):
+            total += store.size(path)
+    return total
+
+
+def ratio(nbytes: int, cbytes: int) -> float | None:
+    """``nbytes / cbytes`` to 3 decimals; None when nothing is stored (no chunks written,
+    as for a lazily filled array), where no ratio is true."""
+    return round(nbytes / cbytes, 3) if cbytes else None
+
+
 def describe_array(a: carray, fmt: Format | None = None) -> dict:
     """The facts ``carray info`` shows for an array, as a JSON-able dict."""
     grid = [-(-n // max(c, 1)) for n, c in zip(a.shape, a.chunks, strict=True)]
@@ -192,7 +221,8 @@ def describe_array(a: carray, fmt: Format | None = None) -> dict:
         "nchunks": a.nchunks, "grid": grid, "leftover": a.leftover,
         "codec": a.cparams.cname, "clevel": a.cparams.clevel,
         "shuffle": a.cparams.shuffle.name.lower(),
-        "nbytes": a.nbytes, "cbytes": a.cbytes, "ratio": round(a.cratio, 3),
+        "nbytes": a.nbytes, "cbytes": a.cbytes, "ratio": ratio(a.nbytes, a.cbytes),
+        "disk_bytes": stored_bytes(a.rootdir),
         "attrs": a.attrs.getall(),
     }
 
@@ -205,9 +235,11 @@ def describe_table(t: ctable) -> dict:
         columns.append({"name": name, "dtype": str(col.dtype) if col.ndim == 1 else
                         f"{col.dtype}{tuple(col.shape[1:])}", "nbytes": col.nbytes,
                         "cbytes": col.cbytes,
-                        "ratio": round(col.nbytes / col.cbytes, 3) if col.cbytes else 0.0})
+                        "ratio": ratio(col.nbytes, col.cbytes),
+                        "disk_bytes": stored_bytes(col.rootdir)})
     return {"type": "ctable", "rows": len(t), "columns": columns, "nbytes": t.nbytes,
-            "cbytes": t.cbytes, "attrs": t.attrs.getall()}
+            "cbytes": t.cbytes, "disk_bytes": stored_bytes(t.rootdir),
+            "attrs": t.attrs.getall()}
 
 
 def _table_info(path: str, storage_options: dict | None) -> dict:
@@ -233,7 +265,9 @@ def _table_head(path: str, rows: int, storage_options: dict | None) -> dict[str,
 
 
 def _take(a: Any, rows: int) -> Any:
-    """The first ``rows`` rows of ``a`` (sliced, never read whole)."""
+    """The first ``rows`` rows of ``a`` (sliced, never read whole); a 0-d array's value."""
+    if not a.ndim:
+        return np.asarray(a[()])
     return np.asarray(a[:rows]) if len(a) else np.asarray(a[:0])
 
 
@@ -397,6 +431,12 @@ FORMATS: tuple[Format, ...] = (
     Format("bcolz", "array", (".bcolz",), "bcolz directory",
            _layout_sniffer("bcolz"), _open_array, _layout_verify("bcolz"), _array_info,
            _array_head, container=True),
+    Format("zarr", "array", (".zarr",), "Zarr v3 array", lambda probe: probe.zarr,
+           zarr_arrays.open_zarr, zarr_arrays.verify, zarr_arrays.info, zarr_arrays.head),
+    Format("parquet", "table", (".parquet", ".pq"), "Parquet file",
+           _magic(table_files.PARQUET_MAGIC), table_files.open_parquet,
+           table_files.verify_parquet, table_files.parquet_info, table_files.parquet_head,
+           remote=False),
     Format("bloscpack", "file", (".blp",), "Bloscpack file",
            _magic(BLP_MAGIC), _open_blp, _blp_verify.verify, _blp_info, _blp_head,
            writable=False),

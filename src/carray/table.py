@@ -6,10 +6,14 @@ the table's ``__attrs__``.  ``__rootdirs__`` is written last when a table is
 made and rewritten atomically on ``addcol``/``delcol``, so a reader sees the old
 or the new set of columns, never a half-built one.
 
-Columns are flushed one after another, so a crash in between can leave them
-with different lengths.  The table's length is therefore the shortest
-column's: a reader never sees rows that did not reach every column, and a
-table opened for writing cuts the longer columns back first.
+Columns are in the superchunk layout unless ``format="bcolz"`` asks for
+bcolz's own (which keeps the table readable by bcolz).  They are flushed one
+after another, so a table-wide change is a transaction: ``__txn__`` records
+how to undo it before the first column changes and is deleted once every
+column has flushed (see :mod:`carray._table_txn`).  A crash never leaves
+columns of different lengths or half an edit to the next writer; the table's
+length is the shortest column's, capped by the record.  A writable open takes
+the table's writer's lock.
 
 Queries (``where``, ``eval``, string keys) live in :mod:`carray.query`;
 conversions to and from pandas and Arrow in :mod:`carray.tables_interop`.
@@ -17,6 +21,7 @@ conversions to and from pandas and Arrow in :mod:`carray.tables_interop`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -26,8 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from carray._bcolz_array import bcolz_cparams, bcolz_size
 from carray._portable import PortableTable
-from carray._util import human, skip_and_limit
+from carray._table_txn import TableTxn, recover, visible_length
+from carray._util import skip_and_limit
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import TableBase, check_mode
@@ -45,6 +52,7 @@ from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.query import BlockEvaluator, Expression, caller_scope, collect_result
 from carray.stores import LOCAL, Store, resolve
+from carray.stores.lock import WriteLock
 from carray.table_columns import (
     Cols,
     as_rows,
@@ -56,15 +64,21 @@ from carray.table_columns import (
 )
 from carray.tables_interop import (
     ROOTDIRS,
+    arrow_c_stream,
     check_name,
     column_values,
     dataframe_columns,
+    dataframe_interchange,
     normalise_columns,
     normalise_rows,
+    table_html,
     to_arrow,
     todataframe,
 )
 from carray.vlstring import StringColumn, is_string_column, wants_string_column
+
+# The name a boolean array given as a query goes by in its expression.
+_MASK_NAME = "where_mask__"
 
 
 def is_ctable(path: str | os.PathLike, store: Store = LOCAL) -> bool:
@@ -93,13 +107,20 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         Flush every column after appends and column changes (on disk).
     storage_options : dict, optional
         Passed to the fsspec file system of a URL ``rootdir``.
+    format : {'superchunk', 'bcolz'}, optional
+        The layout of new columns (default superchunk: crash-safe and checksummed;
+        'bcolz' keeps the table readable by bcolz 1.x).
     """
 
     def __init__(self, columns: Any = None, names: list[str] | None = None, *,
                  cparams: CParams | dict | None = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
                  mode: str | None = None, auto_flush: bool = True, fsync: bool = True,
-                 storage_options: dict | None = None) -> None:
+                 storage_options: dict | None = None, format: str | None = None  # noqa: A002
+                 ) -> None:
+        self._format = format  # None: superchunk, or what an opened table's columns use
+        self._txn: TableTxn | None = None
+        self._lock: WriteLock | None = None
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
         self._storage_options = storage_options
         self._store: Store = LOCAL
@@ -134,9 +155,11 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         if len(lengths) > 1:
             raise ValueError(f"columns have different lengths: {sorted(lengths)}")
         if self._rootdir is not None:
-            if self._store.exists(self._path):  # mode 'w'
+            self._lock = WriteLock.acquire(self._store, self._path)  # mode 'w' replaces
+            if self._store.exists(self._path):
                 self._store.rmtree(self._path)
             self._store.makedirs(self._path)
+            self._hold_table()
         for name, values in pairs:
             self._cols[name] = self._new_column(name, values)
         self._attrs = Attrs(self._attrs_layout(), self._mode)
@@ -153,13 +176,20 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         path = self._column_location(name) if self._rootdir is not None else None
         args = {**self._new_kwargs, **kwargs}
         col: Any
-        if wants_string_column(values):
+        # Nested columns are tables of their fields (carray.nested builds on ctable).
+        from carray.nested import NestedColumn, wants_nested_column
+
+        if wants_nested_column(values):
+            col = NestedColumn(values, rootdir=path, mode="w", fsync=self._fsync,
+                               format=self._format, storage_options=self._storage_options,
+                               **args)
+        elif wants_string_column(values):
             col = StringColumn(values, rootdir=path, mode="w", cparams=args["cparams"],
                                expectedlen=args["expectedlen"], fsync=self._fsync,
-                               storage_options=self._storage_options)
+                               storage_options=self._storage_options, format=self._format)
         else:
-            col = carray(values, rootdir=path, mode="w", fsync=self._fsync, format="bcolz",
-                         storage_options=self._storage_options, **args)
+            col = carray(values, rootdir=path, mode="w", fsync=self._fsync,
+                         format=self._format, storage_options=self._storage_options, **args)
         return col
 
     def _attrs_layout(self):
@@ -169,6 +199,26 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
             return self._memory_attrs
         return BcolzLayout(self._path, readonly=self._mode == "r", fsync=self._fsync,
                            store=self._store)
+
+    def _hold_table(self) -> None:
+        """Take the writer's lock on the table directory and start its transactions."""
+        if self._lock is None:
+            self._lock = WriteLock.acquire(self._store, self._path)
+        self._txn = TableTxn(self._store, self._path, self._fsync, self)
+
+    def _guard(self) -> contextlib.AbstractContextManager[None]:
+        """A table change: on an error the columns go back to the last commit."""
+        if self._txn is None:
+            return contextlib.nullcontext()
+        return self._txn.guard(self._cols, self._set_length)
+
+    def _set_length(self, length: int) -> None:
+        self._len = length
+
+    def _begin(self) -> None:
+        """A change to the columns follows: record how to undo it (see :mod:`._table_txn`)."""
+        if self._txn is not None:
+            self._txn.begin(self._len)
 
     def _write_names(self) -> None:
         data = (json.dumps({"names": list(self._cols)}, ensure_ascii=True) + "\n").encode()
@@ -184,6 +234,8 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         if not isinstance(names, list) or len(set(map(str, names))) != len(names):
             raise FormatError("must hold {\"names\": [unique column names]}", names_path)
         colmode = "r" if self._mode == "r" else "a"
+        if colmode == "a":
+            self._hold_table()
         for name in names:
             try:
                 check_name(name)
@@ -197,11 +249,24 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
             elif sniff_layout(key, store) is not None:
                 self._cols[name] = carray(rootdir=path, mode=colmode, fsync=self._fsync,
                                           storage_options=opts)
+                if self._format is None and self._cols[name].layout == "Bcolz":
+                    self._format = "bcolz"  # new columns stay readable by bcolz too
+            elif is_ctable(key, store):  # a nested column: a directory of field columns
+                from carray.nested import NestedColumn
+
+                self._cols[name] = NestedColumn(rootdir=path, mode=colmode, fsync=self._fsync,
+                                                storage_options=opts)
             else:
                 raise FormatError(f"column {name!r} has no carray directory", path)
         self._attrs = Attrs(self._attrs_layout(), self._mode)
+        record = TableTxn(store, root, self._fsync, self).load()
+        if record is not None and colmode == "a":
+            recover(self._cols, record)  # a change no flush completed: undone
+            assert self._txn is not None
+            self._txn.discard()
+            record = None
         lengths = [len(c) for c in self._cols.values()]
-        self._len = min(lengths) if lengths else 0
+        self._len = visible_length(record, lengths)
         if any(n != self._len for n in lengths):
             # Rows that did not reach every column (an interrupted append).
             for col in self._cols.values():
@@ -241,9 +306,37 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         """A pandas DataFrame, built column by column (see :mod:`carray.tables_interop`)."""
         return todataframe(self, columns, orient, strings)
 
+    @classmethod
+    def fromhdf5(cls, filepath: str | os.PathLike, nodepath: str = "/ctable",
+                 **kwargs: Any) -> ctable:
+        """A table from a PyTables table node of an HDF5 file (see :mod:`carray.hdf5`)."""
+        from carray.hdf5 import fromhdf5
+
+        return fromhdf5(cls, filepath, nodepath, **kwargs)
+
+    def tohdf5(self, filepath: str | os.PathLike, nodepath: str = "/ctable", mode: str = "w",
+               cparams: Any = None, cname: str | None = None) -> None:
+        """Write the table to a PyTables table node of an HDF5 file (see :mod:`carray.hdf5`)."""
+        from carray.hdf5 import tohdf5
+
+        tohdf5(self, filepath, nodepath, mode, cparams, cname)
+
     def to_arrow(self, columns: list[str] | None = None) -> Any:
         """A pyarrow Table, built column by column; string columns without a copy per row."""
         return to_arrow(self, columns)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow PyCapsule interface: ``pa.table(t)``, polars and duckdb read the table
+        through it, a batch of rows at a time."""
+        return arrow_c_stream(self, requested_schema)
+
+    def __dataframe__(self, nan_as_null: bool = False, allow_copy: bool = True) -> Any:
+        """The DataFrame interchange protocol (``pandas.api.interchange.from_dataframe``)."""
+        return dataframe_interchange(self, nan_as_null, allow_copy)
+
+    def _repr_html_(self) -> str:
+        """An HTML summary for notebooks: the first and last rows, sizes and ratio."""
+        return table_html(self)
 
     # -- leaving this process -------------------------------------------------------------
 
@@ -414,6 +507,9 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
 
     def _evaluator(self, expression: str, user_dict: Mapping | None, vm: str | None,
                    depth: int, blen: int | None = None, prune: bool = True) -> BlockEvaluator:
+        if not isinstance(expression, str):  # bcolz: a boolean carray (or array) of rows
+            user_dict = {**(user_dict or {}), _MASK_NAME: expression}
+            expression = _MASK_NAME
         expr = Expression.parse(expression)
         scope = {}
         if any(n not in self._cols for n in expr.names):
@@ -588,14 +684,30 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         if n == 0:
             return
         old = self._len
-        try:
-            for name, col in self._cols.items():
-                col.append(cols[name])
-        except BaseException:
-            self._cut_back(old)
-            raise
-        self._len = old + n
-        if self._auto_flush:
+        self._begin()
+        with self._guard():
+            try:
+                for name, col in self._cols.items():
+                    col.append(cols[name])
+            except BaseException:
+                if self._txn is None:
+                    self._cut_back(old)
+                raise
+            self._len = old + n
+            if self._auto_flush:
+                self.flush()
+
+    def _note_edit(self, key: Any, cols: dict[str, Any]) -> None:
+        """Record the old values of the rows ``key`` selects, before an edit changes them."""
+        if self._txn is None:
+            return
+        rows = np.atleast_1d(np.arange(self._len, dtype=np.int64)[key])
+        self._begin()
+        self._txn.note_edit(cols, rows, self._len)
+
+    def _commit_pending(self) -> None:
+        """Flush first when changes are not committed yet (before a change of columns)."""
+        if self._txn is not None and self._txn.active:
             self.flush()
 
     def _cut_back(self, length: int) -> None:
@@ -607,7 +719,11 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         self._writable()
         if isinstance(key, str) and (key in self._cols or key.isidentifier()):
             if key in self._cols:
-                self._cols[key][:] = value
+                with self._guard():
+                    self._note_edit(slice(None), {key: self._cols[key]})
+                    self._cols[key][:] = value
+                    if self._auto_flush:
+                        self.flush()
             else:
                 self.addcol(value, name=key)
             return
@@ -621,15 +737,18 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         arr = np.asarray(value)
         if arr.dtype.names is None:
             arr = np.asarray(value, dtype=self.dtype)
-        for name, col in self._cols.items():
-            col[key] = arr[name]
-        if self._auto_flush:
-            self.flush()
+        with self._guard():
+            self._note_edit(key, self._cols)
+            for name, col in self._cols.items():
+                col[key] = arr[name]
+            if self._auto_flush:
+                self.flush()
 
     def addcol(self, newcol: Any, name: str | None = None, pos: int | None = None,
                move: bool = False, **kwargs: Any) -> None:
         """Add a column at position ``pos`` (default last), persisted at once."""
         self._writable()
+        self._commit_pending()
         pos = len(self._cols) if pos is None else pos
         if not 0 <= pos <= len(self._cols):
             raise ValueError(f"pos must be in 0..{len(self._cols)}, got {pos}")
@@ -666,6 +785,7 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
                keep: bool = False) -> None:
         """Remove a column by name or position (exactly one); its directory too unless ``keep``."""
         self._writable()
+        self._commit_pending()
         if (name is None) == (pos is None):
             raise ValueError("pass exactly one of name and pos")
         if name is None:
@@ -689,9 +809,16 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         self._writable()
         if nitems < 0:
             raise ValueError("nitems must be >= 0")
-        for col in self._cols.values():
-            col.resize(nitems)
-        self._len = nitems
+        if self._txn is not None and nitems < self._len:
+            self._commit_pending()
+            self._txn.begin_shrink(nitems)  # finished, not undone, after a crash
+        else:
+            self._begin()
+        with self._guard():
+            for col in self._cols.values():
+                col.resize(nitems)
+            self._len = nitems
+            self.flush()  # the columns have flushed: commit the table too
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows."""
@@ -700,14 +827,20 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         self.resize(self._len - nitems)
 
     def flush(self) -> None:
+        """Flush every column, then commit the table (see :mod:`carray._table_txn`)."""
         if self._mode == "r":
             return
         for col in self._cols.values():
             col.flush()
+        if self._txn is not None:
+            self._txn.commit()
 
     def _release(self) -> None:
         for col in self._cols.values():
             col.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def free_cachemem(self) -> None:
         for col in self._cols.values():
@@ -728,11 +861,11 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
     def __repr__(self) -> str:
         where = f"\n  rootdir := {self._rootdir!r}" if self._rootdir else ""
         ratio = self.nbytes / self.cbytes if self.cbytes else 0.0
-        return (f"ctable({self.shape}, {self.dtype})\n  nbytes: {human(self.nbytes)}; "
-                f"cbytes: {human(self.cbytes)}; ratio: {ratio:.2f}\n"
-                f"  cparams := {self.cparams!r}{where}\n{self}")
+        return (f"ctable({self.shape}, {self.dtype})\n  nbytes: {bcolz_size(self.nbytes)}; "
+                f"cbytes: {bcolz_size(self.cbytes)}; ratio: {ratio:.2f}\n"
+                f"  cparams := {bcolz_cparams(self.cparams)}{where}\n{self}")
 
     def __str__(self) -> str:
         if self._len <= 20:
             return str(self[:])
-        return f"{str(self[:3])[:-1]} ... {str(self[-3:])[1:]}"
+        return f"{str(self[:3])[:-1]} ..., {str(self[-3:])[1:]}"

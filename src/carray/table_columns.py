@@ -59,10 +59,10 @@ def select_rows(values: np.ndarray, sel: np.ndarray) -> np.ndarray:
 
 def clip_column(col: Any, length: int) -> None:
     """Hide rows past ``length`` without writing (read-only tables)."""
-    if isinstance(col, StringColumn):
-        col.clip(length)
-    else:
+    if hasattr(col, "engine"):
         col.engine.clip(length)
+    else:  # string and nested columns clip their own parts
+        col.clip(length)
 
 
 def empty_like(col: Any) -> Any:

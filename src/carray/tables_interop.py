@@ -249,3 +249,98 @@ def to_arrow(table: Any, columns: list[str] | None = None):
             arrays.append(pa.array(col[:]))
     return pa.table(arrays, names=names)
 
+
+
+# -- the Arrow C stream and the DataFrame interchange protocol ------------------------------------
+
+#: Rows per record batch when a table is streamed to Arrow (about a few MiB per column).
+STREAM_ROWS = 1 << 18
+
+
+def _arrow_type(col: Any) -> Any:
+    import pyarrow as pa
+
+    if isinstance(col, StringColumn):
+        return pa.large_string()
+    item = pa.from_numpy_dtype(col.dtype)
+    if col.ndim > 1:
+        return pa.list_(item, int(np.prod(col.shape[1:])))
+    return item
+
+
+def arrow_schema(table: Any, columns: list[str] | None = None) -> Any:
+    """The ``pyarrow.Schema`` a table's rows stream as (see :func:`arrow_batches`)."""
+    import pyarrow as pa
+
+    return pa.schema([(n, _arrow_type(table.cols[n])) for n in table.column_names(columns)])
+
+
+def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
+    import pyarrow as pa
+
+    if isinstance(col, StringColumn):
+        return col.arrow_rows(lo, hi)
+    values = np.asarray(col[lo:hi])
+    if values.ndim > 1:
+        width = int(np.prod(values.shape[1:]))
+        return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), width)
+    return pa.array(values)
+
+
+def arrow_batches(table: Any, columns: list[str] | None = None,
+                  rows: int | None = None) -> Any:
+    """A ``pyarrow.RecordBatchReader`` over the table, ``rows`` rows per batch: only
+    one batch of each column is decoded at a time, so a table larger than memory
+    streams to Arrow consumers (``pa.table``, polars, duckdb)."""
+    import pyarrow as pa
+
+    rows = rows or STREAM_ROWS
+    schema = arrow_schema(table, columns)
+    names = schema.names
+    length = len(table)
+
+    def batches():
+        for lo in range(0, length, rows):
+            hi = min(lo + rows, length)
+            yield pa.record_batch([_arrow_slice(table.cols[n], lo, hi) for n in names],
+                                  schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def arrow_c_stream(table: Any, requested_schema: Any = None) -> Any:
+    """The PyCapsule of an ``ArrowArrayStream`` over the table's rows (the Arrow PyCapsule
+    interface's ``__arrow_c_stream__``)."""
+    return arrow_batches(table).__arrow_c_stream__(requested_schema)
+
+
+def dataframe_interchange(table: Any, nan_as_null: bool = False, allow_copy: bool = True) -> Any:
+    """The table as a DataFrame interchange object (``__dataframe__``), through Arrow.
+
+    Building it decodes every column (the protocol hands out whole buffers).
+    """
+    if not allow_copy:
+        raise RuntimeError("a ctable's columns are compressed: exporting them needs a copy "
+                           "(allow_copy=True)")
+    return to_arrow(table).__dataframe__(nan_as_null=nan_as_null, allow_copy=allow_copy)
+
+
+def table_html(table: Any) -> str:
+    """A table's ``_repr_html_``: sizes and its first and last rows (only those read)."""
+    from carray._html import edge_rows, summary_html
+    from carray._util import human
+
+    names = table.column_names()
+    first, last = edge_rows(len(table))
+
+    def rows(span: range) -> list[list[Any]]:
+        if not span:
+            return []
+        cols = [np.asarray(table.cols[n][span.start:span.stop]) for n in names]
+        return [[i, *(c[k] for c in cols)] for k, i in enumerate(span)]
+
+    ratio = table.nbytes / table.cbytes if table.cbytes else 0.0
+    facts = [("rows", f"{len(table):,}"), ("columns", len(names)),
+             ("nbytes", human(table.nbytes)), ("cbytes", human(table.cbytes)),
+             ("ratio", f"{ratio:.2f}"), ("rootdir", table.rootdir or "memory")]
+    return summary_html("ctable", facts, ["", *names], rows(first), rows(last))

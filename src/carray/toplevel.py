@@ -11,9 +11,11 @@ import numpy as np
 
 from carray import registry
 from carray.array import carray
+from carray.compute.strings import expression as lazy_expression
+from carray.compute.strings import wants_lazy
 from carray.defaults import defaults
 from carray.errors import FormatError
-from carray.query import BlockEvaluator, caller_scope, collect_result
+from carray.query import BlockEvaluator, Expression, caller_scope, collect_result
 from carray.shapes import calc_chunklen
 from carray.table import ctable
 
@@ -126,14 +128,17 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
 
     Names are looked up in ``user_dict``, then in the caller's variables (as
     bcolz does).  Operands must have equal lengths; only one block of each is
-    decoded at a time.
+    decoded at a time.  With an N-d carray or a lazy expression among the
+    operands, the expression is a :class:`carray.compute.LazyExpr` (operands
+    broadcast as in numpy), computed chunk by chunk.
 
     Parameters
     ----------
     expression : str
         numexpr syntax, e.g. ``"a * 2 + sin(b)"`` or ``"(x < 0.1) & (y > 0.5)"``.
-    vm : {None, 'numexpr', 'python'}
-        The evaluator (default ``carray.defaults.vm``: None picks per expression).
+    vm : {None, 'numexpr', 'python', 'dask'}
+        The evaluator (default ``carray.defaults.vm``: None picks per expression);
+        'dask' is accepted for bcolz's scripts and evaluates as 'python' does.
     out_flavor : {'carray', 'numpy'}
         The result's type (default ``carray.defaults.out_flavor``); other keyword
         arguments go to the result carray.
@@ -142,7 +147,11 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
     out_flavor = defaults.out_flavor if out_flavor is None else out_flavor
     scope = caller_scope(1)
     scope.update(user_dict or {})
-    ev = BlockEvaluator(expression, {}, scope, vm=vm, blen=blen, prune=False)
+    parsed = Expression.parse(expression)
+    if wants_lazy(parsed.names, scope):  # N-d operands broadcast, as in carray.compute
+        lazy = lazy_expression(parsed.tree, scope)
+        return np.asarray(lazy) if out_flavor == "numpy" else lazy.compute(**kwargs)
+    ev = BlockEvaluator(parsed, {}, scope, vm=vm, blen=blen, prune=False)
     return collect_result(ev, out_flavor, kwargs)
 
 

@@ -5,7 +5,8 @@ is 0) and a ``uint8`` carray holding the UTF-8 bytes back to back, so string
 ``i`` is ``values[offsets[i]:offsets[i + 1]]`` - the layout of an Arrow
 ``large_string`` array, which :meth:`StringColumn.to_arrow` wraps without a copy
 of the bytes per row.  On disk the column directory holds ``offsets/`` and
-``values/`` (bcolz carray directories) and a ``__vlstring__`` marker.
+``values/`` (carray directories in the superchunk layout, or bcolz's with
+``format="bcolz"``) and a ``__vlstring__`` marker.
 
 Writes append the bytes first and the offsets last, so the offsets are the
 record of what exists: bytes past the last offset (from an interrupted append)
@@ -184,7 +185,8 @@ class StringColumn(Container):
 
     def __init__(self, values: Any = None, *, rootdir: str | os.PathLike | None = None,
                  mode: str = "a", cparams: Any = None, expectedlen: int | None = None,
-                 fsync: bool = True, storage_options: dict | None = None) -> None:
+                 fsync: bool = True, storage_options: dict | None = None,
+                 format: str | None = None) -> None:  # noqa: A002
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
         self._storage_options = storage_options
         self._store: Store = LOCAL
@@ -198,7 +200,8 @@ class StringColumn(Container):
         if mode == "r":
             raise ValueError("mode 'r' needs an existing string column")
         expected = expectedlen or (len(values) if values is not None else 0) or 2**16
-        kw = dict(cparams=cparams, fsync=fsync, mode="w" if mode == "w" else "a", format="bcolz",
+        kw = dict(cparams=cparams, fsync=fsync, mode="w" if mode == "w" else "a",
+                  format=format or "superchunk",
                   storage_options=storage_options)
         if self._rootdir is not None:
             if self._store.exists(self._path):
@@ -363,6 +366,20 @@ class StringColumn(Container):
         offs, data = self._offsets[:], self._values[:int(self._offsets[-1])]
         return pa.LargeStringArray.from_buffers(len(self), pa.py_buffer(offs),
                                                 pa.py_buffer(data))
+
+    def arrow_rows(self, start: int, stop: int):
+        """Rows ``[start, stop)`` as a ``pyarrow.LargeStringArray``, from the stored offsets
+        and bytes of just those rows (no Python string per row)."""
+        import pyarrow as pa
+
+        stop = max(start, min(stop, len(self)))
+        offs = np.asarray(self._offsets[start:stop + 1], dtype=np.int64)
+        if len(offs) == 0:
+            offs = np.zeros(1, np.int64)
+        data = self._values[int(offs[0]):int(offs[-1])] if offs[-1] > offs[0] else \
+            np.zeros(0, np.uint8)
+        return pa.LargeStringArray.from_buffers(len(offs) - 1, pa.py_buffer(offs - offs[0]),
+                                                pa.py_buffer(np.ascontiguousarray(data)))
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -118,7 +118,7 @@ def test_convert_round_trip_and_unlimited(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["convert", "{bad}", "{tmp}/x.ds"], "bad.ds at offset 0: not a ds file"),
-    (["convert", "{data}/medium.ds", "{tmp}/x.zarr"], "no dataset reader or writer for"),
+    (["convert", "{data}/medium.ds", "{tmp}/x.h9"], "no dataset reader or writer for"),
     (["convert", "{data}/medium.ds", "{tmp}/x.ds", "--unlimited", "a"],
      "ds output does not take unlimited"),
     (["ds", "cat", "nope", "{data}/medium.ds"], "no variable 'nope'"),

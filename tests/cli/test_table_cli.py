@@ -18,7 +18,7 @@ def test_info_shows_columns_as_an_aligned_table(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "ctable: 57 rows x 3 columns"
     header = lines[1].split()
-    assert header == ["column", "dtype", "nbytes", "cbytes", "ratio"]
+    assert header == ["column", "dtype", "nbytes", "cbytes", "ratio", "on", "disk"]
     body = [line.split() for line in lines[3:6]]
     assert [r[0] for r in body] == ["i", "s", "f"]
     assert [r[1] for r in body] == ["int64", "|S5", "float64"]

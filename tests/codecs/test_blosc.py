@@ -190,3 +190,75 @@ def test_ranged_read_falls_back_for_delta_filtered_chunks():
     blosc.getitem_ranged(lambda o, length: chunk[o:o + length], 8 * 90_000, out, len(chunk),
                          None, x.nbytes)
     np.testing.assert_array_equal(out, x[90_000:90_010])
+
+
+def _ranged(chunk: bytes, memo: dict | None):
+    from carray.chunkio import ChunkReader
+
+    reads = []
+
+    def read(offset, length):
+        reads.append((offset, length))
+        return chunk[offset:offset + length]
+
+    return ChunkReader(len(chunk), read, None, memo), reads
+
+
+@pytest.mark.parametrize("dtype", ["i8", "f4", "u2"])
+def test_decode_point_reads_one_block_and_matches(dtype):
+    data = (np.arange(50_000) * 7 % 1000).astype(dtype)
+    chunk = blosc.compress2(data, data.itemsize, CParams(), blocksize=8192)
+    h = blosc.read_header(chunk)
+    dec = blosc.Decoder()
+    if not blosc.Decoder.available():
+        pytest.skip("no per-thread contexts in this libblosc2")
+    memo: dict = {}
+    reader, reads = _ranged(chunk, memo)
+    out = np.empty(1, dtype)
+    for i in [0, 1, 1023, 1024, 25_000, 49_999 - 8192 // data.itemsize, 33_333]:
+        reads.clear()
+        assert dec.decode_point(reader, len(chunk), i * data.itemsize, out)
+        assert out[0] == data[i]
+        if "point" in memo and len(reads) == 1:  # after the first: one block, one read
+            b = i * data.itemsize // h.blocksize
+            assert reads[0][1] < h.blocksize + 64 or b == 0
+
+
+def test_decode_point_reads_runs_of_blocks_with_one_read():
+    data = (np.arange(100_000) * 7 % 1000).astype("i8")
+    chunk = blosc.compress2(data, 8, CParams(), blocksize=8192)
+    dec = blosc.Decoder()
+    memo: dict = {}
+    reader, reads = _ranged(chunk, memo)
+    rng = np.random.default_rng(0)
+    done = 0
+    for _ in range(500):
+        s = int(rng.integers(0, 100_000))
+        n = int(rng.integers(1, min(5000, 100_000 - s) + 1))
+        out = np.empty(n, "i8")
+        reads.clear()
+        if dec.decode_point(reader, len(chunk), s * 8, out):
+            np.testing.assert_array_equal(out, data[s:s + n])
+            assert len(reads) == 1 or done == 0  # the first also reads the block table
+            done += 1
+    assert done > 450
+
+
+def test_decode_point_declines_what_it_cannot_do():
+    data = np.arange(10_000, dtype="i8")
+    chunk = blosc.compress2(data, 8, CParams(), blocksize=8192)
+    dec = blosc.Decoder()
+    reader, _ = _ranged(chunk, {})
+    inside = np.empty(1024, "i8")  # exactly one block's worth, from inside a block
+    assert not dec.decode_point(reader, len(chunk), 8, inside)
+    delta = blosc.compress2(data, 8, CParams(filters=("delta", "shuffle")), blocksize=8192)
+    reader, _ = _ranged(delta, {})
+    assert not dec.decode_point(reader, len(delta), 5000 * 8, np.empty(1, "i8"))
+
+
+def test_compress2_on_one_thread_gives_a_chunk_that_decodes_the_same():
+    data = np.random.default_rng(3).integers(0, 50, 300_000)
+    one = blosc.compress2(data, 8, CParams(), nthreads=1)
+    out = np.empty_like(data)
+    blosc.decompress_into(one, out)
+    np.testing.assert_array_equal(out, data)

@@ -137,3 +137,61 @@ def test_the_tail_counts_only_its_rows_in_cbytes(tmp_path):
     b = ca.open(tmp_path / "a", mode="r")
     on_disk = sum(p.stat().st_size for p in (tmp_path / "a" / "data").iterdir())
     assert b.cbytes == on_disk
+
+
+@pytest.mark.parametrize("where", WHERE)
+@pytest.mark.parametrize("shape,chunks,blocks", [
+    ((5000,), (1000,), None),
+    ((60, 50, 40), (20, 25, 40), None),
+    ((60, 50, 40), (20, 25, 40), (4, 5, 8)),
+])
+def test_single_items_read_the_right_value(where, shape, chunks, blocks, tmp_path):
+    if where == "bcolz" and len(shape) > 1:
+        chunks, blocks = (chunks[0], *shape[1:]), None  # bcolz stores whole rows
+    data = np.random.default_rng(5).normal(size=shape).round(2)
+    a = make(where, tmp_path, data, chunks=chunks, blocks=blocks)
+    a.flush()
+    b = a if where == "memory" else ca.open(a.rootdir, mode="r")
+    rng = np.random.default_rng(6)
+    for _ in range(200):
+        idx = tuple(int(rng.integers(0, n)) for n in shape)
+        assert b[idx] == data[idx]
+
+
+def test_a_many_chunk_append_tells_listeners_in_order(tmp_path):
+    a = ca.carray(np.arange(0), chunklen=100, rootdir=tmp_path / "a")
+    seen = []
+
+    class Listener:
+        def chunk_written(self, nchunk, values, stamp):
+            seen.append((nchunk, int(values[0]), int(values[-1])))
+
+        def chunks_dropped(self, first):
+            pass
+
+        def committing(self, engine):
+            pass
+
+    a.engine.add_listener(Listener())
+    a.append(np.arange(2050))
+    assert seen == [(n, n * 100, n * 100 + 99) for n in range(20)]
+
+
+@pytest.mark.parametrize("dtype", ["f8", "i4", "u1", "?"])
+def test_zone_maps_from_parallel_writes_match_chunk_by_chunk(dtype, tmp_path):
+    rng = np.random.default_rng(8)
+    data = (rng.normal(size=1000) * 50).astype(dtype)
+    if dtype == "f8":
+        data[120:130] = np.nan  # a chunk with NaNs
+        data[300:400] = np.nan  # a chunk of NaNs only
+        data[500] = np.inf
+    whole = ca.carray(data, chunklen=100, rootdir=tmp_path / "whole")  # many chunks at once
+    one = ca.carray(data[:0], chunklen=100, rootdir=tmp_path / "one")
+    for i in range(0, 1000, 100):
+        one.append(data[i:i + 100])  # one chunk per append
+    a, b = whole.zone_map(), one.zone_map()
+    assert a is not None and b is not None
+    np.testing.assert_array_equal(a.known, b.known)
+    np.testing.assert_array_equal(a.lo, b.lo)
+    np.testing.assert_array_equal(a.hi, b.hi)
+    np.testing.assert_array_equal(a.nan, b.nan)

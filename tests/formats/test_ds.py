@@ -613,3 +613,24 @@ def test_property_write_read_round_trip(tmp_path, data, start):
             part = ds.read(path, [key], {dim: slice(start, None)})[key]
             assert_values(part, np.ma.getdata(values)[start:],
                           None if mask is None else mask[start:])
+
+
+def test_name_with_leading_backslash_comes_back_unchanged(tmp_path):
+    # A key starting with a backslash not followed by '.' or '\' is not an escaped name:
+    # it is written, and read back, as it is.
+    d, path = roundtrip(tmp_path, {"\\a": np.arange(3), "\\\\b": np.arange(2)})
+    assert sorted(k for k in d if k != ".") == ["\\\\b", "\\a"]
+    assert "\\a" in ds.read_header(path)
+
+
+def test_a_small_file_is_one_write_and_a_rename(tmp_path, monkeypatch):
+    calls = []
+    real_write, real_replace = os.write, os.replace
+    monkeypatch.setattr(os, "write", lambda fd, b: calls.append("write") or real_write(fd, b))
+    monkeypatch.setattr(os, "replace", lambda a, b: calls.append("rename") or
+                        real_replace(a, b))
+    path = tmp_path / "t.ds"
+    ds.write(path, {"x": np.arange(10.0), "y": np.arange(3)}, fsync=False)
+    monkeypatch.undo()
+    assert calls == ["write", "rename"]
+    np.testing.assert_array_equal(ds.read(path)["x"], np.arange(10.0))

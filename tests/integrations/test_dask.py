@@ -266,11 +266,18 @@ def _frame(n=50_000):
     return pd.DataFrame({"i": np.arange(n), "f": rng.normal(size=n), "b": np.arange(n) % 3 == 0})
 
 
-def test_table_to_dask_has_a_partition_per_run_of_chunks(tmp_path):
+def test_table_to_dask_has_a_partition_per_stored_file(tmp_path):
     df = _frame()
-    t = ca.ctable(df, rootdir=str(tmp_path / "t"), chunklen=8192)
+    # bcolz columns: a file per chunk, so a partition per chunk.
+    t = ca.ctable(df, rootdir=str(tmp_path / "t"), chunklen=8192, format="bcolz")
     ddf = t.to_dask()
     assert ddf.npartitions == 7 and ddf.known_divisions and ddf.divisions[1] == 8192
+    # superchunk columns: a file holds several chunks, and a partition a file.
+    s = ca.ctable(df, rootdir=str(tmp_path / "s"), chunklen=1024)
+    assert s.file_rows() > 1024 and s.file_rows() % 1024 == 0
+    sdf = s.to_dask()
+    assert sdf.npartitions == -(-len(df) // s.file_rows())
+    pd.testing.assert_frame_equal(sdf.compute(), df)
     pd.testing.assert_frame_equal(ddf.compute(), df)
     assert ddf.f.sum().compute() == pytest.approx(df.f.sum())
     assert t.to_dask(["f"], partition_rows=20_000).npartitions == 3
@@ -286,11 +293,16 @@ def test_table_from_dask(tmp_path, divisions, parallel):
     t = ca.ctable(df, chunklen=8192)
     ddf = t.to_dask() if divisions is None else \
         dd.from_pandas(df, npartitions=1).repartition(divisions=divisions)
-    out = ca.ctable_from_dask(ddf, str(tmp_path / "t"))
+    # bcolz columns (a file per chunk) take the parallel path when partitions hold whole
+    # chunks; superchunk columns (the default) only when they hold whole files.
+    out = ca.ctable_from_dask(ddf, str(tmp_path / "t"), format="bcolz")
     pd.testing.assert_frame_equal(out.todataframe(), df)
     chunklen = out.cols["i"].chunklen
     assert (ddf.divisions[1] % chunklen == 0) == parallel
     assert out.mode == "a"
+    default = ca.ctable_from_dask(ddf, str(tmp_path / "s"))
+    pd.testing.assert_frame_equal(default.todataframe(), df)
+    assert default.mode == "a"
 
 
 def test_table_from_dask_with_strings_and_in_memory(tmp_path):

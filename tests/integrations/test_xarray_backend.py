@@ -115,3 +115,96 @@ def test_to_ds_of_an_opened_file_is_the_same_data(tmp_path):
     d = ds.read(tmp_path / "again.ds")
     np.testing.assert_array_equal(d["count"].mask, ds.read(DATA / "missing_values.ds")[
         "count"].mask)
+
+
+# -- carray directories, .b2nd frames and tables ---------------------------------------------------
+
+import carray as ca  # noqa: E402
+from carray.integrations.xarray_backend import (  # noqa: E402
+    CarrayBackendArray,
+    CarrayBackendEntrypoint,
+)
+
+
+@pytest.fixture
+def cube(tmp_path):
+    values = np.random.default_rng(0).random((48, 100, 80)).astype("f4")
+    a = ca.carray(values, rootdir=tmp_path / "temp.carray", mode="w", chunks=(4, 50, 80))
+    a.attrs["dims"] = ["time", "y", "x"]
+    a.attrs["units"] = "K"
+    a.close()
+    return tmp_path / "temp.carray", values
+
+
+@pytest.mark.parametrize("suffix", [".carray", ".b2nd", ".bcolz"])
+def test_open_dataset_finds_carray_containers_by_sniffing(tmp_path, suffix):
+    values = np.arange(60.0).reshape(6, 10)
+    fmt = {".carray": "superchunk", ".b2nd": "b2nd", ".bcolz": "bcolz"}[suffix]
+    path = tmp_path / f"v{suffix}"
+    ca.carray(values, rootdir=path, mode="w", format=fmt).close()
+    assert CarrayBackendEntrypoint().guess_can_open(str(path))
+    x = xr.open_dataset(path)  # no engine given: found by guess_can_open
+    assert list(x.data_vars) == ["v"]
+    assert x["v"].dims == ("v_dim_0", "v_dim_1")
+    assert np.array_equal(x["v"].values, values)
+
+
+def test_dims_from_attributes_and_outer_indexing(cube, count_reads):
+    path, values = cube
+    x = xr.open_dataset(path)
+    var = x["temp"]
+    assert var.dims == ("time", "y", "x") and var.attrs["units"] == "K"
+    count_reads["bytes"] = 0
+    assert np.array_equal(var.isel(time=3).values, values[3])
+    one_frame = count_reads["bytes"]
+    count_reads["bytes"] = 0
+    assert np.array_equal(xr.open_dataset(path)["temp"].values, values)
+    assert one_frame < count_reads["bytes"] / 2  # lazy: only the chunks of frame 3
+    assert np.array_equal(var.isel(time=[1, 7], x=[0, 5]).values, values[[1, 7]][:, :, [0, 5]])
+    assert np.array_equal(var[2:9:3, ::2, -1].values, values[2:9:3, ::2, -1])
+
+
+def test_dask_chunks_are_carrays(cube):
+    pytest.importorskip("dask")
+    path, values = cube
+    x = xr.open_dataset(path, chunks={})
+    assert x["temp"].data.chunks == ((4,) * 12, (50, 50), (80,))
+    assert float(x["temp"].sum().compute()) == pytest.approx(float(values.sum()))
+
+
+def test_a_table_is_a_dataset_of_columns(tmp_path):
+    n = 1000
+    t = ca.ctable({"id": np.arange(n), "x": np.linspace(0, 1, n),
+                   "name": np.array([f"s{i % 7}" for i in range(n)], dtype=object)},
+                  rootdir=tmp_path / "t.ctable", mode="w")
+    t.attrs["title"] = "obs"
+    t.close()
+    x = xr.open_dataset(tmp_path / "t.ctable")
+    assert list(x.data_vars) == ["id", "x", "name"]
+    assert x.sizes == {"row": n} and x.attrs == {"title": "obs"}
+    assert x["name"][8:10].values.tolist() == ["s1", "s2"]
+    assert np.array_equal(x["id"][[5, 900]].values, [5, 900])
+
+
+def test_backend_array_pickles_without_its_handle(cube):
+    path, values = cube
+    arr = CarrayBackendArray(str(path), None, values.shape, values.dtype)
+    arr._raw_getitem((slice(0, 1),))  # opens the array
+    clone = pickle.loads(pickle.dumps(arr))
+    assert np.array_equal(clone._raw_getitem((slice(2, 3), slice(None), slice(None))),
+                          values[2:3])
+
+
+def test_not_a_carray_container(tmp_path):
+    (tmp_path / "x.txt").write_text("hello")
+    assert not CarrayBackendEntrypoint().guess_can_open(str(tmp_path / "x.txt"))
+    assert not CarrayBackendEntrypoint().guess_can_open(str(DATA / "multidim_scalars.ds"))
+    assert not CarrayBackendEntrypoint().guess_can_open(str(tmp_path / "missing"))
+
+
+def test_urls_open_with_the_engine_named():
+    pytest.importorskip("fsspec")
+    url = "memory://xarray-backend/v.carray"
+    ca.carray(np.arange(100.0).reshape(10, 10), rootdir=url, mode="w").close()
+    x = xr.open_dataset(url, engine="carray", storage_options={})
+    assert np.array_equal(x["v"][2].values, np.arange(20.0, 30.0))

@@ -72,7 +72,7 @@ def test_snappy_fixture_raises_a_clear_error():
         ca.open(DATA / "c_i4_snappy.bcolz", mode="r")[:]
 
 
-def test_object_fixture_needs_opt_in():
+def test_object_fixture_needs_opt_in(tmp_path):
     with pytest.raises(UnsafeDataError, match="pickle"):
         ca.open(DATA / "c_object_pickle.bcolz", mode="r")
     a = ca.open(DATA / "c_object_pickle.bcolz", mode="r", allow_pickle=True)
@@ -80,9 +80,13 @@ def test_object_fixture_needs_opt_in():
     assert a[:].tolist() == [_decode_json(x) for x in expected]
     with pytest.raises(ca.ReadOnlyError):
         a[0] = 1
-    writable = ca.open(DATA / "c_object_pickle.bcolz", mode="a", allow_pickle=True)
-    with pytest.raises(ca.UnsupportedDTypeError):
-        writable[0] = 1
+    # Opted in, an object array is writable as in bcolz (one pickle per chunk file).
+    copy = tmp_path / "objects.bcolz"
+    shutil.copytree(DATA / "c_object_pickle.bcolz", copy)
+    writable = ca.open(copy, mode="a", allow_pickle=True)
+    writable[0] = {"new": 1}
+    writable.close()
+    assert ca.open(copy, mode="r", allow_pickle=True)[0] == {"new": 1}
 
 
 def test_structured_fixture_reads_with_literal_dtype_parse():

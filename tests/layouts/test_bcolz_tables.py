@@ -59,7 +59,7 @@ def test_our_table_files_match_bcolz_bytes(entry, tmp_path):
     kw = {"chunklen": params["chunklen"]} if params.get("chunklen") else {}
     if params.get("cparams"):
         kw["cparams"] = params["cparams"]
-    t = ca.ctable(expected, rootdir=str(root), **kw)
+    t = ca.ctable(expected, rootdir=str(root), format="bcolz", **kw)
     for k, v in (params.get("attrs") or {}).items():
         t.attrs[k] = v
     t.close()
@@ -88,7 +88,8 @@ def test_bcolz_reads_our_tables(tmp_path):
     rec["u"] = [f"é{i % 7}" for i in range(1000)]
     rec["b"] = np.arange(1000) % 2 == 0
     rec["v"] = np.arange(3000.0).reshape(1000, 3)
-    t = ca.ctable(rec, rootdir=root, chunklen=64, cparams=ca.CParams(cname="zstd", clevel=3))
+    t = ca.ctable(rec, rootdir=root, chunklen=64, cparams=ca.CParams(cname="zstd", clevel=3),
+                  format="bcolz")
     t.attrs["who"] = "carray"
     t.addcol(rec["i"] * 2, name="twice")
     t.delcol("b")

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
     TextColumn,
     TimeRemainingColumn,
@@ -90,22 +91,29 @@ def summary(a: np.ndarray, *, one_line: bool = True) -> str:
 
 @contextlib.contextmanager
 def progress(label: str, *, quiet: bool = False, min_total: int = 0,
-             always: bool = False) -> Iterator[Callable[[int, int], None]]:
+             always: bool = False, unit: str = "bytes"
+             ) -> Iterator[Callable[[int, int], None]]:
     """A ``report(done, total)`` callable drawing one bar on stderr while the block runs.
 
     Nothing is drawn when stderr is not a terminal, when ``quiet``, or for totals
     below ``min_total`` bytes; a total of 0 means not known (a count, no bar end).
-    ``always`` draws it anyway (off a terminal: its final state, once).
+    ``always`` draws it anyway (off a terminal: its final state, once). ``unit`` is
+    ``"bytes"`` (sizes and speed in binary units) or what else is counted (``"rows"``,
+    ``"steps"``: shown as done/total).
     """
     if quiet or not (always or sys.stderr.isatty()):
         yield lambda done, total: None
         return
+    amounts = ((DownloadColumn(binary_units=True), TransferSpeedColumn()) if unit == "bytes"
+               else (MofNCompleteColumn(), TextColumn(unit)))
     bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                   TextColumn("{task.percentage:>5.1f}%"), DownloadColumn(binary_units=True),
-                   TransferSpeedColumn(), TimeRemainingColumn(),
+                   TextColumn("{task.percentage:>5.1f}%"), *amounts, TimeRemainingColumn(),
                    console=Console(file=sys.stderr,
                                    width=None if sys.stderr.isatty() else 400),
-                   transient=not always)
+                   transient=not always,
+                   # Lines printed meanwhile go above the bar on a terminal, and stay in
+                   # stdout when it is a file or a pipe.
+                   redirect_stdout=sys.stdout.isatty())
     task = None
 
     def report(done: int, total: int) -> None:

@@ -14,6 +14,7 @@ import argparse
 from carray.cli._ui import progress
 from carray.cli.main import add_storage_options
 from carray.convert import ARRAY_FORMATS, FORMATS, convert, format_for, read_any, write_any
+from carray.integrations.table_files import TABLE_EXTENSIONS
 from carray.params import CParams
 
 __all__ = ["clean_errors", "format_for", "read_any", "register", "write_any"]
@@ -43,14 +44,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     datasets = ", ".join(e for f in FORMATS for e in f.extensions)
     p = subparsers.add_parser(
         "convert", help="convert an array or a dataset between formats",
-        description=f"Convert an array ({arrays}) or a dataset ({datasets}). The source "
+        description=f"Convert an array ({arrays}), a table (ctable directory, .parquet, "
+                    f"and to or from .ds/.nc) or a dataset ({datasets}). The source "
                     "may be in any format `carray info` reads; the destination format "
                     "follows its extension, or --to; a destination without an extension is "
                     "a carray directory, one with an unknown extension is refused.")
-    p.add_argument("src", help="input array or dataset (a path or a URL)")
+    p.add_argument("src", help="input array, table or dataset (a path or a URL)")
     p.add_argument("dst", help="output path or URL")
     p.add_argument("--to", metavar="FORMAT",
-                   choices=[*ARRAY_FORMATS, *(f.name for f in FORMATS)],
+                   choices=[*ARRAY_FORMATS, *(f.name for f in FORMATS), *TABLE_EXTENSIONS],
                    help="output format, instead of guessing it from DST's extension")
     p.add_argument("--chunks", metavar="C0,C1,...", help="chunk shape of the output array")
     p.add_argument("--blocks", metavar="B0,B1,...", help="block shape of the output array")
@@ -71,9 +73,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @clean_errors
 def run(args: argparse.Namespace) -> int:
-    from carray.convert import _is_dataset, close_array, open_array
+    from carray.convert import _is_dataset, close_array, is_table_conversion, open_array
 
     storage = args.storage_options
+    if is_table_conversion(args.src, args.dst, args.to, storage):
+        with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
+                      always=bool(args.progress), unit="rows") as report:
+            convert(args.src, args.dst, args.to, overwrite=args.force, progress=report,
+                    storage_options=storage)
+        return 0
     if _is_dataset(args.src, None):
         options = {"unlimited": args.unlimited} if args.unlimited else {}
         convert(args.src, args.dst, args.to, storage_options=storage, **options)

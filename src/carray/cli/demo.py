@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import carray
+from carray.cli._ui import progress
 from carray.cli.info import describe, format_description
+
+#: Timed steps of the tour (the progress bar's length).
+STEPS = 16
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,16 +27,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _timed(label: str, fn):
-    t0 = time.perf_counter()
-    result = fn()
-    print(f"  {label:<44} {1e3 * (time.perf_counter() - t0):8.1f} ms")
-    return result
+class _Timer:
+    """Runs a step of the tour, prints how long it took, and moves the progress bar."""
+
+    def __init__(self, report: Callable[[int, int], None]) -> None:
+        self.report, self.done = report, 0
+
+    def __call__(self, label: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        result = fn()
+        print(f"  {label:<44} {1e3 * (time.perf_counter() - t0):8.1f} ms")
+        self.done += 1
+        self.report(self.done, max(STEPS, self.done))
+        return result
 
 
 def run(args: argparse.Namespace) -> int:
     if args.rows < 1:
         raise ValueError(f"--rows must be at least 1, got {args.rows}")
+    with progress("carray demo", quiet=args.quiet, unit="steps") as report:
+        _tour(args, _Timer(report))
+    return 0
+
+
+def _tour(args: argparse.Namespace, _timed: _Timer) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep) if args.keep else Path(tmp) / "temperature.carray"
         rng = np.random.default_rng(42)
@@ -60,13 +81,13 @@ def run(args: argparse.Namespace) -> int:
         print(format_description(describe(b)))
         print()
         _table_tour(Path(tmp) / "readings.ctable" if not args.keep else
-                    Path(args.keep).with_suffix(".ctable"), signal, rng)
+                    Path(args.keep).with_suffix(".ctable"), signal, rng, _timed)
         print()
-        _cube_tour(Path(tmp) if not args.keep else Path(args.keep).parent, n, rng)
-    return 0
+        _cube_tour(Path(tmp) if not args.keep else Path(args.keep).parent, n, rng, _timed)
 
 
-def _table_tour(root: Path, signal: np.ndarray, rng: np.random.Generator) -> None:
+def _table_tour(root: Path, signal: np.ndarray, rng: np.random.Generator,
+                _timed: _Timer) -> None:
     """The same readings as a table with a station name, queried with min/max pruning."""
     n = len(signal)
     names = np.array(["north", "south", "east", "west", "summit"], dtype=object)
@@ -85,7 +106,7 @@ def _table_tour(root: Path, signal: np.ndarray, rng: np.random.Generator) -> Non
     print(f"  mean = {mean:.3f}")
 
 
-def _cube_tour(where: Path, rows: int, rng: np.random.Generator) -> None:
+def _cube_tour(where: Path, rows: int, rng: np.random.Generator, _timed: _Timer) -> None:
     """An N-d array of frames: chunks and blocks along every axis, slices along each,
     then the same array as a python-blosc2 frame."""
     from carray.convert import convert
@@ -100,7 +121,7 @@ def _cube_tour(where: Path, rows: int, rng: np.random.Generator) -> None:
     print(f"  chunks {a.chunks}, blocks {a.blocks}")
     for label, key in [("a[i] (one frame)", (frames // 2,)), ("a[:, j, :]", (slice(None), 100)),
                        ("a[:, :, k]", (slice(None), slice(None), 100))]:
-        got = _timed(label, lambda key=key: a[key])
+        got = _timed(label, functools.partial(a.__getitem__, key))
         assert np.array_equal(got, cube[key])
     a.close()
     frame = where / "frames.b2nd"

@@ -51,10 +51,22 @@ def _array_rows(info: dict) -> list[tuple[str, Any]]:
         ("codec", f"{info['codec']} clevel={info['clevel']} shuffle={info['shuffle']}"),
         ("nbytes", human(info["nbytes"])),
         ("cbytes", human(info["cbytes"])),
-        ("ratio", f"{info['ratio']:.2f}"),
+        ("ratio", _ratio_text(info["ratio"])),
     ]
+    if info.get("disk_bytes") is not None:
+        rows.append(("on disk", f"{human(info['disk_bytes'])} (every file: chunks, framing, "
+                                "metadata, spare room)"))
     rows += [(f"attr {k}", json.dumps(v, ensure_ascii=False)) for k, v in info["attrs"].items()]
     return rows
+
+
+def _disk_text(nbytes: int | None) -> str:
+    return "-" if nbytes is None else human(nbytes)
+
+
+def _ratio_text(ratio: float | None) -> str:
+    """A ratio to 2 decimals, or what stands instead when nothing is stored."""
+    return "- (nothing stored)" if ratio is None else f"{ratio:.2f}"
 
 
 def _chunks_line(info: dict) -> str:
@@ -71,10 +83,14 @@ def print_table_info(info: dict) -> None:
     """A table's description: a line, then its columns as an aligned table."""
     print(f"ctable: {info['rows']} rows x {len(info['columns'])} columns")
     rows = [(c["name"], c["dtype"], human(c["nbytes"]), human(c["cbytes"]),
-             f"{c['ratio']:.2f}") for c in info["columns"]]
-    total = info["nbytes"] / info["cbytes"] if info["cbytes"] else 0.0
-    rows.append(("(total)", "", human(info["nbytes"]), human(info["cbytes"]), f"{total:.2f}"))
-    print_table(("column", "dtype", "nbytes", "cbytes", "ratio"), rows, right=(2, 3, 4))
+             _ratio_text(c["ratio"]), _disk_text(c.get("disk_bytes")))
+            for c in info["columns"]]
+    total = info["nbytes"] / info["cbytes"] if info["cbytes"] else None
+    rows.append(("(total)", "", human(info["nbytes"]), human(info["cbytes"]),
+                 _ratio_text(total), _disk_text(info.get("disk_bytes"))))
+    # cbytes: the compressed chunks; on disk: every file (framing, metadata, spare room).
+    print_table(("column", "dtype", "nbytes", "cbytes", "ratio", "on disk"), rows,
+                right=(2, 3, 4, 5))
     print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False))
                   for k, v in info["attrs"].items()])
 

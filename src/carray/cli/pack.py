@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from carray.cli._ui import progress
 from carray.cli.convert import clean_errors
 from carray.formats import bloscpack
 from carray.formats._blp_frame import CHECKSUMS
@@ -84,6 +85,11 @@ def _is_npy(path: str) -> bool:
         return f.read(6) == b"\x93NUMPY"
 
 
+def _label(src: str, arrow: str, dst: str) -> str:
+    """The progress bar's label: file names only, so the bar keeps its room."""
+    return f"{os.path.basename(src)} {arrow} {os.path.basename(dst)}"
+
+
 def _refuse_overwrite(args: argparse.Namespace) -> None:
     if os.path.exists(args.dst) and not args.force:
         raise ValueError(f"{args.dst} exists (use --force to overwrite)")
@@ -100,14 +106,16 @@ def run_pack(args: argparse.Namespace) -> int:
                   checksum=args.checksum, offsets=not args.no_offsets,
                   max_app_chunks=args.max_app_chunks)
     # Both read the input a chunk at a time: memory holds a few chunks, not the file.
-    if not args.bytes and _is_npy(args.src):
-        if metadata is not None and not isinstance(metadata, dict):
-            raise ValueError("--metadata for an array must be a JSON object")
-        bloscpack.pack_npy(args.src, args.dst, metadata=metadata, **common)
-    else:
-        with open(args.src, "rb") as src:
-            bloscpack.pack_bytes(src, args.dst, typesize=args.typesize, metadata=metadata,
-                                 **common)
+    with progress(_label(args.src, "->", args.dst), quiet=args.quiet) as report:
+        common["progress"] = report
+        if not args.bytes and _is_npy(args.src):
+            if metadata is not None and not isinstance(metadata, dict):
+                raise ValueError("--metadata for an array must be a JSON object")
+            bloscpack.pack_npy(args.src, args.dst, metadata=metadata, **common)
+        else:
+            with open(args.src, "rb") as src:
+                bloscpack.pack_bytes(src, args.dst, typesize=args.typesize,
+                                     metadata=metadata, **common)
     return 0
 
 
@@ -115,15 +123,17 @@ def run_pack(args: argparse.Namespace) -> int:
 def run_unpack(args: argparse.Namespace) -> int:
     _refuse_overwrite(args)
     # A .npy file when the .blp holds an array, else the raw bytes; written a chunk at a time.
-    bloscpack.unpack_file(args.src, args.dst, verify=not args.no_verify)
+    with progress(_label(args.src, "->", args.dst), quiet=args.quiet) as report:
+        bloscpack.unpack_file(args.src, args.dst, verify=not args.no_verify, progress=report)
     return 0
 
 
 @clean_errors
 def run_append(args: argparse.Namespace) -> int:
     # Read a chunk at a time: a .npy file for array files, raw bytes otherwise.
-    with open(args.src, "rb") as src:
-        added = bloscpack.append(args.dst, src, cparams=_cparams(args))
+    with open(args.src, "rb") as src, \
+            progress(_label(args.src, ">>", args.dst), quiet=args.quiet) as report:
+        added = bloscpack.append(args.dst, src, cparams=_cparams(args), progress=report)
     print(f"appended {os.path.getsize(args.src)} bytes to {args.dst}: {added} new chunks")
     return 0
 

@@ -27,12 +27,13 @@ import os
 import re
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import blosc as _blosc1
 import blosc2 as _blosc2
 import numpy as np
 
+from carray.codecs._libcheck import PublicLibrary, fallback, self_check
 from carray.codecs.pipeline import blosc2_filters, check_blosc1_filters, decode_error
 from carray.errors import CodecError, CodecUnavailableError, FormatError
 from carray.params import CParams
@@ -80,7 +81,10 @@ def _load_libblosc2() -> ctypes.CDLL:
     return lib
 
 
-_lib = _load_libblosc2()
+try:
+    _lib: Any = _load_libblosc2()
+except (OSError, AttributeError, ImportError) as _exc:  # a wheel laid out differently
+    _lib = fallback(f"cannot load it: {_exc}")
 
 
 def _dparams_fields() -> list[str] | None:
@@ -130,7 +134,14 @@ def _make_dparams_type() -> type | None:
     return cls
 
 
-_DParams = _make_dparams_type()
+try:
+    _DParams = None if isinstance(_lib, PublicLibrary) else _make_dparams_type()
+except AttributeError:  # no per-thread context functions: the library-wide calls remain
+    _DParams = None
+# Chunks made by python-blosc2's public API must decode through the ctypes calls above
+# (whole, in part, on a context); otherwise the public API answers them instead.
+if not isinstance(_lib, PublicLibrary) and (_problem := self_check(_lib, _DParams)):
+    _lib, _DParams = fallback(_problem), None
 
 
 # Runs of blocks from which one masked decode beats a getitem call per run.
@@ -147,6 +158,8 @@ class Decoder:
 
     def __init__(self, nthreads: int = 1) -> None:
         self._ctx = None
+        # decode_point's buffer and its ctypes view (a context serves one thread).
+        self._point: tuple[bytearray, ctypes.Array] | None = None
         if _DParams is not None:
             self._ctx = _lib.blosc2_create_dctx(_DParams(nthreads=nthreads))
 
@@ -237,6 +250,72 @@ class Decoder:
             if n != stop - start:
                 raise decode_error(chunk, path, "decode blocks", n)
 
+    def decode_point(self, read_at: ReadAt, size: int, start: int, out: np.ndarray,
+                     path: str | os.PathLike[str] | None = None) -> bool:
+        """Decode the items at byte ``start`` of a stored chunk into ``out`` with one
+        ranged read of the blocks holding them; False (nothing done) when the chunk or
+        the request does not allow it (the caller then reads another way).
+
+        The chunk's header and block table are parsed once and kept in the reader's
+        ``memo`` (layouts cache readers per chunk), so a repeated read costs one
+        ``pread`` of the blocks' compressed bytes and their decode.
+        """
+        memo = getattr(read_at, "memo", None)
+        point = memo.get("point") if memo is not None else None
+        if point is None:
+            index = _chunk_index(read_at, size, path)
+            h = index.header
+            point = False
+            if index.bstarts is not None and self._ctx is not None and h.typesize and \
+                    not h.blocksize % h.typesize:
+                point = (h, index.head[:h.header_size], index.bstarts.tolist(),
+                         index.bends.tolist())
+            if memo is not None:
+                memo["point"] = point
+        if not point:
+            return False
+        h, head, bstarts, bends = point
+        bs, ts, nbytes = h.blocksize, h.typesize, out.nbytes
+        first, local = divmod(start, bs)
+        last = (start + nbytes - 1) // bs
+        k = last - first + 1
+        sub_nbytes = min(h.nbytes - first * bs, k * bs)
+        # Declined, besides bad requests: a lone short last block (Blosc2 would read the
+        # one-block chunk with another block size) and exactly one block's worth from
+        # inside a block (which libblosc2's getitem mis-decodes; see _getitem_parts).
+        if start < 0 or nbytes <= 0 or start + nbytes > h.nbytes or local % ts or \
+                nbytes % ts or (sub_nbytes < bs and first) or (nbytes == bs and local) or \
+                not out.flags.c_contiguous or \
+                (k > 1 and bstarts[first + 1:last + 1] != bends[first:last]):
+            return False  # the last test: blocks not stored back to back
+        lo, hi = bstarts[first], bends[last]
+        # A chunk of just these blocks, built in this context's buffer: the header with
+        # its sizes, their offsets, their bytes read straight into place.
+        hs = len(head)
+        table = hs + 4 * k
+        need = table + hi - lo
+        if self._point is None or len(self._point[0]) < need:
+            buf = bytearray(max(need, 1 << 16))
+            self._point = (buf, (ctypes.c_char * len(buf)).from_buffer(buf))
+        buf, src = self._point
+        buf[:hs] = head
+        _HEADER.pack_into(buf, 0, h.version, h.versionlz, h.flags, ts, sub_nbytes, bs, need)
+        struct.pack_into(f"<{k}i", buf, hs, *[table + s - lo for s in bstarts[first:last + 1]])
+        reader = getattr(read_at, "read_into", None)
+        if reader is not None:
+            got = reader(lo, memoryview(buf)[table:need])
+        else:
+            data = read_at(lo, hi - lo)
+            got = len(data)
+            buf[table:table + got] = data
+        if got != hi - lo:
+            raise FormatError("Blosc chunk truncated inside a block", path)
+        n = _lib.blosc2_getitem_ctx(self._ctx, src, need, local // ts, nbytes // ts,
+                                    out.ctypes.data, nbytes)
+        if n != nbytes:
+            raise decode_error(bytes(buf[:BLOSC2_HEADER]), path, "decode items", n)
+        return True
+
     def close(self) -> None:
         if self._ctx is not None:
             _lib.blosc2_free_ctx(self._ctx)
@@ -265,6 +344,9 @@ def set_library_threads(nthreads: int) -> None:
 # python-blosc then uses c-blosc's context API, so chunks can be (de)compressed on
 # several threads at once (the Bloscpack reader and writer do).
 _blosc1.set_releasegil(True)
+# python-blosc2 builds a context per call; releasing the GIL around it lets writers
+# compress several chunks at once, each on a single-threaded context.
+_blosc2.set_releasegil(True)
 
 
 class ChunkHeader(NamedTuple):
@@ -725,8 +807,11 @@ def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:
 
 
 def compress2(data: np.ndarray, typesize: int, cparams: CParams,
-              blocksize: int | None = None) -> bytes:
+              blocksize: int | None = None, nthreads: int | None = None) -> bytes:
     """Compress to a Blosc2 chunk (faster, and carries the filter pipeline in its header).
+
+    ``nthreads`` is the threads Blosc uses for this chunk (default: the process-wide
+    setting); writers compressing several chunks at once pass 1.
 
     Raises
     ------
@@ -748,7 +833,7 @@ def compress2(data: np.ndarray, typesize: int, cparams: CParams,
         return bytes(_blosc2.compress2(
             data, typesize=typesize, clevel=cparams.clevel,
             codec=_BLOSC2_CODECS[cparams.cname], filters=filters, filters_meta=filters_meta,
-            blocksize=blocksize, nthreads=_blosc2.nthreads))
+            blocksize=blocksize, nthreads=nthreads or _blosc2.nthreads))
     except (RuntimeError, ValueError) as exc:
         raise CodecError(f"Blosc2 cannot compress {data.nbytes} bytes of typesize {typesize} "
                          f"with filters {list(cparams.filters or ())}: {exc}") from None

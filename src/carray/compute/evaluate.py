@@ -1,11 +1,11 @@
 """Chunk-by-chunk evaluation: which chunks to visit, running them on worker threads, and
 writing an expression's values out (to numpy, or to a new carray).
 
-Chunks are visited in C order over a chunk grid, a *wave* of a few chunks at a
-time: the chunks of a wave are read and evaluated on worker threads
-(:mod:`carray._parallel`; decoding and numpy release the GIL), then handed back
-in order, so what is built from them is the same whatever the thread count, and
-at most a wave of chunks is decoded at once.
+Chunks are visited in C order over a chunk grid: they are read and evaluated
+on worker threads (:mod:`carray._parallel`; decoding and numpy release the
+GIL) a few chunks ahead of the caller and handed back in order, so what is
+built from them is the same whatever the thread count, and only those few
+chunks are decoded at once.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import numpy as np
 
 from carray import _parallel
 from carray.compute._types import array_type, is_carray
-from carray.compute.expr import LazyExpr
+from carray.compute.expr import Expr
 
-# Chunks per worker in one wave: enough to even out their costs, few enough to bound memory.
-_WAVE_PER_WORKER = 2
+# Chunks in flight per worker: enough to keep every worker busy while the caller takes
+# its time to consume a result; results a chunk large (compute()) keep one, for memory.
+_AHEAD = 2
 # Chunks smaller than this are evaluated on the caller's thread: handing them over costs more.
 _THREADED_ITEMS = 1 << 15
 # Target items per chunk when no carray operand tells the chunk shape.
@@ -78,39 +79,70 @@ def regions(shape: tuple[int, ...], chunks: tuple[int, ...]) -> Iterator[tuple[t
                             for c, s, n in zip(coords, chunks, shape, strict=True))
 
 
-def waves(items: Iterable[Any], fn: Callable[[Any], Any], threaded: bool = True
+def waves(items: Iterable[Any], fn: Callable[[Any], Any], threaded: bool = True,
+          needed: Callable[[Any], bool] | None = None, ahead: int = _AHEAD
           ) -> Iterator[tuple[Any, Any]]:
-    """``(item, fn(item))`` in the order of ``items``, ``fn`` run on worker threads a wave
-    of items at a time."""
-    size = _WAVE_PER_WORKER * _parallel.workers() if threaded else 1
-    it = iter(items)
-    while True:
-        batch = list(itertools.islice(it, size))
-        if not batch:
-            return
-        results: list[Any] = [None] * len(batch)
+    """``(item, fn(item))`` in the order of ``items``; items ``needed`` rejects give None.
 
-        def task(i: int) -> None:
-            results[i] = fn(batch[i])
+    Threaded, ``fn`` runs on the worker threads, a window of a few items ahead of the
+    caller, which consumes each result (merges it, writes it) while later ones are
+    computed (:func:`carray._parallel.pipeline`), at most ``ahead`` items per worker:
+    no thread waits for a whole wave of items to finish.
+    """
+    if not threaded or _parallel.workers() <= 1 or _parallel.in_worker():
+        for item in items:
+            yield item, fn(item) if needed is None or needed(item) else None
+        return
+    # Items not needed ride along with the next one needed, so none is dispatched.
+    for skipped, item, result in _parallel.pipeline(partial(_task, fn),
+                                                    _groups(items, needed),
+                                                    window=ahead * _parallel.workers()):
+        for other in skipped:
+            yield other, None
+        if item is not _END:
+            yield item, result
 
-        _parallel.run([partial(task, i) for i in range(len(batch))],
-                      threads=threaded and len(batch) > 1)
-        yield from zip(batch, results, strict=True)
+
+_END = object()
 
 
-def threaded_for(chunks: tuple[int, ...]) -> bool:
-    """Whether chunks of this shape are worth sending to worker threads."""
-    return math.prod(chunks) >= _THREADED_ITEMS
+def _groups(items: Iterable[Any], needed: Callable[[Any], bool] | None
+            ) -> Iterator[tuple[list[Any], Any]]:
+    """``(items not needed, next item needed)``; the last group ends with ``_END``."""
+    skipped: list[Any] = []
+    for item in items:
+        if needed is None or needed(item):
+            yield skipped, item
+            skipped = []
+        else:
+            skipped.append(item)
+    yield skipped, _END
+
+
+def _task(fn: Callable[[Any], Any], group: tuple[list[Any], Any]) -> tuple[list[Any], Any, Any]:
+    skipped, item = group
+    return skipped, item, None if item is _END else fn(item)
+
+
+def threaded_for(chunks: tuple[int, ...], src: Any) -> bool:
+    """Whether the chunks of ``src`` (of this shape) are worth sending to worker threads.
+
+    Not when they are small (handing them over costs more), nor when a carray operand
+    lives in an object store: its reads already fetch many chunks at once on their own
+    threads, which a read running on a worker would do one by one.
+    """
+    return math.prod(chunks) >= _THREADED_ITEMS and \
+        not any(leaf.engine.remote for leaf in carray_leaves(src))
 
 
 def values_at(src: Any, region: Region) -> np.ndarray:
     """The values of a carray or an expression in a box of slices."""
-    if isinstance(src, LazyExpr):
+    if isinstance(src, Expr):
         return src.evaluate(region)
     return np.asarray(src[region])
 
 
-def to_numpy(expr: LazyExpr) -> np.ndarray:
+def to_numpy(expr: Expr) -> np.ndarray:
     """All of an expression's values in a new numpy array, filled chunk by chunk."""
     out = np.empty(expr.shape, dtype=expr.dtype)
     if out.size == 0 or out.ndim == 0:
@@ -120,12 +152,12 @@ def to_numpy(expr: LazyExpr) -> np.ndarray:
     def fill(item: tuple[tuple[int, ...], Region]) -> None:
         out[item[1]] = expr.evaluate(item[1])
 
-    for _ in waves(regions(expr.shape, chunks), fill, threaded_for(chunks)):
+    for _ in waves(regions(expr.shape, chunks), fill, threaded_for(chunks, expr)):
         pass
     return out
 
 
-def _new_array_args(expr: LazyExpr, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _new_array_args(expr: Expr, kwargs: dict[str, Any]) -> dict[str, Any]:
     args = dict(kwargs)
     if not ({"chunks", "chunklen"} & args.keys()) and args.get("format") != "bcolz":
         args["chunks"] = plan_chunks(expr)
@@ -137,32 +169,38 @@ def _new_array_args(expr: LazyExpr, kwargs: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-def compute(expr: LazyExpr, **kwargs: Any) -> Any:
+def compute(expr: Expr, **kwargs: Any) -> Any:
     """Write an expression's values into a new carray (see :meth:`LazyExpr.compute`)."""
     if expr.ndim == 0:
         raise ValueError("a 0-d expression has no carray form; use np.asarray(expr)")
     cls = array_type()
     out = cls(np.empty((0, *expr.shape[1:]), dtype=expr.dtype), **_new_array_args(expr, kwargs))
     shape, chunks = expr.shape, tuple(out.chunks)
-    threaded = threaded_for(chunks)
+    threaded = threaded_for(chunks, expr)
     evaluate = partial(_evaluate_region, expr)
     if out.engine.per_row == 1:
         # Chunks span whole rows: append them in order, each compressed once.
-        for _, block in waves(regions(shape, chunks), evaluate, threaded):
+        for _, block in waves(regions(shape, chunks), evaluate, threaded, ahead=1):
             out.append(block)
     else:
-        # Build one run of chunk rows at a time, its chunks evaluated in parallel.
-        for row in range(grid_shape(shape, chunks)[0]):
-            rows = slice(row * chunks[0], min((row + 1) * chunks[0], shape[0]))
-            slab = np.empty((rows.stop - rows.start, *shape[1:]), dtype=expr.dtype)
-            todo = ((c, (rows, *r[1:])) for c, r in regions((rows.stop - rows.start,
-                                                             *shape[1:]), chunks))
-            for (_, region), block in waves(todo, evaluate, threaded):
-                slab[(slice(None), *region[1:])] = block
-            out.append(slab)
+        # Several chunks per run of rows: size the array to its whole runs, then write
+        # chunk by chunk, so only a wave of chunks is in memory.  A partial last run is
+        # built whole and appended (writes into it would each decode all of it again).
+        whole = shape[0] - shape[0] % chunks[0]
+        out.resize((whole, *shape[1:]))
+        last = None
+        for (_, region), block in waves(regions(shape, chunks), evaluate, threaded, ahead=1):
+            if region[0].start < whole:
+                out[region] = block
+                continue
+            if last is None:
+                last = np.empty((shape[0] - whole, *shape[1:]), dtype=expr.dtype)
+            last[(slice(region[0].start - whole, region[0].stop - whole), *region[1:])] = block
+        if last is not None:
+            out.append(last)
     out.flush()
     return out
 
 
-def _evaluate_region(expr: LazyExpr, item: tuple[tuple[int, ...], Region]) -> np.ndarray:
+def _evaluate_region(expr: Expr, item: tuple[tuple[int, ...], Region]) -> np.ndarray:
     return np.ascontiguousarray(expr.evaluate(item[1]))

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from carray.compute.protocols import ComputeMixin
 
+from carray import _parallel
 from carray.compute._types import is_carray
 from carray.errors import BroadcastError, UnsupportedDTypeError
 from carray.keys import orthogonal_key
@@ -58,7 +58,7 @@ def is_scalar(value: Any) -> bool:
 def as_operand(value: Any) -> Any:
     """``value`` as an expression operand: expressions, carrays, numpy arrays and scalars
     are kept; anything else array-like becomes a numpy array."""
-    if isinstance(value, LazyExpr) or is_carray(value) or isinstance(value, np.ndarray) \
+    if isinstance(value, Expr) or is_carray(value) or isinstance(value, np.ndarray) \
             or is_scalar(value):
         return value
     arr = np.asarray(value)
@@ -101,8 +101,9 @@ def read_leaf(leaf: Any, sel: tuple[Any, ...]) -> Any:
     return np.asarray(out)
 
 
-class LazyExpr(ComputeMixin):
-    """An elementwise expression, evaluated only when its values are asked for.
+class Expr:
+    """An elementwise expression, evaluated only when its values are asked for (the
+    core of :class:`carray.compute.LazyExpr`, which adds numpy's protocols).
 
     Parameters
     ----------
@@ -183,19 +184,20 @@ class LazyExpr(ComputeMixin):
     def leaves(self) -> Iterator[Any]:
         """Every operand that is not an expression (carrays, arrays, scalars), depth first."""
         for a in self._args:
-            if isinstance(a, LazyExpr):
+            if isinstance(a, Expr):
                 yield from a.leaves()
             else:
                 yield a
 
     def __repr__(self) -> str:
-        return f"LazyExpr({self._text()}, shape={self._shape}, dtype={self._dtype})"
+        return f"{type(self).__name__}({self.describe()}, shape={self._shape}, dtype={self._dtype})"
 
-    def _text(self) -> str:
+    def describe(self) -> str:
+        """The expression as nested calls, e.g. ``add(multiply(<carray ...>, 2), 1)``."""
         parts = []
         for a in self._args:
-            if isinstance(a, LazyExpr):
-                parts.append(a._text())
+            if isinstance(a, Expr):
+                parts.append(a.describe())
             elif is_scalar(a):
                 parts.append(repr(a))
             else:
@@ -215,32 +217,45 @@ class LazyExpr(ComputeMixin):
         broadcast to the selection's shape."""
         sizes = tuple(len(range(n)[s]) if isinstance(s, slice) else len(s)
                       for s, n in zip(sel, self._shape, strict=True))
-        plan = self.numexpr_plan() if math.prod(sizes) >= NUMEXPR_MIN_ITEMS else None
+        # numexpr serialises concurrent calls on its own lock, so on worker threads (each
+        # evaluating its own chunk) numpy is faster; numexpr pays off on one big selection.
+        plan = self.numexpr_plan() if math.prod(sizes) >= NUMEXPR_MIN_ITEMS and \
+            not _parallel.in_worker() else None
         if plan is not None:
             text, leaves = plan
             env = {f"v{i}": read_leaf(leaf, leaf_selection(sel, self._shape, leaf.shape))
                    for i, leaf in enumerate(leaves)}
             value = numexpr.evaluate(text, local_dict=env, global_dict={})
         else:
-            value = self._evaluate_numpy(sel, {})
+            value = self.evaluate_numpy(sel, {})
         value = np.asarray(value)
         if value.dtype != self._dtype:
             value = value.astype(self._dtype)
         return np.broadcast_to(value, sizes) if value.shape != sizes else value
 
-    def _evaluate_numpy(self, sel: tuple[Any, ...], read: dict[int, Any]) -> Any:
-        # ``read`` holds the operands already read, so ``a * a`` decodes ``a`` once.
+    def evaluate_numpy(self, sel: tuple[Any, ...], read: dict[int, Any]) -> Any:
+        """The values at ``sel`` evaluated node by node with numpy; ``read`` holds the
+        operands already read (by ``id``), so ``a * a`` decodes ``a`` once."""
         values = []
+        scratch = None  # an intermediate result this node may overwrite
         for a in self._args:
-            if isinstance(a, LazyExpr):
-                values.append(a._evaluate_numpy(leaf_selection(sel, self._shape, a.shape),
-                                                read))
+            if isinstance(a, Expr):
+                value = a.evaluate_numpy(leaf_selection(sel, self._shape, a.shape), read)
+                if isinstance(value, np.ndarray) and value.dtype == self._dtype and \
+                        value.flags.writeable and value.base is None:
+                    scratch = value
+                values.append(value)
             elif is_scalar(a):
                 values.append(a)
             else:
                 if id(a) not in read:
                     read[id(a)] = read_leaf(a, leaf_selection(sel, self._shape, a.shape))
                 values.append(read[id(a)])
+        if scratch is not None and isinstance(self._func, np.ufunc) and \
+                self._func.nout == 1 and \
+                np.broadcast_shapes(*(np.shape(v) for v in values)) == scratch.shape:
+            # Reusing a child's result saves allocating (and page-faulting) a new chunk.
+            return self._func(*values, out=scratch)
         return self._func(*values)
 
     def numexpr_plan(self) -> tuple[str, list[Any]] | None:
@@ -248,18 +263,20 @@ class LazyExpr(ComputeMixin):
         or None when numexpr would not give numpy's result (other dtypes, functions)."""
         if self._numexpr is False:
             leaves: list[Any] = []
-            self._numexpr = self._ne_text(leaves) if numexpr is not None else None
+            self._numexpr = self.numexpr_text(leaves) if numexpr is not None else None
             if self._numexpr is not None:
                 self._numexpr = (self._numexpr, leaves)  # type: ignore[assignment]
         return self._numexpr  # type: ignore[return-value]
 
-    def _ne_text(self, leaves: list[Any]) -> str | None:
+    def numexpr_text(self, leaves: list[Any]) -> str | None:
+        """This tree in numexpr's syntax, appending its array operands to ``leaves``; None
+        when numexpr would not give numpy's result."""
         if self._dtype not in _NE_DTYPES:
             return None
         parts = []
         for a in self._args:
-            if isinstance(a, LazyExpr):
-                text = a._ne_text(leaves)
+            if isinstance(a, Expr):
+                text = a.numexpr_text(leaves)
             elif is_scalar(a):
                 text = repr(a) if isinstance(a, (bool, int, float)) and \
                     math.isfinite(a) and abs(a) < 2**31 else None
@@ -305,23 +322,6 @@ class LazyExpr(ComputeMixin):
         sel, okey = self.selection(key)
         out = okey.finish(np.ascontiguousarray(self.evaluate(sel)))
         return out[()] if out.ndim == 0 else out
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        from carray.compute.evaluate import to_numpy
-
-        out = to_numpy(self)
-        return out if dtype is None else out.astype(dtype, copy=False)
-
-    def compute(self, **kwargs: Any) -> Any:
-        """Write the values into a new carray, chunk by chunk (chunks evaluated on worker
-        threads); keyword arguments as for :class:`carray.carray` (``rootdir=`` for disk).
-
-        By default the new array has the chunk (and block) shape of the first carray
-        operand of the same shape as the expression.
-        """
-        from carray.compute.evaluate import compute
-
-        return compute(self, **kwargs)
 
 
 def _as_slice(r: range) -> slice:

@@ -86,16 +86,20 @@ class ArrayEngine:
         self._cparams = meta.cparams
         self._dflt = np.asarray(meta.dflt if meta.dflt is not None else 0, dtype=meta.dtype)
         self._expectedlen = meta.expectedlen
-        self._io = ChunkIO(layout, meta.dtype, self._blocks, meta.cparams)
+        self._order = meta.order
+        self._io = ChunkIO(layout, meta.dtype, self._blocks, meta.cparams, fill=self._dflt)
         self._grid_memo: NDGrid | None = None
-        self._nfull = self._shape[0] // self._chunks[0]
+        # A 0-d array is one chunk of one item, always whole: no rows, no tail.
+        self._nfull = self._shape[0] // self._chunks[0] if self._shape else 1
         self._tail: np.ndarray | None = None
         self._tail_dirty = False
         self._cache: tuple[int, np.ndarray] | None = None
         self._cbytes = cbytes
         self._objects = objects
+        self._objects_from: int | None = None  # object items to store again from here
         self._listeners: list[ChunkListener] = []
         self._undo: dict[int, bytes | None] | None = None
+        self._saved: tuple[Any, ...] | None = None
         self._closed = False
         if objects is None and self._nleft and self.per_row == 1:
             self._ensure_tail()  # an array opened with a partial last chunk
@@ -106,7 +110,9 @@ class ArrayEngine:
         """A new, empty array: in memory when ``path`` is None."""
         layout = create_layout(path, meta, format=format, mode=mode, fsync=fsync,
                                storage=storage, store=store)
-        return cls(layout, meta, 0, mode)
+        # An object array (its creator opted in to pickles) holds its items decoded.
+        objects = np.empty(0, dtype=object) if meta.dtype == np.dtype(object) else None
+        return cls(layout, meta, 0, mode, objects)
 
     @classmethod
     def open(cls, path: str, *, store: Store, mode: str, fsync: bool, allow_pickle: bool,
@@ -115,11 +121,6 @@ class ArrayEngine:
         layout, meta, cbytes = open_layout(path, readonly=(mode == "r"), fsync=fsync,
                                            allow_pickle=allow_pickle, storage=storage,
                                            store=store)
-        if not meta.shape:
-            layout.close()
-            raise UnsupportedDTypeError(
-                f"{store.url(path)}: a 0-d array is not a carray; read it with "
-                "carray.formats.b2frame.read_array")
         objects = layout.read_objects(meta.length) if meta.dtype == np.dtype(object) else None
         return cls(layout, meta, cbytes, mode, objects)
 
@@ -136,6 +137,16 @@ class ArrayEngine:
     @property
     def chunks(self) -> tuple[int, ...]:
         return self._chunks
+
+    @property
+    def declared_chunks(self) -> tuple[int, ...]:
+        """The chunk shape to report: the stored file's own where it records 0 along an
+        axis that is still empty (python-blosc2 does), else :attr:`chunks`."""
+        declared = self._layout.declared_chunks()
+        if declared is None:
+            return self._chunks
+        return tuple(d if d == 0 and n == 0 else c
+                     for d, c, n in zip(declared, self._chunks, self._shape, strict=True))
 
     @property
     def blocks(self) -> tuple[int, ...] | None:
@@ -179,6 +190,8 @@ class ArrayEngine:
 
     @property
     def _nleft(self) -> int:
+        if not self._shape:
+            return 0
         return self._shape[0] - self._nfull * self._chunks[0]
 
     @property
@@ -225,7 +238,14 @@ class ArrayEngine:
     @property
     def unit_chunks(self) -> int:
         """Chunks per file a parallel writer can write alone (0: not in parallel)."""
-        return 0 if self._layout.in_memory else self._layout.unit_chunks
+        if self._layout.in_memory or (self._order == "F" and len(self._shape) > 1):
+            return 0  # writers place blocks in the user's axis order, not the stored one
+        return self._layout.unit_chunks
+
+    @property
+    def order(self) -> str:
+        """'F' when the stored array is the transpose of the one users see, else 'C'."""
+        return self._order
 
     @property
     def dirty(self) -> bool:
@@ -244,7 +264,7 @@ class ArrayEngine:
         """What the layout records about the array now."""
         return ArrayMeta(dtype=self._dtype, shape=self._shape, chunks=self._chunks,
                          blocks=self._blocks, cparams=self._cparams, dflt=self._dflt,
-                         expectedlen=self._expectedlen)
+                         expectedlen=self._expectedlen, order=self._order)
 
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
         """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
@@ -252,6 +272,14 @@ class ArrayEngine:
 
     def chunk_path(self, nchunk: int) -> str | None:
         return self._layout.chunk_path(nchunk)
+
+    def chunk_fill(self, nchunk: int) -> np.ndarray | None:
+        """The one value chunk ``nchunk`` holds, when its layout records it as a fill
+        (special) chunk, known without decoding (summaries: min = max = it); else None."""
+        if self._cached(nchunk) is not None or (
+                self._tail is not None and self._in_tail_run(self.grid.chunk_coords(nchunk))):
+            return None
+        return self._io.fill_of(nchunk)
 
     # -- side data: attributes and sidecars -----------------------------------------------
 
@@ -291,15 +319,21 @@ class ArrayEngine:
         if self._undo is not None:  # an inner step of an operation already guarded
             yield
             return
-        saved = self._state()
+        self._saved = self._state()
         self._undo = {}
         try:
             yield
         except BaseException:
-            self._rollback(saved)
+            self._rollback(self._saved)
             raise
         finally:
-            self._undo = None
+            self._undo = self._saved = None
+
+    def _committed(self) -> None:
+        """A commit inside a transaction: a later failure goes back to here, not to the
+        start (the files already record this state)."""
+        if self._undo is not None:
+            self._saved, self._undo = self._state(), {}
 
     def _state(self) -> tuple[Any, ...]:
         return (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache,
@@ -335,8 +369,10 @@ class ArrayEngine:
     def check_writable(self) -> None:
         if self._mode == "r":
             raise ReadOnlyError(f"{self.describe()}: opened in mode 'r'")
-        if self._objects is not None:
-            raise UnsupportedDTypeError("object carrays are read-only")
+        if self._objects is not None and not (self._layout.in_memory
+                                              or self._layout.rows_only):
+            raise UnsupportedDTypeError(f"{self.describe()}: object arrays are stored only "
+                                        "in bcolz directories")
 
     # -- reading --------------------------------------------------------------------------
 
@@ -348,7 +384,7 @@ class ArrayEngine:
         return self._tail[(slice(None), *box)]
 
     def _in_tail_run(self, coords: tuple[int, ...]) -> bool:
-        return coords[0] == self._nfull and self._nleft > 0
+        return self._nleft > 0 and coords[0] == self._nfull
 
     def _cached(self, nchunk: int) -> np.ndarray | None:
         cache = self._cache
@@ -360,12 +396,14 @@ class ArrayEngine:
             out = np.empty(okey.sel_shape, dtype=self._dtype)
         if okey.size == 0:
             return okey.finish(out)
+        if len(self._shape) == 1 and self._read_run(okey.axes[0], out):
+            return okey.finish(out)
         grid, io = self.grid, self._io
         tail_row = self._nfull if self._tail is not None and self._nleft else -1
         pieces = []
         for piece in plan(grid, okey):
             cached = self._cached(piece.nchunk)
-            if piece.coords[0] == tail_row:
+            if tail_row >= 0 and piece.coords[0] == tail_row:
                 gather(piece, self._tail_view(piece.coords), out)
             elif cached is not None:
                 if io.blocked(grid):
@@ -389,25 +427,50 @@ class ArrayEngine:
                 io.read_piece(grid, piece, out)
         return okey.finish(out)
 
+    def _read_run(self, rows: Any, out: np.ndarray) -> bool:
+        """The short path of ``a[i:j]`` on a 1-d array: a run of items inside one stored
+        chunk decoded straight into ``out``, without planning pieces (False: not such
+        a read, nothing done)."""
+        if not isinstance(rows, range) or rows.step != 1 or not out.flags.c_contiguous:
+            return False
+        c0 = self._chunks[0]
+        nchunk, start = divmod(rows.start, c0)
+        if (rows.stop - 1) // c0 != nchunk or nchunk >= self._nfull or \
+                self._cached(nchunk) is not None or self._objects is not None:
+            return False
+        self._io.decode_range(nchunk, start, out, len(rows) == c0)
+        return True
+
     def read_item(self, index: tuple[int, ...]) -> Any:
         """One item, by non-negative in-bounds coordinates (the fast path of ``a[i]``)."""
         if self._objects is not None:
             return self._objects[index]
-        row = index[0] - self._nfull * self._chunks[0]
+        row = index[0] - self._nfull * self._chunks[0] if index else -1
         if self._tail is not None and row >= 0:
             return self._tail[(row, *index[1:])].copy()
         grid = self.grid
+        # Plain integer arithmetic: this path is a few microseconds, numpy calls add up.
         coords = tuple(i // c for i, c in zip(index, self._chunks, strict=True))
-        local = [np.array([i - x * c]) for i, x, c in zip(index, coords, self._chunks,
-                                                          strict=True)]
+        local = [i - x * c for i, x, c in zip(index, coords, self._chunks, strict=True)]
         nchunk = grid.chunk_index(coords)
-        offset = int(self._io.item_offsets(grid, local)[0])
+        offset = self._io.item_offset(grid, local)
         cached = self._cached(nchunk)
         if cached is not None:
             return cached[offset].copy()
         out = np.empty(1, dtype=self._dtype)
-        self._io.decode_range(nchunk, offset, out, False)
+        self._io.decode_point(nchunk, offset, out)
         return out[0]
+
+    def tail_buffer(self) -> np.ndarray:
+        """The decoded last partial run of chunk rows (``chunks[0]`` rows; those past
+        :attr:`leftover` are not items), read-only: a snapshot once the array changes."""
+        if not self._shape:
+            raise ValueError("a 0-d array has no rows")
+        self._ensure_tail()
+        assert self._tail is not None
+        view = self._tail.view()
+        view.flags.writeable = False
+        return view
 
     def rows_key(self, rows: range) -> OrthoKey:
         """The selection of whole rows ``rows`` (positive step)."""
@@ -459,6 +522,26 @@ class ArrayEngine:
         """Stored chunk ``nchunk`` as the layout holds it (compressed)."""
         return bytes(self._layout.read_chunk(nchunk))
 
+    def decode_stored(self, nchunk: int, out: np.ndarray) -> tuple[int, ...] | None:
+        """Decode chunk ``nchunk`` whole into ``out`` (flat, ``grid.chunk_items`` items)
+        in stored order, padding included, for computations that need no C order.
+
+        Returns the shape of the blocks the items are laid out in, one after another,
+        each in C order (the extended chunk shape when chunks are stored in C order);
+        None, with ``out`` undefined, when the chunk is not stored whole (held in the
+        decoded tail, truncated) or the array holds objects.
+        """
+        grid = self.grid
+        if self._objects is not None or (self._tail is not None and self._nleft and
+                                         nchunk >= self._nfull * self.per_row):
+            return None
+        cached = self._cached(nchunk)
+        if cached is not None:
+            out[...] = cached.reshape(-1)
+        elif self._io.decode_whole(nchunk, out) != out.size:
+            return None
+        return self._blocks if self._io.blocked(grid) else grid.ext_chunks
+
     # -- writing --------------------------------------------------------------------------
 
     def _mark_dirty(self) -> None:
@@ -466,31 +549,71 @@ class ArrayEngine:
         if not self._layout.in_memory:
             _unflushed.add(self)
 
-    def _store_chunk(self, nchunk: int, raw: np.ndarray, grid: NDGrid) -> None:
-        """Compress and store a chunk given in stored order."""
+    def _store_chunk(self, nchunk: int, raw: np.ndarray, grid: NDGrid,
+                     data: bytes | None = None, values: np.ndarray | None = None) -> None:
+        """Store a chunk given in stored order (``data``: already compressed; ``values``:
+        what listeners get, see :meth:`_listened`)."""
         self._remember(nchunk)
-        self._cbytes += self._layout.write_chunk(nchunk, self._io.encode(raw, grid))
+        if data is None:
+            data = self._io.encode(raw, grid)
+        self._cbytes += self._layout.write_chunk(nchunk, data)
         if self._cached(nchunk) is not None:
             self._cache = None
         if nchunk < self._nfull * self.per_row and self._listeners:
             stamp = self._layout.chunk_stamp(nchunk)
-            values = raw.reshape(-1)[:self._chunks[0]]
+            if values is None:
+                values = self._listened(raw)
             for listener in self._listeners:
                 listener.chunk_written(nchunk, values, stamp)
+
+    def _row_chunks(self, row: int, slab: np.ndarray, rows: int | None
+                    ) -> Iterator[tuple[int, np.ndarray]]:
+        """``(nchunk, chunk in stored order)`` for the chunks of run ``row`` (see
+        :meth:`_store_rows`)."""
+        grid = self.grid
+        per_row = self.per_row
+        for t, trailing in enumerate(np.ndindex(*grid.grid_shape[1:])):
+            box = tuple(slice(c * s, (c + 1) * s) for c, s in zip(trailing, self._chunks[1:],
+                                                                    strict=True))
+            yield row * per_row + t, self._io.stored_from_region(slab[(slice(None), *box)],
+                                                                 grid, rows)
 
     def _store_row(self, row: int, slab: np.ndarray, rows: int | None = None) -> None:
         """Store the chunks of run ``row`` of chunk rows, from its items ``slab``.
 
         ``rows`` (the tail's) stores only that many rows where the layout allows.
         """
+        self._store_rows(row, [slab], rows)
+
+    def _store_rows(self, first: int, slabs: list[np.ndarray], rows: int | None = None) -> None:
+        """Store runs ``first, first + 1, ...`` of chunk rows from ``slabs``, in order (as
+        listeners and the layout expect), several compressed at once on worker threads
+        while this one writes (see :meth:`ChunkIO.encode_all`); all stored on return."""
         grid = self.grid
-        per_row = self.per_row
-        for t, trailing in enumerate(np.ndindex(*grid.grid_shape[1:])):
-            box = tuple(slice(c * s, (c + 1) * s) for c, s in zip(trailing, self._chunks[1:],
-                                                                    strict=True))
-            region = slab[(slice(None), *box)]
-            raw = self._io.stored_from_region(region, grid, rows)
-            self._store_chunk(row * per_row + t, raw, grid)
+        chunks = (c for r, slab in enumerate(slabs) for c in self._row_chunks(first + r, slab,
+                                                                               rows))
+        # Listeners need only the range of a chunk's values: found on the workers too.
+        summarise = self._value_range if self._listeners and rows is None and \
+            self._dtype.kind in "biuf" and self._dtype.isnative else None
+        for nchunk, raw, data, values in self._io.encode_all(
+                chunks, grid, len(slabs) * self.per_row > 1, summarise):
+            self._store_chunk(nchunk, raw, grid, data, values)
+
+    def _listened(self, raw: np.ndarray) -> np.ndarray:
+        """The values of a stored-order chunk that listeners are told about."""
+        return raw.reshape(-1)[:math.prod(self._chunks[:1])]
+
+    def _value_range(self, raw: np.ndarray) -> np.ndarray:
+        """A few values with the same minimum, maximum and NaN-ness as the chunk's
+        listened values (all a listener learns from them; see ChunkListener)."""
+        values = self._listened(raw)
+        if not values.size:
+            return values
+        if values.dtype.kind != "f":
+            return np.array([values.min(), values.max()], dtype=values.dtype)
+        lo, hi = np.fmin.reduce(values), np.fmax.reduce(values)
+        nan = np.isnan(lo) or np.isnan(hi) or np.isnan(values.sum())
+        return np.array([lo, hi, np.nan] if nan else [lo, hi], dtype=values.dtype)
 
     def _ensure_tail(self) -> None:
         """Decode the last partial run of chunk rows into the tail buffer."""
@@ -548,11 +671,16 @@ class ArrayEngine:
                 self._tail, self._tail_dirty = None, False
             else:
                 self._mark_dirty()
-        while n - pos >= c0:
-            self._shape = (self._shape[0] + c0, *self._shape[1:])
-            self._nfull += 1
-            self._store_row(self._nfull - 1, arr[pos:pos + c0])
-            pos += c0
+        runs = (n - pos) // c0
+        if runs:
+            self._shape = (self._shape[0] + runs * c0, *self._shape[1:])
+            self._nfull += runs
+            self._store_rows(self._nfull - runs, [arr[pos + r * c0:pos + (r + 1) * c0]
+                                                  for r in range(runs)])
+            pos += runs * c0
+        if pos < n and not self._nleft and self.per_row > 1 and self._tail is None and \
+                self._io.is_fill(arr[pos:]) and self._grow_lazily(self._shape[0] + n - pos):
+            return  # a partial run of the fill value: special chunks, no decoded tail
         if pos < n:
             self._ensure_tail()
             assert self._tail is not None
@@ -576,9 +704,15 @@ class ArrayEngine:
             return
         grid = self.grid
         in_tail = []
+        # Whole chunks set to the fill value (a scalar, broadcast) become special chunks.
+        fill = self._io.fill_chunk(grid) if not any(values.strides) and \
+            self._io.is_fill(values) else None
         for piece in plan(grid, okey):
             if self._in_tail_run(piece.coords):
                 in_tail.append(piece)  # applied last: writing the tail cannot fail
+                continue
+            if piece.full and fill is not None:
+                self._store_chunk(piece.nchunk, self._dflt.reshape(1), grid, fill)
                 continue
             raw = np.zeros(grid.chunk_items, dtype=self._dtype) if piece.full else \
                 self._chunk_for_update(piece.nchunk, grid)
@@ -652,7 +786,7 @@ class ArrayEngine:
 
     def _grow_rows(self, nitems: int) -> None:
         """Append ``dflt`` rows up to ``nitems``: whole runs of chunks as one chunk stored
-        many times."""
+        many times (a special chunk, which layouts that can record without storing)."""
         c0 = self._chunks[0]
         if self._nleft:
             fill = min(c0 - self._nleft, nitems - self._shape[0])
@@ -660,8 +794,10 @@ class ArrayEngine:
         rows = (nitems - self._shape[0]) // c0
         if rows:
             grid = self.grid
-            full = np.full(grid.chunk_items, self._dflt, dtype=self._dtype)
-            chunk = self._io.encode(full, grid)  # one compressed chunk, written many times
+            # One chunk written many times: a special chunk where the layout takes them.
+            chunk = self._io.fill_chunk(grid) or self._io.encode(
+                np.full(grid.chunk_items, self._dflt, dtype=self._dtype), grid)
+            full = np.full(1, self._dflt, dtype=self._dtype)  # listeners' range of values
             per_row = self.per_row
             for _ in range(rows):
                 self._shape = (self._shape[0] + c0, *self._shape[1:])
@@ -670,12 +806,32 @@ class ArrayEngine:
                 for nchunk in range(first, first + per_row):
                     self._remember(nchunk)
                     self._cbytes += self._layout.write_chunk(nchunk, chunk)
-                    stamp = self._layout.chunk_stamp(nchunk)
-                    for listener in self._listeners:
-                        listener.chunk_written(nchunk, full[:1], stamp)
+                    if self._listeners:
+                        stamp = self._layout.chunk_stamp(nchunk)
+                        for listener in self._listeners:
+                            listener.chunk_written(nchunk, full, stamp)
+        if nitems > self._shape[0] and not self._nleft and self._grow_lazily(nitems):
+            return
         if nitems > self._shape[0]:
             self.append(np.broadcast_to(self._dflt, (nitems - self._shape[0],
                                                      *self._shape[1:])))
+
+    def _grow_lazily(self, nitems: int) -> bool:
+        """Add the last, partial run of ``dflt`` rows up to ``nitems`` as special chunks,
+        without a decoded tail; False when the array needs a tail (runs of one chunk
+        keep theirs decoded) or its layout real chunks."""
+        grid = self.grid
+        chunk = self._io.fill_chunk(grid)
+        if chunk is None or self.per_row == 1:
+            return False
+        first = self._nfull * self.per_row
+        for nchunk in range(first, first + self.per_row):
+            self._remember(nchunk)
+            self._cbytes += self._layout.write_chunk(nchunk, chunk)
+        self._shape = (nitems, *self._shape[1:])
+        self._tail, self._tail_dirty = None, False
+        self.mark_pending()  # the new length waits for the next flush
+        return True
 
     def _shrink_rows(self, nitems: int) -> None:
         """Cut the first axis to ``nitems``, recording the shorter length before deleting
@@ -726,7 +882,10 @@ class ArrayEngine:
         partial run of N-d chunks are compressed, so the decoded tail lives only
         between appends and the next flush.
         """
-        if self._mode == "r" or self._objects is not None or self._closed:
+        if self._mode == "r" or self._closed:
+            return
+        if self._objects is not None:
+            self._flush_objects()
             return
         if self.per_row > 1:
             self._flush_tail()
@@ -737,6 +896,32 @@ class ArrayEngine:
         for listener in self._listeners:
             listener.committing(self)
         self._layout.commit(self.meta(), self._cbytes)
+        self._committed()
+        _unflushed.discard(self)
+
+    def replace_objects(self, objects: np.ndarray, first: int) -> None:
+        """Make ``objects`` (1-d, dtype object) the items of this object array; items from
+        ``first`` on changed and are stored again (one pickle each) on flush."""
+        self.check_writable()
+        if self._objects is None:
+            raise UnsupportedDTypeError(f"{self.describe()}: not an object array")
+        self._objects = objects
+        self._shape = (len(objects),)
+        self._objects_from = first if self._objects_from is None else \
+            min(self._objects_from, first)
+        self._mark_dirty()
+
+    def _flush_objects(self) -> None:
+        first = self._objects_from
+        if first is None or self._layout.in_memory:
+            self._tail_dirty = False
+            return
+        assert self._objects is not None
+        self._cbytes += self._layout.write_objects(self._objects, first, self._cparams)
+        self._cbytes += self._layout.drop_chunks(len(self._objects))
+        self._layout.commit(self.meta().replace(chunks=(1,)), self._cbytes)
+        self._objects_from = None
+        self._tail_dirty = False
         _unflushed.discard(self)
 
     def close(self) -> None:

@@ -21,7 +21,9 @@ class ChunkListener(Protocol):
 
     def chunk_written(self, nchunk: int, values: np.ndarray,
                       stamp: tuple[int, int] | None) -> None:
-        """Full chunk ``nchunk`` was stored; ``values`` has its range of values."""
+        """Full chunk ``nchunk`` was stored; ``values`` has its range of values: its
+        items, or (when chunks are written in parallel) a few values with the same
+        minimum, maximum and NaN-ness, worked out on the compressing threads."""
 
     def chunks_dropped(self, first: int) -> None:
         """Chunks ``first`` and above (in runs of whole rows) no longer exist."""

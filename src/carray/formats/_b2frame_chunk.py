@@ -106,6 +106,13 @@ def check_chunk(buf, path, offset: int | None, *, nbytes: int | None = None,
             raise FormatError(f"raw chunk should be {h.nbytes + BLOSC2_HEADER} bytes, header "
                               f"says {h.cbytes}", path, offset)
         return h, 0
+    _check_codec(buf, h, path, offset)
+    _check_block_table(buf, h, path, offset)
+    return h, 0
+
+
+def _check_codec(buf, h: ChunkHeader, path, offset: int | None) -> None:
+    """Refuse codecs and filters this build cannot decode (never as corruption)."""
     fmt = h.flags >> 5
     codec_ok = fmt in _KNOWN_FORMATS or (fmt == 6 and buf[22] in _KNOWN_COMPCODES)
     if not codec_ok:
@@ -116,6 +123,10 @@ def check_chunk(buf, path, offset: int | None, *, nbytes: int | None = None,
     if bad_filters:
         raise CodecUnavailableError(f"{path}: chunk at offset {offset} uses filter(s) "
                                     f"{bad_filters}, which this build cannot decode")
+
+
+def _check_block_table(buf, h: ChunkHeader, path, offset: int | None) -> None:
+    """The block starts (and dictionary, if any) lie inside the chunk."""
     nblocks = -(-h.nbytes // h.blocksize)
     table_end = BLOSC2_HEADER + 4 * nblocks
     if table_end > h.cbytes:
@@ -132,7 +143,6 @@ def check_chunk(buf, path, offset: int | None, *, nbytes: int | None = None,
     bstarts = np.frombuffer(buf, dtype="<i4", count=nblocks, offset=BLOSC2_HEADER)
     if bstarts.min() < first_data or bstarts.max() > h.cbytes - 4:
         raise FormatError("block starts point outside the chunk", path, offset)
-    return h, 0
 
 
 def _check_special(h: ChunkHeader, code: int, path, offset) -> None:

@@ -135,12 +135,9 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     Notes
     -----
     Locally the frame is written under a temporary name and renamed into place,
-    chunks streamed to disk as they are compressed, so memory stays at a few
-    chunks.  On an object store a contiguous frame is one object, put once: its
-    compressed chunks are held in memory until then.  A sparse frame on an object
-    store is written where it belongs, chunk files first and ``chunks.b2frame``
-    last, so a reader sees no frame until it is complete; a frame it replaces is
-    removed first, and a failed write removes what it wrote.
+    chunks streamed to disk as they are compressed.  On an object store a contiguous
+    frame is one object, put once (its compressed chunks held until then); a sparse
+    one is written chunk files first and ``chunks.b2frame`` last.
 
     Raises
     ------
@@ -154,26 +151,13 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     arr = np.asarray(array)
     if arr.dtype.hasobject:
         raise UnsupportedDTypeError("object arrays cannot be stored in a Blosc2 frame")
-    itemsize = arr.dtype.itemsize
-    if itemsize == 0:
+    if arr.dtype.itemsize == 0:
         raise UnsupportedDTypeError(f"dtype {arr.dtype} has zero-size items")
     cp = CParams.coerce(dict(cparams) if isinstance(cparams, Mapping) else cparams)
     if cp.quantize:
         raise ValueError("quantize is not supported when writing Blosc2 frames")
-    if chunks is None:
-        chunks, dblocks = default_chunks_blocks(arr.shape, itemsize)
-        blocks = dblocks if blocks is None else blocks
-    chunks = tuple(int(c) for c in chunks)
-    if blocks is None:
-        blocks = default_blocks(chunks, itemsize) if all(chunks) else chunks
-    blocks = tuple(int(b) for b in blocks)
-    reason = geo.check_geometry(arr.shape, chunks, blocks, itemsize)
-    if reason:
-        raise ValueError(reason)
-    g = geo.Geometry(tuple(arr.shape), chunks, blocks, itemsize)
-    if g.block_nbytes > _chunk.MAX_BLOCKSIZE:
-        raise ValueError(f"blocks of {g.block_nbytes} bytes exceed Blosc2's limit of "
-                         f"{_chunk.MAX_BLOCKSIZE}")
+    g = _frame_geometry(arr, chunks, blocks)
+    chunks, blocks, itemsize = g.chunkshape, g.blockshape, g.itemsize
     metalayers = [("b2nd", build_nd_meta(g.shape, chunks, blocks, arr.dtype))]
     metalayers += [(str(k), pack_value(v)) for k, v in (meta or {}).items()]
     vl = [(str(k), encode_vlmeta(v, cp)) for k, v in (vlmeta or {}).items()]
@@ -200,6 +184,26 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     except BaseException:
         _remove(store, tmp)
         raise
+
+
+def _frame_geometry(arr: np.ndarray, chunks: Any, blocks: Any) -> geo.Geometry:
+    """The frame's geometry: the given chunk and block shapes, or carray's defaults."""
+    itemsize = arr.dtype.itemsize
+    if chunks is None:
+        chunks, dblocks = default_chunks_blocks(arr.shape, itemsize)
+        blocks = dblocks if blocks is None else blocks
+    chunks = tuple(int(c) for c in chunks)
+    if blocks is None:
+        blocks = default_blocks(chunks, itemsize) if all(chunks) else chunks
+    blocks = tuple(int(b) for b in blocks)
+    reason = geo.check_geometry(arr.shape, chunks, blocks, itemsize)
+    if reason:
+        raise ValueError(reason)
+    g = geo.Geometry(tuple(arr.shape), chunks, blocks, itemsize)
+    if g.block_nbytes > _chunk.MAX_BLOCKSIZE:
+        raise ValueError(f"blocks of {g.block_nbytes} bytes exceed Blosc2's limit of "
+                         f"{_chunk.MAX_BLOCKSIZE}")
+    return g
 
 
 def _filters_of(chunk: bytes | None, cp: CParams) -> tuple[bytes, bytes]:

@@ -203,6 +203,56 @@ def _int(value, path: str, key: str, field: str, default):
     raise _bad(path, key, f"{field} must be an integer >= 0, not {value!r}")
 
 
+def _entry_layout(key: str, entry: object, path: str, body_start: int,
+                  dim_sizes: dict[str, tuple[int, str]]) -> VarLayout:
+    """One variable's header entry, checked field by field (``dim_sizes`` collects the
+    size of every dimension seen so far, to check that variables agree on them)."""
+    if type(entry) is not dict:
+        raise _bad(path, key, "header entry must be a JSON object")
+    get = entry.get
+    type_ = get(".type", "float64")
+    if type(type_) is not str or type_ not in _TYPE_SET:
+        raise _bad(path, key, f"unknown .type {type_!r} (expected one of {', '.join(TYPES)})")
+    size = get(".size", [])
+    if type(size) is list:
+        for n in size:
+            if type(n) is not int or n < 0:
+                raise _bad(path, key, f".size entries must be integers >= 0, not {n!r}")
+        shape = tuple(size)
+    elif size is None:
+        shape = None
+    else:
+        raise _bad(path, key, f".size must be a list or null, not {size!r}")
+    offset = _int(get(".offset"), path, key, ".offset", 0)
+    length = _int(get(".len"), path, key, ".len", None)
+    missing = get(".missing", False)
+    if type(missing) is not bool:
+        raise _bad(path, key, ".missing must be true or false")
+    endian = get(".endian", "b")
+    if endian != "l" and endian != "b":
+        raise _bad(path, key, f".endian must be 'l' or 'b', not {endian!r}")
+    dims = get(".dims")
+    if dims is None:
+        dims = default_dims(key, 0 if shape is None else len(shape))
+    elif type(dims) is list:
+        for dim in dims:
+            if type(dim) is not str:
+                raise _bad(path, key, f".dims must be a list of strings, not {dims!r}")
+    else:
+        raise _bad(path, key, f".dims must be a list of strings, not {dims!r}")
+    if shape is not None:
+        if len(dims) != len(shape):
+            raise _bad(path, key, f".dims {dims} do not match .size {size}")
+        for dim, n in zip(dims, shape, strict=True):
+            seen = dim_sizes.setdefault(dim, (n, key))
+            if seen[0] != n:
+                raise _bad(path, key, f"dimension {dim!r} has size {n}, but {seen[0]} "
+                                      f"in variable {unescape(seen[1])!r}")
+    v = VarLayout(key, type_, shape, tuple(dims), body_start + offset, length, missing,
+                  "<" if endian == "l" else ">")
+    return v
+
+
 def check_meta(meta: dict, path: str, body_start: int, file_size: int) -> tuple[dict, bool]:
     """Check every variable entry of a header; return their layouts and whether their
     offsets may need the string .len repair: they are laid out back to back in header
@@ -221,49 +271,10 @@ def check_meta(meta: dict, path: str, body_start: int, file_size: int) -> tuple[
     for key, entry in meta.items():
         if key[:1] == ".":
             continue  # "." and hidden entries carry no data
-        if type(entry) is not dict:
-            raise _bad(path, key, "header entry must be a JSON object")
-        get = entry.get
-        type_ = get(".type", "float64")
-        if type(type_) is not str or type_ not in _TYPE_SET:
-            raise _bad(path, key, f"unknown .type {type_!r} (expected one of {', '.join(TYPES)})")
-        size = get(".size", [])
-        if type(size) is list:
-            for n in size:
-                if type(n) is not int or n < 0:
-                    raise _bad(path, key, f".size entries must be integers >= 0, not {n!r}")
-            shape = tuple(size)
-        elif size is None:
-            shape = None
-        else:
-            raise _bad(path, key, f".size must be a list or null, not {size!r}")
-        offset = _int(get(".offset"), path, key, ".offset", 0)
-        length = _int(get(".len"), path, key, ".len", None)
-        missing = get(".missing", False)
-        if type(missing) is not bool:
-            raise _bad(path, key, ".missing must be true or false")
-        endian = get(".endian", "b")
-        if endian != "l" and endian != "b":
-            raise _bad(path, key, f".endian must be 'l' or 'b', not {endian!r}")
-        dims = get(".dims")
-        if dims is None:
-            dims = default_dims(key, 0 if shape is None else len(shape))
-        elif type(dims) is list:
-            for dim in dims:
-                if type(dim) is not str:
-                    raise _bad(path, key, f".dims must be a list of strings, not {dims!r}")
-        else:
-            raise _bad(path, key, f".dims must be a list of strings, not {dims!r}")
-        if shape is not None:
-            if len(dims) != len(shape):
-                raise _bad(path, key, f".dims {dims} do not match .size {size}")
-            for dim, n in zip(dims, shape, strict=True):
-                seen = dim_sizes.setdefault(dim, (n, key))
-                if seen[0] != n:
-                    raise _bad(path, key, f"dimension {dim!r} has size {n}, but {seen[0]} "
-                                          f"in variable {unescape(seen[1])!r}")
-        v = VarLayout(key, type_, shape, tuple(dims), body_start + offset, length, missing,
-                      "<" if endian == "l" else ">")
+        v = _entry_layout(key, entry, path, body_start, dim_sizes)
+        type_, shape, length, offset = v.type, v.shape, v.length, v.offset - body_start
+        size = list(shape) if shape is not None else None
+        missing = v.missing
         if not missing and type_ in NUMERIC_TYPES and v.count:
             need = v.count * v.dtype.itemsize
             if length is not None and length != need:

@@ -460,6 +460,9 @@ class _FrameChunks:
     def chunk_path(self, nchunk: int) -> str:
         return f"{self.frame.path} (chunk {nchunk})"
 
+    def special_chunk(self, nchunk: int) -> bytes | None:
+        return None  # special chunks are decoded like any other here
+
 
 def read_frame(path: str | os.PathLike, *, dtype=None,
                storage_options: dict | None = None) -> Frame:

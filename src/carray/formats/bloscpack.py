@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import blosc as _blosc1
 import numpy as np
@@ -662,6 +662,40 @@ def _metadata_section(f: BlpFile, lay: Layout, new_meta: Any) -> bytes:
                           f"room ({exc})", f.path, HEADER_SIZE) from None
 
 
+class _AppendPlan(NamedTuple):
+    """How appended data continues a file: the refilled last chunk (``first``), the
+    old chunks ``kept`` as they are, and the sizes of the new chunks after them."""
+
+    first: list[np.ndarray]
+    kept: list[ChunkSpan]
+    fill: int
+    nrest: int
+    chunk_size: int
+    rest_last: int
+
+
+def _append_plan(f: BlpFile, lay: Layout, spans: list[ChunkSpan], src: Any, itemsize: int,
+                 verify: bool) -> _AppendPlan:
+    h = lay.header
+    first: list[np.ndarray] = []
+    if h.chunk_size > 0 and spans:
+        # Refill the short last chunk, then continue with the file's chunk size.
+        old_last = np.empty(spans[-1].nbytes, np.uint8)
+        f.read_into(lay, spans[-1:], old_last, verify)
+        fill = min(h.chunk_size - old_last.nbytes, src.nbytes)
+        first.append(np.concatenate([old_last, src.read(fill)]))
+        kept, chunk_size = spans[:-1], h.chunk_size
+        nrest, _, rest_last = calculate_chunks(src.nbytes - fill, chunk_size) \
+            if src.nbytes > fill else (0, chunk_size, 0)
+    else:
+        # Empty input is stored as one empty chunk: replace it by chunks of the default size.
+        fill, kept = 0, []
+        csize = h.chunk_size or max(DEFAULT_CHUNK_SIZE - DEFAULT_CHUNK_SIZE % itemsize,
+                                    itemsize)
+        nrest, chunk_size, rest_last = calculate_chunks(src.nbytes, csize)
+    return _AppendPlan(first, kept, fill, nrest, chunk_size, rest_last)
+
+
 def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
            verify: bool = True, fsync: bool = True, storage_options: dict | None = None,
            progress: Progress | None = None) -> int:
@@ -673,10 +707,7 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
     data must have the stored dtype and match all axes but the first (C order)
     or last (Fortran order); the metadata shape is updated within its reserved
     room.  The new file is written beside the old one and renamed over it, so
-    a failure leaves the old file untouched (and stale bytes that bloscpack's
-    in-place append may have left after the last chunk are dropped).  The old
-    chunks are copied and the new data compressed a chunk at a time, so memory
-    holds a few chunks, not the file.
+    a failure leaves the old file untouched; memory holds a few chunks, not the file.
 
     Parameters
     ----------
@@ -722,22 +753,9 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
         if src.nbytes == 0:
             return 0
         spans = f.spans(lay)
-        first: list[np.ndarray] = []
-        if h.chunk_size > 0 and spans:
-            # Refill the short last chunk, then continue with the file's chunk size.
-            old_last = np.empty(spans[-1].nbytes, np.uint8)
-            f.read_into(lay, spans[-1:], old_last, verify)
-            fill = min(h.chunk_size - old_last.nbytes, src.nbytes)
-            first.append(np.concatenate([old_last, src.read(fill)]))
-            kept, chunk_size = spans[:-1], h.chunk_size
-            nrest, _, rest_last = calculate_chunks(src.nbytes - fill, chunk_size) \
-                if src.nbytes > fill else (0, chunk_size, 0)
-        else:
-            # Empty input is stored as one empty chunk: replace it by chunks of the default size.
-            fill, kept = 0, []
-            csize = h.chunk_size or max(DEFAULT_CHUNK_SIZE - DEFAULT_CHUNK_SIZE % itemsize,
-                                        itemsize)
-            nrest, chunk_size, rest_last = calculate_chunks(src.nbytes, csize)
+        plan = _append_plan(f, lay, spans, src, itemsize, verify)
+        first, kept, fill = plan.first, plan.kept, plan.fill
+        nrest, chunk_size, rest_last = plan.nrest, plan.chunk_size, plan.rest_last
         nchunks = len(kept) + len(first) + nrest
         added = nchunks - len(spans)
         if added > h.max_app_chunks:

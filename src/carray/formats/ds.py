@@ -464,6 +464,9 @@ def _json_default(obj):
 # because json.dumps builds a new encoder on every call that passes default=.
 _JSON = json.JSONEncoder(default=_json_default)
 _LAYOUT_KEYS = frozenset(LAYOUT_KEYS)
+# Files up to this size are joined and written with one call; larger ones part by part
+# (joining would copy every array).
+_JOIN_LIMIT = 1 << 20
 
 
 def _mapping(obj, what: str) -> Mapping:
@@ -543,6 +546,11 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
         ``.`` (other than ``'.'``) are hidden and not written.
     fsync : bool, default True
         Flush the file to stable storage before the rename (ds-format does not).
+        Either way the file is replaced atomically, so readers (and a crash of this
+        process) see the old file or the new one, never a mix; only with ``fsync=True``
+        does the new file survive a crash of the machine or a power cut.  Writers of
+        thousands of small files that can rewrite them after such a crash may pass
+        False: a write then costs one ``open``, one ``write`` and one ``rename``.
     storage_options : dict, optional
         Options of the URL's file system.
 
@@ -554,4 +562,7 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
         ``.dims`` do not match the data, or a dimension has different sizes.
     """
     store, key = resolve(path, storage_options)
-    store.put(key, encode(d), fsync=fsync)
+    parts = encode(d)
+    if sum(memoryview(p).nbytes for p in parts) <= _JOIN_LIMIT:
+        parts = [b"".join(parts)]  # small files: one write call
+    store.put(key, parts, fsync=fsync)

@@ -121,9 +121,21 @@ def _write_block(block: Any, source: _Source, shape: tuple[int, ...],
         target.engine.release()
 
 
+def _unit_writers(obj: Any) -> _Source:
+    """Where tasks reopen ``obj`` to write whole files of it: without the writer's lock,
+    which the driver holds for them (they touch disjoint files; it records the result)."""
+    source = _Source.of(obj, "a")
+    assert source.recipe is not None
+    kwargs = source.recipe[1]
+    kwargs["storage"] = {**(kwargs.get("storage") or {}), "lock": False}
+    return source
+
+
 def _write_units(darr: Any, target: carray, source: _Source, grid: NDGrid) -> int:
     """Write every unit of ``target`` (of ``grid``) from the block holding it, in parallel."""
     import dask
+
+    source = _unit_writers(target)
 
     unit = target.engine.unit_chunks
     unit_blocks = _chunk_blocks(darr, grid)[::unit]
@@ -382,11 +394,13 @@ def ctable_from_dask(ddf: Any, rootdir: Any = None, *, storage_options: dict | N
         if chunklen * _MIN_CHUNKLEN_SHARE >= default:
             t = ctable(empty, rootdir=rootdir, mode="w", **{**kwargs, "chunklen": chunklen})
     if not t.names or any(e % u for e in edges for u in unit_rows(t)):
-        return _append_partitions(t, parts)
+        _append_partitions(t, parts)
+        return _Source.of(t, "a").open()  # a table made again above has mode 'w'
+
     specs = []
     for col in t.cols.values():
         shape = (total, *col.shape[1:])
-        specs.append((col, _Source.of(col, "a"), shape, col.chunklen * col.engine.unit_chunks))
+        specs.append((col, _unit_writers(col), shape, col.chunklen * col.engine.unit_chunks))
     reopen = _Source.of(t, "a")
     write = dask.delayed(_write_partition, pure=False)
     tasks = []

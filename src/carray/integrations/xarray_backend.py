@@ -21,7 +21,9 @@ How ds features appear in xarray:
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -32,7 +34,8 @@ from xarray.core import indexing
 from carray.formats import ds
 from carray.formats._ds_header import NUMERIC_TYPES, default_dims
 
-__all__ = ["DsBackendArray", "DsBackendEntrypoint", "DsDataStore", "to_ds"]
+__all__ = ["CarrayBackendArray", "CarrayBackendEntrypoint", "DsBackendArray",
+           "DsBackendEntrypoint", "DsDataStore", "to_ds"]
 
 # netCDF's default fill values, so files converted to NetCDF and back look the same.
 _INT_FILLS = {
@@ -228,3 +231,183 @@ def to_ds(dataset: xr.Dataset, path: str | os.PathLike, *, fsync: bool = True) -
         d[key] = values
         d["."][key] = {**var_attrs, ".dims": [str(x) for x in var.dims]}
     ds.write(path, d, fsync=fsync)
+
+
+# -- carray directories, .b2nd frames and tables -------------------------------------------------
+
+#: Attributes naming an array's dimensions: carray's own, then the one xarray writes to Zarr.
+DIM_ATTRS = ("dims", "_ARRAY_DIMENSIONS")
+#: The dimension every column of a table runs along.
+ROW_DIM = "row"
+
+
+class CarrayBackendArray(BackendArray):
+    """One carray, or one column of a table, read on indexing (outer indexing: a slice,
+    an int or an index array per axis; carray reads only the chunks and blocks touched).
+
+    Holds the location and opens the container on first use, once per process, so it
+    pickles (the open handle is not part of the pickle) and dask can ship it.
+    """
+
+    def __init__(self, path: str, column: str | None, shape: tuple[int, ...],
+                 dtype: np.dtype, storage_options: dict | None = None) -> None:
+        self.path, self.column = path, column
+        self.shape, self.dtype = shape, dtype
+        self.storage_options = storage_options
+        self._source: Any = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_source"], state["_lock"] = None, None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _open(self) -> Any:
+        if self._source is None:
+            from carray import registry
+
+            opened = registry.open_any(self.path, "r", self.storage_options)
+            self._source = opened if self.column is None else opened.cols[self.column]
+        return self._source
+
+    def __getitem__(self, key: indexing.ExplicitIndexer):
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_getitem)
+
+    def _raw_getitem(self, key: tuple) -> np.ndarray:
+        with self._lock:  # one reader per open container
+            source = self._open()
+            if self.dtype == object:
+                return np.asarray(source.read(key[0] if len(key) == 1 else key,
+                                              as_object=True), dtype=object)
+            if all(isinstance(k, slice) for k in key) or len(key) <= 1:
+                return np.asarray(source[key])
+            return np.asarray(source.oindex[key])
+
+
+def _dims(name: str, ndim: int, attrs: dict, first: str | None = None) -> tuple[str, ...]:
+    """Dimension names: from a ``dims``/``_ARRAY_DIMENSIONS`` attribute, else ``first``
+    (a table's row dimension) and ``<name>_dim_N``."""
+    for key in DIM_ATTRS:
+        value = attrs.get(key)
+        if isinstance(value, (list, tuple)) and len(value) == ndim and \
+                all(isinstance(d, str) for d in value):
+            return tuple(value)
+    names = [f"{name}_dim_{i}" for i in range(ndim)]
+    if first is not None and ndim:
+        names[0] = first
+    return tuple(names)
+
+
+def _variable(path: str, column: str | None, name: str, a: Any, attrs: dict,
+              storage_options: dict | None, first: str | None = None) -> xr.Variable:
+    is_strings = a.dtype.kind in "OT" or a.dtype == object
+    dtype = np.dtype(object) if is_strings else a.dtype
+    dims = _dims(name, len(a.shape), attrs, first)
+    lazy = indexing.LazilyIndexedArray(
+        CarrayBackendArray(path, column, tuple(a.shape), dtype, storage_options))
+    var = xr.Variable(dims, lazy, {k: v for k, v in attrs.items() if k not in DIM_ATTRS})
+    chunks = getattr(a, "chunks", None)
+    if chunks is None:  # a string column: runs of rows
+        chunks = (getattr(a, "chunklen", len(a)),)
+    var.encoding["preferred_chunks"] = dict(zip(dims, chunks, strict=False))
+    var.encoding["chunks"] = tuple(chunks)
+    return var
+
+
+class CarrayDataStore(AbstractDataStore):
+    """A carray (one variable) or a ctable (one variable per column) as an xarray store."""
+
+    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None) -> None:
+        from carray import registry
+
+        self.path = os.fspath(path)
+        self.storage_options = storage_options
+        self.format = registry.guess(self.path, storage_options)
+        if not self.format.container:
+            raise ValueError(f"{self.path}: a {self.format.description}, not a carray or "
+                             "ctable (open it with its own backend)")
+        self._variables: dict[str, xr.Variable] = {}
+        self._attrs: dict = {}
+        with self.format.open(self.path, "r", storage_options) as c:
+            if self.format.kind == "table":
+                self._attrs = dict(c.attrs.getall())
+                for name in c.names:
+                    col = c.cols[name]
+                    self._variables[name] = _variable(
+                        self.path, name, name, col, {}, storage_options, ROW_DIM)
+            else:
+                attrs = dict(c.attrs.getall())
+                name = str(attrs.pop("name", None) or _stem(self.path))
+                self._variables[name] = _variable(self.path, None, name, c, attrs,
+                                                  storage_options)
+
+    def get_variables(self) -> dict:
+        return dict(self._variables)
+
+    def get_attrs(self) -> dict:
+        return dict(self._attrs)
+
+    def get_dimensions(self) -> dict:
+        sizes: dict = {}
+        for var in self._variables.values():
+            sizes.update(zip(var.dims, var.shape, strict=True))
+        return sizes
+
+    def close(self) -> None:
+        pass  # each variable opens its container on first read and keeps it
+
+
+def _stem(path: str) -> str:
+    base = os.path.basename(path.rstrip("/\\")) or "data"
+    return os.path.splitext(base)[0] or base
+
+
+class CarrayBackendEntrypoint(BackendEntrypoint):
+    """Open carray directories, bcolz and ``.b2nd`` arrays, and ctables with
+    ``xarray.open_dataset(path)`` (or ``engine="carray"``).
+
+    An array becomes one variable named by its ``name`` attribute (else the path's
+    stem), with dimensions from its ``dims`` (or ``_ARRAY_DIMENSIONS``) attribute;
+    a table becomes one variable per column along the ``row`` dimension, its
+    attributes the dataset's.  Variables are lazy; ``chunks={}`` gives dask arrays
+    chunked as carray's chunks.
+    """
+
+    description = "carray directories, bcolz and .b2nd arrays, and ctables"
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "mask_and_scale",
+                               "decode_times", "decode_coords", "use_cftime",
+                               "decode_timedelta", "storage_options")
+
+    def open_dataset(self, filename_or_obj, *, drop_variables: str | Iterable[str] | None = None,
+                     mask_and_scale=True, decode_times=True, decode_coords=True,
+                     use_cftime=None, decode_timedelta=None,
+                     storage_options: dict | None = None) -> xr.Dataset:
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            raise TypeError("the carray backend opens datasets by path or URL")
+        store = CarrayDataStore(filename_or_obj, storage_options)
+        return StoreBackendEntrypoint().open_dataset(
+            store, mask_and_scale=mask_and_scale, decode_times=decode_times,
+            decode_coords=decode_coords, drop_variables=drop_variables,
+            use_cftime=use_cftime, decode_timedelta=decode_timedelta)
+
+    def guess_can_open(self, filename_or_obj) -> bool:
+        """Whether the registry recognises a carray container at this local path."""
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            return False
+        if not os.path.exists(filename_or_obj):
+            return False
+        from carray import registry
+        from carray.errors import CArrayError
+
+        named = registry.for_extension(filename_or_obj)
+        if os.path.isfile(filename_or_obj) and (named is None or not named.container):
+            return False  # a single file: only .b2nd/.caterva frames are read, by name first
+        try:
+            return registry.sniff(filename_or_obj).container
+        except (CArrayError, OSError, ValueError):
+            return False

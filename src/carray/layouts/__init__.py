@@ -136,7 +136,17 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
             lock.release()
         raise
     opened[0].hold_lock(lock)
+    if lock is not None:
+        _tidy(opened[0])
     return opened
+
+
+def _tidy(layout: Layout) -> None:
+    try:
+        layout.remove_leftovers()
+    except BaseException:
+        layout.close()
+        raise
 
 
 __all__ = ["B2ND_EXTENSION", "FORMATS", "LAYOUTS", "ArrayMeta", "B2ndLayout", "Layout",

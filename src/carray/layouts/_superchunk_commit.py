@@ -92,7 +92,7 @@ class Committing(SuperchunkParts):
                 writes.append((sc.k, 0, header.pack()))
         generation = self._generation + 1
         sizes = Sizes(tuple(meta.shape), math.prod(meta.shape) * meta.dtype.itemsize,
-                      int(cbytes), generation)
+                      int(cbytes), generation, fill_chunks=min(self._fill_bound, self._count))
         sizes_bytes = dumps(sizes.to_json())
         store = self.store
         jpath = store.join(self._metadir, JOURNAL_FILE)
@@ -172,11 +172,11 @@ class Committing(SuperchunkParts):
         Runs right after a commit; the new file is renamed over the old one, so
         either version is a complete copy of the committed state.
         """
-        nused = int((sc.offsets >= 0).sum())
         prefix = self._pread(sc, sc.offsets_pos, 0)
         recs: list[bytes] = []
         table, pos = np.full(self._S, -1, dtype="<i8"), sc.data_start
-        for slot in range(nused):
+        # Absent (fill) chunks leave gaps among the used slots.
+        for slot in np.flatnonzero(sc.offsets >= 0).tolist():
             n = sc.k * self._S + slot
             off = int(sc.offsets[slot])
             cb = self._cbytes_of(sc, slot, off)

@@ -48,7 +48,20 @@ class Prefetching(SuperchunkParts):
                 by_file.setdefault(n // self._S, []).append(n % self._S)
         with self._read_lock:
             return {k: slots for k, slots in by_file.items() if k not in self._scs
-                    and 4 * len(slots) >= 3 * min(self._S, self._count - k * self._S)}
+                    and 4 * len(slots) >= 3 * min(self._S, self._count - k * self._S)
+                    and self._has_file(k)}
+
+    def _has_file(self, k: int) -> bool:
+        """Whether superchunk ``k`` has a file: below the fill bound its chunks may all be
+        absent, and then it has none (known once asked)."""
+        if k * self._S >= self._fill_bound:
+            return True
+        if k in self._no_file:
+            return False
+        if self.store.isfile(self._sc_path(k)):
+            return True
+        self._no_file.add(k)
+        return False
 
     def _adopt_file(self, k: int, data: bytes, slots: list[int]) -> None:
         """Open superchunk ``k`` from its fetched bytes and keep the chunks asked for."""

@@ -84,6 +84,7 @@ class StorageInfo:
     dflt: Any
     expectedlen: int
     typesize: int
+    order: str = "C"  # 'F': the stored array is the transpose of the one users see
 
     def __post_init__(self) -> None:
         if self.blosc1:  # a Blosc1 chunk records one shuffle: refuse more, before any write
@@ -91,7 +92,7 @@ class StorageInfo:
 
     @property
     def chunklen(self) -> int:
-        return self.chunkshape[0]
+        return self.chunkshape[0] if self.chunkshape else 1  # a 0-d array: one item
 
     @property
     def chunk_nbytes(self) -> int:
@@ -120,7 +121,7 @@ class StorageInfo:
             "chunklen": self.chunklen,
             "superchunksize": self.superchunksize,
             "endianness": endian,
-            "order": "C",
+            "order": self.order,
             "codec": {"library": "blosc1" if self.blosc1 else "blosc2",
                       "cname": self.cparams.cname, "clevel": self.cparams.clevel,
                       "typesize": self.typesize},
@@ -149,9 +150,9 @@ class StorageInfo:
         dtype = parse_dtype(obj.get("dtype"), path)
         need(dtype != np.dtype(object), "object dtype cannot be stored in this layout")
         chunkshape, blockshape = obj.get("chunkshape"), obj.get("blockshape")
-        need(isinstance(chunkshape, list) and len(chunkshape) >= 1
-             and all(_is_int(n) and n >= 1 for n in chunkshape),
-             f"chunkshape must be a non-empty list of ints >= 1, got {chunkshape!r}")
+        need(isinstance(chunkshape, list) and all(_is_int(n) and n >= 1 for n in chunkshape),
+             f"chunkshape must be a list of ints >= 1 ([] for a 0-d array), got "
+             f"{chunkshape!r}")
         need(blockshape is None or (
             isinstance(blockshape, list) and len(blockshape) == len(chunkshape)
             and all(_is_int(b) and 1 <= b <= c for b, c in zip(blockshape, chunkshape,
@@ -167,7 +168,8 @@ class StorageInfo:
         sc = obj.get("superchunksize")
         need(_is_int(sc) and 1 <= sc <= 2**24,
              f"superchunksize must be an int in 1..2**24, got {sc!r}")
-        need(obj.get("order", "C") == "C", f"only C order is supported, got {obj.get('order')!r}")
+        order = obj.get("order", "C")
+        need(order in ("C", "F"), f"order must be 'C' or 'F', got {order!r}")
         checksum = obj.get("checksum")
         try:
             checksum = get_checksum(checksum).name
@@ -208,27 +210,36 @@ class StorageInfo:
                    superchunksize=sc,
                    checksum=checksum, spare=float(spare), blosc1=library == "blosc1",
                    cparams=cparams, dflt=decode_dflt(obj.get("dflt"), dtype, path),
-                   expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize)
+                   expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize,
+                   order=order)
 
 
 # -- meta/sizes ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Sizes:
-    """The parsed ``meta/sizes``: the committed length and the commit generation."""
+    """The parsed ``meta/sizes``: the committed length and the commit generation.
+
+    ``fill_chunks``: chunks numbered below it may be absent (no offset, or no
+    superchunk file), holding only the fill value; 0 (and no key) when none may.
+    """
 
     shape: tuple[int, ...]
     nbytes: int
     cbytes: int
     generation: int
+    fill_chunks: int = 0
 
     @property
     def length(self) -> int:
-        return self.shape[0]
+        return self.shape[0] if self.shape else 1  # a 0-d array holds one item
 
     def to_json(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "length": self.length,
-                "nbytes": self.nbytes, "cbytes": self.cbytes, "generation": self.generation}
+        obj = {"shape": list(self.shape), "length": self.length,
+               "nbytes": self.nbytes, "cbytes": self.cbytes, "generation": self.generation}
+        if self.fill_chunks:
+            obj["fill_chunks"] = self.fill_chunks
+        return obj
 
     @classmethod
     def from_json(cls, obj: Any, path: str) -> Sizes:
@@ -239,11 +250,14 @@ class Sizes:
             raise FormatError("meta/sizes needs ints >= 0 for length, nbytes, cbytes and "
                               f"generation, got {vals!r}", path)
         shape = obj.get("shape")
-        if not (isinstance(shape, list) and shape and all(_is_int(n) and n >= 0 for n in shape)
-                and shape[0] == vals[0]):
+        if not (isinstance(shape, list) and all(_is_int(n) and n >= 0 for n in shape)
+                and (shape[0] == vals[0] if shape else vals[0] == 1)):
             raise FormatError(f"meta/sizes needs a shape (ints >= 0) starting with the length "
-                              f"{vals[0]}, got {shape!r}", path)
-        return cls(checked_shape(shape, itemsize=1, source=path), *vals[1:])
+                              f"{vals[0]} (or [] with length 1), got {shape!r}", path)
+        fill = obj.get("fill_chunks", 0)
+        if not (_is_int(fill) and fill >= 0):
+            raise FormatError(f"meta/sizes fill_chunks must be an int >= 0, got {fill!r}", path)
+        return cls(checked_shape(shape, itemsize=1, source=path), *vals[1:], fill_chunks=fill)
 
 
 # -- meta/attrs: typed values ----------------------------------------------------------------

@@ -88,9 +88,13 @@ def verify(store: Store, root: str) -> Iterator[Finding]:
     needed = math.ceil(nchunks / S)
     present = _superchunk_files(store, root)
     nfiles = min(needed, max(present, default=-1) + 1)
+    # Chunks below fill_chunks may be absent (only the fill value; Blosc2 datasets only).
+    fill = 0 if info.blosc1 else min(sizes.fill_chunks, nchunks)
     for k in range(nfiles):
-        yield from _verify_file(store, root, info, grid, k, min(S, nchunks - k * S))
-    if needed > nfiles:  # one problem for the whole missing run, however long
+        if k in present or (k + 1) * S > fill:
+            yield from _verify_file(store, root, info, grid, k, min(S, nchunks - k * S),
+                                    fill)
+    if needed > nfiles and nchunks > fill:  # one problem for the whole missing run
         first = store.url(store.join(root, DATA_DIR, superchunk_name(nfiles)))
         others = needed - nfiles - 1
         yield Problem(first, "", "missing" + (f", and the {others} files after it" if others
@@ -134,7 +138,9 @@ def _allowed_nbytes(grid: NDGrid, n: int, c_order: bool) -> tuple[int, ...]:
     """Decoded sizes chunk ``n`` may have: full, or (C order) just its rows when in the
     last partial run of rows."""
     full = grid.chunk_nbytes
-    row0 = grid.chunk_coords(n)[0] if grid.ndim else 0
+    if not grid.ndim:  # a 0-d array: one chunk of one item
+        return (full,)
+    row0 = grid.chunk_coords(n)[0]
     if not c_order or (row0 + 1) * grid.chunks[0] <= grid.shape[0]:
         return (full,)
     rows = grid.shape[0] - row0 * grid.chunks[0]
@@ -142,7 +148,7 @@ def _allowed_nbytes(grid: NDGrid, n: int, c_order: bool) -> tuple[int, ...]:
 
 
 def _verify_file(store: Store, root: str, info: StorageInfo, grid: NDGrid, k: int,
-                 count: int) -> Iterator[Finding]:
+                 count: int, fill: int) -> Iterator[Finding]:
     key = store.join(root, DATA_DIR, superchunk_name(k))
     path = store.url(key)
     S = info.superchunksize
@@ -159,11 +165,12 @@ def _verify_file(store: Store, root: str, info: StorageInfo, grid: NDGrid, k: in
 
             def read(n: int, offset: int) -> bytes:
                 return bytes(whole[offset:offset + n])
-        yield from _verify_frame(read, size, path, info, grid, k, count)
+        yield from _verify_frame(read, size, path, info, grid, k, count, fill)
 
 
 def _verify_frame(read: Callable[[int, int], bytes], size: int, path: str,
-                  info: StorageInfo, grid: NDGrid, k: int, count: int) -> Iterator[Finding]:
+                  info: StorageInfo, grid: NDGrid, k: int, count: int,
+                  fill: int) -> Iterator[Finding]:
     S = info.superchunksize
     try:
         header = BlpHeader.unpack(read(HEADER_SIZE, 0), path)
@@ -191,7 +198,7 @@ def _verify_frame(read: Callable[[int, int], bytes], size: int, path: str,
     except CArrayError as exc:
         yield Problem.from_error(exc, path)
         return
-    if header.nchunks < count:
+    if header.nchunks < count and fill <= k * S:  # absent chunks end the header's count
         yield Problem(path, _at(16), f"header says {header.nchunks} chunks, the dataset "
                       f"needs {count} here")
     c_order = info.blockshape is None or geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
@@ -199,6 +206,8 @@ def _verify_frame(read: Callable[[int, int], bytes], size: int, path: str,
     for slot in range(count):
         n = k * S + slot
         off = int(table[slot])
+        if off == -1 and n < fill:
+            continue  # an absent chunk: the fill value
         if off < data_start or off >= size:
             yield Problem(path, _at(table_pos + 8 * slot), f"chunk {n}: offset {off} outside "
                           f"the chunk area [{data_start}, {size})")

@@ -54,6 +54,7 @@ left behind (bytes past ``frame_len``, orphan chunk files).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import struct
@@ -253,7 +254,9 @@ class B2ndLayout(Layout):
         self._kind = frame.kind
         self._dtype = frame.dtype
         self._typesize = hdr.typesize
-        # b2nd allows chunk and block 0 on empty axes; one item is as good there.
+        # b2nd allows chunk and block 0 on empty axes; one item is as good there, and
+        # the recorded shape is kept to report and to write back while the axis is empty.
+        self._declared = tuple(frame.chunkshape)
         self._chunks = tuple(max(c, 1) for c in frame.chunkshape)
         self._blocks = tuple(max(b, 1) for b in frame.blockshape)
         self._shape = tuple(frame.shape)
@@ -327,6 +330,17 @@ class B2ndLayout(Layout):
                               "data", self._index_path)
         if not self.contiguous and top >= 2**32:
             raise FormatError(f"chunk file number {top} is out of range", self._index_path)
+
+    def declared_chunks(self) -> tuple[int, ...] | None:
+        return self._declared if self._declared != self._chunks else None
+
+    def _recorded_shapes(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...],
+                                                                 tuple[int, ...]]:
+        """Chunk and block shapes to record: the file's zeros stay while their axis is empty."""
+        keep = [d == 0 and n == 0 for d, n in zip(self._declared, shape, strict=True)]
+        chunks = tuple(0 if k else c for k, c in zip(keep, self._chunks, strict=True))
+        blocks = tuple(0 if k else b for k, b in zip(keep, self._blocks, strict=True))
+        return chunks, blocks
 
     def _grid(self, shape: tuple[int, ...]) -> NDGrid:
         return ArrayMeta(dtype=self._dtype, shape=shape, chunks=self._chunks,
@@ -403,6 +417,11 @@ class B2ndLayout(Layout):
             return self.store.open(self._chunk_file(number))
         except FileNotFoundError:
             raise self._missing(nchunk, number) from None
+
+    def special_chunk(self, nchunk: int) -> bytes | None:
+        """The 32-byte chunk a negative (zeros, NaN, uninitialised) offset stands for."""
+        off = self._offset(nchunk)
+        return self._special(off) if off < 0 else None
 
     def read_chunk(self, nchunk: int) -> bytes | memoryview:
         """The stored chunk ``nchunk`` (a synthesised 32-byte chunk when not stored)."""
@@ -578,6 +597,27 @@ class B2ndLayout(Layout):
                              f"{self._chunks}, blocks {self._blocks} and {self._dtype.itemsize}"
                              f"-byte items cannot record {meta}")
         n = self._grid(shape).nchunks
+        # Until the new state is written, a failure must leave the old one in memory too.
+        saved = (self._n, self._offs.copy(), self._cb.copy(), dict(self._stamps),
+                 getattr(self, "_end", None))  # sparse frames have no end to append at
+        try:
+            offsets = self._record(shape, n, meta, cbytes)
+        except BaseException:
+            self._n, self._offs, self._cb, self._stamps, end = saved
+            if end is not None:
+                self._end = end
+            raise
+        # Committed: tidying up may fail (a full disk) without undoing that.
+        with contextlib.suppress(OSError):
+            if self.contiguous:
+                self._maybe_compact()
+            else:
+                self._delete_unreferenced(offsets)
+
+    def _record(self, shape: tuple[int, ...], n: int, meta: ArrayMeta,
+                cbytes: int) -> np.ndarray:
+        """Write the new chunk count, header and offsets (see :meth:`commit`); returns the
+        offsets recorded."""
         if self._n > n:
             self.drop_chunks(n)
         if self._n < n:
@@ -587,8 +627,9 @@ class B2ndLayout(Layout):
             self._n = n
         header = bytearray(self._header)
         dtype = self._dtype if self._kind == "b2nd" else None
+        chunks, blocks = self._recorded_shapes(shape)
         header[self._nd_at:self._nd_at + self._nd_len] = self._fixed(
-            build_nd_meta(shape, self._chunks, self._blocks, dtype), self._nd_len, self._kind)
+            build_nd_meta(shape, chunks, blocks, dtype), self._nd_len, self._kind)
         if self._carray_at is not None:
             raw = carray_meta(self._dtype, meta.dflt, meta.expectedlen, cbytes,
                               with_dtype=self._kind == "caterva")
@@ -598,10 +639,7 @@ class B2ndLayout(Layout):
         self._write_state(header, offsets, self._vlmeta,
                           None if self.contiguous else self._live(n))
         self._shape = shape
-        if self.contiguous:
-            self._maybe_compact()
-        else:
-            self._delete_unreferenced(offsets)
+        return offsets
 
     def _fixed(self, raw: bytes, length: int, name: str) -> bytes:
         if len(raw) != length:

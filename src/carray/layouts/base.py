@@ -5,12 +5,14 @@ from __future__ import annotations
 import abc
 import contextlib
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from carray import _parallel
 from carray.chunkio import ChunkReader as ChunkReader  # re-exported: layouts build them
 from carray.codecs.blosc import ChunkBytes
 from carray.errors import ContainerExistsError, ReadOnlyError
@@ -43,6 +45,9 @@ class ArrayMeta:
     cparams, dflt, expectedlen
         Compression parameters, the value new items get on growth, and the
         expected length along the first axis.
+    order : {'C', 'F'}
+        'F': the stored array is the transpose of the array the user sees (its
+        axes reversed), so every chunk holds its items in Fortran order.
     """
 
     dtype: np.dtype
@@ -52,6 +57,7 @@ class ArrayMeta:
     cparams: CParams = field(default_factory=CParams)
     dflt: Any = None
     expectedlen: int = 0
+    order: str = "C"
 
     @classmethod
     def rows(cls, dtype: np.dtype, atomshape: tuple[int, ...], length: int, chunklen: int,
@@ -136,6 +142,10 @@ class Layout(abc.ABC):
         """Keep ``lock`` until :meth:`close` (a writable open took it)."""
         self.write_lock = lock
 
+    def remove_leftovers(self) -> None:  # noqa: B027 - layouts without staged files
+        """Delete staged or temporary files of writes that no commit refers to; called
+        by a writable open that holds the writer's lock."""
+
     def release_lock(self) -> None:
         """Let the writer's lock go (layouts call this from :meth:`close`)."""
         lock, self.write_lock = self.write_lock, None
@@ -172,9 +182,22 @@ class Layout(abc.ABC):
         chunk = self.read_chunk(nchunk)
         return ChunkReader(len(chunk), lambda o, n: bytes(chunk[o:o + n])), len(chunk)
 
+    def special_chunk(self, nchunk: int) -> bytes | None:
+        """Chunk ``nchunk`` when the layout records it as a Blosc2 special chunk (one
+        value repeated: not stored, or a few bytes kept in its index), else None.
+
+        Known without reading chunk data, so reads fill the value straight away
+        (see :mod:`carray.codecs.fill`).
+        """
+        return None
+
     @abc.abstractmethod
     def write_chunk(self, nchunk: int, data: bytes) -> int:
-        """Store chunk ``nchunk`` (replacing any); returns the change in stored bytes."""
+        """Store chunk ``nchunk`` (replacing any); returns the change in stored bytes.
+
+        Layouts that can (the superchunk layout, Blosc2 frames) record a special
+        chunk holding the array's fill value without storing it.
+        """
 
     @abc.abstractmethod
     def drop_chunks(self, first: int) -> int:
@@ -202,6 +225,13 @@ class Layout(abc.ABC):
         """The items of an ``object`` array (only bcolz directories hold pickles)."""
         raise NotImplementedError(f"{self.describe()} holds no object arrays")
 
+    def write_objects(self, objects: np.ndarray, first: int, cparams: CParams) -> int:
+        """Store items ``first`` and on of an ``object`` array (one pickle per chunk);
+        returns the change in stored bytes.  In memory nothing is stored."""
+        if self.in_memory:
+            return 0
+        raise NotImplementedError(f"{self.describe()} holds no object arrays")
+
     def load_attrs(self) -> dict[str, Any]:
         return {}
 
@@ -214,6 +244,11 @@ class Layout(abc.ABC):
 
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
         """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
+        return None
+
+    def declared_chunks(self) -> tuple[int, ...] | None:
+        """The chunk shape the file records, when it differs from the one the array is
+        read with (a Blosc2 frame may record 0 along an empty axis); else None."""
         return None
 
     def sidecar_names(self) -> list[str]:
@@ -250,7 +285,25 @@ def clear_for_create(store: Store, path: str, mode: str) -> None:
     if mode != "w":
         raise ContainerExistsError(
             f"{store.url(path)}: already exists; open it, or pass mode='w' to replace it")
+    if not store.remote and store.isdir(path):
+        # One rename clears the name; unlinking the old files one by one is left to a
+        # background thread, off the writer's path (a crash meanwhile leaves the hidden
+        # directory behind, nothing else).
+        trash = store.join(store.dirname(path),
+                           f".{store.basename(path)}.replaced-{uuid.uuid4().hex[:12]}")
+        try:
+            store.rename(path, trash)
+        except OSError:
+            store.rmtree(path)
+        else:
+            _parallel.in_background(_remove_quietly, store, trash)
+        return
     store.rmtree(path)
+
+
+def _remove_quietly(store: Store, path: str) -> None:
+    with contextlib.suppress(OSError):
+        store.rmtree(path)
 
 
 class SidecarFiles:

@@ -17,6 +17,10 @@ Facts relied on (docs/formats/bcolz-dir.md):
 * ``dtype`` is ``str(dtype)`` of the base dtype (the item shape is in
   ``shape[1:]``); structured dtypes are a Python repr, parsed literally here.
 * ``object`` arrays hold one pickle per file, ``chunklen`` ignored.
+
+Commits are crash-safe without changing what bcolz reads: chunks replacing
+committed ones are staged under other names and renamed into place by a
+journaled commit that writes ``meta/sizes`` last (see :mod:`._bcolz_journal`).
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ from carray.dtypes import check_dtype, checked_shape, parse_descr
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
+    ReadOnlyError,
     UnsafeDataError,
 )
+from carray.layouts._bcolz_journal import JOURNAL_FILE, Journal, is_leftover, staged_name
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
 from carray.params import CNAMES, CParams
 from carray.safejson import load_json
@@ -136,6 +142,13 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _nfiles(meta: ArrayMeta) -> int:
+    """Chunk files the sizes in ``meta`` refer to (rows of no items are stored as none)."""
+    if meta.dtype == np.dtype(object):
+        return meta.length
+    return -(-meta.length // meta.chunklen) if math.prod(meta.atomshape) else 0
+
+
 class BcolzLayout(SidecarFiles, Layout):
     """A bcolz 1.x carray directory."""
 
@@ -154,7 +167,13 @@ class BcolzLayout(SidecarFiles, Layout):
         self._datadir = store.join(self.rootdir, DATA_DIR)
         # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
         self._sidecar_dir = store.join(self.rootdir, META_DIR)
-        self._pending: set[str] = set()
+        self._pending: set[str] = set()  # files written since the last commit
+        self._committed_n = 0  # chunk files the committed meta/sizes refers to
+        # Chunks replacing committed ones since the last commit: number -> staged file.
+        self._staged: dict[int, str] = {}
+        # Read-only view through a journal not applied yet: number -> staged file.
+        self._overlay: dict[int, str] = {}
+        self._dropped = False  # chunks were dropped: delete files past the end at commit
         # Chunk files kept open for ranged reads, per thread so that threads reading
         # at once never close a handle another is using: number -> handle.
         self._local = threading.local()
@@ -204,7 +223,7 @@ class BcolzLayout(SidecarFiles, Layout):
         store = self.store
         storage = read_json(store.join(self.rootdir, META_DIR, STORAGE_FILE), "meta/storage",
                             store)
-        sizes = read_json(store.join(self.rootdir, META_DIR, SIZES_FILE), "meta/sizes", store)
+        sizes = self._committed_sizes()
         storage_path = store.url(store.join(self.rootdir, META_DIR, STORAGE_FILE))
         sizes_path = store.url(store.join(self.rootdir, META_DIR, SIZES_FILE))
         _require(isinstance(storage, dict), "meta/storage must hold a JSON object", storage_path)
@@ -233,7 +252,7 @@ class BcolzLayout(SidecarFiles, Layout):
         last = -(-shape[0] // chunklen) - 1
         # (Rows of no items are stored as no chunks at all.)
         _require(dtype == np.dtype(object) or last < 0 or not math.prod(shape[1:])
-                 or store.isfile(self._path(last)),
+                 or store.isfile(self._path(last)) or last in self._overlay,
                  f"shape[0] is {shape[0]}, but the file of its last chunk, "
                  f"{DATA_DIR}/{chunk_name(last)}, is missing", sizes_path)
         cp = storage["cparams"]
@@ -254,7 +273,60 @@ class BcolzLayout(SidecarFiles, Layout):
             dtype, tuple(shape[1:]), shape[0], chunklen,
             cparams=cparams, dflt=decode_dflt(storage.get("dflt"), dtype, storage_path),
             expectedlen=expectedlen if _is_int(expectedlen) else shape[0])
+        self._committed_n = _nfiles(meta)
         return meta, cbytes
+
+    # -- the journal ----------------------------------------------------------------------
+
+    def _committed_sizes(self) -> Any:
+        """``meta/sizes`` as the last complete commit left it.
+
+        A complete journal is finished first (mode 'a') or read through (mode 'r');
+        a damaged one is the trace of a commit that never started applying.
+        """
+        store = self.store
+        sizes_key = store.join(self.rootdir, META_DIR, SIZES_FILE)
+        jkey = store.join(self.rootdir, META_DIR, JOURNAL_FILE)
+        try:
+            journal = Journal.decode(store.get(jkey))
+        except FileNotFoundError:
+            journal = None
+        else:
+            if journal is None and not self.readonly:
+                store.delete(jkey)
+        if journal is None:
+            return read_json(sizes_key, "meta/sizes", store)
+        if self.readonly:
+            self._overlay = {n: self._staged_path(n) for n in journal.renames}
+            return load_json(journal.sizes, store.url(jkey), what="journal sizes")
+        self._apply(journal.renames, missing_ok=True)
+        store.put(sizes_key, journal.sizes, fsync=self.fsync)
+        store.delete(jkey)
+        return read_json(sizes_key, "meta/sizes", store)
+
+    def _apply(self, renames: Sequence[int], missing_ok: bool = False) -> None:
+        """Rename staged chunk files over their chunk files (a journal's step 3)."""
+        store = self.store
+        for n in renames:
+            self._forget(n)
+            try:
+                store.rename(self._staged_path(n), self._path(n))
+            except FileNotFoundError:
+                if not missing_ok:
+                    raise
+            self._staged.pop(n, None)  # in place now, should a later step fail
+        if renames and self.fsync:
+            store.sync_dir(self._datadir)
+
+    def remove_leftovers(self) -> None:
+        """Delete staged and temporary files of writes no commit refers to (the caller
+        holds the writer's lock, so no other writer is making them now)."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.describe()}: opened read-only")
+        for name in self.store.listdir(self._datadir):
+            if is_leftover(name):
+                with contextlib.suppress(FileNotFoundError):
+                    self.store.delete(self.store.join(self._datadir, name))
 
     def read_objects(self, length: int) -> np.ndarray:
         """An ``object`` carray: one pickle per chunk file (the caller opted in)."""
@@ -263,20 +335,54 @@ class BcolzLayout(SidecarFiles, Layout):
             out[i] = pickle.loads(blosc.decompress(self.read_chunk(i), self.chunk_path(i)))
         return out
 
+    def write_objects(self, objects: np.ndarray, first: int, cparams: CParams) -> int:
+        """Items ``first`` and on, each pickled into its own chunk file, as bcolz does."""
+        delta = 0
+        for i in range(first, len(objects)):
+            data = np.frombuffer(pickle.dumps(objects[i], pickle.HIGHEST_PROTOCOL), np.uint8)
+            delta += self.write_chunk(i, blosc.compress1(data, 1, cparams))
+        return delta
+
     # -- chunks ---------------------------------------------------------------------------
 
     def _path(self, nchunk: int) -> str:
         return self.store.join(self._datadir, chunk_name(nchunk))
 
+    def _staged_path(self, nchunk: int) -> str:
+        return self.store.join(self._datadir, staged_name(nchunk))
+
+    def _source(self, nchunk: int) -> str:
+        """The file holding chunk ``nchunk`` now: staged, seen through a journal, or its own."""
+        return self._staged.get(nchunk) or self._overlay.get(nchunk) or self._path(nchunk)
+
     def chunk_path(self, nchunk: int) -> str:
-        return self.store.url(self._path(nchunk))
+        return self.store.url(self._source(nchunk))
+
+    def _missing(self, nchunk: int) -> FormatError:
+        return FormatError(f"chunk file {chunk_name(nchunk)} is missing", self.chunk_path(nchunk))
 
     def _open_chunk(self, nchunk: int) -> Handle:
         try:
+            return self.store.open(self._source(nchunk))
+        except FileNotFoundError:
+            if nchunk not in self._overlay:
+                raise self._missing(nchunk) from None
+        # The writer renamed the staged file into place since this reader looked.
+        try:
             return self.store.open(self._path(nchunk))
         except FileNotFoundError:
-            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing",
-                              self.chunk_path(nchunk)) from None
+            raise self._missing(nchunk) from None
+
+    def _get_chunk(self, nchunk: int) -> bytes:
+        try:
+            return self.store.get(self._source(nchunk))
+        except FileNotFoundError:
+            if nchunk not in self._overlay:
+                raise self._missing(nchunk) from None
+        try:
+            return self.store.get(self._path(nchunk))
+        except FileNotFoundError:
+            raise self._missing(nchunk) from None
 
     def _check_header(self, buf: bytes | memoryview, path: str, size: int | None = None) -> None:
         size = len(buf) if size is None else size
@@ -293,11 +399,7 @@ class BcolzLayout(SidecarFiles, Layout):
             raise FormatError(f"chunk file claims {nchunks} chunks (expected 1)", path, 8)
 
     def read_chunk(self, nchunk: int) -> memoryview:
-        try:
-            buf = self.store.get(self._path(nchunk))
-        except FileNotFoundError:
-            raise FormatError(f"chunk file {chunk_name(nchunk)} is missing",
-                              self.chunk_path(nchunk)) from None
+        buf = self._get_chunk(nchunk)
         self._check_header(buf, self.chunk_path(nchunk))
         return memoryview(buf)[CHUNK_HEADER_SIZE:]
 
@@ -347,15 +449,20 @@ class BcolzLayout(SidecarFiles, Layout):
                     h.close()
 
     def write_chunk(self, nchunk: int, data: bytes) -> int:
-        path = self._path(nchunk)
+        if self.readonly:
+            raise ReadOnlyError(f"{self.describe()}: opened read-only")
         self._forget(nchunk)
         try:
-            old = self.store.size(path)
+            old = self.store.size(self._source(nchunk))
         except FileNotFoundError:
             old = 0
+        # A chunk the committed sizes refer to is only replaced by the next commit.
+        path = self._staged_path(nchunk) if nchunk < self._committed_n else self._path(nchunk)
         header = CHUNK_HEADER.pack(b"blpk", 1, 1)
         self.store.put(path, (header, data), fsync=False)
         self._pending.add(path)
+        if nchunk < self._committed_n:
+            self._staged[nchunk] = path
         return len(header) + len(data) - old
 
     def write_unit(self, unit: int, chunks: Sequence[ChunkBytes]) -> int:
@@ -366,42 +473,87 @@ class BcolzLayout(SidecarFiles, Layout):
         return len(header) + len(chunks[0])
 
     def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
-        self.close()
+        self._close_files()
         self.store.invalidate(self.rootdir)
         self.commit(meta, cbytes)
 
     def drop_chunks(self, first: int) -> int:
-        removed, n = 0, first
+        """Forget chunks ``first`` and above: staged and uncommitted files go now, committed
+        ones when the next commit has recorded the shorter length."""
+        removed, n = 0, max(first, 0)
         while True:
-            path = self._path(n)
+            self._forget(n)
+            staged = self._staged.pop(n, None)
+            path = staged or self._path(n)
             try:
                 removed += self.store.size(path)
-                self.store.delete(path)
+                if staged is not None or n >= self._committed_n:
+                    self.store.delete(path)
             except FileNotFoundError:
-                break
-            self._forget(n)
+                if n >= self._committed_n:
+                    break
             self._pending.discard(path)
             n += 1
+        self._dropped = True
         return -removed
 
     # -- metadata -------------------------------------------------------------------------
 
     def commit(self, meta: ArrayMeta, cbytes: int) -> None:
-        """fsync the chunks written since the last commit, then write ``meta/sizes``."""
+        """Make the chunks written since the last commit durable and record ``meta``,
+        through the journal when committed chunk files are replaced (see
+        :mod:`._bcolz_journal`)."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.describe()}: opened read-only")
         store = self.store
+        new_n = _nfiles(meta)
+        for n in [n for n in self._staged if n >= new_n]:  # past the new end: not needed
+            self._forget(n)
+            with contextlib.suppress(FileNotFoundError):
+                store.delete(self._staged.pop(n))
         if self.fsync and not store.remote:
             for path in sorted(self._pending):
                 with contextlib.suppress(FileNotFoundError):
                     store.sync_file(path)
             if self._pending:
                 store.sync_dir(self._datadir)
+        sizes = _dumps({"shape": list(meta.shape), "nbytes": meta.length * meta.rowsize,
+                        "cbytes": int(cbytes)})
+        renames = sorted(self._staged)
+        jkey = store.join(self.rootdir, META_DIR, JOURNAL_FILE)
+        if renames:
+            store.put(jkey, Journal(tuple(renames), sizes).encode(), fsync=self.fsync)
+            if self.fsync:
+                store.sync_dir(store.join(self.rootdir, META_DIR))
+            self._apply(renames)
+        store.put(store.join(self.rootdir, META_DIR, SIZES_FILE), sizes, fsync=self.fsync)
+        self._staged.clear()
         self._pending.clear()
-        sizes = {"shape": list(meta.shape), "nbytes": meta.length * meta.rowsize,
-                 "cbytes": int(cbytes)}
-        store.put(store.join(self.rootdir, META_DIR, SIZES_FILE), _dumps(sizes), fsync=self.fsync)
+        old_n, self._committed_n = self._committed_n, new_n
+        # Committed from here on: what follows only tidies up, and what a failure leaves
+        # (the journal, files past the end) the next writable open or commit removes.
+        with contextlib.suppress(OSError):
+            if renames:
+                store.delete(jkey)
+            if self._dropped or new_n < old_n:
+                self._delete_past(new_n)
+
+    def _delete_past(self, first: int) -> None:
+        """Remove the chunk files from ``first`` on (nothing committed refers to them)."""
+        self._dropped = False
+        n, removed = first, False
+        while True:
+            self._forget(n)
+            try:
+                self.store.delete(self._path(n))
+            except FileNotFoundError:
+                break
+            removed, n = True, n + 1
+        if removed and self.fsync:
+            self.store.sync_dir(self._datadir)
 
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
-        return self.store.stamp(self._path(nchunk))
+        return self.store.stamp(self._source(nchunk))
 
     def load_attrs(self) -> dict[str, Any]:
         path = self.store.join(self.rootdir, ATTRS_FILE)
@@ -424,11 +576,15 @@ class BcolzLayout(SidecarFiles, Layout):
             raise TypeError(f"attribute values must be JSON-serialisable: {exc}") from None
         self.store.put(self.store.join(self.rootdir, ATTRS_FILE), data, fsync=self.fsync)
 
-    def close(self) -> None:
+    def _close_files(self) -> None:
         with self._files_lock:
             for files in self._file_caches:
                 while files:
                     files.popitem()[1].close()
+
+    def close(self) -> None:
+        self._close_files()
+        self.release_lock()
 
     def describe(self) -> str:
         return f"bcolz directory {self.store.url(self.rootdir)!r}"

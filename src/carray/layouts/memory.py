@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from carray.codecs.fill import special_code
 from carray.layouts.base import Layout
 
 
@@ -18,6 +19,10 @@ class MemoryLayout(Layout):
 
     def read_chunk(self, nchunk: int) -> bytes:
         return self._chunks[nchunk]
+
+    def special_chunk(self, nchunk: int) -> bytes | None:
+        chunk = self._chunks[nchunk]
+        return chunk if special_code(chunk) else None
 
     def write_chunk(self, nchunk: int, data: bytes) -> int:
         if nchunk == len(self._chunks):

@@ -14,7 +14,12 @@ relies on most:
   of room, so a rewritten chunk that still fits goes back in place;
 * bloscpack 0.16 streams chunks right after the offsets table, so it reads a
   file only when its chunks are Blosc1, in order and back to back (``blosc1=True,
-  spare=0``; commits re-pack such files when a rewrite broke the order).
+  spare=0``; commits re-pack such files when a rewrite broke the order);
+* absent chunks ("Absent chunks"): below ``meta/sizes`` ``fill_chunks`` a chunk
+  with offset -1, or in a superchunk with no file, holds only the fill value.
+  Writing the engine's special chunk of the fill value records one (Blosc2
+  datasets only); reading one returns that special chunk, which
+  :meth:`special_chunk` hands out without any I/O once the file is known.
 
 Crash safety.  The committed state is ``meta/sizes`` plus the offsets tables and
 headers of the superchunk files.  Between commits, chunk bytes only ever go to
@@ -33,9 +38,11 @@ memory only.  Writes are absolute, so replaying twice is harmless; the
 generation stops an old journal from being replayed over newer data.
 Interrupted at any point, a dataset reopens at its last complete commit.
 
-Checksums are verified on every whole-chunk read (``verify=True``, the
-default).  A ranged partial read fetches only the Blosc header and the blocks
-it needs, so it checks the header and block table, not the digest.
+Checksums are verified on every read that decodes a whole chunk (``verify=True``,
+the default), the partial last chunk and edge chunks included.  A ranged read
+(a few items or blocks of a chunk) fetches only the Blosc header, block table
+and blocks it needs, so it checks those structures, not the digest; with
+``verify="full"`` it fetches and checks the whole chunk first.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import numpy as np
 
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
+from carray.codecs.fill import special_item
 from carray.dtypes import checked_shape
 from carray.errors import (
     ChecksumError,
@@ -72,8 +80,10 @@ from carray.formats._blp_frame import (
     encode_metadata_bytes,
     get_checksum,
 )
+from carray.layouts._superchunk_absent import AbsentChunks, absent_chunk
 from carray.layouts._superchunk_commit import Committing, _patch
 from carray.layouts._superchunk_fetch import Prefetching
+from carray.layouts._superchunk_fill import Filling
 from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
     DATA_DIR,
@@ -145,7 +155,7 @@ def default_superchunksize(chunk_nbytes: int) -> int:
     return max(1, min(MAX_DEFAULT_SUPERCHUNKSIZE, DEFAULT_SUPERCHUNK_NBYTES // max(chunk_nbytes, 1)))
 
 
-class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
+class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFiles, Layout):
     """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
 
     Use :meth:`create` or :meth:`open`; see the module docstring for the format.
@@ -187,6 +197,12 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         # nchunk -> (superchunk, offset, cbytes, chunk + digest) fetched for the read
         # under way (see Prefetching).
         self._prefetched: dict[int, Prefetched] = {}
+        # Chunks below this bound may be absent (meta/sizes ``fill_chunks``): they hold
+        # only the fill value, which reads get from ``_absent`` (a special chunk).
+        self._fill_bound = 0
+        self._no_file: set[int] = set()  # superchunks known to have no file
+        self._filling = {}  # new superchunk files kept until written whole (see Filling)
+        self._fill_item, self._absent = absent_chunk(info)
 
     # -- creation and opening ---------------------------------------------------------------
 
@@ -232,7 +248,8 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
             dtype=meta.dtype, chunkshape=tuple(meta.chunks), blockshape=meta.blocks,
             superchunksize=superchunksize, checksum=ck.name, spare=float(spare),
             blosc1=bool(blosc1), cparams=meta.cparams, dflt=meta.dflt,
-            expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype))
+            expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype),
+            order=meta.order)
         clear_for_create(store, rootdir, mode)
         store.makedirs(store.join(rootdir, DATA_DIR))
         store.makedirs(store.join(rootdir, META_DIR))
@@ -268,16 +285,18 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
                               store.url(store.join(rootdir, META_DIR, SIZES_FILE)))
         meta = ArrayMeta(dtype=info.dtype, shape=sizes.shape, chunks=info.chunkshape,
                          blocks=info.blockshape, cparams=info.cparams, dflt=info.dflt,
-                         expectedlen=info.expectedlen or sizes.length)
+                         expectedlen=info.expectedlen or sizes.length, order=info.order)
         try:
             layout._count = meta.nchunks
         except ValueError as exc:
             raise FormatError(f"meta/storage: {exc}", storage_path) from None
         sizes_path = store.url(store.join(rootdir, META_DIR, SIZES_FILE))
         checked_shape(meta.shape, itemsize=info.dtype.itemsize, source=sizes_path)
-        # The shape is only a claim until the file of the last chunk is seen.
+        # The shape is only a claim until the file of the last chunk is seen, or the
+        # run of absent (fill) chunks recorded beside it covers it.
+        layout._fill_bound = min(sizes.fill_chunks, layout._count) if layout._absent else 0
         last = (layout._count - 1) // info.superchunksize
-        if layout._count and not store.isfile(layout._sc_path(last)):
+        if layout._count > layout._fill_bound and not store.isfile(layout._sc_path(last)):
             raise FormatError(f"meta/sizes claims {layout._count} chunks, but superchunk file "
                               f"{superchunk_name(last)} is missing", sizes_path)
         return layout, meta, sizes.cbytes
@@ -372,6 +391,7 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
     def _new_file(self, k: int, chunks: Sequence[bytes] = ()) -> int:
         """Write superchunk file ``k`` holding ``chunks`` (its first slots) under its name;
         returns their compressed bytes."""
+        self._no_file.discard(k)
         raw = dumps_metadata({"format": FORMAT_NAME, "superchunk": k, "first_chunk": k * self._S,
                               "superchunksize": self._S})
         section, _ = encode_metadata_bytes(raw, checksum=self._ck.id, codec=None,
@@ -404,6 +424,7 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         return self._new_file(unit, [bytes(c) for c in chunks])
 
     def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
+        self._write_all_filled()
         for k in list(self._fds):
             self._forget(k)
         self._scs.clear()
@@ -411,6 +432,7 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         self._stamps.clear()
         self._inplace.clear()
         self._inplace_bytes = 0
+        self._no_file.clear()
         self.store.invalidate(self.rootdir)
         self._count = meta.nchunks
         self._dropped = True  # files past the new end (from an earlier, longer state) go
@@ -424,6 +446,9 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         sc = self._scs.get(k)
         if sc is not None:
             return sc
+        if k in self._filling:
+            self._write_filled(k)
+            return self._scs[k]
         path = self._sc_path(k)
         created = False
         if k not in self._fds:
@@ -541,7 +566,10 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
             rec = self._inplace.get(nchunk)
             if rec is not None:
                 return memoryview(rec)[:len(rec) - self._dsize]
-            sc, off = self._locate(nchunk)
+            found = self._lookup(nchunk)
+            if found is None:
+                return memoryview(self._absent)
+            sc, off = found
             cbytes, buf = sc.sizes.get(nchunk % self._S), None
             if self._remote_reads(sc):
                 # One request for the chunk's whole room (chunk, digest, spare), made
@@ -574,6 +602,9 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
         fetched = self._prefetched.get(nchunk)
         rec = self._inplace.get(nchunk) if fetched is None else fetched[3]
+        if rec is None and self.verify == "full":
+            # Ranged reads fetch the whole chunk too, so its digest is checked first.
+            rec = bytes(self.read_chunk(nchunk)) + bytes(self._dsize)
         if rec is not None:
             size = len(rec) - self._dsize
             return ChunkReader(size, lambda o, n: rec[o:min(o + n, size)]), size
@@ -583,7 +614,11 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         with self._read_lock:
             cached = self._heads.get(nchunk)
             if cached is None:
-                sc, off = self._locate(nchunk)
+                found = self._lookup(nchunk)
+                if found is None:
+                    absent = self._absent
+                    return ChunkReader(len(absent), lambda o, n: absent[o:o + n]), len(absent)
+                sc, off = found
                 head = self._pread(sc, min(_HEAD_READ, sc.size - off), off)
                 h = blosc.read_header(head, sc.url, off, size=sc.size - off)
                 cached = self._heads[nchunk] = (sc, off, h.cbytes, head[:h.cbytes], {})
@@ -648,11 +683,17 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         self._heads.pop(nchunk, None)
         if not 0 <= nchunk <= self._count:
             raise IndexError(f"chunk {nchunk} written before chunk {self._count}")
+        if self._absent and special_item(data, self.info.dtype) == self._fill_item:
+            return self._write_absent(nchunk)
+        data = bytes(data)
+        digest = self._ck.digest(data)
+        filled = self._fill(nchunk, data, digest)
+        if filled is not None:  # the next chunk of a new file, written whole later
+            self._stamps[nchunk] = _stamp(filled, data, digest)
+            return len(data)
         k, slot = divmod(nchunk, self._S)
         sc = self._get(k, create=True)
         self._touched.add(k)
-        data = bytes(data)
-        digest = self._ck.digest(data)
         need = len(data) + self._dsize
         old = int(sc.offsets[slot])
         old_cbytes = self._cbytes_of(sc, slot, old) if old >= 0 and nchunk < self._count else 0
@@ -687,12 +728,14 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
     def drop_chunks(self, first: int) -> int:
         if self.readonly:
             raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
+        self._write_all_filled()
         self._heads.clear()
         first = max(first, 0)
         removed = 0
         for n in range(first, self._count):
-            sc, off = self._locate(n)
-            removed += self._cbytes_of(sc, n % self._S, off)
+            found = self._lookup(n)
+            if found is not None:
+                removed += self._cbytes_of(found[0], n % self._S, found[1])
         for n in [n for n in self._inplace if n >= first]:
             self._inplace_bytes -= len(self._inplace.pop(n))
         for n in [n for n in self._stamps if n >= first]:
@@ -710,10 +753,12 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
             for slot in [s for s in sc.sizes if s >= lo]:
                 del sc.sizes[slot]
         self._count = min(self._count, first)
+        self._fill_bound = min(self._fill_bound, first)
         self._dropped = True
         return -removed
 
     def _existing_superchunks(self) -> list[int]:
+        self._write_all_filled()
         found = set(self._scs)
         for name in self.store.listdir(self._datadir):
             if name.startswith("sc_") and name.endswith(".blp") and name[3:-4].isdigit():
@@ -729,7 +774,10 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         if nchunk >= self._count:
             return (-1, -1)
         try:
-            sc, off = self._locate(nchunk)
+            found = self._lookup(nchunk)
+            if found is None:
+                return (0, 0)  # absent: always the fill value
+            sc, off = found
             h = self._head(sc, off, nchunk)
             tail = self._dsize or min(16, h.cbytes)
             rec_end = h.cbytes + self._dsize
@@ -762,7 +810,13 @@ class SuperchunkLayout(Committing, Prefetching, SidecarFiles, Layout):
         self.store.put(self.store.join(self._metadir, ATTRS_FILE), dumps(encoded),
                        fsync=self.fsync)
 
+    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
+        self._write_all_filled()
+        super().commit(meta, cbytes)
+
     def close(self) -> None:
+        if not self.readonly:
+            self._write_all_filled()
         for k in list(self._fds):
             sc = self._scs.get(k)
             h = self._fds.pop(k)

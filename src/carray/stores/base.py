@@ -12,9 +12,10 @@ typed, for messages.
 from __future__ import annotations
 
 import abc
+import functools
 import posixpath
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from carray.errors import CArrayError, StorageError
 
@@ -199,6 +200,22 @@ def storage_error(exc: OSError, path: str) -> OSError:
     """What a store raises for ``exc`` met at ``path``: a :class:`StorageError` for
     failures of the storage itself (ENOSPC, EIO, ...), ``exc`` itself otherwise."""
     return exc if isinstance(exc, _KEPT) else StorageError.wrap(exc, path)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def typed_errors(method: _F) -> _F:
+    """``method(self, path, ...)`` of a store, raising :func:`storage_error` of what fails."""
+
+    @functools.wraps(method)
+    def run(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, path, *args, **kwargs)
+        except OSError as exc:
+            raise storage_error(exc, path) from None
+
+    return run  # type: ignore[return-value]
 
 
 def iter_parts(data: Parts) -> Iterable[Any]:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from carray.stores.base import Handle, Parts, Store, iter_parts
+from carray.stores.base import Handle, Parts, Store, iter_parts, typed_errors
 
 #: Bytes of recently read ranges kept per store, and the largest range kept.
 CACHE_BYTES = 32 * 2**20
@@ -172,6 +172,7 @@ class FsspecStore(Store):
 
     # -- reads ----------------------------------------------------------------------------
 
+    @typed_errors
     def read_range(self, path: str, offset: int, n: int) -> bytes:
         """``n`` bytes at ``offset`` (the caller clamps to the object's size)."""
         if n <= 0:
@@ -185,6 +186,7 @@ class FsspecStore(Store):
     def open(self, path: str, mode: str = "r") -> FsspecHandle:
         return FsspecHandle(self, path, mode)
 
+    @typed_errors
     def get(self, path: str) -> bytes:
         try:
             return bytes(self.fs.cat_file(path))
@@ -203,6 +205,7 @@ class FsspecStore(Store):
         with ThreadPoolExecutor(min(FETCH_THREADS, len(requests))) as pool:
             return list(pool.map(lambda r: self.read_range(*r), requests))
 
+    @typed_errors
     def size(self, path: str) -> int:
         try:
             info = self.fs.info(path)
@@ -243,6 +246,7 @@ class FsspecStore(Store):
 
     # -- writes ---------------------------------------------------------------------------
 
+    @typed_errors
     def put(self, path: str, data: Parts, *, fsync: bool = True) -> None:
         blob = data if isinstance(data, bytes) else \
             b"".join(memoryview(p).cast("B") for p in iter_parts(data))
@@ -266,12 +270,14 @@ class FsspecStore(Store):
             return
         self.fs.makedirs(path, exist_ok=True)
 
+    @typed_errors
     def delete(self, path: str) -> None:
         self.cache.forget(path)
         if not self.fs.isfile(path):
             raise self._missing(path)
         self.fs.rm_file(path)
 
+    @typed_errors
     def rmtree(self, path: str) -> None:
         self.cache.forget(path)
         if self.fs.isdir(path):
@@ -282,6 +288,7 @@ class FsspecStore(Store):
             raise self._missing(path)
         self.fs.invalidate_cache(path)
 
+    @typed_errors
     def rename(self, src: str, dst: str) -> None:
         self.cache.forget(src)
         self.cache.forget(dst)

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, pwrite_all
-from carray.stores.base import Handle, Parts, Store, storage_error
+from carray.stores.base import Handle, Parts, Store, storage_error, typed_errors
 
 _O_BINARY = getattr(os, "O_BINARY", 0)
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _typed(method: _F) -> _F:
-    """``method(self, path, ...)`` raising StorageError for failures of the storage."""
-
-    @functools.wraps(method)
-    def run(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, path, *args, **kwargs)
-        except OSError as exc:
-            raise storage_error(exc, path) from None
-
-    return run  # type: ignore[return-value]
-
+_typed = typed_errors
 
 class LocalHandle(Handle):
     """A file descriptor: reads and writes go straight to ``pread``/``pwrite``.
@@ -175,8 +159,9 @@ class LocalStore(Store):
             st = os.stat(path)
         except FileNotFoundError:
             return (-1, -1)
-        # Size plus a mix of inode and times: a rewrite by any writer changes it.
-        return (st.st_size, hash((st.st_ino, st.st_mtime_ns, st.st_ctime_ns)) & 0x7FFFFFFFFFFFFFFF)
+        # Size plus a mix of inode and modification time: a rewrite by any writer changes
+        # it, a rename into place (which only touches ctime) does not.
+        return (st.st_size, hash((st.st_ino, st.st_mtime_ns)) & 0x7FFFFFFFFFFFFFFF)
 
     def __reduce__(self) -> tuple[type[LocalStore], tuple[()]]:
         return (LocalStore, ())

@@ -1,0 +1,345 @@
+"""Chunks in stored order: reductions and elementwise expressions without putting chunks
+in C order.
+
+A stored chunk holds its blocks one after another, each block in C order, and
+edge chunks are padded to whole blocks (:mod:`carray.grid`).  Putting a decoded
+chunk back in C order costs about half as much again as decoding it, yet an
+elementwise expression does not care where its items sit as long as every
+operand has them in the same place, and a reduction over every axis does not
+care about the order at all.  So when every carray operand has the same shape,
+chunks and blocks, a chunk is
+
+* decoded whole, in stored order, into this thread's scratch buffers
+  (:func:`carray._parallel.scratch`: no allocation, no page faults per chunk);
+* evaluated elementwise there, node by node, each result written over a buffer
+  no longer needed (one pass over the chunk per node, no new arrays);
+* handed to the reduction as a :class:`StoredChunk`, whose padding the reducer
+  overwrites with a value that cannot change its result (0 for a sum, +inf for
+  a minimum...) and whose 2N-d block view reduces along array axes too (axis
+  ``k`` is view axes ``k`` and ``ndim + k``); only the small reduced result is
+  put in C order.
+
+Anything else (broadcast operands, numpy array operands, Fortran-order arrays,
+a chunk held decoded in an array's tail) goes the general way
+(:func:`carray.compute.evaluate.values_at`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from carray import _parallel
+from carray import geometry as geo
+from carray.compute._types import is_carray
+from carray.compute.expr import Expr, is_scalar
+
+# Item kinds evaluated and reduced in stored order (numbers and booleans).
+_KINDS = "biufc"
+# Items of an expression evaluated at once when a chunk is folded slice by slice: every
+# operand's slice and the intermediate results stay in the CPU's L2 cache.
+SLICE_ITEMS = 1 << 17
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One chunk's values in stored order.
+
+    Attributes
+    ----------
+    flat : numpy.ndarray
+        The values, flat (padding included), in a scratch buffer the caller may
+        overwrite.
+    blocks : tuple of int
+        The shape of the blocks the values are laid out in.
+    ext : tuple of int
+        The chunk's extended shape (whole blocks).
+    valid : tuple of int
+        The shape of the chunk's part inside the array (the rest is padding).
+    """
+
+    flat: np.ndarray
+    blocks: tuple[int, ...]
+    ext: tuple[int, ...]
+    valid: tuple[int, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.ext)
+
+    @property
+    def padded(self) -> bool:
+        """Whether the chunk has padding."""
+        return self.valid != self.ext
+
+    def view(self, arr: np.ndarray | None = None) -> np.ndarray:
+        """``arr`` (default: the values), flat in stored order, as the 2N-d array
+        ``blocks per chunk + block shape``."""
+        arr = self.flat if arr is None else arr
+        per_chunk = tuple(e // b for e, b in zip(self.ext, self.blocks, strict=True))
+        return arr.reshape(per_chunk + self.blocks)
+
+    def view_axes(self, axes: tuple[int, ...]) -> tuple[int, ...]:
+        """The axes of the 2N-d view that array ``axes`` span."""
+        return tuple(axes) + tuple(self.ndim + ax for ax in axes)
+
+    def count(self, axes: tuple[int, ...]) -> int:
+        """Items inside the array that reducing ``axes`` folds into one output cell."""
+        return math.prod(self.valid[ax] for ax in axes)
+
+    def fill_padding(self, value: Any, arr: np.ndarray | None = None) -> None:
+        """Overwrite the padding of ``arr`` (default: the values; flat, stored order)
+        with ``value``."""
+        if not self.padded:
+            return
+        view = self.view(arr)
+        nd = self.ndim
+        for ax, (v, b) in enumerate(zip(self.valid, self.blocks, strict=True)):
+            q, r = divmod(v, b)
+            if view.shape[ax] > q + (r > 0):  # whole blocks past the array's end
+                view[(slice(None),) * ax + (slice(q + (r > 0), None),)] = value
+            if r:  # the part of the last block past the array's end
+                view[(slice(None),) * ax + (slice(q, q + 1),) +
+                     (slice(None),) * (nd - 1) + (slice(r, None),)] = value
+
+    def to_c(self, reduced: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        """The result of reducing the 2N-d view over ``view_axes(axes)`` with ``keepdims``,
+        in C order with the shape a reduction of the chunk's valid part would have."""
+        nd = self.ndim
+        if len(axes) == nd:
+            return np.reshape(reduced, (1,) * nd)
+        per, inner = reduced.shape[:nd], reduced.shape[nd:]
+        c = reduced.transpose(geo.interleave(nd)).reshape(
+            tuple(p * i for p, i in zip(per, inner, strict=True)))
+        return c[tuple(slice(None) if ax in axes else slice(0, v)
+                       for ax, v in enumerate(self.valid))]
+
+
+def padding_identity(op: str, dtype: np.dtype) -> Any:
+    """A value that padding may hold without changing reduction ``op`` over ``dtype``."""
+    if op in ("min", "max"):
+        if dtype.kind == "b":
+            return op == "min"
+        if dtype.kind == "f":
+            return np.inf if op == "min" else -np.inf
+        info = np.iinfo(dtype)
+        return info.max if op == "min" else info.min
+    if op in ("prod", "all"):
+        return 1
+    # -0.0 is the float sum's true identity: x + -0.0 is x, -0.0 included.
+    if dtype.kind == "c":
+        return complex(-0.0, -0.0)
+    return -0.0 if dtype.kind == "f" else 0
+
+
+class StoredPlan:
+    """How to produce the chunks of a carray or an expression in stored order: built by
+    :func:`stored_plan` once per computation, then used from any thread."""
+
+    def __init__(self, src: Any, leaves: list[Any]) -> None:
+        self.src = src
+        self.leaves = leaves
+        self.grid = leaves[0].engine.grid
+        # How often each carray is read in the tree: its buffer is free after the last.
+        self.uses: dict[int, int] = {}
+        for leaf in (src.leaves() if isinstance(src, Expr) else [src]):
+            if is_carray(leaf):
+                self.uses[id(leaf)] = self.uses.get(id(leaf), 0) + 1
+
+    def chunk(self, coords: tuple[int, ...]) -> StoredChunk | None:
+        """The values of the chunk at ``coords`` (of the chunk grid), or None when one of
+        its operands' chunks is not stored whole (then read it the general way).
+
+        The values live in this thread's scratch buffers until its next call.
+        """
+        grid = self.grid
+        nchunk = grid.chunk_index(coords)
+        buffers = _Buffers(grid.chunk_items)
+        state = _Eval(nchunk, buffers, dict(self.uses))
+        value = state.node(self.src)
+        if value is None:
+            return None
+        flat, _ = value
+        dtype = self.src.dtype
+        if flat.dtype != dtype:
+            flat = flat.astype(dtype)
+        return StoredChunk(flat, state.blocks, grid.ext_chunks, grid.valid_shape(coords))
+
+    def fold(self, coords: tuple[int, ...], fold: Callable[[np.ndarray], Any]
+             ) -> list[Any] | None:
+        """``fold`` of every slice of :data:`SLICE_ITEMS` values of the chunk at
+        ``coords``, in order: the operands are decoded whole, then the expression is
+        evaluated and folded a slice at a time, so its intermediate results never leave
+        the cache (one pass over memory instead of one per node and one to reduce).
+
+        None when that does not apply: ``src`` is a plain carray (nothing to evaluate),
+        the chunk has padding, or an operand's chunk is not stored whole.
+        """
+        grid = self.grid
+        if not isinstance(self.src, Expr) or grid.valid_shape(coords) != grid.ext_chunks:
+            return None
+        buffers = _Buffers(grid.chunk_items)
+        decoded = _Eval(grid.chunk_index(coords), buffers, {})
+        if any(decoded.leaf(leaf) is None for leaf in self.leaves):
+            return None
+        made, parts = buffers.made, []
+        # An operand's buffer must not take another dtype's results: a wider view of a
+        # slice would overwrite the operand's items of later slices.
+        buffers.pinned = {name for _, name in decoded.read.values()}
+        for start in range(0, grid.chunk_items, SLICE_ITEMS):
+            # Every slice starts from the same buffers: only the decoded operands taken.
+            buffers.free, buffers.made = [], made
+            state = _Eval(decoded.nchunk, buffers, dict(self.uses), decoded.read,
+                          slice(start, start + SLICE_ITEMS))
+            value = state.node(self.src)
+            assert value is not None  # every operand is decoded already
+            values = value[0]
+            if values.dtype != self.src.dtype:
+                values = values.astype(self.src.dtype)
+            parts.append(fold(values))
+        return parts
+
+
+def stored_plan(src: Any) -> StoredPlan | None:
+    """A :class:`StoredPlan` for ``src`` (a carray or an expression), or None when its
+    chunks cannot be computed in stored order (see the module docstring)."""
+    if src.dtype.kind not in _KINDS or not src.shape or 0 in src.shape:
+        return None
+    leaves = []
+    for leaf in (src.leaves() if isinstance(src, Expr) else [src]):
+        if is_carray(leaf):
+            leaves.append(leaf)
+        elif not (is_scalar(leaf) or (isinstance(leaf, np.ndarray) and leaf.ndim == 0)):
+            return None  # arrays would need putting in stored order first
+    if not leaves:
+        return None
+    first = leaves[0].engine
+    for leaf in leaves:
+        engine = leaf.engine
+        if tuple(leaf.shape) != tuple(src.shape) or engine.chunks != first.chunks or \
+                engine.blocks != first.blocks or leaf.dtype.kind not in _KINDS or \
+                (engine.order != "C" and leaf.ndim > 1) or engine.remote:
+            return None
+    if isinstance(src, Expr) and not _supported(src):
+        return None
+    return StoredPlan(src, leaves)
+
+
+def _supported(expr: Expr) -> bool:
+    """Whether every node is an elementwise numpy function of numbers or booleans."""
+    if expr.dtype.kind not in _KINDS:
+        return False
+    if not (isinstance(expr.func, np.ufunc) and expr.func.nout == 1) and \
+            expr.func is not np.where:
+        return False
+    return all(_supported(a) for a in expr.args if isinstance(a, Expr))
+
+
+class _Buffers:
+    """This thread's scratch buffers for one chunk, handed out by name and given back
+    once their values are no longer needed."""
+
+    def __init__(self, items: int) -> None:
+        self.items = items
+        self.free: list[str] = []
+        self.made = 0
+        self.pinned: set[str] = set()  # never given back
+
+    def take(self, dtype: np.dtype) -> tuple[np.ndarray, str]:
+        name = self.free.pop() if self.free else f"stored{self._new()}"
+        nbytes = self.items * dtype.itemsize
+        return _parallel.scratch(nbytes, name)[:nbytes].view(dtype), name
+
+    def _new(self) -> int:
+        self.made += 1
+        return self.made - 1
+
+    def give(self, name: str) -> None:
+        if name not in self.pinned:
+            self.free.append(name)
+
+
+class _Eval:
+    """One chunk of an expression evaluated node by node into scratch buffers.
+
+    A node's value is ``(array, buffer name)``.  A node writes its result over an
+    operand's buffer where it can: a child's result (no one else sees it), or a
+    carray's values once no other node reads that carray (``uses`` counts the
+    reads not done yet; a node's own reads count as done when it has computed).
+    """
+
+    def __init__(self, nchunk: int, buffers: _Buffers, uses: dict[int, int],
+                 read: dict[int, tuple[np.ndarray, str]] | None = None,
+                 part: slice = slice(None)) -> None:
+        self.nchunk = nchunk
+        self.buffers = buffers
+        self.uses = uses
+        self.read: dict[int, tuple[np.ndarray, str]] = {} if read is None else read
+        self.blocks: tuple[int, ...] = ()
+        self.part = part  # the items evaluated: all of them, or one slice
+
+    def leaf(self, leaf: Any) -> tuple[np.ndarray, str] | None:
+        """A carray's values in this chunk, decoded on first use."""
+        key = id(leaf)
+        if key not in self.read:
+            arr, name = self.buffers.take(leaf.dtype)
+            blocks = leaf.engine.decode_stored(self.nchunk, arr)
+            if blocks is None or (self.blocks and tuple(blocks) != self.blocks):
+                return None
+            self.blocks = tuple(blocks)
+            self.read[key] = (arr, name)
+        arr, name = self.read[key]
+        return arr[self.part], name
+
+    def node(self, node: Any) -> tuple[np.ndarray, str] | None:
+        if is_carray(node):  # the whole expression is one carray
+            return self.leaf(node)
+        values: list[Any] = []
+        owned: list[str | None] = []
+        direct: dict[int, int] = {}  # the carrays this node reads itself, and how often
+        for a in node.args:
+            got = None
+            if is_carray(a):
+                got = self.leaf(a)
+                direct[id(a)] = direct.get(id(a), 0) + 1
+            elif isinstance(a, Expr):
+                got = self.node(a)
+            else:
+                values.append(a)
+                owned.append(None)
+                continue
+            if got is None:
+                return None
+            values.append(got[0])
+            owned.append(got[1] if isinstance(a, Expr) else None)
+        for i, a in enumerate(node.args):
+            if is_carray(a) and self.uses[id(a)] == direct[id(a)]:
+                owned[i] = self.read[id(a)][1]  # read by no other node
+        dtype = node.dtype
+        # where() copies y first, so of its operands only y's buffer may take the result.
+        candidates = (2,) if node.func is np.where else range(len(values))
+        reuse = next((i for i in candidates if owned[i] is not None and
+                      values[i].dtype == dtype), None)
+        if reuse is not None:
+            # Elementwise: writing over an operand of the same dtype is safe.
+            out, name = values[reuse], owned[reuse]
+        else:
+            out, name = self.buffers.take(dtype)
+            out = out[self.part]
+        if node.func is np.where:
+            cond, x, y = values
+            # Both operands cast to the result type, as numpy's where does.
+            np.copyto(out, y, casting="unsafe")
+            np.copyto(out, x, casting="unsafe", where=cond)
+        else:
+            node.func(*values, out=out)
+        for key, count in direct.items():
+            self.uses[key] -= count
+        for other in set(owned):
+            if other is not None and other != name:
+                self.buffers.give(other)
+        return out, name

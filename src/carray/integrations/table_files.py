@@ -1,0 +1,273 @@
+"""Tables to and from Parquet files (through pyarrow) and ``.ds``/``.nc`` datasets.
+
+A conversion is a source of Arrow record batches and a sink that takes them, so
+a table moves a batch of rows at a time: a ctable streams its rows through
+:func:`carray.tables_interop.arrow_batches`, a Parquet file through its row
+groups.  Datasets hold whole variables, so a dataset side is read or written
+whole: its 1-d variables along one dimension are the table's columns (the
+dimension is called ``row`` when carray writes it).
+
+Every destination is built under a temporary name and renamed into place, so an
+interrupted conversion leaves nothing at the destination.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from carray import tables_interop
+from carray.errors import FormatError
+from carray.problems import Checked, Finding, Problem
+from carray.stores import Store
+from carray.table import ctable
+from carray.tables_interop import arrow_batches
+
+#: Parquet's magic, at the start and at the end of every file.
+PARQUET_MAGIC = b"PAR1"
+#: The dimension a table's columns share when written as a dataset.
+ROW_DIM = "row"
+
+Progress = Callable[[int, int], None]
+
+
+def _pq() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("Parquet files need pyarrow (pip install 'carray[tables]')") from None
+    return pq
+
+
+# -- Parquet as a registry format ------------------------------------------------------------
+
+
+def parquet_file(path: str) -> Any:
+    """The ``pyarrow.parquet.ParquetFile`` at a local ``path`` (FormatError if unreadable)."""
+    pq = _pq()
+    import pyarrow as pa
+
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise FormatError(f"not a readable Parquet file: {exc}", path) from None
+
+
+def parquet_info(path: str, storage_options: dict | None = None) -> dict:
+    """What ``carray info`` shows for a Parquet file (a table: its columns and sizes)."""
+    meta = parquet_file(path).metadata
+    columns = []
+    for i, field in enumerate(parquet_file(path).schema_arrow):
+        nbytes = sum(meta.row_group(g).column(i).total_uncompressed_size
+                     for g in range(meta.num_row_groups))
+        cbytes = sum(meta.row_group(g).column(i).total_compressed_size
+                     for g in range(meta.num_row_groups))
+        columns.append({"name": field.name, "dtype": str(field.type), "nbytes": nbytes,
+                        "cbytes": cbytes, "ratio": round(nbytes / cbytes, 3) if cbytes else 0.0})
+    return {"type": "parquet", "rows": meta.num_rows, "row_groups": meta.num_row_groups,
+            "columns": columns, "nbytes": sum(c["nbytes"] for c in columns),
+            "cbytes": sum(c["cbytes"] for c in columns), "file_size": os.path.getsize(path),
+            "attrs": {}}
+
+
+def parquet_head(path: str, rows: int, storage_options: dict | None = None) -> dict[str, Any]:
+    """The first ``rows`` rows of each column (only the first batch is read)."""
+    f = parquet_file(path)
+    batch = next(f.iter_batches(batch_size=max(rows, 1)), None)
+    if batch is None:
+        return {field.name: np.zeros(0) for field in f.schema_arrow}
+    return {name: batch.column(name).to_numpy(zero_copy_only=False)[:rows]
+            for name in batch.schema.names}
+
+
+def open_parquet(path: str, mode: str = "r", storage_options: dict | None = None) -> Any:
+    """A Parquet file as a ``pyarrow.Table`` (read whole)."""
+    return parquet_file(path).read()
+
+
+def verify_parquet(store: Store, path: str) -> Iterator[Finding]:
+    """Read every row group (pyarrow checks page headers and decodes every page)."""
+    url = store.url(path)
+    try:
+        f = parquet_file(path)
+    except (FormatError, ImportError) as exc:
+        yield Problem.from_error(exc, url)
+        return
+    for g in range(f.metadata.num_row_groups):
+        try:
+            f.read_row_group(g)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises its own types
+            yield Problem(url, f"row group {g}", f"cannot be read: {exc}")
+            continue
+        yield Checked(url)
+
+
+# -- sources: Arrow batches --------------------------------------------------------------------
+
+
+#: Where a table's attributes go in a Parquet file's key-value metadata (JSON).
+ATTRS_KEY = b"carray.attrs"
+
+
+def _table_batches(path: str, storage_options: dict | None) -> tuple[Any, int, Any, dict]:
+    t = ctable(rootdir=path, mode="r", storage_options=storage_options)
+    return arrow_batches(t), len(t), t, t.attrs.getall()
+
+
+def _parquet_batches(path: str) -> tuple[Any, int, None, dict]:
+    f = parquet_file(path)
+    import pyarrow as pa
+
+    schema = f.schema_arrow
+    try:
+        attrs = json.loads((schema.metadata or {}).get(ATTRS_KEY, b"{}"))
+    except ValueError:
+        attrs = {}
+    batches = f.iter_batches(batch_size=tables_interop.STREAM_ROWS)  # looked up now: tunable
+    reader = pa.RecordBatchReader.from_batches(schema.remove_metadata(), batches)
+    return reader, f.metadata.num_rows, None, attrs if isinstance(attrs, dict) else {}
+
+
+def _dataset_columns(d: dict, where: str) -> dict[str, np.ndarray]:
+    """The 1-d variables of a dataset along one dimension, as columns."""
+    meta = d.get(".", {})
+    columns: dict[str, np.ndarray] = {}
+    dim = None
+    for name, values in d.items():
+        if name.startswith("."):
+            continue
+        values = np.asarray(values) if not isinstance(values, np.ndarray) else values
+        dims = meta.get(name, {}).get(".dims", [f"{name}_1"] * values.ndim)
+        if values.ndim != 1:
+            raise ValueError(f"{where}: variable {name!r} has {values.ndim} dimensions; only "
+                             "1-d variables along one dimension become table columns")
+        if dim is not None and dims[0] != dim:
+            raise ValueError(f"{where}: variable {name!r} is along {dims[0]!r}, others along "
+                             f"{dim!r}; a table's columns share one dimension")
+        dim = dims[0]
+        if isinstance(values, np.ma.MaskedArray):
+            if values.mask.any() and values.dtype.kind != "f":
+                raise ValueError(f"{where}: variable {name!r} has missing values; only "
+                                 "float columns can hold them (as NaN)")
+            values = values.filled(np.nan) if values.dtype.kind == "f" else values.data
+        columns[name] = values
+    if not columns:
+        raise ValueError(f"{where}: the dataset has no variables to make columns of")
+    return columns
+
+
+def _dataset_batches(path: str, fmt: Any, storage_options: dict | None
+                     ) -> tuple[Any, int, None, dict]:
+    import pyarrow as pa
+
+    d = fmt.read(path, storage_options=storage_options)
+    columns = _dataset_columns(d, path)
+    table = pa.table(ctable(columns))
+    attrs = dict(d.get(".", {}).get(".", {}))
+    return (pa.RecordBatchReader.from_batches(table.schema, table.to_batches()), table.num_rows,
+            None, attrs)
+
+
+# -- sinks ------------------------------------------------------------------------------------
+
+
+def _reported(reader: Any, total: int, progress: Progress | None) -> Iterator[Any]:
+    done = 0
+    for batch in reader:
+        yield batch
+        done += batch.num_rows
+        if progress is not None:
+            progress(done, total)
+
+
+def _write_parquet(reader: Any, tmp: str, total: int, progress: Progress | None,
+                   attrs: dict) -> None:
+    pq = _pq()
+    schema = reader.schema
+    if attrs:
+        schema = schema.with_metadata({ATTRS_KEY: json.dumps(attrs, default=str)})
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for batch in _reported(reader, total, progress):
+            writer.write_batch(batch)
+
+
+def _write_table(reader: Any, tmp: str, total: int, progress: Progress | None,
+                 attrs: dict, storage_options: dict | None) -> None:
+    import pyarrow as pa
+
+    out = None
+    try:
+        for batch in _reported(reader, total, progress):
+            if out is None:  # chunk lengths chosen for the whole table, not one batch
+                out = ctable(pa.Table.from_batches([batch]), rootdir=tmp, mode="w",
+                             expectedlen=max(total, 1), storage_options=storage_options)
+            else:
+                out.append(pa.Table.from_batches([batch]))
+        if out is None:  # no rows: the columns still come from the schema
+            out = ctable(reader.schema.empty_table(), rootdir=tmp, mode="w",
+                         storage_options=storage_options)
+        out.attrs.update(attrs)
+    finally:
+        if out is not None:
+            out.close()
+
+
+def _write_dataset(reader: Any, tmp: str, fmt: Any, attrs: dict,
+                   storage_options: dict | None) -> None:
+    table = reader.read_all()
+    d: dict[str, Any] = {".": {".": dict(attrs)}}
+    for name in table.column_names:
+        col = table.column(name)
+        values = col.to_numpy(zero_copy_only=False)
+        if values.dtype == object or values.dtype.kind == "T":
+            values = np.asarray(values, dtype=object)
+        d[name] = values
+        d["."][name] = {".dims": [ROW_DIM]}
+    fmt.write(tmp, d, storage_options=storage_options)
+
+
+# -- the conversion ---------------------------------------------------------------------------
+
+#: Table-side format names and the extensions that name them as a destination.
+TABLE_EXTENSIONS = {"ctable": (".ctable", ".bcolz"), "parquet": (".parquet", ".pq")}
+
+
+def table_format_for(path: str, to: str | None) -> str | None:
+    """``"ctable"``/``"parquet"`` when ``to`` or ``path``'s extension names a table format."""
+    if to is not None:
+        return to if to in TABLE_EXTENSIONS else None
+    ext = os.path.splitext(path.rstrip("/\\"))[1].lower()
+    return next((name for name, exts in TABLE_EXTENSIONS.items() if ext in exts), None)
+
+
+def convert_table(src: str, src_format: str, dst: str, dst_format: str, *,
+                  store: Store, key: str, tmp: str, dataset_format: Any = None,
+                  progress: Progress | None = None,
+                  storage_options: dict | None = None) -> None:
+    """Convert a table between ctable, Parquet and a dataset (``.ds``/``.nc``), writing
+    ``tmp`` (on ``store``) for the caller to rename to ``key``.
+
+    ``src_format``/``dst_format`` are ``"ctable"``, ``"parquet"`` or ``"dataset"``
+    (then ``dataset_format`` is the :class:`carray.convert.DatasetFormat` of that side).
+    """
+    if src_format == "ctable":
+        reader, total, opened, attrs = _table_batches(src, storage_options)
+    elif src_format == "parquet":
+        reader, total, opened, attrs = _parquet_batches(src)
+    else:
+        reader, total, opened, attrs = _dataset_batches(src, dataset_format, storage_options)
+    try:
+        target = store.url(tmp) if store.remote else tmp
+        if dst_format == "parquet":
+            _write_parquet(reader, target, total, progress, attrs)
+        elif dst_format == "ctable":
+            _write_table(reader, target, total, progress, attrs, storage_options)
+        else:
+            _write_dataset(reader, target, dataset_format, attrs, storage_options)
+    finally:
+        if opened is not None:
+            opened.close()

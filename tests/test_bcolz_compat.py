@@ -1,0 +1,331 @@
+"""A bcolz user's script, API by API, run with ``import carray as bcolz``.
+
+Each test follows what bcolz 1.2's documentation and docstrings say a call does
+(module-level functions are in ``test_bcolz_api.py``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import carray as bcolz
+
+
+@pytest.fixture(params=["memory", "disk"])
+def rootdir(request, tmp_path):
+    """Every behaviour in memory and on disk, as bcolz's own suite runs them."""
+    return None if request.param == "memory" else str(tmp_path / "a.bcolz")
+
+
+# -- carray: creation, the leftover, properties ----------------------------------------------
+
+def test_leftover_properties(rootdir):
+    # "leftover_elements: number of leftover elements in the last, uncompressed chunk"
+    a = bcolz.carray(np.arange(1000, dtype="i4"), chunklen=300, rootdir=rootdir)
+    assert a.leftover_elements == a.nleftover == 100
+    assert a.leftover_bytes == 100 * 4
+    left = a.leftover_array
+    assert left.shape == (300,) and left.dtype == np.dtype("i4")
+    np.testing.assert_array_equal(left[:100], np.arange(900, 1000))
+    assert a.leftover_ptr == left.ctypes.data
+    with pytest.raises(ValueError):
+        left[0] = 5  # a read-only window on the array's own buffer
+    a.append([7])
+    assert a.leftover_elements == 101 and a.leftover_array[100] == 7
+
+
+def test_leftover_of_whole_chunks_is_empty():
+    a = bcolz.carray(np.arange(600), chunklen=300)
+    assert a.leftover_elements == 0 and a.leftover_bytes == 0
+    assert a.nchunks == 2
+
+
+def test_safe_is_kept():
+    assert bcolz.carray([1, 2]).safe is True
+    assert bcolz.carray([1, 2], safe=False).safe is False
+
+
+# -- reshape, view, copy, purge -------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 4), (-1, 8), 24, (24, 1)])
+def test_reshape_returns_a_new_carray(rootdir, shape):
+    a = bcolz.arange(24, rootdir=rootdir)
+    b = a.reshape(shape)
+    assert isinstance(b, bcolz.carray) and b is not a
+    np.testing.assert_array_equal(b[:], np.arange(24).reshape(shape))
+    assert a.shape == (24,)  # the original is left as it was
+
+
+def test_reshape_takes_ints_and_crosses_chunks():
+    a = bcolz.arange(3000, chunklen=7)
+    b = a.reshape(30, 100)
+    np.testing.assert_array_equal(b[:], np.arange(3000).reshape(30, 100))
+    np.testing.assert_array_equal(b.reshape(3000)[:], np.arange(3000))
+
+
+def test_reshape_to_disk(tmp_path):
+    b = bcolz.arange(12).reshape((3, 4), rootdir=str(tmp_path / "r"))
+    assert b.rootdir == str(tmp_path / "r")
+    np.testing.assert_array_equal(bcolz.open(str(tmp_path / "r"))[:],
+                                  np.arange(12).reshape(3, 4))
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (-1, -1), (7, -1), (-2, 12)])
+def test_reshape_refuses_impossible_shapes(shape):
+    with pytest.raises(ValueError):
+        bcolz.arange(24).reshape(shape)
+
+
+def test_view_shares_the_data(rootdir):
+    # "Create a light weight view of the data in the original carray."
+    a = bcolz.carray(np.arange(10), rootdir=rootdir)
+    v = a.view()
+    assert isinstance(v, bcolz.carray) and v is not a
+    v[3] = 100
+    assert a[3] == 100
+    a.append([10])
+    assert len(v) == 11
+    v.close()  # the view goes away; the array stays usable
+    a[0] = -1
+    assert a[0] == -1
+
+
+def test_copy_with_new_cparams(rootdir):
+    # "copy(**kwargs): any parameter supported by the carray constructor"
+    a = bcolz.carray(np.arange(1e5), rootdir=rootdir)
+    b = a.copy(cparams=bcolz.cparams(clevel=9, cname="zlib"))
+    assert b.cparams.clevel == 9 and b.cparams.cname == "zlib"
+    np.testing.assert_array_equal(b[:], a[:])
+    assert b.rootdir is None
+    c = a.copy(chunklen=1000, dtype="f4")
+    assert c.chunklen == 1000 and c.dtype == np.dtype("f4")
+
+
+def test_purge_removes_the_data(tmp_path):
+    # "Remove the underlying data for on-disk arrays."
+    path = str(tmp_path / "p.bcolz")
+    a = bcolz.carray(np.arange(10), rootdir=path)
+    a.purge()
+    assert not os.path.exists(path)
+    frame = str(tmp_path / "p.b2nd")
+    bcolz.carray(np.arange(10), rootdir=frame).purge()
+    assert not os.path.exists(frame)
+    bcolz.carray(np.arange(3)).purge()  # in memory: nothing to remove
+
+
+def test_purge_in_mode_r_is_refused(tmp_path):
+    path = str(tmp_path / "p")
+    bcolz.carray(np.arange(10), rootdir=path).close()
+    with pytest.raises(bcolz.ReadOnlyError):
+        bcolz.open(path, mode="r").purge()
+    assert os.path.exists(path)
+
+
+# -- boolean carrays as keys, where ---------------------------------------------------------
+
+def test_getitem_and_setitem_with_a_bool_carray(rootdir):
+    a = bcolz.carray(np.arange(20), rootdir=rootdir, chunklen=6)
+    mask = bcolz.carray(np.arange(20) % 3 == 0)
+    np.testing.assert_array_equal(a[mask], np.arange(0, 20, 3))
+    a[mask] = -1
+    expected = np.arange(20)
+    expected[::3] = -1
+    np.testing.assert_array_equal(a[:], expected)
+
+
+def test_where_with_a_bool_carray(rootdir):
+    # "where(boolarr): values of this object where boolarr is true; a carray or array"
+    a = bcolz.carray(np.arange(100), rootdir=rootdir, chunklen=16)
+    mask = bcolz.carray(np.arange(100) % 7 == 0, chunklen=9)
+    assert list(a.where(mask)) == list(range(0, 100, 7))
+    assert list(a.where(mask, limit=3, skip=2)) == [14, 21, 28]
+    assert list(a.where(np.arange(100) > 97)) == [98, 99]
+
+
+def test_ctable_queries_with_a_bool_carray(rootdir):
+    # ctable.where: "expression: a boolean Numexpr expression or a boolean carray"
+    t = bcolz.ctable([np.arange(10), np.arange(10.0)], names=["a", "b"], rootdir=rootdir)
+    mask = bcolz.carray(np.arange(10) % 3 == 0)
+    assert [r.a for r in t.where(mask)] == [0, 3, 6, 9]
+    assert t.fetchwhere(mask)["b"].tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert [r.a for r in t.where(np.arange(10) > 7, outcols="a")] == [8, 9]
+    np.testing.assert_array_equal(t[mask]["a"], [0, 3, 6, 9])
+
+
+def test_string_key_is_an_expression_on_a_ctable():
+    t = bcolz.ctable([np.arange(10), np.arange(10.0) * 2], names=["a", "b"])
+    assert [r.a for r in t.where("(a > 2) & (b < 12)")] == [3, 4, 5]
+    assert list(t["a > 7"]["b"]) == [16.0, 18.0]
+
+
+# -- eval -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("vm", ["numexpr", "python", "dask", None])
+@pytest.mark.parametrize("flavor,kind", [("bcolz", bcolz.carray), ("carray", bcolz.carray),
+                                         ("numpy", np.ndarray)])
+def test_eval_vm_and_out_flavor(vm, flavor, kind):
+    # Names are found in the caller's variables, as bcolz does.
+    a = bcolz.carray(np.arange(1000))  # noqa: F841 - read by eval from this frame
+    b = np.arange(1000) * 0.5  # noqa: F841
+    out = bcolz.eval("a * 2 + b", vm=vm, out_flavor=flavor)
+    assert isinstance(out, kind)
+    np.testing.assert_allclose(out[:], np.arange(1000) * 2.5)
+
+
+def test_eval_user_dict_and_carray_kwargs():
+    out = bcolz.eval("x < 5", user_dict={"x": bcolz.arange(10)}, cparams=bcolz.cparams(clevel=1))
+    assert out.dtype == bool and out.cparams.clevel == 1
+    assert out.sum() == 5
+
+
+def test_eval_unknown_vm_is_refused():
+    with pytest.raises(ValueError):
+        bcolz.eval("a + 1", user_dict={"a": np.arange(3)}, vm="cython")
+
+
+# -- fromiter --------------------------------------------------------------------------------
+
+def test_fromiter_structured_dtype_gives_a_ctable(tmp_path):
+    it = ((i, i * 0.5) for i in range(1000))
+    t = bcolz.fromiter(it, dtype="i4,f8", count=1000)
+    assert isinstance(t, bcolz.ctable) and t.names == ["f0", "f1"] and len(t) == 1000
+    assert t[10].tolist() == (10, 5.0)
+    t2 = bcolz.fromiter(((i, str(i)) for i in range(50)), dtype=[("n", "i8"), ("s", "U3")],
+                        count=-1, rootdir=str(tmp_path / "t"))
+    t2.close()
+    assert bcolz.open(str(tmp_path / "t"))["s"][49] == "49"
+
+
+def test_fromiter_plain_dtype_gives_a_carray():
+    a = bcolz.fromiter(iter(range(100)), dtype="i2", count=50)
+    assert isinstance(a, bcolz.carray) and len(a) == 50 and a.dtype == np.dtype("i2")
+
+
+# -- repr and str ---------------------------------------------------------------------------
+
+def test_repr_as_bcolz_prints_it(tmp_path):
+    a = bcolz.carray(np.arange(10), chunklen=512)
+    lines = repr(a).splitlines()
+    assert lines[0] == "carray((10,), int64)"
+    assert lines[1].startswith("  nbytes := 80; cbytes := ") and "ratio: " in lines[1]
+    assert lines[2] == "  cparams := cparams(clevel=5, shuffle=1, cname='lz4', quantize=0)"
+    assert lines[3].startswith("  chunklen := 512; chunksize: 4096; blocksize: ")
+    assert lines[-1] == "[0 1 2 3 4 5 6 7 8 9]"
+    b = bcolz.carray(np.arange(10), rootdir=str(tmp_path / "d"), chunklen=4)
+    text = repr(b)
+    assert f"  rootdir := {str(tmp_path / 'd')!r}\n  mode    := 'a'" in text
+    assert int(text.splitlines()[3].rsplit(" ", 1)[1]) > 0  # blocksize of a stored chunk
+
+
+def test_str_of_a_long_array_shows_its_ends():
+    assert str(bcolz.arange(5)) == "[0 1 2 3 4]"
+    assert str(bcolz.arange(100_000)) == "[0 1 2 ..., 99997 99998 99999]"
+
+
+def test_sizes_print_in_bcolz_units():
+    from carray._bcolz_array import bcolz_size
+
+    assert bcolz_size(80) == "80"
+    assert bcolz_size(16384) == "16.00 KB"
+    assert bcolz_size(3 * 2**20) == "3.00 MB"
+
+
+# -- object dtypes --------------------------------------------------------------------------
+
+def test_object_arrays_need_an_explicit_opt_in(tmp_path):
+    # bcolz pickles every item; unpickling runs code, so carray asks for allow_pickle.
+    with pytest.raises(bcolz.UnsupportedDTypeError):
+        bcolz.carray(np.array([{"a": 1}, [2]], dtype=object))
+    path = str(tmp_path / "o")
+    bcolz.carray([{"a": 1}], dtype=object, allow_pickle=True, rootdir=path).close()
+    with pytest.raises(bcolz.UnsafeDataError):
+        bcolz.open(path)
+
+
+def test_object_arrays_with_the_opt_in(rootdir):
+    items = [{"a": 1}, [1, 2], "text", None, (3,)]
+    a = bcolz.carray(items, dtype=object, allow_pickle=True, rootdir=rootdir)
+    assert a.dtype == np.dtype(object) and len(a) == 5
+    assert a[0] == {"a": 1} and a[1] == [1, 2] and list(a) == items
+    a.append([{"b": 2}])
+    a[2] = "changed"
+    a.resize(7)
+    assert a[5] == {"b": 2} and a[2] == "changed" and a[6] is None
+    assert list(a.copy()) == list(a)
+    if rootdir is not None:
+        a.close()
+        # one pickle per chunk file, as bcolz stores objects
+        assert sorted(os.listdir(os.path.join(rootdir, "data"))) == \
+            [f"__{i}.blp" for i in range(7)]
+        b = bcolz.open(rootdir, allow_pickle=True)
+        assert b[:].tolist() == [{"a": 1}, [1, 2], "changed", None, (3,), {"b": 2}, None]
+        b.trim(2)
+        b.close()
+        assert len(bcolz.open(rootdir, mode="r", allow_pickle=True)) == 5
+
+
+def test_object_arrays_live_only_in_bcolz_directories(tmp_path):
+    with pytest.raises(bcolz.UnsupportedDTypeError):
+        bcolz.carray(["x"], dtype=object, allow_pickle=True, rootdir=str(tmp_path / "s"),
+                     format="superchunk")
+
+
+# -- ctable: HDF5 -----------------------------------------------------------------------------
+
+def test_ctable_tohdf5_fromhdf5(tmp_path):
+    pytest.importorskip("tables")
+    path = str(tmp_path / "t.h5")
+    t = bcolz.ctable([np.arange(5), np.linspace(0, 1, 5)], names=["i", "f"])
+    t.tohdf5(path)
+    u = bcolz.ctable.fromhdf5(path)
+    assert u.names == ["i", "f"]
+    np.testing.assert_array_equal(u[:], t[:])
+
+
+def test_ctable_repr_as_bcolz_prints_it():
+    t = bcolz.ctable([np.arange(30), np.arange(30.0)], names=["a", "b"])
+    lines = repr(t).splitlines()
+    assert lines[0] == "ctable((30,), [('a', '<i8'), ('b', '<f8')])"
+    assert lines[1].startswith("  nbytes: 480; cbytes: ")
+    assert lines[2] == "  cparams := cparams(clevel=5, shuffle=1, cname='lz4', quantize=0)"
+    assert lines[3] == "[(0, 0.) (1, 1.) (2, 2.) ..., (27, 27.) (28, 28.) (29, 29.)]"
+
+
+# -- a tutorial-style session, end to end -----------------------------------------------------
+
+def test_a_tutorial_session(tmp_path):
+    root = str(tmp_path / "mydir")
+    a = np.arange(1_000_000)
+    b = bcolz.carray(a, rootdir=root, mode="w", cparams=bcolz.cparams(clevel=9))
+    b.append(np.arange(10))
+    assert len(b) == 1_000_010 and b.sum() == a.sum() + 45
+    b.attrs["temperature"] = 22.0
+    b.flush()
+    with bcolz.open(root, mode="r") as c:
+        assert c[999_999] == 999_999 and c[-1] == 9
+        assert c.attrs["temperature"] == 22.0
+        assert list(c.iter(5, 30, 5, limit=3, skip=1)) == [10, 15, 20]
+        with pytest.raises(bcolz.ReadOnlyError):
+            c[0] = 1
+    b.trim(10)
+    assert len(b) == 1_000_000
+    b.resize(1_000_005)
+    assert b[-1] == 0
+    big = bcolz.eval("b > 999_997")
+    assert list(big.wheretrue()) == [999_998, 999_999]
+    blocks = list(bcolz.iterblocks(b, blen=300_000))
+    assert [len(x) for x in blocks] == [300_000, 300_000, 300_000, 100_005]
+
+    t = bcolz.ctable((np.arange(100), np.arange(100) * 2.0), names=["i", "f"],
+                     rootdir=str(tmp_path / "t"))
+    t.addcol(np.arange(100) % 2 == 0, name="even")
+    assert t.names == ["i", "f", "even"]
+    assert [r.nrow__ for r in t.where("even & (i > 95)", outcols="nrow__, f")] == [96, 98]
+    t.delcol("even")
+    df = t.todataframe()
+    assert list(df.columns) == ["i", "f"] and len(df) == 100
+    u = bcolz.ctable.fromdataframe(df)
+    np.testing.assert_array_equal(u[:], t[:])

@@ -1,0 +1,132 @@
+"""Worker threads: decoding pools, the ordered compression pipeline, background work."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from carray import _parallel
+
+
+def test_pipeline_keeps_order_and_uses_workers():
+    names = set()
+
+    def work(i):
+        names.add(threading.current_thread().name)
+        time.sleep(0.001 * (i % 3))  # finish out of order
+        return i * i
+
+    assert list(_parallel.pipeline(work, range(40))) == [i * i for i in range(40)]
+    if _parallel.workers() > 1:
+        assert any(n.startswith("carray") for n in names)
+
+
+def test_pipeline_keeps_a_bounded_number_in_flight():
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0, "started": 0}
+
+    def work(i):
+        with lock:
+            state["now"] += 1
+            state["started"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.002)
+        with lock:
+            state["now"] -= 1
+        return i
+
+    consumed = 0
+    for _ in _parallel.pipeline(work, range(30), window=3):
+        consumed += 1
+        # never more than the window ahead of the consumer
+        assert state["started"] <= consumed + 3
+    assert consumed == 30
+    assert state["most"] <= 3
+
+
+def test_pipeline_raises_the_first_error_and_leaves_nothing_running():
+    done = []
+
+    def work(i):
+        time.sleep(0.001)
+        if i == 5:
+            raise ValueError("boom")
+        done.append(i)
+        return i
+
+    got = []
+    with pytest.raises(ValueError, match="boom"):
+        for x in _parallel.pipeline(work, range(100), window=4):
+            got.append(x)
+    assert got == [0, 1, 2, 3, 4]
+    settled = len(done)
+    time.sleep(0.05)
+    assert len(done) == settled  # nothing still running after the error
+
+
+def test_pipeline_stopped_early_waits_for_what_it_started():
+    running = []
+
+    def work(i):
+        running.append(i)
+        time.sleep(0.005)
+        running.remove(i)
+        return i
+
+    gen = _parallel.pipeline(work, range(50), window=4)
+    assert next(gen) == 0
+    gen.close()
+    assert running == []
+
+
+def test_nested_pipelines_run_inline():
+    def inner(i):
+        assert _parallel.in_worker() or _parallel.workers() == 1
+        return sum(_parallel.pipeline(lambda j: j, range(i)))
+
+    assert list(_parallel.pipeline(inner, range(6))) == [sum(range(i)) for i in range(6)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="fork")
+def test_a_forked_child_gets_new_worker_threads():
+    list(_parallel.pipeline(lambda i: i, range(10)))  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: its parent's pool threads do not exist here
+        code = 0
+        try:
+            if list(_parallel.pipeline(lambda i: i + 1, range(10))) != list(range(1, 11)):
+                code = 1
+        except BaseException:  # noqa: BLE001
+            code = 2
+        os._exit(code)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    pytest.fail("the forked child hung on its parent's worker threads")
+
+
+def test_in_background_runs_the_work():
+    seen = threading.Event()
+    _parallel.in_background(seen.set)
+    assert seen.wait(10)
+    assert _parallel.background("cleanup") is _parallel.background("cleanup")
+
+
+def test_submit_runs_here_once_a_pool_takes_no_more_work():
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    assert _parallel.submit(pool, lambda x: x + 1, 41).result() == 42
+    failing = _parallel.submit(pool, lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result()
