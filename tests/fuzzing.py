@@ -287,7 +287,7 @@ def _readers(kind: str, path: Path) -> list[Callable[[], object]]:
 def _read_chunk(path: Path, whole: bool) -> None:
     import numpy as np
 
-    from carray.codecs import blosc
+    from carray.codecs import blosc, ranged
 
     raw = path.read_bytes()
     if whole:
@@ -296,7 +296,7 @@ def _read_chunk(path: Path, whole: bool) -> None:
     h = blosc.read_header(raw)
     ts = max(h.typesize, 1)
     out = np.empty(min(h.nbytes, 64) // ts, dtype=f"V{ts}")
-    blosc.getitem_ranged(lambda o, n: raw[o:o + n], 0, out, len(raw))
+    ranged.getitem_ranged(lambda o, n: raw[o:o + n], 0, out, len(raw))
 
 
 def run_case(kind: str, fixture: str, seed: int, scratch: Path, donors: list[str],

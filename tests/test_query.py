@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
+from carray import table_query
 from carray.query import Expression, evaluate_numpy
 
 SETTINGS = settings(max_examples=120, deadline=None,
@@ -141,12 +142,12 @@ def test_string_columns_in_expressions(where):
 def test_sorted_data_skips_chunks_and_reads_fewer(where):
     cols = data(20000, sort=True)
     t = reopened(cols, where, chunklen=1000)
-    ev = t._evaluator("(x < 0.1) & (y > 0.5)", None, None, 0)
+    ev = table_query.evaluator(t, "(x < 0.1) & (y > 0.5)", None, None, 0)
     results = list(ev.blocks())
     assert ev.skipped >= 17 and len(results) <= 3
-    ev2 = t._evaluator("(x < 0.1) & (y > 0.5)", None, None, 0, prune=False)
+    ev2 = table_query.evaluator(t, "(x < 0.1) & (y > 0.5)", None, None, 0, prune=False)
     assert len(list(ev2.blocks())) == 20 and ev2.skipped == 0
-    ev3 = t._evaluator("~(x >= 0.1)", None, None, 0)
+    ev3 = table_query.evaluator(t, "~(x >= 0.1)", None, None, 0)
     list(ev3.blocks())
     assert ev3.skipped >= 17
 
@@ -157,7 +158,7 @@ def test_zone_maps_are_persisted_and_survive_reopen(tmp_path):
     t.close()
     assert os.path.exists(tmp_path / "t" / "x" / "meta" / "zonemap_000000.npy")
     r = ca.open(str(tmp_path / "t"), mode="r")
-    ev = r._evaluator("x > 0.95", None, None, 0)
+    ev = table_query.evaluator(r, "x > 0.95", None, None, 0)
     list(ev.blocks())
     assert ev.skipped >= 8
 
@@ -182,7 +183,7 @@ def test_stale_zone_map_from_another_writer_is_ignored(tmp_path):
         "bcolz", reason="bcolz-zipline 1.13.0, the real bcolz, has wheels only for Python < 3.13")
     root = str(tmp_path / "t")
     cols = data(3000, sort=True)
-    ca.ctable(cols, chunklen=300, rootdir=root).close()
+    ca.ctable(cols, chunklen=300, rootdir=root, format="bcolz").close()
     other = bcolz.open(root, mode="a")
     other["x"][10] = 5.0  # chunk 0 now holds a value its old max rules out
     other.flush()
@@ -233,3 +234,19 @@ def test_pruning_never_loses_a_match(pred, n, chunklen, sort, seed):
     want = np.flatnonzero(numpy_eval(pred, cols)) if n else np.zeros(0, int)
     got = t.fetchwhere(pred, outcols=["nrow__"])["nrow__"]
     np.testing.assert_array_equal(got, want)
+
+
+def test_blocks_are_decoded_in_groups_of_consecutive_runs():
+    from carray.query import _runs
+
+    assert _runs([0, 1, 2, 3, 4, 7, 8, 10], 2) == [[0, 1], [2, 3], [4], [7, 8], [10]]
+    assert _runs([], 4) == []
+
+
+def test_a_query_over_many_pruned_and_kept_blocks_matches_numpy():
+    rng = np.random.default_rng(4)
+    x = np.sort(rng.random(300_000))
+    y = rng.random(300_000)
+    t = ca.ctable({"x": x, "y": y}, chunklen=5000)
+    got = t.fetchwhere("(x > 0.2) & (x < 0.7) & (y < 0.3)", outcols=["y"])["y"]
+    np.testing.assert_array_equal(got, y[(x > 0.2) & (x < 0.7) & (y < 0.3)])

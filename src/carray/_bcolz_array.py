@@ -67,21 +67,50 @@ class BcolzArrayAPI:
     """``reshape``, ``leftover_*`` and bcolz's ``repr``/``str`` for a carray."""
 
     if TYPE_CHECKING:  # provided by the class this is mixed into
-        shape: tuple[int, ...]
-        dtype: np.dtype
-        ndim: int
-        size: int
-        nbytes: int
-        cbytes: int
-        cratio: float
-        chunks: tuple[int, ...]
-        blocks: tuple[int, ...] | None
-        chunklen: int
-        leftover: int
-        cparams: CParams
-        rootdir: str | None
-        mode: str
-        engine: ArrayEngine
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+
+        @property
+        def dtype(self) -> np.dtype: ...
+
+        @property
+        def ndim(self) -> int: ...
+
+        @property
+        def size(self) -> int: ...
+
+        @property
+        def nbytes(self) -> int: ...
+
+        @property
+        def cbytes(self) -> int: ...
+
+        @property
+        def cratio(self) -> float: ...
+
+        @property
+        def chunks(self) -> tuple[int, ...]: ...
+
+        @property
+        def blocks(self) -> tuple[int, ...] | None: ...
+
+        @property
+        def chunklen(self) -> int: ...
+
+        @property
+        def leftover(self) -> int: ...
+
+        @property
+        def cparams(self) -> CParams: ...
+
+        @property
+        def rootdir(self) -> str | None: ...
+
+        @property
+        def mode(self) -> str: ...
+
+        @property
+        def engine(self) -> ArrayEngine: ...
 
         def iterblocks(self, blen: int | None = None, start: int = 0,
                        stop: int | None = None) -> Iterator[np.ndarray]: ...

@@ -62,7 +62,7 @@ class Record:
         arrays: dict[str, np.ndarray] = {}
         edits = []
         for i, edit in enumerate(self.edits):
-            desc = {}
+            desc: dict[str, Any] = {}
             for name, (how, where, values) in edit.items():
                 key = f"{i}_{len(desc)}"
                 desc[name] = [how, key]

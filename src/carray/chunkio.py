@@ -29,7 +29,7 @@ import numpy as np
 from carray import _parallel
 from carray import geometry as geo
 from carray._util import quantize
-from carray.codecs import blosc
+from carray.codecs import blosc, ranged
 from carray.codecs.fill import fill_chunk, special_item
 from carray.errors import CArrayError, FormatError
 from carray.grid import (
@@ -213,6 +213,7 @@ class ChunkIO:
             raw = raw.reshape(-1)[:1]  # one item, repeated
         flat = np.ascontiguousarray(raw).reshape(-1)
         size = self.dtype.itemsize
+        items: np.ndarray
         if size in (1, 2, 4, 8):
             kind = np.dtype(f"u{size}")
             items, value = flat.view(kind), fill.reshape(1).view(kind)[0]
@@ -259,6 +260,7 @@ class ChunkIO:
             # A broadcast run of the fill value (np.broadcast_to): never materialised.
             size = grid.chunk_items if rows is None or not self.truncates(grid) else \
                 rows * math.prod(ext[1:])
+            assert self.fill is not None  # _lazy needs one
             return np.broadcast_to(self.fill, (size,))
         if rows is not None and self.truncates(grid) and region.shape[1:] == ext[1:]:
             return np.ascontiguousarray(region[:rows])
@@ -352,7 +354,7 @@ class ChunkIO:
                 # general ranged decode.
                 if not _parallel.decoder().decode_point(read_at, size, start * self.itemsize,
                                                         dest, path):
-                    blosc.getitem_ranged(read_at, start * self.itemsize, dest, size, path)
+                    ranged.getitem_ranged(read_at, start * self.itemsize, dest, size, path)
         except ValueError as exc:  # a range past what the chunk holds
             if isinstance(exc, CArrayError):
                 raise
@@ -409,7 +411,7 @@ class ChunkIO:
                 hi = min((last + 1) * grid.block_nbytes, dest.nbytes)
                 if _parallel.decoder().decode_point(read_at, size, lo, dest[lo:hi], path):
                     return
-            chunk = blosc.fetch_blocks(read_at, size, blocks, path,
+            chunk = ranged.fetch_blocks(read_at, size, blocks, path,
                                        blocksize=grid.block_nbytes,
                                        scratch=_parallel.scratch)
             if chunk is None:

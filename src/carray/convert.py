@@ -461,7 +461,7 @@ def _is_dataset(path: str | os.PathLike, to: str | None) -> bool:
         return to in {f.name for f in FORMATS}
     text = os.fspath(path)
     store, key = resolve(text, None) if not is_url(text) else (None, None)
-    if store is not None and store.exists(key):
+    if store is not None and key is not None and store.exists(key):
         return registry.guess(text).kind == "dataset"
     return any(_ext(path) in f.extensions for f in FORMATS)
 

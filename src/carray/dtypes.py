@@ -142,7 +142,7 @@ def _walk(dt: np.dtype, top: np.dtype, source: str, allow_object: bool, depth: i
                               f"than {MAX_ITEM_NDIM}", source)
         _walk(base, top, source, allow_object, depth + 1)
         return
-    if dt.names is not None:
+    if dt.names is not None and dt.fields is not None:
         for name in dt.names:
             _walk(dt.fields[name][0], top, source, allow_object, depth + 1)
         return

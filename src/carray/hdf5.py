@@ -50,9 +50,10 @@ def _disk_dtype(table: Any, text: list[str], blen: int) -> np.dtype:
             for lo in range(0, len(table), blen):
                 block = col[lo:lo + blen]
                 width = max([width, *(len(str(v).encode("utf-8")) for v in block.tolist())])
-            fields.append((name, f"S{width}"))
+            fields.append((name, np.dtype(f"S{width}")))
         else:
-            fields.append((name, col.dtype if col.ndim == 1 else (col.dtype, col.shape[1:])))
+            fields.append((name, col.dtype if col.ndim == 1 else
+                           np.dtype((col.dtype, col.shape[1:]))))
     return np.dtype(fields)
 
 
@@ -139,7 +140,7 @@ def fromhdf5(cls: Any, filepath: str | os.PathLike, nodepath: str = "/ctable",
 def _decoded(rows: np.ndarray, text: list[str]) -> list[np.ndarray]:
     """The columns of ``rows``, text columns decoded from UTF-8."""
     out = []
-    for n in rows.dtype.names:
+    for n in rows.dtype.names or ():
         col = rows[n]
         if n in text:
             col = np.array([v.decode("utf-8") for v in col.tolist()], dtype=object) \

@@ -61,6 +61,8 @@ _FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE,
          ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 # Rows per block when no column says otherwise (numpy arrays only).
 _DEFAULT_BLEN = 1 << 16
+# Bytes of columns a worker thread decodes per hand-over in queries.
+_GROUP_BYTES = 4 << 20
 
 
 class _Normalise(ast.NodeTransformer):
@@ -374,40 +376,60 @@ class BlockEvaluator:
         may = self._block_mask()
         self.skipped = int((~may).sum())
         todo = [b for b in range(start // self.blen, len(may)) if may[b]]
-        # Buffer sets in rotation: a set is reused only once the pipeline's window
-        # and the block the caller holds have moved past it.
+        # Worker threads decode groups of consecutive blocks (a few MB: handing over
+        # one block costs about what decoding it does); buffer sets rotate, reused only
+        # once the pipeline's window and the group the caller holds are past them.
+        rowbytes = sum(c.dtype.itemsize * math.prod(c.shape[1:])
+                       for c in self.columns.values() if isinstance(c, carray))
+        size = max(1, min(_GROUP_BYTES // max(rowbytes * self.blen, 1), len(todo)))
+        groups = _runs(todo, size)
         window = 2 * _parallel.workers()
-        slots: list[dict[str, np.ndarray]] = [{} for _ in range(min(window + 2, len(todo)))]
-        threaded = len(todo) > 1 and all(isinstance(c, (carray, np.ndarray))
-                                         for c in self.columns.values())
+        slots: list[dict[str, np.ndarray]] = [{} for _ in range(min(window + 2, len(groups)))]
+        threaded = len(groups) > 1 and all(isinstance(c, (carray, np.ndarray))
+                                           for c in self.columns.values())
 
-        def load(item: tuple[int, int]) -> tuple[int, int, dict]:
-            b, slot = item
-            lo, hi = max(b * self.blen, start), min((b + 1) * self.blen, n)
-            env = dict(self.scalars)
-            for name, col in self.columns.items():
-                env[name] = self._read(col, lo, hi, slots[slot], name)
-            return lo, hi, env
+        def load(item: tuple[list[int], int]) -> tuple[list[int], int, dict]:
+            group, slot = item
+            lo, hi = max(group[0] * self.blen, start), min((group[-1] + 1) * self.blen, n)
+            return group, lo, {name: self._read(col, lo, hi, slots[slot], name, size)
+                               for name, col in self.columns.items()}
 
-        items = ((b, i % len(slots)) for i, b in enumerate(todo))
+        items = ((g, i % len(slots)) for i, g in enumerate(groups))
         loaded = _parallel.pipeline(load, items, window) if threaded else map(load, items)
-        for lo, hi, env in loaded:
-            for name, col in self.columns.items():
-                cl = col.chunklen if isinstance(col, carray) else 0
-                if cl and lo % cl == 0 and hi - lo == cl:
-                    col.learn_zone(lo // cl, env[name])
-            result = self._evaluate(env)
-            yield lo, hi, np.broadcast_to(result, (hi - lo, *np.shape(result)[1:])), env
+        for group, glo, arrays in loaded:
+            for b in group:
+                lo, hi = max(b * self.blen, start), min((b + 1) * self.blen, n)
+                env = dict(self.scalars)
+                for name, col in self.columns.items():
+                    env[name] = arrays[name][lo - glo:hi - glo]
+                    cl = col.chunklen if isinstance(col, carray) else 0
+                    if cl and lo % cl == 0 and hi - lo == cl:
+                        col.learn_zone(lo // cl, env[name])
+                result = self._evaluate(env)
+                yield lo, hi, np.broadcast_to(result, (hi - lo, *np.shape(result)[1:])), env
 
-    def _read(self, col: Any, lo: int, hi: int, buffers: dict, name: str) -> np.ndarray:
+    def _read(self, col: Any, lo: int, hi: int, buffers: dict, name: str,
+              blocks: int = 1) -> np.ndarray:
         if isinstance(col, np.ndarray):
             return col[lo:hi]
         if not isinstance(col, carray):  # string columns
             return col.read_rows(range(lo, hi))
         buf = buffers.get(name)
         if buf is None:
-            buf = buffers[name] = np.empty((self.blen, *col.shape[1:]), dtype=col.dtype)
+            buf = buffers[name] = np.empty((blocks * self.blen, *col.shape[1:]),
+                                           dtype=col.dtype)
         return col.read_rows(range(lo, hi), out=buf[:hi - lo])
+
+
+def _runs(blocks: list[int], size: int) -> list[list[int]]:
+    """``blocks`` cut into runs of consecutive numbers, at most ``size`` long."""
+    runs: list[list[int]] = []
+    for b in blocks:
+        if runs and b == runs[-1][-1] + 1 and len(runs[-1]) < size:
+            runs[-1].append(b)
+        else:
+            runs.append([b])
+    return runs
 
 
 def _block_bounds(zones, chunklen: int, blen: int, n: int) -> Bounds:

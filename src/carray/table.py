@@ -6,18 +6,14 @@ the table's ``__attrs__``.  ``__rootdirs__`` is written last when a table is
 made and rewritten atomically on ``addcol``/``delcol``, so a reader sees the old
 or the new set of columns, never a half-built one.
 
-Columns are in the superchunk layout unless ``format="bcolz"`` asks for
-bcolz's own (which keeps the table readable by bcolz).  They are flushed one
-after another, so a table-wide change is a transaction: ``__txn__`` records
+Columns use the superchunk layout unless ``format="bcolz"`` asks for bcolz's own.
+They are flushed one after another, so a table-wide change is a transaction: ``__txn__`` records
 how to undo it before the first column changes and is deleted once every
 column has flushed (see :mod:`carray._table_txn`).  A crash never leaves
-columns of different lengths or half an edit to the next writer; the table's
-length is the shortest column's, capped by the record.  A writable open takes
-the table's writer's lock.
+columns of different lengths or half an edit to the next writer.  A writable
+open takes the table's writer's lock.
 
-Queries (``where``, ``eval``, string keys) live in :mod:`carray.query`;
-conversions to and from pandas and Arrow in :mod:`carray.tables_interop`.
-"""
+Queries: :mod:`carray.table_query`; conversions: :mod:`carray.tables_interop`."""
 
 from __future__ import annotations
 
@@ -31,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from carray import table_query
 from carray._bcolz_array import bcolz_cparams, bcolz_size
 from carray._portable import PortableTable
 from carray._table_txn import TableTxn, recover, visible_length
@@ -50,7 +47,7 @@ from carray.layouts import sniff_layout
 from carray.layouts.bcolz import BcolzLayout, read_json
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
-from carray.query import BlockEvaluator, Expression, caller_scope, collect_result
+from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock
 from carray.table_columns import (
@@ -60,32 +57,23 @@ from carray.table_columns import (
     empty_like,
     field_dtype,
     read_any,
-    select_rows,
 )
 from carray.tables_interop import (
     ROOTDIRS,
-    arrow_c_stream,
+    TableConversions,
     check_name,
     column_values,
-    dataframe_columns,
-    dataframe_interchange,
     normalise_columns,
     normalise_rows,
-    table_html,
-    to_arrow,
-    todataframe,
 )
 from carray.vlstring import StringColumn, is_string_column, wants_string_column
-
-# The name a boolean array given as a query goes by in its expression.
-_MASK_NAME = "where_mask__"
 
 
 def is_ctable(path: str | os.PathLike, store: Store = LOCAL) -> bool:
     return store.isfile(store.join(os.fspath(path), ROOTDIRS))
 
 
-class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users know
+class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -176,9 +164,6 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         path = self._column_location(name) if self._rootdir is not None else None
         args = {**self._new_kwargs, **kwargs}
         col: Any
-        # Nested columns are tables of their fields (carray.nested builds on ctable).
-        from carray.nested import NestedColumn, wants_nested_column
-
         if wants_nested_column(values):
             col = NestedColumn(values, rootdir=path, mode="w", fsync=self._fsync,
                                format=self._format, storage_options=self._storage_options,
@@ -252,8 +237,6 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
                 if self._format is None and self._cols[name].layout == "Bcolz":
                     self._format = "bcolz"  # new columns stay readable by bcolz too
             elif is_ctable(key, store):  # a nested column: a directory of field columns
-                from carray.nested import NestedColumn
-
                 self._cols[name] = NestedColumn(rootdir=path, mode=colmode, fsync=self._fsync,
                                                 storage_options=opts)
             else:
@@ -289,54 +272,6 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         self._new_kwargs = dict(cparams=CParams(), expectedlen=None, chunklen=None)
         self._cols, self._len = dict(cols), length
         self._attrs = Attrs(self._attrs_layout(), "a")
-
-    @classmethod
-    def fromdataframe(cls, df: Any, strings: str = "variable", **kwargs: Any) -> ctable:
-        """A table from a pandas DataFrame, column by column; object and string columns
-        become variable-length string columns (``strings='fixed'``: fixed-width ``U``)."""
-        return cls(dataframe_columns(df, strings), **kwargs)
-
-    @classmethod
-    def from_arrow(cls, table: Any, **kwargs: Any) -> ctable:
-        """A table from a pyarrow Table (or RecordBatch), column by column."""
-        return cls(table, **kwargs)
-
-    def todataframe(self, columns: list[str] | None = None, orient: str = "columns",
-                    strings: str = "object") -> Any:
-        """A pandas DataFrame, built column by column (see :mod:`carray.tables_interop`)."""
-        return todataframe(self, columns, orient, strings)
-
-    @classmethod
-    def fromhdf5(cls, filepath: str | os.PathLike, nodepath: str = "/ctable",
-                 **kwargs: Any) -> ctable:
-        """A table from a PyTables table node of an HDF5 file (see :mod:`carray.hdf5`)."""
-        from carray.hdf5 import fromhdf5
-
-        return fromhdf5(cls, filepath, nodepath, **kwargs)
-
-    def tohdf5(self, filepath: str | os.PathLike, nodepath: str = "/ctable", mode: str = "w",
-               cparams: Any = None, cname: str | None = None) -> None:
-        """Write the table to a PyTables table node of an HDF5 file (see :mod:`carray.hdf5`)."""
-        from carray.hdf5 import tohdf5
-
-        tohdf5(self, filepath, nodepath, mode, cparams, cname)
-
-    def to_arrow(self, columns: list[str] | None = None) -> Any:
-        """A pyarrow Table, built column by column; string columns without a copy per row."""
-        return to_arrow(self, columns)
-
-    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        """The Arrow PyCapsule interface: ``pa.table(t)``, polars and duckdb read the table
-        through it, a batch of rows at a time."""
-        return arrow_c_stream(self, requested_schema)
-
-    def __dataframe__(self, nan_as_null: bool = False, allow_copy: bool = True) -> Any:
-        """The DataFrame interchange protocol (``pandas.api.interchange.from_dataframe``)."""
-        return dataframe_interchange(self, nan_as_null, allow_copy)
-
-    def _repr_html_(self) -> str:
-        """An HTML summary for notebooks: the first and last rows, sizes and ratio."""
-        return table_html(self)
 
     # -- leaving this process -------------------------------------------------------------
 
@@ -505,77 +440,6 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
 
     # -- queries --------------------------------------------------------------------------
 
-    def _evaluator(self, expression: str, user_dict: Mapping | None, vm: str | None,
-                   depth: int, blen: int | None = None, prune: bool = True) -> BlockEvaluator:
-        if not isinstance(expression, str):  # bcolz: a boolean carray (or array) of rows
-            user_dict = {**(user_dict or {}), _MASK_NAME: expression}
-            expression = _MASK_NAME
-        expr = Expression.parse(expression)
-        scope = {}
-        if any(n not in self._cols for n in expr.names):
-            scope = caller_scope(depth + 1)
-            scope.update(user_dict or {})
-        ev = BlockEvaluator(expr, self._cols, scope, vm=vm, blen=blen, prune=prune)
-        if ev.length is not None and ev.length != self._len:
-            raise ValueError(f"operands of {expression!r} have {ev.length} rows, the table "
-                             f"{self._len}")
-        ev.length = self._len
-        return ev
-
-    def _matches(self, ev: BlockEvaluator, names: list[str], skip: int,
-                 limit: int | None) -> Iterator[dict[str, np.ndarray]]:
-        """Blocks of matching rows: column name -> values (copies)."""
-        taken = 0
-        buffers: dict[str, np.ndarray] = {}
-        for lo, hi, result, env in ev.blocks():
-            if result.dtype != np.bool_:
-                raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
-            count = int(np.count_nonzero(result))
-            if count == 0:
-                continue
-            # A boolean mask selects fastest; positions are needed to skip, limit or number.
-            sel: np.ndarray = result
-            if skip or limit is not None or "nrow__" in names or count * 64 < hi - lo:
-                sel = np.flatnonzero(result)
-                if skip:
-                    if skip >= len(sel):
-                        skip -= len(sel)
-                        continue
-                    sel, skip = sel[skip:], 0
-                if limit is not None:
-                    sel = sel[:limit - taken]
-                count = len(sel)
-                if count == 0:
-                    continue
-            block = {}
-            for n in names:
-                if n == "nrow__":
-                    block[n] = sel + lo
-                elif n in env and isinstance(env[n], np.ndarray) and n in ev.columns:
-                    block[n] = select_rows(env[n], sel)
-                else:
-                    block[n] = self._take(n, sel, count, lo, hi, buffers)
-            yield block
-            taken += count
-            if limit is not None and taken >= limit:
-                return
-
-    def _take(self, name: str, sel: np.ndarray, count: int, lo: int, hi: int,
-              buffers: dict[str, np.ndarray]) -> np.ndarray:
-        """Rows ``sel`` (mask or positions) of block ``[lo, hi)`` of a column.
-
-        Few rows are fetched one by one (only their Blosc blocks are decoded); many
-        by decoding the whole block into a reused buffer.
-        """
-        col = self._cols[name]
-        if isinstance(col, StringColumn) or count * 64 < hi - lo:
-            idx = np.flatnonzero(sel) if sel.dtype == np.bool_ else sel
-            return read_any(col, idx + lo)
-        buf = buffers.get(name)
-        if buf is None or len(buf) < hi - lo:
-            buf = buffers[name] = np.empty((hi - lo, *col.shape[1:]), dtype=col.dtype)
-        return select_rows(col.read_rows(range(lo, hi), out=buf[:hi - lo]), sel)
-
     def where(self, expression: str, outcols: Any = None, limit: int | None = None,
               skip: int = 0, out_flavor: Any = namedtuple, user_dict: Mapping | None = None,
               vm: str | None = None, prune: bool = True) -> Iterator[Any]:
@@ -586,10 +450,10 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         match; the others only for blocks with matches.
         """
         names = self.column_names(outcols)
-        ev = self._evaluator(expression, user_dict, vm, 1, prune=prune)
+        ev = table_query.evaluator(self, expression, user_dict, vm, 1, prune=prune)
         rows = itertools.chain.from_iterable(
             zip(*(b[n].tolist() for n in names), strict=True)
-            for b in self._matches(ev, names, skip, limit))
+            for b in table_query.matches(self, ev, names, skip, limit))
         return as_rows(rows, names, out_flavor)
 
     def whereblocks(self, expression: str, blen: int | None = None, outcols: Any = None,
@@ -597,12 +461,12 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
                     vm: str | None = None, prune: bool = True) -> Iterator[np.ndarray]:
         """Structured arrays of up to ``blen`` matching rows each."""
         names = self.column_names(outcols)
-        ev = self._evaluator(expression, user_dict, vm, 1, prune=prune)
+        ev = table_query.evaluator(self, expression, user_dict, vm, 1, prune=prune)
         blen = blen or ev.blen
-        dtype = self._result_dtype(names)
+        dtype = table_query.result_dtype(self, names)
         pending: list[np.ndarray] = []
         npending = 0
-        for block in self._matches(ev, names, skip, limit):
+        for block in table_query.matches(self, ev, names, skip, limit):
             n = len(next(iter(block.values())))
             arr = np.empty(n, dtype=dtype)
             for name in names:
@@ -616,24 +480,20 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         if npending:
             yield np.concatenate(pending)
 
-    def _result_dtype(self, names: list[str]) -> np.dtype:
-        return np.dtype([(n, np.int64) if n == "nrow__" else (n, field_dtype(self._cols[n]))
-                         for n in names])
-
     def fetchwhere(self, expression: str, outcols: Any = None, limit: int | None = None,
                    skip: int = 0, out_flavor: str = "numpy", user_dict: Mapping | None = None,
                    vm: str | None = None, prune: bool = True, _depth: int = 0,
                    **kwargs: Any) -> Any:
         """All matching rows at once: a structured array, or a ctable (``out_flavor='ctable'``)."""
         names = self.column_names(outcols)
-        ev = self._evaluator(expression, user_dict, vm, 1 + _depth, prune=prune)
+        ev = table_query.evaluator(self, expression, user_dict, vm, 1 + _depth, prune=prune)
         if out_flavor not in ("numpy", "ctable", "bcolz", "carray"):
             raise ValueError(f"out_flavor must be 'numpy' or 'ctable', got {out_flavor!r}")
         parts: dict[str, list] = {n: [] for n in names}
-        for block in self._matches(ev, names, skip, limit):
+        for block in table_query.matches(self, ev, names, skip, limit):
             for n in names:
                 parts[n].append(block[n])
-        dtype = self._result_dtype(names)
+        dtype = table_query.result_dtype(self, names)
         out = np.empty(sum(len(p) for p in parts[names[0]]) if names else 0, dtype=dtype)
         for n in names:
             if parts[n]:  # straight into the result: one copy, not two
@@ -645,7 +505,7 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
     def eval(self, expression: str, user_dict: Mapping | None = None, vm: str | None = None,
              out_flavor: str = "carray", blen: int | None = None, **kwargs: Any) -> Any:
         """Evaluate ``expression`` over the columns (and caller variables), block by block."""
-        ev = self._evaluator(expression, user_dict, vm, 1, blen=blen, prune=False)
+        ev = table_query.evaluator(self, expression, user_dict, vm, 1, blen=blen, prune=False)
         return collect_result(ev, out_flavor, kwargs)
 
     # -- writing --------------------------------------------------------------------------
@@ -869,3 +729,71 @@ class ctable(TableBase, PortableTable):  # noqa: N801 - the bcolz name users kno
         if self._len <= 20:
             return str(self[:])
         return f"{str(self[:3])[:-1]} ..., {str(self[-3:])[1:]}"
+
+
+# -- nested columns: a column of records stored field by field ------------------------------
+#
+# A nested column ``b`` of dtype ``[('sc1', 'i4'), ('sc3', 'f8')]`` is a directory holding
+# one column directory per field (``b/sc1``, ``b/sc3``) and ``b/__rootdirs__`` naming them:
+# itself a table directory, so each field is a real column that opens on its own, and a
+# field with a structured dtype is nested again one level deeper (docs/formats/bcolz-dir.md).
+
+
+def wants_nested_column(values: Any) -> bool:
+    """Whether a new column's values are records (a structured dtype, or a nested column)."""
+    if isinstance(values, NestedColumn):
+        return True
+    dtype = getattr(values, "dtype", None)
+    is_array = isinstance(values, np.ndarray) or hasattr(values, "read_rows")  # or a carray
+    return is_array and isinstance(dtype, np.dtype) and dtype.names is not None
+
+
+def is_nested_column(path: str | os.PathLike, store: Store = LOCAL) -> bool:
+    """Whether ``path`` holds a nested column (a directory of field columns)."""
+    return is_ctable(path, store)
+
+
+class NestedColumn(ctable):
+    """A column of records stored as one column per field (see the module docstring).
+
+    Parameters are those of :class:`carray.ctable`; ``values`` is a structured
+    array (its fields become the sub-columns), or None to open ``rootdir``.
+    """
+
+    def __init__(self, values: Any = None, **kwargs: Any) -> None:
+        if values is not None and not isinstance(values, np.ndarray):
+            values = values[:]  # another nested column, or a carray of records
+        if values is not None:
+            values = np.asarray(values)
+            if values.dtype.names is None:
+                raise TypeError(f"a nested column holds records, not {values.dtype}")
+        super().__init__(values, **kwargs)
+
+    # -- what a table asks of a column ------------------------------------------------------
+
+    @property
+    def chunklen(self) -> int:
+        """Rows per chunk of the field with the shortest chunks."""
+        return min((c.chunklen for c in self.cols.values()), default=1)
+
+    def read_rows(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
+        """Records ``rows`` (a range) as a structured array, into ``out`` if given."""
+        records = self[rows.start:rows.stop:rows.step] if rows.step > 0 else \
+            self[np.asarray(rows, dtype=np.intp)]
+        if out is None:
+            return records
+        out[...] = records
+        return out
+
+    def take(self, indices: Any) -> np.ndarray:
+        """Records at ``indices`` (ints, any order, repeats allowed)."""
+        return self[np.asarray(indices, dtype=np.intp)]
+
+    def clip(self, nitems: int) -> None:
+        """Hide records past ``nitems`` without writing (a read-only table's view)."""
+        for col in self.cols.values():
+            clip_column(col, nitems)
+        self._set_length(min(nitems, len(self)))
+
+    def __repr__(self) -> str:
+        return f"NestedColumn({len(self)}, {self.dtype})"

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from carray import hdf5
 from carray.array import carray
 from carray.container import TableBase
 from carray.vlstring import StringColumn
@@ -344,3 +345,55 @@ def table_html(table: Any) -> str:
              ("nbytes", human(table.nbytes)), ("cbytes", human(table.cbytes)),
              ("ratio", f"{ratio:.2f}"), ("rootdir", table.rootdir or "memory")]
     return summary_html("ctable", facts, ["", *names], rows(first), rows(last))
+
+
+class TableConversions:
+    """A table to and from pandas, Arrow (also its C stream), HDF5 and HTML.
+
+    Mixed into :class:`carray.table.ctable`; uses only its public API and the
+    functions of this module, so conversions live beside each other, not in the table.
+    """
+
+    @classmethod
+    def fromdataframe(cls: Any, df: Any, strings: str = "variable", **kwargs: Any) -> Any:
+        """A table from a pandas DataFrame, column by column; object and string columns
+        become variable-length string columns (``strings='fixed'``: fixed-width ``U``)."""
+        return cls(dataframe_columns(df, strings), **kwargs)
+
+    @classmethod
+    def from_arrow(cls: Any, table: Any, **kwargs: Any) -> Any:
+        """A table from a pyarrow Table (or RecordBatch), column by column."""
+        return cls(table, **kwargs)
+
+    def todataframe(self, columns: list[str] | None = None, orient: str = "columns",
+                    strings: str = "object") -> Any:
+        """A pandas DataFrame, built column by column (see :mod:`carray.tables_interop`)."""
+        return todataframe(self, columns, orient, strings)
+
+    @classmethod
+    def fromhdf5(cls, filepath: str | os.PathLike, nodepath: str = "/ctable",
+                 **kwargs: Any) -> Any:
+        """A table from a PyTables table node of an HDF5 file (see :mod:`carray.hdf5`)."""
+        return hdf5.fromhdf5(cls, filepath, nodepath, **kwargs)
+
+    def tohdf5(self, filepath: str | os.PathLike, nodepath: str = "/ctable", mode: str = "w",
+               cparams: Any = None, cname: str | None = None) -> None:
+        """Write the table to a PyTables table node of an HDF5 file (see :mod:`carray.hdf5`)."""
+        hdf5.tohdf5(self, filepath, nodepath, mode, cparams, cname)
+
+    def to_arrow(self, columns: list[str] | None = None) -> Any:
+        """A pyarrow Table, built column by column; string columns without a copy per row."""
+        return to_arrow(self, columns)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow PyCapsule interface: ``pa.table(t)``, polars and duckdb read the table
+        through it, a batch of rows at a time."""
+        return arrow_c_stream(self, requested_schema)
+
+    def __dataframe__(self, nan_as_null: bool = False, allow_copy: bool = True) -> Any:
+        """The DataFrame interchange protocol (``pandas.api.interchange.from_dataframe``)."""
+        return dataframe_interchange(self, nan_as_null, allow_copy)
+
+    def _repr_html_(self) -> str:
+        """An HTML summary for notebooks: the first and last rows, sizes and ratio."""
+        return table_html(self)

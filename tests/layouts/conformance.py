@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from carray.codecs import blosc
+from carray.codecs import blosc, ranged
 from carray.layouts.base import ArrayMeta, Layout
 from carray.params import CParams
 
@@ -99,7 +99,7 @@ class LayoutConformance:
             assert size == len(layout.read_chunk(i))
             assert bytes(read_at(0, 16)) == bytes(layout.read_chunk(i)[:16])
             out = np.empty(7, "i8")
-            blosc.getitem_ranged(read_at, 8 * 30, out, size, None, CHUNKLEN * 8)
+            ranged.getitem_ranged(read_at, 8 * 30, out, size, None, CHUNKLEN * 8)
             np.testing.assert_array_equal(out, decoded(layout, i)[30:37])
 
     def test_overwrite_bigger_and_smaller(self, tmp_path):

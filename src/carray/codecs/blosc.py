@@ -49,7 +49,7 @@ ChunkBytes = bytes | bytearray | memoryview | np.ndarray
 ReadAt = Callable[[int, int], bytes]
 
 _FORMAT_NAMES = {0: "blosclz", 1: "lz4", 2: "snappy", 3: "zlib", 4: "zstd"}
-_HEADER = struct.Struct("<BBBBiii")
+HEADER_STRUCT = struct.Struct("<BBBBiii")
 
 _BLOSC2_CODECS = {
     "blosclz": _blosc2.Codec.BLOSCLZ,
@@ -159,7 +159,7 @@ class Decoder:
     def __init__(self, nthreads: int = 1) -> None:
         self._ctx = None
         # decode_point's buffer and its ctypes view (a context serves one thread).
-        self._point: tuple[bytearray, ctypes.Array] | None = None
+        self._point: tuple[bytearray, ctypes.Array[ctypes.c_char]] | None = None
         if _DParams is not None:
             self._ctx = _lib.blosc2_create_dctx(_DParams(nthreads=nthreads))
 
@@ -188,7 +188,7 @@ class Decoder:
         """As :func:`getitem_into`, on this context."""
         h = header or validate_chunk(chunk, None, path)
         if self._ctx is None or out.nbytes == 0 or \
-                (not h.is_blosc1 and not _blocks_independent(h, bytes(chunk[:BLOSC2_HEADER]))):
+                (not h.is_blosc1 and not blocks_independent(h, bytes(chunk[:BLOSC2_HEADER]))):
             getitem_into(chunk, start, out, path, h)
             return
         if start < 0 or start + out.nbytes > h.nbytes:
@@ -223,7 +223,7 @@ class Decoder:
             return
         dest = out.reshape(-1).view(np.uint8)
         if self._ctx is None or h.typesize == 0 or h.blocksize % h.typesize or \
-                (not h.is_blosc1 and not _blocks_independent(h, bytes(chunk[:BLOSC2_HEADER]))):
+                (not h.is_blosc1 and not blocks_independent(h, bytes(chunk[:BLOSC2_HEADER]))):
             self.decompress_into(chunk, dest, path)
             return
         bs, ts = h.blocksize, h.typesize
@@ -261,12 +261,12 @@ class Decoder:
         ``pread`` of the blocks' compressed bytes and their decode.
         """
         memo = getattr(read_at, "memo", None)
-        point = memo.get("point") if memo is not None else None
+        point: Any = memo.get("point") if memo is not None else None
         if point is None:
-            index = _chunk_index(read_at, size, path)
+            index = chunk_index(read_at, size, path)
             h = index.header
             point = False
-            if index.bstarts is not None and self._ctx is not None and h.typesize and \
+            if index.bstarts is not None and index.bends is not None and self._ctx is not None and h.typesize and \
                     not h.blocksize % h.typesize:
                 point = (h, index.head[:h.header_size], index.bstarts.tolist(),
                          index.bends.tolist())
@@ -299,7 +299,7 @@ class Decoder:
             self._point = (buf, (ctypes.c_char * len(buf)).from_buffer(buf))
         buf, src = self._point
         buf[:hs] = head
-        _HEADER.pack_into(buf, 0, h.version, h.versionlz, h.flags, ts, sub_nbytes, bs, need)
+        HEADER_STRUCT.pack_into(buf, 0, h.version, h.versionlz, h.flags, ts, sub_nbytes, bs, need)
         struct.pack_into(f"<{k}i", buf, hs, *[table + s - lo for s in bstarts[first:last + 1]])
         reader = getattr(read_at, "read_into", None)
         if reader is not None:
@@ -399,7 +399,7 @@ def read_header(buf: ChunkBytes, path: str | os.PathLike[str] | None = None, off
         raise FormatError(
             f"Blosc chunk truncated: {len(buf)} bytes, a header needs {BLOSC1_HEADER}",
             path, offset)
-    h = ChunkHeader(*_HEADER.unpack(bytes(buf[:BLOSC1_HEADER])))
+    h = ChunkHeader(*HEADER_STRUCT.unpack(bytes(buf[:BLOSC1_HEADER])))
     # A chunk holding bytes is cut into blocks of blocksize > 0 bytes (every block
     # count and offset table is computed from it).
     if h.nbytes < 0 or h.cbytes < BLOSC1_HEADER or h.blocksize < 0 or \
@@ -507,7 +507,7 @@ def getitem_into(chunk: ChunkBytes, start: int, out: np.ndarray, path: str | os.
                          f"{h.nbytes} bytes")
     if out.nbytes == 0:
         return
-    if not h.is_blosc1 and not _blocks_independent(h, bytes(chunk[:BLOSC2_HEADER])):
+    if not h.is_blosc1 and not blocks_independent(h, bytes(chunk[:BLOSC2_HEADER])):
         # libblosc2's getitem mis-decodes DELTA-filtered blocks other than the first:
         # decode the whole chunk instead.
         whole = np.empty(h.nbytes, dtype=np.uint8)
@@ -537,154 +537,9 @@ def _getitem_parts(start: int, nbytes: int, blocksize: int) -> list[tuple[int, i
     return [(start, start + nbytes)]
 
 
-def getitem_ranged(read_at: ReadAt, start: int, out: np.ndarray, size: int,
-                   path: str | os.PathLike[str] | None = None, expected_nbytes: int | None = None) -> None:
-    """Like :func:`getitem_into`, fetching only the bytes it needs through ``read_at``.
-
-    ``read_at(offset, length)`` returns bytes of a stored chunk of ``size`` bytes.
-    For a Blosc1 chunk this reads the header, the block-offset table and the
-    blocks holding the range, then decodes those blocks as a chunk of their own
-    (blocks are independent); other chunks are read whole.
-    """
-    index = _chunk_index(read_at, size, path)
-    h, head = index.header, index.head
-    if expected_nbytes is not None and h.nbytes != expected_nbytes:
-        raise FormatError(f"Blosc chunk holds {h.nbytes} bytes uncompressed, expected "
-                          f"{expected_nbytes}", path)
-    hs = h.header_size
-    if not _blocks_independent(h, head) or h.nbytes == 0 or out.nbytes == 0:
-        chunk = read_at(0, h.cbytes)
-        getitem_into(chunk, start, out, path, validate_chunk(chunk, h.nbytes, path))
-        return
-    if start < 0 or start + out.nbytes > h.nbytes:
-        raise ValueError(f"byte range [{start}, {start + out.nbytes}) outside a chunk of "
-                         f"{h.nbytes} bytes")
-    if h.memcpyed:
-        raw = read_at(hs + start, out.nbytes)
-        if len(raw) != out.nbytes or h.cbytes != h.nbytes + hs:
-            raise FormatError("raw Blosc chunk truncated", path)
-        out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
-        return
-    bs, nblocks = h.blocksize, h.nblocks
-    bstarts, bends = index.bstarts, index.bends
-    # Compressed chunks whose blocks decode alone always have both tables.
-    assert bstarts is not None and bends is not None
-    first, last = start // bs, (start + out.nbytes - 1) // bs
-    if first == last == nblocks - 1 and h.nbytes % bs and first:
-        # A lone short last block would make a chunk smaller than one block, which
-        # Blosc2 reads with a different block size: keep its full neighbour.
-        first -= 1
-    k = last - first + 1
-    sub_nbytes = min(h.nbytes - first * bs, k * bs)
-    sub_start = hs + 4 * k
-    los = bstarts[first:last + 1].astype(np.int64)
-    his = bends[first:last + 1]
-    # One read spanning the blocks (they are usually stored in order, back to back).
-    span_lo, span_hi = int(los.min()), int(his.max())
-    span = head[span_lo:span_hi] if span_hi <= len(head) else read_at(span_lo, span_hi - span_lo)
-    pieces, offsets, pos = [], [], sub_start
-    for lo, hi in zip(los.tolist(), his.tolist(), strict=True):
-        pieces.append(span[lo - span_lo:hi - span_lo])
-        offsets.append(pos)
-        pos += hi - lo
-    # A chunk of just these blocks: the same header with its sizes and offsets updated.
-    sub = bytearray(sub_start)
-    sub[:hs] = head[:hs]
-    _HEADER.pack_into(sub, 0, h.version, h.versionlz, h.flags, h.typesize, sub_nbytes, bs, pos)
-    struct.pack_into(f"<{k}i", sub, hs, *offsets)
-    sub += b"".join(pieces)
-    if len(sub) != pos:
-        raise FormatError("Blosc chunk truncated inside a block", path)
-    local = start - first * bs
-    if local == 0 and out.nbytes == sub_nbytes:
-        decompress_into(sub, out, path)
-        return
-    tmp = np.empty(sub_nbytes, dtype=np.uint8)
-    decompress_into(sub, tmp, path)
-    out.reshape(-1).view(np.uint8)[:] = tmp[local:local + out.nbytes]
-
-
-def fetch_blocks(read_at: ReadAt, size: int, blocks: np.ndarray, path: str | os.PathLike[str] | None = None,
-                 blocksize: int | None = None,
-                 scratch: Callable[[int], np.ndarray] | None = None) -> np.ndarray | None:
-    """The bytes of a stored chunk that decoding ``blocks`` of it needs, and no others.
-
-    ``read_at(offset, length)`` reads the stored chunk of ``size`` bytes.  Returns
-    a buffer as long as the chunk holding its header, block-offset table and the
-    wanted blocks at their own offsets (the rest is left unset), ready for
-    :meth:`Decoder.decompress_blocks`; or None when the chunk's blocks do not
-    decode on their own or are not ``blocksize`` long (then read it whole).
-    ``scratch(nbytes)``, if given, supplies a reusable buffer to fill.
-    """
-    index = _chunk_index(read_at, size, path)
-    h, head, bstarts, bends = index.header, index.head, index.bstarts, index.bends
-    if bstarts is None or bends is None or (blocksize is not None and h.blocksize != blocksize):
-        return None
-    hs, nblocks = h.header_size, h.nblocks
-    table_end = hs + 4 * nblocks
-    buf = scratch(h.cbytes)[:h.cbytes] if scratch is not None else \
-        np.empty(h.cbytes, dtype=np.uint8)
-    buf[:hs] = np.frombuffer(head[:hs], np.uint8)
-    buf[hs:table_end] = bstarts.view(np.uint8)
-    read_into = getattr(read_at, "read_into", None)
-    for start, stop in _byte_runs(bstarts, bends, blocks[blocks < nblocks]):
-        if start < len(head):  # already read with the header
-            buf[start:min(stop, len(head))] = np.frombuffer(head[start:stop], np.uint8)
-            start = min(stop, len(head))
-        if start < stop:
-            if read_into is not None:  # straight into the buffer, no copy
-                got = read_into(start, buf[start:stop])
-            else:
-                raw = read_at(start, stop - start)
-                got = len(raw)
-                buf[start:start + got] = np.frombuffer(raw, np.uint8)
-            if got != stop - start:
-                raise FormatError("Blosc chunk truncated inside a block", path)
-    return buf
-
-
-# Ranged reads: how much of a chunk the first read takes (the header and, usually,
-# the whole block-offset table), the gap worth reading through rather than
-# seeking over, and how many separate reads are worth making at all.
-_HEAD_READ = 4096
-_READ_GAP = 16 * 1024
-_MAX_READS = 8
-
-
-def _byte_runs(bstarts: np.ndarray, bends: np.ndarray,
-               blocks: np.ndarray) -> list[tuple[int, int]]:
-    """``[start, stop)`` byte ranges covering ``blocks`` of a chunk, as few reads.
-
-    Blocks closer than ``_READ_GAP`` bytes are fetched in one read, and more than
-    ``_MAX_READS`` reads become one: a syscall costs more than reading past a
-    few blocks.
-    """
-    starts, stops = bstarts[blocks], bends[blocks]
-    lo, hi = int(starts.min()), int(stops.max())
-    if hi - lo <= int((stops - starts).sum()) + _READ_GAP:  # close together: one read
-        return [(lo, hi)]
-    order = np.argsort(starts)
-    starts, stops = starts[order], stops[order]
-    cut = (np.flatnonzero(starts[1:] > stops[:-1] + _READ_GAP) + 1).tolist()
-    if len(cut) >= _MAX_READS:
-        return [(lo, hi)]
-    return [(int(starts[a]), int(stops[a:b].max()))
-            for a, b in zip([0, *cut], [*cut, len(starts)], strict=True)]
-
-
-def _block_ends(bstarts: np.ndarray, starts: np.ndarray, cbytes: int) -> np.ndarray:
-    """Where each block starting at ``starts`` ends: where the next stored one begins
-    (threads may store blocks out of order)."""
-    if len(bstarts) < 2 or (bstarts[1:] > bstarts[:-1]).all():
-        stored = np.append(bstarts, cbytes).astype(np.int64)
-    else:
-        stored = np.append(np.sort(bstarts), cbytes).astype(np.int64)
-    return stored[np.searchsorted(stored, starts, side="right")]
-
-
 def _read_head(read_at: ReadAt, size: int, path: str | os.PathLike[str] | None) -> tuple[ChunkHeader, bytes]:
     """The header of a stored chunk, and the first bytes read with it."""
-    head = read_at(0, min(size, _HEAD_READ))
+    head = read_at(0, min(size, HEAD_READ))
     return read_header(head, path, size=size), head
 
 
@@ -700,7 +555,7 @@ class _ChunkIndex(NamedTuple):
     bends: np.ndarray | None
 
 
-def _chunk_index(read_at: ReadAt, size: int, path: str | os.PathLike[str] | None) -> _ChunkIndex:
+def chunk_index(read_at: ReadAt, size: int, path: str | os.PathLike[str] | None) -> _ChunkIndex:
     """The chunk's :class:`_ChunkIndex`, kept in the reader's ``memo`` when it has one
     (layouts that cache chunk heads share it between reads of the same chunk)."""
     memo = getattr(read_at, "memo", None)
@@ -710,7 +565,7 @@ def _chunk_index(read_at: ReadAt, size: int, path: str | os.PathLike[str] | None
             return known
     h, head = _read_head(read_at, size, path)
     bstarts = bends = None
-    if _blocks_independent(h, head) and not h.memcpyed and h.nbytes:
+    if blocks_independent(h, head) and not h.memcpyed and h.nbytes:
         bstarts = _block_starts(read_at, h, path, head)
         bends = _block_ends(bstarts, bstarts, h.cbytes)
     index = _ChunkIndex(h, head, bstarts, bends)
@@ -739,7 +594,7 @@ def _block_starts(read_at: ReadAt, h: ChunkHeader, path: str | os.PathLike[str] 
 _DELTA = 3
 
 
-def _blocks_independent(h: ChunkHeader, head: bytes) -> bool:
+def blocks_independent(h: ChunkHeader, head: bytes) -> bool:
     """Whether any block of this chunk decodes on its own (so a few can be fetched).
 
     Blosc1 blocks always do.  A Blosc2 chunk qualifies when its extended header
@@ -751,6 +606,19 @@ def _blocks_independent(h: ChunkHeader, head: bytes) -> bool:
     if h.header_size != BLOSC2_HEADER or len(head) < BLOSC2_HEADER:
         return False
     return head[31] == 0 and _DELTA not in head[16:22]
+
+#: Bytes read first from a stored chunk: its header and, usually, its block table.
+HEAD_READ = 4096
+
+
+def _block_ends(bstarts: np.ndarray, starts: np.ndarray, cbytes: int) -> np.ndarray:
+    """Where each block starting at ``starts`` ends: where the next stored one begins
+    (threads may store blocks out of order)."""
+    if len(bstarts) < 2 or (bstarts[1:] > bstarts[:-1]).all():
+        stored = np.append(bstarts, cbytes).astype(np.int64)
+    else:
+        stored = np.append(np.sort(bstarts), cbytes).astype(np.int64)
+    return stored[np.searchsorted(stored, starts, side="right")]
 
 
 def blosc_typesize(dtype: np.dtype) -> int:

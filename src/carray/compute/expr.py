@@ -263,9 +263,8 @@ class Expr:
         or None when numexpr would not give numpy's result (other dtypes, functions)."""
         if self._numexpr is False:
             leaves: list[Any] = []
-            self._numexpr = self.numexpr_text(leaves) if numexpr is not None else None
-            if self._numexpr is not None:
-                self._numexpr = (self._numexpr, leaves)  # type: ignore[assignment]
+            text = self.numexpr_text(leaves) if numexpr is not None else None
+            self._numexpr = (text, leaves) if text is not None else None
         return self._numexpr  # type: ignore[return-value]
 
     def numexpr_text(self, leaves: list[Any]) -> str | None:

@@ -23,9 +23,7 @@ path.
 from __future__ import annotations
 
 import math
-import operator
 import warnings
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,7 +33,7 @@ from carray.compute import zones
 from carray.compute._types import is_carray
 from carray.compute.evaluate import grid_shape, plan_chunks, regions, threaded_for, values_at, waves
 from carray.compute.expr import Expr, as_operand, leaf_selection
-from carray.compute.stored import StoredChunk, StoredPlan, padding_identity, stored_plan
+from carray.compute.stored import StoredChunk, padding_identity, stored_plan
 from carray.errors import BroadcastError, UnsupportedDTypeError
 
 NO_VALUE: Any = np._NoValue  # numpy's "argument not given"
@@ -55,8 +53,6 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "argmax": ("keepdims",),
     "count_nonzero": ("keepdims",),
 }
-#: What :meth:`_Reducer.partial_fused` returns when it does not apply.
-NOT_FUSED: Any = object()
 _DEFAULTS = {"dtype": None, "keepdims": False, "initial": NO_VALUE, "where": True, "ddof": 0}
 
 
@@ -189,10 +185,6 @@ def _stream(spec: _Spec) -> Any:
         if const is not None:
             block = np.broadcast_to(np.bool_(const), tuple(s.stop - s.start for s in region))
         else:
-            if stored is not None:
-                part = reducer.partial_fused(stored, coords)
-                if part is not NOT_FUSED:
-                    return part
             chunk = stored.chunk(coords) if stored is not None else None
             if chunk is not None:
                 return reducer.partial_stored(chunk)
@@ -274,26 +266,6 @@ class _Reducer:
         """:meth:`partial` of a chunk in stored order (its padding may be overwritten)."""
         raise NotImplementedError
 
-    def partial_fused(self, plan: StoredPlan, coords: tuple[int, ...]) -> Any:
-        """:meth:`partial` of the chunk at ``coords`` of an expression reduced over every
-        axis, evaluated and reduced a cache-sized slice at a time (:meth:`StoredPlan.fold`),
-        or :data:`NOT_FUSED`."""
-        return NOT_FUSED
-
-    def fold_slices(self, plan: StoredPlan, coords: tuple[int, ...], fold: Any,
-                    merge: Any) -> Any:
-        """``fold`` of every slice of the chunk, merged left to right with ``merge``, as an
-        array with kept dimensions; :data:`NOT_FUSED` when the chunk cannot be folded."""
-        if len(self.axes) != len(self.spec.shape):
-            return NOT_FUSED
-        parts = plan.fold(coords, fold)
-        if parts is None:
-            return NOT_FUSED
-        acc = parts[0]
-        for part in parts[1:]:  # a fixed order: the same sum whatever the thread count
-            acc = merge(acc, part)
-        return np.reshape(np.asarray(acc), (1,) * len(self.spec.shape))
-
     def reduce_stored(self, func: Any, chunk: StoredChunk, arr: np.ndarray | None = None,
                       **kwargs: Any) -> np.ndarray:
         """``func`` (a numpy reduction) of ``arr`` (default: the chunk's values; flat, in
@@ -343,14 +315,6 @@ class _Fold(_Reducer):
         # Complex numbers have no largest or smallest value to pad with.
         return not (self.spec.op in ("min", "max") and self.spec.src.dtype.kind == "c")
 
-    def partial_fused(self, plan, coords):
-        kw = {k: v for k, v in self.kw.items() if k not in ("axis", "keepdims")}
-        if self.spec.op == "sum" and self.spec.src.dtype.kind == "b" and \
-                kw["dtype"].kind in "iu":
-            part = self.fold_slices(plan, coords, np.count_nonzero, operator.add)
-            return part if part is NOT_FUSED else part.astype(kw["dtype"])
-        return self.fold_slices(plan, coords, partial(self.func, **kw), self.ufunc)
-
     def partial_stored(self, chunk):
         dtype = chunk.flat.dtype
         chunk.fill_padding(padding_identity(self.spec.op, dtype))
@@ -388,10 +352,6 @@ class _CountNonzero(_Reducer):
         chunk.fill_padding(0)
         return self.reduce_stored(np.count_nonzero, chunk).astype(np.intp)
 
-    def partial_fused(self, plan, coords):
-        part = self.fold_slices(plan, coords, np.count_nonzero, operator.add)
-        return part if part is NOT_FUSED else part.astype(np.intp)
-
     def merge(self, a, b):
         return a + b
 
@@ -409,11 +369,6 @@ class _Mean(_Reducer):
         chunk.fill_padding(padding_identity("sum", chunk.flat.dtype))
         total = self.reduce_stored(np.sum, chunk, dtype=self.spec.acc_dtype())
         return total, chunk.count(self.axes)
-
-    def partial_fused(self, plan, coords):
-        total = self.fold_slices(plan, coords, partial(np.sum, dtype=self.spec.acc_dtype()),
-                                 np.add)
-        return total if total is NOT_FUSED else (total, plan.grid.chunk_items)
 
     def merge(self, a, b):
         return a[0] + b[0], a[1] + b[1]

@@ -27,7 +27,6 @@ a chunk held decoded in an array's tail) goes the general way
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +39,6 @@ from carray.compute.expr import Expr, is_scalar
 
 # Item kinds evaluated and reduced in stored order (numbers and booleans).
 _KINDS = "biufc"
-# Items of an expression evaluated at once when a chunk is folded slice by slice: every
-# operand's slice and the intermediate results stay in the CPU's L2 cache.
-SLICE_ITEMS = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -169,40 +165,6 @@ class StoredPlan:
             flat = flat.astype(dtype)
         return StoredChunk(flat, state.blocks, grid.ext_chunks, grid.valid_shape(coords))
 
-    def fold(self, coords: tuple[int, ...], fold: Callable[[np.ndarray], Any]
-             ) -> list[Any] | None:
-        """``fold`` of every slice of :data:`SLICE_ITEMS` values of the chunk at
-        ``coords``, in order: the operands are decoded whole, then the expression is
-        evaluated and folded a slice at a time, so its intermediate results never leave
-        the cache (one pass over memory instead of one per node and one to reduce).
-
-        None when that does not apply: ``src`` is a plain carray (nothing to evaluate),
-        the chunk has padding, or an operand's chunk is not stored whole.
-        """
-        grid = self.grid
-        if not isinstance(self.src, Expr) or grid.valid_shape(coords) != grid.ext_chunks:
-            return None
-        buffers = _Buffers(grid.chunk_items)
-        decoded = _Eval(grid.chunk_index(coords), buffers, {})
-        if any(decoded.leaf(leaf) is None for leaf in self.leaves):
-            return None
-        made, parts = buffers.made, []
-        # An operand's buffer must not take another dtype's results: a wider view of a
-        # slice would overwrite the operand's items of later slices.
-        buffers.pinned = {name for _, name in decoded.read.values()}
-        for start in range(0, grid.chunk_items, SLICE_ITEMS):
-            # Every slice starts from the same buffers: only the decoded operands taken.
-            buffers.free, buffers.made = [], made
-            state = _Eval(decoded.nchunk, buffers, dict(self.uses), decoded.read,
-                          slice(start, start + SLICE_ITEMS))
-            value = state.node(self.src)
-            assert value is not None  # every operand is decoded already
-            values = value[0]
-            if values.dtype != self.src.dtype:
-                values = values.astype(self.src.dtype)
-            parts.append(fold(values))
-        return parts
-
 
 def stored_plan(src: Any) -> StoredPlan | None:
     """A :class:`StoredPlan` for ``src`` (a carray or an expression), or None when its
@@ -247,7 +209,6 @@ class _Buffers:
         self.items = items
         self.free: list[str] = []
         self.made = 0
-        self.pinned: set[str] = set()  # never given back
 
     def take(self, dtype: np.dtype) -> tuple[np.ndarray, str]:
         name = self.free.pop() if self.free else f"stored{self._new()}"
@@ -259,8 +220,7 @@ class _Buffers:
         return self.made - 1
 
     def give(self, name: str) -> None:
-        if name not in self.pinned:
-            self.free.append(name)
+        self.free.append(name)
 
 
 class _Eval:
@@ -272,15 +232,12 @@ class _Eval:
     reads not done yet; a node's own reads count as done when it has computed).
     """
 
-    def __init__(self, nchunk: int, buffers: _Buffers, uses: dict[int, int],
-                 read: dict[int, tuple[np.ndarray, str]] | None = None,
-                 part: slice = slice(None)) -> None:
+    def __init__(self, nchunk: int, buffers: _Buffers, uses: dict[int, int]) -> None:
         self.nchunk = nchunk
         self.buffers = buffers
         self.uses = uses
-        self.read: dict[int, tuple[np.ndarray, str]] = {} if read is None else read
+        self.read: dict[int, tuple[np.ndarray, str]] = {}
         self.blocks: tuple[int, ...] = ()
-        self.part = part  # the items evaluated: all of them, or one slice
 
     def leaf(self, leaf: Any) -> tuple[np.ndarray, str] | None:
         """A carray's values in this chunk, decoded on first use."""
@@ -292,17 +249,16 @@ class _Eval:
                 return None
             self.blocks = tuple(blocks)
             self.read[key] = (arr, name)
-        arr, name = self.read[key]
-        return arr[self.part], name
+        return self.read[key]
 
-    def node(self, node: Any) -> tuple[np.ndarray, str] | None:
+    def node(self, node: Any) -> tuple[np.ndarray, str | None] | None:
         if is_carray(node):  # the whole expression is one carray
             return self.leaf(node)
         values: list[Any] = []
         owned: list[str | None] = []
         direct: dict[int, int] = {}  # the carrays this node reads itself, and how often
         for a in node.args:
-            got = None
+            got: tuple[np.ndarray, str | None] | None = None
             if is_carray(a):
                 got = self.leaf(a)
                 direct[id(a)] = direct.get(id(a), 0) + 1
@@ -329,7 +285,6 @@ class _Eval:
             out, name = values[reuse], owned[reuse]
         else:
             out, name = self.buffers.take(dtype)
-            out = out[self.part]
         if node.func is np.where:
             cond, x, y = values
             # Both operands cast to the result type, as numpy's where does.

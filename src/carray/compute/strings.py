@@ -60,7 +60,7 @@ def expression(tree: ast.AST, names: Mapping[str, Any],
             raise ExpressionError(f"{tree.id!r} is not a known variable")
         return names[tree.id]
     if isinstance(tree, ast.BinOp):
-        op = _BINOPS.get(type(tree.op)) or _BITOPS.get(type(tree.op))
+        op: Any = _BINOPS.get(type(tree.op)) or _BITOPS.get(type(tree.op))
         if op is None:
             raise ExpressionError(f"unsupported operator {type(tree.op).__name__}")
         return _apply(op, expression(tree.left, names, functions),

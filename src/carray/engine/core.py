@@ -29,8 +29,9 @@ import numpy as np
 
 from carray import _parallel
 from carray.chunkio import ChunkIO
+from carray.engine.description import ArrayDescription
 from carray.engine.points import decode_for, point_groups
-from carray.engine.regrid import regrid
+from carray.engine.resizing import Resizing
 from carray.engine.txn import ChunkListener, atomic
 from carray.engine.units import UnitWriter
 from carray.errors import ReadOnlyError, UnsupportedDTypeError
@@ -38,7 +39,6 @@ from carray.grid import NDGrid, gather, gather_blocked, plan, scatter
 from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
-from carray.params import CParams
 from carray.stores import Store
 
 # A tail bigger than this is not kept decoded between writes: it is written out
@@ -60,7 +60,7 @@ def _flush_all() -> None:
             engine.flush()
 
 
-class ArrayEngine:
+class ArrayEngine(ArrayDescription, Resizing):
     """Storage state and operations of one N-d array (see the module docstring).
 
     Parameters
@@ -77,16 +77,8 @@ class ArrayEngine:
 
     def __init__(self, layout: Layout, meta: ArrayMeta, cbytes: int, mode: str,
                  objects: np.ndarray | None = None) -> None:
-        self._layout = layout
-        self._mode = mode
-        self._dtype = meta.dtype
+        super().__init__(layout, meta, mode)
         self._shape = tuple(meta.shape)
-        self._chunks = tuple(meta.chunks)
-        self._blocks = None if meta.blocks is None else tuple(meta.blocks)
-        self._cparams = meta.cparams
-        self._dflt = np.asarray(meta.dflt if meta.dflt is not None else 0, dtype=meta.dtype)
-        self._expectedlen = meta.expectedlen
-        self._order = meta.order
         self._io = ChunkIO(layout, meta.dtype, self._blocks, meta.cparams, fill=self._dflt)
         self._grid_memo: NDGrid | None = None
         # A 0-d array is one chunk of one item, always whole: no rows, no tail.
@@ -127,16 +119,8 @@ class ArrayEngine:
     # -- description ----------------------------------------------------------------------
 
     @property
-    def dtype(self) -> np.dtype:
-        return self._dtype
-
-    @property
     def shape(self) -> tuple[int, ...]:
         return self._shape
-
-    @property
-    def chunks(self) -> tuple[int, ...]:
-        return self._chunks
 
     @property
     def declared_chunks(self) -> tuple[int, ...]:
@@ -147,27 +131,6 @@ class ArrayEngine:
             return self._chunks
         return tuple(d if d == 0 and n == 0 else c
                      for d, c, n in zip(declared, self._chunks, self._shape, strict=True))
-
-    @property
-    def blocks(self) -> tuple[int, ...] | None:
-        return self._blocks
-
-    @property
-    def cparams(self) -> CParams:
-        return self._cparams
-
-    @property
-    def dflt(self) -> np.ndarray:
-        """The fill value, as a 0-d array of the dtype."""
-        return self._dflt
-
-    @property
-    def expectedlen(self) -> int:
-        return self._expectedlen
-
-    @property
-    def mode(self) -> str:
-        return self._mode
 
     @property
     def grid(self) -> NDGrid:
@@ -219,23 +182,6 @@ class ArrayEngine:
         return self._objects
 
     @property
-    def in_memory(self) -> bool:
-        return self._layout.in_memory
-
-    @property
-    def remote(self) -> bool:
-        return self._layout.remote
-
-    @property
-    def rows_only(self) -> bool:
-        """Whether only the first axis can be resized (bcolz directories)."""
-        return self._layout.rows_only
-
-    @property
-    def fsync(self) -> bool:
-        return bool(getattr(self._layout, "fsync", True))
-
-    @property
     def unit_chunks(self) -> int:
         """Chunks per file a parallel writer can write alone (0: not in parallel)."""
         if self._layout.in_memory or (self._order == "F" and len(self._shape) > 1):
@@ -243,35 +189,15 @@ class ArrayEngine:
         return self._layout.unit_chunks
 
     @property
-    def order(self) -> str:
-        """'F' when the stored array is the transpose of the one users see, else 'C'."""
-        return self._order
-
-    @property
     def dirty(self) -> bool:
         """Whether there are changes not flushed yet."""
         return self._tail_dirty or self in _unflushed
-
-    def describe(self) -> str:
-        """The layout, for messages."""
-        return self._layout.describe()
-
-    def layout_name(self) -> str:
-        """The layout's class name without 'Layout' (``Superchunk``, ``Bcolz``, ...)."""
-        return type(self._layout).__name__.removesuffix("Layout")
 
     def meta(self) -> ArrayMeta:
         """What the layout records about the array now."""
         return ArrayMeta(dtype=self._dtype, shape=self._shape, chunks=self._chunks,
                          blocks=self._blocks, cparams=self._cparams, dflt=self._dflt,
                          expectedlen=self._expectedlen, order=self._order)
-
-    def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
-        """Something that changes whenever chunk ``nchunk`` is rewritten (None in memory)."""
-        return self._layout.chunk_stamp(nchunk)
-
-    def chunk_path(self, nchunk: int) -> str | None:
-        return self._layout.chunk_path(nchunk)
 
     def chunk_fill(self, nchunk: int) -> np.ndarray | None:
         """The one value chunk ``nchunk`` holds, when its layout records it as a fill
@@ -280,25 +206,6 @@ class ArrayEngine:
                 self._tail is not None and self._in_tail_run(self.grid.chunk_coords(nchunk))):
             return None
         return self._io.fill_of(nchunk)
-
-    # -- side data: attributes and sidecars -----------------------------------------------
-
-    def load_attrs(self) -> dict[str, Any]:
-        return self._layout.load_attrs()
-
-    def save_attrs(self, attrs: dict[str, Any]) -> None:
-        self._layout.save_attrs(attrs)
-
-    def sidecar_names(self) -> list[str]:
-        """Names of the small files kept beside the metadata (summaries, caches)."""
-        return self._layout.sidecar_names()
-
-    def load_sidecar(self, name: str) -> bytes | None:
-        return self._layout.load_sidecar(name)
-
-    def save_sidecar(self, name: str, data: bytes | None) -> None:
-        """Write (or with None delete) a sidecar; caches only, never fsynced."""
-        self._layout.save_sidecar(name, data)
 
     # -- listeners ------------------------------------------------------------------------
 
@@ -749,129 +656,6 @@ class ArrayEngine:
                 self._tail_view(coords)[tuple(local)] = flat[pos]
             self._mark_dirty()
         self._release_big_tail()
-
-    # -- resizing -------------------------------------------------------------------------
-
-    @atomic
-    def resize(self, new: tuple[int, ...]) -> None:
-        """Grow (with ``dflt``) or shrink to shape ``new`` (as many axes), then flush."""
-        self.check_writable()
-        if new[1:] != self._shape[1:]:
-            self._resize_trailing(new[1:])
-        if new[0] > self._shape[0]:
-            self._grow_rows(new[0])
-        elif new[0] < self._shape[0]:
-            self._shrink_rows(new[0])
-        self.flush()
-
-    def _resize_trailing(self, new_trailing: tuple[int, ...]) -> None:
-        if self._layout.rows_only:
-            raise ValueError(f"{self.describe()}: the bcolz layout stores whole rows, so it "
-                             "can only resize along the first axis; copy the array to another "
-                             "format to change other axes")
-        self._flush_tail()
-        self._tail, self._cache = None, None
-        old = self._shape
-        middle = (old[0], *(min(o, n) for o, n in zip(old[1:], new_trailing, strict=True)))
-        new = (old[0], *new_trailing)
-        grid = self.grid
-        if middle != old:
-            self._cbytes += regrid(self._layout, self._io, grid, grid.resized(middle),
-                                   self._dflt, grow=False)
-            self._shape = middle
-        if new != middle:
-            self._cbytes += regrid(self._layout, self._io, grid.resized(middle),
-                                   grid.resized(new), self._dflt, grow=True)
-            self._shape = new
-
-    def _grow_rows(self, nitems: int) -> None:
-        """Append ``dflt`` rows up to ``nitems``: whole runs of chunks as one chunk stored
-        many times (a special chunk, which layouts that can record without storing)."""
-        c0 = self._chunks[0]
-        if self._nleft:
-            fill = min(c0 - self._nleft, nitems - self._shape[0])
-            self.append(np.broadcast_to(self._dflt, (fill, *self._shape[1:])))
-        rows = (nitems - self._shape[0]) // c0
-        if rows:
-            grid = self.grid
-            # One chunk written many times: a special chunk where the layout takes them.
-            chunk = self._io.fill_chunk(grid) or self._io.encode(
-                np.full(grid.chunk_items, self._dflt, dtype=self._dtype), grid)
-            full = np.full(1, self._dflt, dtype=self._dtype)  # listeners' range of values
-            per_row = self.per_row
-            for _ in range(rows):
-                self._shape = (self._shape[0] + c0, *self._shape[1:])
-                self._nfull += 1
-                first = (self._nfull - 1) * per_row
-                for nchunk in range(first, first + per_row):
-                    self._remember(nchunk)
-                    self._cbytes += self._layout.write_chunk(nchunk, chunk)
-                    if self._listeners:
-                        stamp = self._layout.chunk_stamp(nchunk)
-                        for listener in self._listeners:
-                            listener.chunk_written(nchunk, full, stamp)
-        if nitems > self._shape[0] and not self._nleft and self._grow_lazily(nitems):
-            return
-        if nitems > self._shape[0]:
-            self.append(np.broadcast_to(self._dflt, (nitems - self._shape[0],
-                                                     *self._shape[1:])))
-
-    def _grow_lazily(self, nitems: int) -> bool:
-        """Add the last, partial run of ``dflt`` rows up to ``nitems`` as special chunks,
-        without a decoded tail; False when the array needs a tail (runs of one chunk
-        keep theirs decoded) or its layout real chunks."""
-        grid = self.grid
-        chunk = self._io.fill_chunk(grid)
-        if chunk is None or self.per_row == 1:
-            return False
-        first = self._nfull * self.per_row
-        for nchunk in range(first, first + self.per_row):
-            self._remember(nchunk)
-            self._cbytes += self._layout.write_chunk(nchunk, chunk)
-        self._shape = (nitems, *self._shape[1:])
-        self._tail, self._tail_dirty = None, False
-        self.mark_pending()  # the new length waits for the next flush
-        return True
-
-    def _shrink_rows(self, nitems: int) -> None:
-        """Cut the first axis to ``nitems``, recording the shorter length before deleting
-        chunks."""
-        c0 = self._chunks[0]
-        new_full, new_left = divmod(nitems, c0)
-        if new_full >= self._nfull:
-            self._shape = (nitems, *self._shape[1:])
-            if self._tail is not None:
-                self._mark_dirty()
-            return
-        per_row = self.per_row
-        if new_left and (per_row == 1 or self._layout.in_memory):
-            start = new_full * c0
-            tail = np.zeros((c0, *self._shape[1:]), dtype=self._dtype)
-            self.read(self.rows_key(range(start, nitems)), tail[:new_left])
-            self._tail, self._tail_dirty = tail, True
-        else:
-            # A large tail is decoded again when next needed; its chunks stay.
-            self._tail, self._tail_dirty = None, False
-        self._cache = None
-        # The chunks holding the new tail stay until a flush rewrites them.
-        keep = 1 if new_left else 0
-        self._nfull = new_full
-        self._shape = (nitems, *self._shape[1:])
-        # Record the shorter length before deleting files, so a crash in between
-        # leaves a readable array (readers ignore chunks past the length).
-        self.flush()
-        self._cbytes += self._layout.drop_chunks((new_full + keep) * per_row)
-        for listener in self._listeners:
-            listener.chunks_dropped(new_full * per_row)
-
-    def clip(self, nitems: int) -> None:
-        """Hide rows past ``nitems`` without writing anything (read-only table views)."""
-        if nitems >= self._shape[0]:
-            return
-        self._shape = (nitems, *self._shape[1:])
-        self._nfull, self._cache, self._tail = nitems // self._chunks[0], None, None
-        if self._nleft and self.per_row == 1:
-            self._ensure_tail()
 
     # -- persistence ----------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -74,12 +74,12 @@ class DsBackendArray(BackendArray):
         return np.asarray(data, dtype=self.dtype)
 
 
-def _variable_spec(key: str, entry: dict) -> tuple[np.dtype, dict, object] | None:
+def _variable_spec(key: str, entry: dict) -> tuple[np.dtype, dict, Any]:
     """dtype xarray sees, extra attributes, and the fill value, for one header entry."""
     type_ = entry.get(".type", "float64")
-    order = "<" if entry.get(".endian", "b") == "l" else ">"
+    order: Literal["<", ">"] = "<" if entry.get(".endian", "b") == "l" else ">"
     attrs: dict = {}
-    fill = None
+    fill: Any = None
     if type_ in NUMERIC_TYPES:
         dtype = NUMERIC_TYPES[type_].newbyteorder(order)
     elif type_ == "bool":
@@ -113,8 +113,8 @@ class DsDataStore(AbstractDataStore):
             if key.startswith(".") or entry.get(".size", []) is None:
                 continue
             shape = tuple(entry.get(".size", []))
-            dims = entry.get(".dims")
-            dims = tuple(default_dims(key, len(shape)) if dims is None else dims)
+            named = entry.get(".dims")
+            dims = tuple(default_dims(key, len(shape)) if named is None else named)
             dtype, extra, fill = _variable_spec(key, entry)
             attrs = {k: v for k, v in entry.items() if not k.startswith(".")}
             attrs.update(extra)
@@ -127,7 +127,7 @@ class DsDataStore(AbstractDataStore):
         return dict(self.header.get(".", {}))
 
     def get_dimensions(self) -> dict:
-        sizes = {}
+        sizes: dict[str, int] = {}
         for var in self.get_variables().values():
             sizes.update(zip(var.dims, var.shape, strict=True))
         return sizes
@@ -216,9 +216,9 @@ def to_ds(dataset: xr.Dataset, path: str | os.PathLike, *, fsync: bool = True) -
         values = np.asarray(var.values)
         var_attrs = dict(var.attrs)
         fill = var_attrs.pop("_FillValue", None)
-        mask = was_masked.get(name, np.zeros(values.shape, bool))
+        mask: Any = was_masked.get(name, np.zeros(values.shape, bool))
         if values.dtype == object:
-            mask = np.equal(values, None)
+            mask = values == None  # noqa: E711 - elementwise: which items are None
         elif fill is not None:
             mask = mask | (np.isnan(values) if values.dtype.kind == "f" and np.isnan(fill)
                            else values == fill)

@@ -122,6 +122,7 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
     # Taken before anything is read: opening for writing may recover an interrupted commit.
     lock = WriteLock.acquire(store, rootdir) if not readonly and storage.get("lock", True) \
         else None
+    opened: tuple[Layout, ArrayMeta, int]
     try:
         if kind.cls is B2ndLayout:
             opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store)

@@ -22,9 +22,19 @@ import numpy as np
 
 from carray.dtypes import checked_dtype
 from carray.errors import FormatError
-from carray.formats._b2frame_header import MAGIC, SPARSE_INDEX, build_nd_meta, dtype_string
-from carray.formats._b2frame_write import COMPCODES
+from carray.formats import _b2frame_chunk as _chunk
+from carray.formats._b2frame_header import (
+    MAGIC,
+    SPARSE_INDEX,
+    build_header,
+    build_nd_meta,
+    build_trailer,
+    dtype_string,
+)
+from carray.formats._b2frame_write import COMPCODES, offsets_chunk
 from carray.geometry import CATERVA_MAX_DIM
+from carray.grid import NDGrid
+from carray.layouts.base import ArrayMeta
 from carray.params import FILTER_CODES, CParams, Shuffle
 from carray.stores import LOCAL, Store
 
@@ -202,3 +212,25 @@ class _ChunkFile:
     def read_into(self, offset: int, out: Any) -> int:
         view = memoryview(out).cast("B")[:max(0, self.size - offset)]
         return self._h.pread_into(view, offset)
+
+
+def new_frame_parts(meta: ArrayMeta, grid: NDGrid, contiguous: bool,
+                    kind: str) -> tuple[bytes, bytes, bytes]:
+    """``(header, offsets chunk, trailer)`` of a new frame of ``meta`` whose chunks are
+    all zeros (not stored), with our ``carray`` metalayer."""
+    dtype = np.dtype(meta.dtype)
+    cp = meta.cparams
+    n = grid.nchunks
+    index = offsets_chunk(np.full(n, _chunk.special_offset(_chunk.ZERO), np.int64), cp) if n else b""
+    trailer = build_trailer([])
+    filters, filters_meta = header_filters(dtype, cp)
+    layers = [nd_layer(kind, grid.shape, grid.chunks, grid.blocks, dtype),
+              (CARRAY_META, carray_meta(dtype, meta.dflt, meta.expectedlen, 0,
+                                        with_dtype=kind == "caterva"))]
+    header = build_header(
+        frame_type=0 if contiguous else 1, nbytes=n * grid.chunk_nbytes, cbytes=0,
+        typesize=dtype.itemsize, blocksize=grid.block_nbytes, chunksize=grid.chunk_nbytes,
+        compcode=COMPCODES[cp.cname], clevel=cp.clevel, filters=filters,
+        filters_meta=filters_meta, has_vlmeta=False, metalayers=layers,
+        data_len=len(index), trailer_len=len(trailer))
+    return header, index, trailer

@@ -13,7 +13,7 @@ for older readers) always store real chunks.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class AbsentChunks(SuperchunkParts):
     """Finding, reading and recording absent (fill) chunks."""
 
     if TYPE_CHECKING:
-        _filling: dict
+        _filling: dict[int, Any]
 
     def _find(self, k: int) -> Superchunk | None:
         """Superchunk ``k``, or None when it has no file."""

@@ -257,7 +257,9 @@ class Sizes:
         fill = obj.get("fill_chunks", 0)
         if not (_is_int(fill) and fill >= 0):
             raise FormatError(f"meta/sizes fill_chunks must be an int >= 0, got {fill!r}", path)
-        return cls(checked_shape(shape, itemsize=1, source=path), *vals[1:], fill_chunks=fill)
+        nbytes, cbytes, generation = vals[1:]
+        return cls(checked_shape(shape, itemsize=1, source=path), nbytes, cbytes, generation,
+                   fill_chunks=fill)
 
 
 # -- meta/attrs: typed values ----------------------------------------------------------------

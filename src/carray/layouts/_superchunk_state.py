@@ -9,7 +9,9 @@ layout itself defines them.
 
 from __future__ import annotations
 
+import struct
 import threading
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from carray.codecs import blosc
+from carray.codecs.blosc import BLOSC1_HEADER
 from carray.formats._blp_frame import BlpHeader, Checksum
 from carray.layouts._superchunk_meta import StorageInfo
 from carray.stores import Handle, Store
@@ -57,7 +60,7 @@ class SuperchunkParts:
     info: StorageInfo
     readonly: bool
     fsync: bool
-    verify: bool
+    verify: bool | str
     _S: int
     _ck: Checksum
     _dsize: int
@@ -92,3 +95,30 @@ class SuperchunkParts:
         def _capacity(self, sc: Superchunk, off: int) -> int: ...
         def _chunk_size_field(self) -> int: ...
         def _existing_superchunks(self) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """Where a chunk lies in its superchunk file (see :meth:`SuperchunkLayout.chunk_span`).
+
+    ``offsets_pos`` and ``data_start`` are where the file's offsets table and its
+    chunk area start; ``room`` is the bytes up to the next chunk (or the end).
+    """
+
+    path: str
+    offset: int
+    cbytes: int
+    room: int
+    offsets_pos: int
+    data_start: int
+
+
+def crc_stamp(off: int, head: bytes, tail: bytes) -> int:
+    """What changes when the chunk at ``off`` with this head and tail is rewritten."""
+    return zlib.crc32(struct.pack("<q", off) + bytes(head) + bytes(tail)) & 0x7FFFFFFF
+
+
+def chunk_stamp_of(off: int, data: bytes, digest: bytes) -> tuple[int, int]:
+    """The stamp of chunk bytes ``data`` (with ``digest``) stored at ``off``."""
+    tail = digest if digest else data[-min(16, len(data)):]
+    return (len(data), crc_stamp(off, data[:BLOSC1_HEADER], tail))

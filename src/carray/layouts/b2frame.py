@@ -1,39 +1,13 @@
 """The b2nd layout: an array kept as a python-blosc2 ``.b2nd`` frame, read and modified in place.
 
-Format facts relied on (docs/formats/b2frame.md, docs/formats/blosc2-chunk.md;
-parsing and validation are :class:`carray.formats.b2frame.Frame`'s, byte
-building :mod:`carray.formats._b2frame_header`'s):
-
-* A contiguous frame is ``header | chunks | offsets chunk | trailer``; chunk
-  *i* starts at ``header_len + offset[i]``, the offsets chunk at ``header_len +
-  cbytes`` and the trailer is found from the last 23 bytes before
-  ``frame_len``; bytes after ``frame_len`` are ignored ("Contiguous frame").
-* c-blosc2 itself appends new and updated chunks at ``header_len + cbytes``
-  and leaves replaced ones where they were (frame.c ``frame_append_chunk``,
-  ``frame_update_chunk``): chunks need not be packed, and ``cbytes`` is the
-  length of the data region, dead space included.  python-blosc2 4.14 reads
-  and appends to such frames (checked by tests/layouts/test_b2frame_layout.py).
-* A sparse frame is a directory: ``chunks.b2frame`` = header | offsets chunk |
-  trailer, a non-negative offset is the number of the file ``%08X.chunk``
-  holding the chunk, header ``cbytes`` sums the chunk files ("Sparse frame"); c-blosc2
-  numbers a new chunk ``max(offsets) + 1``.
-* A negative offset is a chunk that is not stored: bit 63 plus the special
-  code << 56 (1 zeros, 2 NaN, 4 uninitialised) ("Data chunks and the offsets chunk").
-* The ``b2nd`` (and ``caterva``) metalayer holds every integer fixed-width
-  (``D3``/``D2``), so a new shape keeps the header's length; the header's size
-  fields sit at fixed offsets ("Header: fixed part", "N-d arrays").
-* Every chunk holds ``chunkshape`` rounded up to whole blocks, edge chunks
-  padded: frame ``chunksize = prod(extchunk) * itemsize``, ``blocksize =
-  prod(blockshape) * itemsize``, ``nbytes = nchunks * chunksize``, typesize
-  the item size (python-blosc2 gives ``U`` dtypes SHUFFLE with filters_meta 4)
-  ("N-d layout").
-* vlmeta values are Blosc2 chunks of msgpack values, at most 16 in a trailer;
-  python-blosc2 ignores metalayers it does not know ("vlmeta").
-
-Layout.  Besides ``b2nd`` a frame we create carries the fixed metalayer
-``carray``: a msgpack map ``{"version": 1, "dflt": <item bytes>, "expectedlen":
-int64, "cbytes": int64}`` (fixed-width ints, so it too is rewritten in place).
-Frames written by others keep the metalayers they have.
+Format facts relied on are in docs/formats/b2frame.md (frames, metalayers, special
+offsets, vlmeta) and docs/formats/blosc2-chunk.md; parsing and validation are
+:class:`carray.formats.b2frame.Frame`'s, byte building :mod:`carray.formats._b2frame_header`'s.
+A frame we create also carries the fixed metalayer ``carray`` (``dflt``,
+``expectedlen``, ``cbytes``; fixed-width ints, rewritten in place); frames written by
+others keep the metalayers they have.  Chunks need not be packed: c-blosc2 itself
+appends new and updated chunks at ``header_len + cbytes`` and leaves replaced ones
+where they were, and python-blosc2 reads such frames.
 
 Crash safety.  The committed state is what the header (contiguous) or
 ``chunks.b2frame`` (sparse) points at.  Contiguous: chunk bytes are only ever
@@ -75,12 +49,11 @@ from carray.errors import (
 from carray.formats import _b2frame_chunk as _chunk
 from carray.formats._b2frame_header import (
     SPARSE_INDEX,
-    build_header,
     build_nd_meta,
     build_trailer,
     patch_header,
 )
-from carray.formats._b2frame_write import COMPCODES, encode_vlmeta, offsets_chunk, special_code_of
+from carray.formats._b2frame_write import encode_vlmeta, offsets_chunk, special_code_of
 from carray.formats.b2frame import Frame, decode_vlmeta
 from carray.grid import NDGrid
 from carray.layouts._b2frame_meta import (
@@ -89,9 +62,8 @@ from carray.layouts._b2frame_meta import (
     carray_meta,
     chunk_file_name,
     cparams_of,
-    header_filters,
     is_b2nd_frame,
-    nd_layer,
+    new_frame_parts,
     parse_carray_meta,
     recorded_dtype,
 )
@@ -186,20 +158,7 @@ class B2ndLayout(Layout):
         clear_for_create(store, path, mode)
         parent = store.dirname(path)
         store.makedirs(parent)
-        cp = meta.cparams
-        n = grid.nchunks
-        index = offsets_chunk(np.full(n, _ZERO, np.int64), cp) if n else b""
-        trailer = build_trailer([])
-        filters, filters_meta = header_filters(dtype, cp)
-        layers = [nd_layer(kind, grid.shape, grid.chunks, grid.blocks, dtype),
-                  (CARRAY_META, carray_meta(dtype, meta.dflt, meta.expectedlen, 0,
-                                            with_dtype=kind == "caterva"))]
-        header = build_header(
-            frame_type=0 if contiguous else 1, nbytes=n * grid.chunk_nbytes, cbytes=0,
-            typesize=dtype.itemsize, blocksize=grid.block_nbytes, chunksize=grid.chunk_nbytes,
-            compcode=COMPCODES[cp.cname], clevel=cp.clevel, filters=filters,
-            filters_meta=filters_meta, has_vlmeta=False, metalayers=layers,
-            data_len=len(index), trailer_len=len(trailer))
+        header, index, trailer = new_frame_parts(meta, grid, contiguous, kind)
         if contiguous:
             store.put(path, (header, index, trailer), fsync=fsync)
         else:

@@ -1,45 +1,20 @@
 """The superchunk layout: carray's own directory format, crash-safe and checksummed.
 
-The format is described in docs/formats/superchunk.md; the facts this module
-relies on most:
+The format is described in docs/formats/superchunk.md: ``meta/`` (storage, sizes,
+attrs, journal) and ``data/sc_NNNNNN.blp``, superchunk ``k`` a Bloscpack file holding
+chunks ``[k*S, (k+1)*S)``, each followed by its digest and some room for rewrites;
+absent chunks (offset -1, or no file) below ``fill_chunks`` hold the fill value.
 
-* a dataset is a directory: ``meta/storage`` (JSON, written once), ``meta/sizes``
-  (the only authority on the shape, replaced atomically by each commit),
-  ``meta/attrs`` (typed user attributes), ``meta/journal`` (only while a commit
-  is applied) and ``data/sc_NNNNNN.blp``, superchunk ``k`` holding chunks
-  ``[k*S, (k+1)*S)`` with ``S = superchunksize``;
-* each superchunk file is a Bloscpack version-3 file (docs/formats/bloscpack.md):
-  header, metadata naming the superchunk, ``S`` int64 offset slots (-1 unused),
-  then per chunk its Blosc bytes, its digest and ``ceil(spare * cbytes)`` bytes
-  of room, so a rewritten chunk that still fits goes back in place;
-* bloscpack 0.16 streams chunks right after the offsets table, so it reads a
-  file only when its chunks are Blosc1, in order and back to back (``blosc1=True,
-  spare=0``; commits re-pack such files when a rewrite broke the order);
-* absent chunks ("Absent chunks"): below ``meta/sizes`` ``fill_chunks`` a chunk
-  with offset -1, or in a superchunk with no file, holds only the fill value.
-  Writing the engine's special chunk of the fill value records one (Blosc2
-  datasets only); reading one returns that special chunk, which
-  :meth:`special_chunk` hands out without any I/O once the file is known.
+Crash safety (the journal's bytes: docs/formats/superchunk.md).  The committed state is
+``meta/sizes`` plus the superchunk files' offsets tables and headers; between commits
+chunk bytes only go where it does not look (the end of a file, a new file under a
+temporary name, or what was written since), and rewrites of committed room wait in
+memory.  A commit fsyncs the new bytes, writes ``meta/journal`` (every write it is about
+to make to committed bytes, the new sizes, a generation and a CRC) atomically, applies
+it, replaces ``meta/sizes`` and deletes the journal; a writable open replays a complete
+journal of the next generation: interrupted anywhere, it reopens at its last commit.
 
-Crash safety.  The committed state is ``meta/sizes`` plus the offsets tables and
-headers of the superchunk files.  Between commits, chunk bytes only ever go to
-space the committed state does not reference: the end of a superchunk file (a
-new file is written under a temporary name and renamed), or a region written
-since the last commit.  A rewrite that fits the room of a chunk the committed
-state references cannot be done in place yet; it is kept in memory until the
-commit (bounded; past the bound chunks move to the end instead).  A commit
-then (1) fsyncs the new chunk bytes, (2) writes ``meta/journal`` -- every byte
-write it is about to make to referenced space (in-place chunks, offset slots,
-headers) and the new sizes, with a generation number and a CRC -- atomically,
-(3) applies those writes and fsyncs, (4) replaces ``meta/sizes`` (generation
-+1), (5) deletes the journal.  Opening in mode 'a' replays a complete journal
-whose generation is the next one and discards any other; mode 'r' applies it in
-memory only.  Writes are absolute, so replaying twice is harmless; the
-generation stops an old journal from being replayed over newer data.
-Interrupted at any point, a dataset reopens at its last complete commit.
-
-Checksums are verified on every read that decodes a whole chunk (``verify=True``,
-the default), the partial last chunk and edge chunks included.  A ranged read
+Checksums are verified on every read that decodes a whole chunk (``verify=True``).  A ranged read
 (a few items or blocks of a chunk) fetches only the Blosc header, block table
 and blocks it needs, so it checks those structures, not the digest; with
 ``verify="full"`` it fetches and checks the whole chunk first.
@@ -49,12 +24,9 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -99,7 +71,14 @@ from carray.layouts._superchunk_meta import (
     dumps,
     encode_attr,
 )
-from carray.layouts._superchunk_state import CachedHead, Prefetched, Superchunk
+from carray.layouts._superchunk_state import (
+    CachedHead,
+    ChunkSpan,
+    Prefetched,
+    Superchunk,
+    chunk_stamp_of,
+    crc_stamp,
+)
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
 from carray.layouts.bcolz import read_json
 from carray.safejson import load_json
@@ -118,22 +97,6 @@ _META_GUESS = 1024
 # Chunk headers (with their block tables) kept for partial reads.
 _CACHED_HEADS = 1024
 _BLOSC_HEAD = blosc.BLOSC1_HEADER
-
-
-@dataclass(frozen=True)
-class ChunkSpan:
-    """Where a chunk lies in its superchunk file (see :meth:`SuperchunkLayout.chunk_span`).
-
-    ``offsets_pos`` and ``data_start`` are where the file's offsets table and its
-    chunk area start; ``room`` is the bytes up to the next chunk (or the end).
-    """
-
-    path: str
-    offset: int
-    cbytes: int
-    room: int
-    offsets_pos: int
-    data_start: int
 
 
 def superchunk_name(k: int) -> str:
@@ -166,7 +129,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
     in_memory = False
 
     def __init__(self, rootdir: str, info: StorageInfo, readonly: bool, fsync: bool,
-                 verify: bool, store: Store = LOCAL) -> None:
+                 verify: bool | str, store: Store = LOCAL) -> None:
         super().__init__(readonly)
         self.store = store
         self.rootdir = rootdir
@@ -210,7 +173,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
     def create(cls, rootdir: str, meta: ArrayMeta, mode: str = "a",
                fsync: bool = True, superchunksize: int | None = None,
                checksum: str | int | None = "adler32", spare: float | None = None,
-               blosc1: bool = False, verify: bool = True,
+               blosc1: bool = False, verify: bool | str = True,
                store: Store = LOCAL) -> SuperchunkLayout:
         """Make a new, empty dataset directory holding ``meta``.
 
@@ -263,7 +226,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
 
     @classmethod
     def open(cls, rootdir: str, readonly: bool = False, fsync: bool = True,
-             verify: bool = True, store: Store = LOCAL
+             verify: bool | str = True, store: Store = LOCAL
              ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
         """Open a dataset; returns the layout, its metadata and its cbytes.
 
@@ -494,7 +457,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
                 raise FormatError(f"metadata section of {mh.section_size} bytes does not fit "
                                   f"a file of {size}", path, HEADER_SIZE)
             section = self._slice(sc, head, HEADER_SIZE, mh.section_size)
-            obj, _ = decode_metadata(section, path, HEADER_SIZE, verify=self.verify)
+            obj, _ = decode_metadata(section, path, HEADER_SIZE, verify=bool(self.verify))
             if not isinstance(obj, dict) or obj.get("superchunk") != k:
                 raise FormatError(f"metadata does not name superchunk {k}: {obj!r}", path,
                                   HEADER_SIZE)
@@ -568,7 +531,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
                 return memoryview(rec)[:len(rec) - self._dsize]
             found = self._lookup(nchunk)
             if found is None:
-                return memoryview(self._absent)
+                return memoryview(self._absent or b"")  # (None only for Blosc1 datasets)
             sc, off = found
             cbytes, buf = sc.sizes.get(nchunk % self._S), None
             if self._remote_reads(sc):
@@ -616,7 +579,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
             if cached is None:
                 found = self._lookup(nchunk)
                 if found is None:
-                    absent = self._absent
+                    absent = self._absent or b""  # (None only for Blosc1 datasets)
                     return ChunkReader(len(absent), lambda o, n: absent[o:o + n]), len(absent)
                 sc, off = found
                 head = self._pread(sc, min(_HEAD_READ, sc.size - off), off)
@@ -689,7 +652,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
         digest = self._ck.digest(data)
         filled = self._fill(nchunk, data, digest)
         if filled is not None:  # the next chunk of a new file, written whole later
-            self._stamps[nchunk] = _stamp(filled, data, digest)
+            self._stamps[nchunk] = chunk_stamp_of(filled, data, digest)
             return len(data)
         k, slot = divmod(nchunk, self._S)
         sc = self._get(k, create=True)
@@ -708,12 +671,12 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
                 if old >= sc.committed_end:
                     # Written since the last commit: nothing committed refers to it.
                     self._pwrite(sc, old, (data, digest))
-                    self._stamps[nchunk] = _stamp(old, data, digest)
+                    self._stamps[nchunk] = chunk_stamp_of(old, data, digest)
                     return len(data) - old_cbytes
                 if self._inplace_bytes + need <= INPLACE_LIMIT:
                     self._inplace[nchunk] = data + digest
                     self._inplace_bytes += need
-                    self._stamps[nchunk] = _stamp(old, data, digest)
+                    self._stamps[nchunk] = chunk_stamp_of(old, data, digest)
                     return len(data) - old_cbytes
             if old < sc.committed_end:
                 sc.garbage += room
@@ -722,7 +685,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
         self._pwrite(sc, off, (data, digest, bytes(spare)))
         sc.size += need + spare
         sc.offsets[slot] = off
-        self._stamps[nchunk] = _stamp(off, data, digest)
+        self._stamps[nchunk] = chunk_stamp_of(off, data, digest)
         return len(data) - old_cbytes
 
     def drop_chunks(self, first: int) -> int:
@@ -785,7 +748,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
             end = self._pread(sc, tail, off + rec_end - tail)
         except FormatError:
             return (-1, -1)
-        return (h.cbytes, _crc_stamp(off, head, end))
+        return (h.cbytes, crc_stamp(off, head, end))
 
     def load_attrs(self) -> dict[str, Any]:
         key = self.store.join(self._metadir, ATTRS_FILE)
@@ -834,11 +797,3 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-def _crc_stamp(off: int, head: bytes, tail: bytes) -> int:
-    return zlib.crc32(struct.pack("<q", off) + bytes(head) + bytes(tail)) & 0x7FFFFFFF
-
-
-def _stamp(off: int, data: bytes, digest: bytes) -> tuple[int, int]:
-    tail = digest if digest else data[-min(16, len(data)):]
-    return (len(data), _crc_stamp(off, data[:_BLOSC_HEAD], tail))

@@ -1,0 +1,98 @@
+"""Queries over a table: which blocks of rows match an expression, and their values.
+
+The table methods ``where``, ``whereblocks``, ``fetchwhere`` and ``eval`` use these;
+they know a table only by its public API (``cols``, ``len``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from carray.query import BlockEvaluator, Expression, caller_scope
+from carray.table_columns import field_dtype, read_any, select_rows
+from carray.vlstring import StringColumn
+
+# The name a boolean array of rows takes when it is the query (bcolz's where(boolarr)).
+_MASK_NAME = "where_mask__"
+
+
+def evaluator(t: Any, expression: str, user_dict: Mapping | None, vm: str | None,
+              depth: int, blen: int | None = None, prune: bool = True) -> BlockEvaluator:
+    """The block evaluator of ``expression`` over ``t``'s columns (and the variables of
+    the caller ``depth`` frames up)."""
+    if not isinstance(expression, str):  # bcolz: a boolean carray (or array) of rows
+        user_dict = {**(user_dict or {}), _MASK_NAME: expression}
+        expression = _MASK_NAME
+    expr = Expression.parse(expression)
+    scope = {}
+    if any(n not in t.cols for n in expr.names):
+        scope = caller_scope(depth + 1)
+        scope.update(user_dict or {})
+    ev = BlockEvaluator(expr, t.cols, scope, vm=vm, blen=blen, prune=prune)
+    if ev.length is not None and ev.length != len(t):
+        raise ValueError(f"operands of {expression!r} have {ev.length} rows, the table "
+                         f"{len(t)}")
+    ev.length = len(t)
+    return ev
+
+def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
+            limit: int | None) -> Iterator[dict[str, np.ndarray]]:
+    """Blocks of matching rows: column name -> values (copies)."""
+    taken = 0
+    buffers: dict[str, np.ndarray] = {}
+    for lo, hi, result, env in ev.blocks():
+        if result.dtype != np.bool_:
+            raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
+        count = int(np.count_nonzero(result))
+        if count == 0:
+            continue
+        # A boolean mask selects fastest; positions are needed to skip, limit or number.
+        sel: np.ndarray = result
+        if skip or limit is not None or "nrow__" in names or count * 64 < hi - lo:
+            sel = np.flatnonzero(result)
+            if skip:
+                if skip >= len(sel):
+                    skip -= len(sel)
+                    continue
+                sel, skip = sel[skip:], 0
+            if limit is not None:
+                sel = sel[:limit - taken]
+            count = len(sel)
+            if count == 0:
+                continue
+        block = {}
+        for n in names:
+            if n == "nrow__":
+                block[n] = sel + lo
+            elif n in env and isinstance(env[n], np.ndarray) and n in ev.columns:
+                block[n] = select_rows(env[n], sel)
+            else:
+                block[n] = take(t, n, sel, count, lo, hi, buffers)
+        yield block
+        taken += count
+        if limit is not None and taken >= limit:
+            return
+
+def take(t: Any, name: str, sel: np.ndarray, count: int, lo: int, hi: int,
+         buffers: dict[str, np.ndarray]) -> np.ndarray:
+    """Rows ``sel`` (mask or positions) of block ``[lo, hi)`` of a column.
+
+    Few rows are fetched one by one (only their Blosc blocks are decoded); many
+    by decoding the whole block into a reused buffer.
+    """
+    col = t.cols[name]
+    if isinstance(col, StringColumn) or count * 64 < hi - lo:
+        idx = np.flatnonzero(sel) if sel.dtype == np.bool_ else sel
+        return read_any(col, idx + lo)
+    buf = buffers.get(name)
+    if buf is None or len(buf) < hi - lo:
+        buf = buffers[name] = np.empty((hi - lo, *col.shape[1:]), dtype=col.dtype)
+    return select_rows(col.read_rows(range(lo, hi), out=buf[:hi - lo]), sel)
+
+def result_dtype(t: Any, names: list[str]) -> np.dtype:
+    """The dtype of result rows of columns ``names`` (``nrow__``: the row number)."""
+    return np.dtype([(n, np.int64) if n == "nrow__" else (n, field_dtype(t.cols[n]))
+                     for n in names])
