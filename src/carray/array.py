@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,7 +24,12 @@ from carray.compute import ComputeMixin, register_array_type
 from carray.container import Container, check_mode
 from carray.defaults import resolve_cparams
 from carray.engine import ArrayEngine
-from carray.errors import ContainerNotFoundError, UnsupportedDTypeError
+from carray.errors import (
+    ContainerNotFoundError,
+    FormatError,
+    StorageError,
+    UnsupportedDTypeError,
+)
 from carray.grid import NDGrid
 from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, default_format
@@ -36,6 +42,9 @@ from carray.zonemap import ZoneMap
 # An array started empty without expectedlen is assumed to grow this long, so
 # row-by-row appends fill chunks of a useful size (bcolz would pick 16 KiB).
 _DEFAULT_EXPECTEDLEN = 2**20
+
+
+_T = TypeVar("_T")
 
 
 def _split_dtype(dtype: np.dtype) -> tuple[np.dtype, tuple[int, ...]]:
@@ -476,7 +485,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     def read_rows(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
         """Whole rows ``rows`` (a range, any step) as an array, into ``out`` if given."""
         if self._engine.order == "C":
-            return self._engine.read_rows(rows, out)
+            return self._retrying(lambda: self._engine.read_rows(rows, out))
         if rows.step < 0:
             got = self.read_rows(rows[::-1])[::-1]
         else:
@@ -521,10 +530,24 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         return self.read_selection(orthogonal_key(np.asarray(indices, dtype=np.intp),
                                                 self.shape))
 
+    def _retrying(self, read: Callable[[], _T]) -> _T:
+        """``read()``; a reader whose files a writer changed meanwhile (a chunk rewritten in
+        place, or dropped) reads them again as last committed, once, instead of failing."""
+        try:
+            return read()
+        except (FormatError, StorageError, FileNotFoundError):
+            if self._mode != "r" or self._rootdir is None:
+                raise
+            self.reopen()
+            return read()
+
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             raise TypeError("string (expression) keys need a ctable; use carray.eval")
         key = _plain(key)
+        return self._retrying(lambda: self._get(key))
+
+    def _get(self, key: Any) -> Any:
         engine = self._engine
         if engine.objects is not None:
             return engine.objects[key]
