@@ -127,10 +127,8 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
         User attributes (msgpack-able values), stored as python-blosc2 does.
     meta : mapping, optional
         Extra fixed metalayers, msgpack-packed like python-blosc2's ``meta=``.
-    fsync : bool
-        Flush the data to disk before the rename (local paths).
-    storage_options : dict, optional
-        Passed to the fsspec file system of a URL.
+    fsync, storage_options
+        Flush the data before the rename (local paths); the options of a URL's file system.
 
     Notes
     -----

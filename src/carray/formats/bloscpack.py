@@ -720,10 +720,8 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
         Blosc settings of rewritten and new chunks; default bloscpack's.
     verify : bool
         Check the metadata's and the last chunk's checksums first.
-    fsync : bool
-        Flush the new file to stable storage before the rename.
-    storage_options : dict, optional
-        Options of the URL's file system.
+    fsync, storage_options
+        Flush the new file before the rename; options of the URL's file system.
     progress : callable, optional
         ``progress(done, total)`` in bytes of ``data``, after every chunk written.
 
