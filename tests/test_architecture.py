@@ -20,7 +20,8 @@ LAYERS: list[set[str]] = [
     {"engine"},
     {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
      "table_columns", "tables_interop", "query", "compute", "_table_verify",
-     "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query"},
+     "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
+     "_table_refresh"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -14,6 +14,7 @@ import pytest
 
 import carray as ca
 from carray.chunkio import ChunkIO
+from carray.codecs.blosc import Decoder
 from carray.engine import core as engine_core
 from carray.grid import NDGrid
 from carray.layouts.superchunk import SuperchunkLayout
@@ -68,7 +69,19 @@ def test_one_item_decodes_one_block(where, tmp_path, cube, monkeypatch):
         fetched.append(list(blocks))
         return real(self, nchunk, blocks, out, grid)
 
+    def runs_spy(real_runs, where):
+        # The short path of boxes decodes runs of blocks (in memory, or fetched).
+        def spy_runs(self, *args, **kwargs):
+            got = real_runs(self, *args, **kwargs)
+            starts, count = args[where:where + 2]
+            if got is not None:
+                fetched.append([s + j for s in starts for j in range(count)])
+            return got
+        return spy_runs
+
     monkeypatch.setattr(ChunkIO, "decode_blocks", spy)
+    monkeypatch.setattr(Decoder, "decode_runs", runs_spy(Decoder.decode_runs, 1))
+    monkeypatch.setattr(Decoder, "fetch_runs", runs_spy(Decoder.fetch_runs, 2))
     assert a[23, 12, 15] == cube[23, 12, 15]
     np.testing.assert_array_equal(a[23, 12:14, 15:17], cube[23, 12:14, 15:17])
     # The first read takes the single-item path (a byte range), the second one block.

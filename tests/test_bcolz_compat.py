@@ -69,7 +69,7 @@ def test_reshape_takes_ints_and_crosses_chunks():
 def test_reshape_to_disk(tmp_path):
     b = bcolz.arange(12).reshape((3, 4), rootdir=str(tmp_path / "r"))
     assert b.rootdir == str(tmp_path / "r")
-    np.testing.assert_array_equal(bcolz.open(str(tmp_path / "r"))[:],
+    np.testing.assert_array_equal(bcolz.open(str(tmp_path / "r"), mode="r")[:],
                                   np.arange(12).reshape(3, 4))
 
 

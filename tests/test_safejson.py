@@ -63,3 +63,21 @@ def test_any_bytes_parse_or_raise_format_error(data):
         load_json(data, "f")
     except FormatError:
         pass
+
+
+def test_brackets_inside_strings_do_not_count():
+    # More opening brackets than MAX_DEPTH, all but one inside a string: measured, accepted.
+    doc = json.dumps(["[" * (2 * MAX_DEPTH)])
+    assert load_json(doc, "f") == ["[" * (2 * MAX_DEPTH)]
+
+
+def test_small_documents_skip_the_depth_measure(monkeypatch):
+    import carray.safejson as safejson
+
+    def never(text):
+        raise AssertionError("measured a document that cannot be too deep")
+
+    monkeypatch.setattr(safejson, "json_depth", never)
+    assert load_json(b'{"a": [1, {"b": []}]}', "f") == {"a": [1, {"b": []}]}
+    with pytest.raises(AssertionError):
+        load_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "f")

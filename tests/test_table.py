@@ -23,6 +23,8 @@ def reopen(t: ca.ctable, mode: str = "r") -> ca.ctable:
     if t.rootdir is None:
         return t
     t.flush()
+    if mode != "r":
+        t.close()  # one writable handle at a time
     return ca.open(t.rootdir, mode=mode)
 
 
@@ -203,8 +205,8 @@ def test_addcol_delcol_persist_at_once(where):
     assert t2.names == ["f", "s", "f4"]
     np.testing.assert_array_equal(t2["f4"][:], rec["u"])
     if where:
-        assert sorted(os.listdir(where["rootdir"])) == ["__attrs__", "__rootdirs__", "f",
-                                                        "f4", "s"]
+        assert sorted(os.listdir(where["rootdir"])) == ["__attrs__", "__commits__",
+                                                        "__rootdirs__", "f", "f4", "s"]
 
 
 def test_addcol_move_takes_an_existing_carray_directory(tmp_path):
@@ -212,6 +214,7 @@ def test_addcol_move_takes_an_existing_carray_directory(tmp_path):
     c = ca.carray(np.arange(10.0) * 2, rootdir=str(tmp_path / "c"))
     t.addcol(c, name="c", move=True)
     assert not (tmp_path / "c").exists()
+    t.close()
     np.testing.assert_array_equal(ca.open(str(tmp_path / "t"))["c"][:], np.arange(10.0) * 2)
 
 
@@ -272,7 +275,7 @@ def test_modes(tmp_path):
              for dp, _, fs in os.walk(root) for p in fs}
     assert before == after
     t = ca.ctable({"b": np.arange(2)}, rootdir=root, mode="w")
-    assert ca.open(root).names == ["b"]
+    assert ca.open(root, mode="r").names == ["b"]
     with pytest.raises(ca.ContainerNotFoundError):
         ca.ctable(rootdir=str(tmp_path / "none"), mode="r")
 

@@ -51,6 +51,16 @@ class _Killer:
         self._mp.undo()
 
 
+def _files(root: str) -> dict:
+    """Every file under ``root`` and its bytes."""
+    out = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                out[os.path.join(dirpath, name)] = f.read()
+    return out
+
+
 def _rows(t) -> list:
     return [tuple(r) for r in t[:].tolist()] if len(t) else []
 
@@ -103,17 +113,21 @@ def test_killed_at_every_file_operation(tmp_path, monkeypatch, fmt, auto_flush):
         del t  # while 'dead': whatever its handles try to write on the way out fails
         gc.collect()  # (handles in reference cycles too)
         killer.revive()
-        # A reader before any writer came back: equal lengths, a recorded length.
+        # A reader before any writer came back: the state the writer will recover,
+        # read through the record in memory, nothing written.
+        files = _files(root)
         ro = ca.ctable(rootdir=root, mode="r")
-        assert len({len(c) for c in ro.cols.values()}) == 1 or \
-            min(len(c) for c in ro.cols.values()) >= len(ro)
+        seen_ro = _rows(ro)
+        assert {len(c) for c in ro.cols.values()} <= {len(ro)}
         del ro
+        assert _files(root) == files, f"killed at {at}: mode 'r' wrote"
         t2 = ca.ctable(rootdir=root, mode="a")  # recovers
         got = _rows(t2)
         lengths = {len(c) for c in t2.cols.values()}
         t2.close()
         assert lengths == {len(got)}, f"killed at {at}: columns of lengths {lengths}"
         assert got in states, f"killed at operation {at}: not a committed state"
+        assert seen_ro == got, f"killed at {at}: the reader showed another state"
         seen.add(states.index(got))
         assert not os.path.exists(os.path.join(root, TXN_FILE))
         if finished:
@@ -141,6 +155,7 @@ def test_a_column_flushed_alone_is_rolled_back(tmp_path):
     assert os.path.exists(os.path.join(root, TXN_FILE))
     ro = ca.ctable(rootdir=root, mode="r")
     assert len(ro) == 40  # the recorded length: never the rows of one column only
+    assert _rows(ro) == _rows(ca.ctable(_base()))  # the flushed edit is read through
     t = ca.ctable(rootdir=root, mode="a")
     assert _rows(t) == _rows(ca.ctable(_base()))
     t.close()
@@ -167,7 +182,8 @@ def test_record_round_trip():
     r = Record("rollback", 12, [{"a": ("rows", np.array([1, 5]), np.array([2.5, 3.5])),
                                  "s": ("tail", 3, ["x", "yé", ""])}])
     back = Record.decode(r.encode())
-    assert back.kind == "rollback" and back.length == 12
+    assert back.kind == "rollback" and back.length == 12 and back.change == r.change
+    assert Record("rollback", 12).change != r.change  # every change its own name
     how, rows, values = back.edits[0]["a"]
     assert how == "rows" and rows.tolist() == [1, 5] and values.tolist() == [2.5, 3.5]
     assert back.edits[0]["s"] == ("tail", 3, ["x", "yé", ""])

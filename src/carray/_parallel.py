@@ -166,6 +166,11 @@ def pipeline(fn: Callable[[_T], _R], items: Iterable[_T], window: int | None = N
                 f.exception()
 
 
+def compressing_pool() -> ThreadPoolExecutor:
+    """The worker threads that compress the chunks appends hand over (one per core)."""
+    return _executor(workers())
+
+
 def background(name: str) -> ThreadPoolExecutor:
     """The one background thread named ``name``, for work that overlaps the caller's
     (``files``: writing finished files; ``cleanup``: deleting a replaced dataset).

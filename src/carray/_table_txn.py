@@ -14,9 +14,16 @@ the new length instead, and is finished rather than undone (the rows it cuts
 are gone from some columns already).  Opening the table for writing applies
 a record it finds (rolls back, or finishes the shrink) and deletes it; opening
 it read-only shows the recorded length, so a reader never sees columns of
-different lengths.  A read-only open right after a crash, before any writer has
-reopened the table, may still show an unfinished edit in the columns that had
-flushed it.
+different lengths, and puts the record's old values back in memory over the
+columns an unfinished edit changed (:mod:`carray._table_refresh`), so it shows
+the last committed state without writing anything.
+
+``__commits__`` holds a counter the writer raises after it saves a record, after
+it deletes one and after it adds or deletes columns: columns only change after
+the counter moved past what a reader saw with no record, or within the rows the
+record it read (or a later one of the same change) names, so a read-only table
+can tell whether what it read is one committed state.  It is a hint for live
+readers, written without fsync.
 
 The file is an ``.npz`` archive (never pickles) with a JSON header; a damaged
 or incomplete one is the trace of a change that never touched a column, and
@@ -30,6 +37,7 @@ import contextlib
 import errno
 import io
 import json
+import os
 import weakref
 import zipfile
 from collections.abc import Callable, Iterator
@@ -43,7 +51,8 @@ from carray.stores import Store
 from carray.vlstring import StringColumn, encode
 
 TXN_FILE = "__txn__"
-_ROLLBACK, _FINISH = "rollback", "finish"
+COMMITS_FILE = "__commits__"
+ROLLBACK, _FINISH = "rollback", "finish"
 
 
 @dataclass
@@ -57,6 +66,8 @@ class Record:
     kind: str
     length: int
     edits: list[dict[str, tuple[str, Any, Any]]] = field(default_factory=list)
+    # Names one change (from begin to commit), so a reader can tell it goes on.
+    change: str = field(default_factory=lambda: os.urandom(8).hex())
 
     def encode(self) -> bytes:
         arrays: dict[str, np.ndarray] = {}
@@ -75,7 +86,8 @@ class Record:
                     arrays[key + "_rows"] = np.array([where], dtype=np.int64)
                     arrays[key + "_lengths"], arrays[key + "_bytes"] = lengths, data
             edits.append(desc)
-        header = {"version": 1, "kind": self.kind, "length": self.length, "edits": edits}
+        header = {"version": 1, "kind": self.kind, "length": self.length, "edits": edits,
+                  "change": self.change}
         arrays["header"] = np.frombuffer(json.dumps(header).encode("ascii"), np.uint8)
         buf = io.BytesIO()
         np.savez(buf, allow_pickle=False, **arrays)
@@ -89,7 +101,7 @@ class Record:
                 arrays = {k: npz[k] for k in npz.files}
             header = json.loads(arrays["header"].tobytes())
             kind, length = header["kind"], header["length"]
-            if kind not in (_ROLLBACK, _FINISH) or not isinstance(length, int) or length < 0:
+            if kind not in (ROLLBACK, _FINISH) or not isinstance(length, int) or length < 0:
                 return None
             edits = []
             for desc in header["edits"]:
@@ -105,10 +117,11 @@ class Record:
                                   for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
                         edit[name] = ("tail", int(arrays[key + "_rows"][0]), values)
                 edits.append(edit)
+            change = str(header.get("change", ""))
         except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError,
                 zipfile.BadZipFile, EOFError):
             return None
-        return cls(kind, length, edits)
+        return cls(kind, length, edits, change)
 
 
 # Tables with changes not committed yet, committed at interpreter exit (before the
@@ -126,22 +139,24 @@ class TableTxn:
         self._owner = weakref.ref(owner)
         self._broken = False
 
+        self._count_key = store.join(root, COMMITS_FILE)
+        self._count: int | None = None
+
     @property
     def active(self) -> bool:
         return self._record is not None
 
-    def load(self) -> Record | None:
-        """The record a previous writer left (None when there is none or it is damaged)."""
-        try:
-            data = self._store.get(self._key)
-        except FileNotFoundError:
-            return None
-        return Record.decode(data)
+    def bump(self) -> None:
+        """Tell live readers the table changes (see the module doc)."""
+        if self._count is None:
+            self._count = commit_count(self._store, self._count_key)
+        self._count += 1
+        self._store.put(self._count_key, b"%d\n" % self._count, fsync=False)
 
     def begin(self, length: int) -> None:
         """Changes follow that a crash must undo back to ``length`` rows."""
         if self._record is None:
-            self._save(Record(_ROLLBACK, length))
+            self._save(Record(ROLLBACK, length))
 
     def note_edit(self, cols: dict[str, Any], rows: np.ndarray, length: int) -> None:
         """Keep the old values of ``rows`` of ``cols`` before an edit changes them."""
@@ -181,6 +196,10 @@ class TableTxn:
         _pending.discard(self)
         if self._fsync:
             self._store.sync_dir(self._store.dirname(self._key))
+        # After the commit: a reader that saw the record moves on to the new state.  Only
+        # a hint, so a failure here leaves the commit as it is (readers catch up later).
+        with contextlib.suppress(OSError):
+            self.bump()
 
     @contextlib.contextmanager
     def guard(self, cols: dict[str, Any], set_length: Callable[[int], None]) -> Iterator[None]:
@@ -199,9 +218,22 @@ class TableTxn:
                     self._broken = True  # the record stays: reopening undoes the change
             raise
 
+    def recover_columns(self, cols: dict[str, Any]) -> int:
+        """Undo a change a writer left unfinished (a record on disk) and cut rows that did
+        not reach every column; the table's length.  (A writable open.)"""
+        record = load_record(self._store, self._store.dirname(self._key))
+        if record is not None:
+            recover(cols, record)
+            self.discard()
+        length = min((len(c) for c in cols.values()), default=0)
+        for col in cols.values():
+            if len(col) > length:
+                col.resize(length)
+        return length
+
     def discard(self) -> None:
         """Forget the record (after :func:`recover` applied it)."""
-        self._record = Record(_ROLLBACK, 0)
+        self._record = Record(ROLLBACK, 0)
         self.commit()
 
     def _save(self, record: Record) -> None:
@@ -211,6 +243,7 @@ class TableTxn:
         _pending.add(self)
         if self._fsync:
             self._store.sync_dir(self._store.dirname(self._key))
+        self.bump()  # after the record, before any column changes
 
     def flush_owner(self) -> None:
         owner = self._owner()
@@ -218,10 +251,33 @@ class TableTxn:
             owner.flush()
 
 
+def load_record(store: Store, root: str) -> Record | None:
+    """The record a writer left in table ``root`` (None when there is none or it is
+    damaged)."""
+    try:
+        data = store.get(store.join(root, TXN_FILE))
+    except FileNotFoundError:
+        return None
+    return Record.decode(data)
+
+
+def commit_count(store: Store, key: str) -> int:
+    """The counter in ``key`` (``__commits__``; 0 when missing or unreadable)."""
+    store.invalidate(key)  # a fresh value, never a cached one
+    try:
+        text = store.get(key)
+    except FileNotFoundError:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
 def recover(cols: dict[str, Any], record: Record) -> None:
     """Put the columns back to what ``record`` says the table was (or finish its shrink),
     then flush them.  The caller deletes the record afterwards."""
-    if record.kind == _ROLLBACK:
+    if record.kind == ROLLBACK:
         for edit in reversed(record.edits):
             for name, (how, where, values) in edit.items():
                 col = cols.get(name)

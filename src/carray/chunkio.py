@@ -173,33 +173,40 @@ class ChunkIO:
 
     def encode_all(self, chunks: Iterable[tuple[int, np.ndarray]], grid: NDGrid,
                    parallel: bool = True,
-                   summarise: Callable[[np.ndarray], np.ndarray] | None = None
-                   ) -> Iterator[tuple[int, np.ndarray, bytes, np.ndarray | None]]:
-        """``(nchunk, raw, compressed, summarise(raw) or None)`` for every
-        ``(nchunk, raw)``, in order.
+                   summarise: Callable[[np.ndarray], np.ndarray] | None = None,
+                   digest: Callable[[bytes], bytes | None] | None = None
+                   ) -> Iterator[tuple[int, np.ndarray, bytes, np.ndarray | None, bytes | None]]:
+        """``(nchunk, raw, compressed, summarise(raw), digest(compressed))`` (None for
+        either when not given) for every ``(nchunk, raw)``, in order.
 
-        With ``parallel``, several chunks are compressed (and summarised) at once on
+        With ``parallel``, several chunks are compressed (summarised, digested) at once on
         worker threads, each on a single-threaded Blosc context (no meeting of
         Blosc's threads at the end of every chunk), while the caller stores the ones
         already done; a few chunks are in flight at most
         (:func:`carray._parallel.pipeline`).
         """
         def encode(item: tuple[int, np.ndarray]
-                   ) -> tuple[int, np.ndarray, bytes, np.ndarray | None]:
+                   ) -> tuple[int, np.ndarray, bytes, np.ndarray | None, bytes | None]:
             nchunk, raw = item
             summary = summarise(raw) if summarise is not None else None
             if not parallel:
-                return nchunk, raw, self.encode(raw, grid), summary
-            if self.layout.blosc1:
-                # c-blosc 1.x takes the block size from process-wide state: one at a time.
-                with _BLOSC1_LOCK:
-                    return nchunk, raw, self.encode(raw, grid), summary
-            return nchunk, raw, self.encode(raw, grid, nthreads=1), summary
+                return nchunk, raw, self.encode(raw, grid), summary, None
+            data = self.encode_on_worker(raw, grid)
+            return nchunk, raw, data, summary, digest(data) if digest is not None else None
 
         if not parallel:
             yield from map(encode, chunks)
             return
         yield from _parallel.pipeline(encode, chunks)
+
+    def encode_on_worker(self, raw: np.ndarray, grid: NDGrid) -> bytes:
+        """:meth:`encode` on a worker thread, one of several compressing at once (each
+        on its own single-threaded Blosc context)."""
+        if self.layout.blosc1:
+            # c-blosc 1.x takes the block size from process-wide state: one at a time.
+            with _BLOSC1_LOCK:
+                return self.encode(raw, grid)
+        return self.encode(raw, grid, nthreads=1)
 
     # -- fill chunks ----------------------------------------------------------------------
 
@@ -360,20 +367,22 @@ class ChunkIO:
                 raise
             raise FormatError(f"chunk {nchunk}: {exc}", path) from None
 
-    def decode_point(self, nchunk: int, start: int, out: np.ndarray) -> None:
-        """Items ``[start, start + out.size)`` of a chunk (within one Blosc block, as a
-        single item always is) into contiguous ``out``: the short path of ``a[i]``,
-        one ``pread`` of the block holding them where the layout reads files."""
+    def item(self, nchunk: int, offset: int) -> Any:
+        """Item ``offset`` (in stored order) of chunk ``nchunk``, a numpy scalar: the short
+        path of ``a[i]``, one ``pread`` of the block holding it where the layout reads
+        files, decoded into the thread's context and taken from there."""
         value = self.fill_of(nchunk)
         if value is not None:
-            out[...] = value
-            return
+            return value[()]
         if not self.layout.in_memory and self.layout.concurrent_reads:
             reader, size = self.layout.chunk_reader(nchunk)
-            if _parallel.decoder().decode_point(reader, size, start * self.itemsize, out,
-                                                self.path(nchunk)):
-                return
-        self.decode_range(nchunk, start, out, False)
+            got = _parallel.decoder().point_bytes(reader, size, offset * self.itemsize,
+                                                  self.itemsize, self.path(nchunk))
+            if got is not None:
+                return got.view(self.dtype)[0]
+        out = np.empty(1, dtype=self.dtype)
+        self.decode_range(nchunk, offset, out, False)
+        return out[0]
 
     def item_offset(self, grid: NDGrid, local: Sequence[int]) -> int:
         """The stored-order offset of the item at chunk-local coordinates ``local``."""

@@ -14,6 +14,7 @@ records, and rows of the table hold them as nested records.
 
 from __future__ import annotations
 
-from carray.table import NestedColumn, is_nested_column, wants_nested_column
+from carray._table_refresh import is_nested_column
+from carray.table import NestedColumn, wants_nested_column
 
 __all__ = ["NestedColumn", "is_nested_column", "wants_nested_column"]

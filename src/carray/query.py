@@ -388,24 +388,35 @@ class BlockEvaluator:
         threaded = len(groups) > 1 and all(isinstance(c, (carray, np.ndarray))
                                            for c in self.columns.values())
 
-        def load(item: tuple[list[int], int]) -> tuple[list[int], int, dict]:
+        def bounds(b: int) -> tuple[int, int]:
+            return max(b * self.blen, start), min((b + 1) * self.blen, n)
+
+        def env_of(arrays: dict[str, np.ndarray], glo: int, lo: int, hi: int) -> dict:
+            env = dict(self.scalars)
+            env.update((name, arrays[name][lo - glo:hi - glo]) for name in self.columns)
+            return env
+
+        def load(item: tuple[list[int], int]) -> tuple[list[int], int, dict, list | None]:
             group, slot = item
-            lo, hi = max(group[0] * self.blen, start), min((group[-1] + 1) * self.blen, n)
-            return group, lo, {name: self._read(col, lo, hi, slots[slot], name, size)
-                               for name, col in self.columns.items()}
+            glo, ghi = bounds(group[0])[0], bounds(group[-1])[1]
+            arrays = {name: self._read(col, glo, ghi, slots[slot], name, size)
+                      for name, col in self.columns.items()}
+            # Evaluated here too, so that on a worker both cores evaluate as well.
+            results = [self._evaluate(env_of(arrays, glo, *bounds(b))) for b in group] \
+                if threaded else None
+            return group, glo, arrays, results
 
         items = ((g, i % len(slots)) for i, g in enumerate(groups))
         loaded = _parallel.pipeline(load, items, window) if threaded else map(load, items)
-        for group, glo, arrays in loaded:
-            for b in group:
-                lo, hi = max(b * self.blen, start), min((b + 1) * self.blen, n)
-                env = dict(self.scalars)
+        for group, glo, arrays, results in loaded:
+            for i, b in enumerate(group):
+                lo, hi = bounds(b)
+                env = env_of(arrays, glo, lo, hi)
                 for name, col in self.columns.items():
-                    env[name] = arrays[name][lo - glo:hi - glo]
                     cl = col.chunklen if isinstance(col, carray) else 0
                     if cl and lo % cl == 0 and hi - lo == cl:
                         col.learn_zone(lo // cl, env[name])
-                result = self._evaluate(env)
+                result = results[i] if results is not None else self._evaluate(env)
                 yield lo, hi, np.broadcast_to(result, (hi - lo, *np.shape(result)[1:])), env
 
     def _read(self, col: Any, lo: int, hi: int, buffers: dict, name: str,

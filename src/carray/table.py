@@ -22,15 +22,17 @@ import itertools
 import json
 import os
 from collections import namedtuple
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
+from carray import _table_refresh as refresh
 from carray import table_query
 from carray._bcolz_array import bcolz_cparams, bcolz_size
 from carray._portable import PortableTable
-from carray._table_txn import TableTxn, recover, visible_length
+from carray._table_refresh import is_ctable
+from carray._table_txn import TableTxn
 from carray._util import skip_and_limit
 from carray.array import carray
 from carray.attrs import Attrs
@@ -43,8 +45,7 @@ from carray.errors import (
     ReadOnlyError,
 )
 from carray.keys import select
-from carray.layouts import sniff_layout
-from carray.layouts.bcolz import BcolzLayout, read_json
+from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.query import collect_result
@@ -66,11 +67,9 @@ from carray.tables_interop import (
     normalise_columns,
     normalise_rows,
 )
-from carray.vlstring import StringColumn, is_string_column, wants_string_column
+from carray.vlstring import StringColumn, wants_string_column
 
-
-def is_ctable(path: str | os.PathLike, store: Store = LOCAL) -> bool:
-    return store.isfile(store.join(os.fspath(path), ROOTDIRS))
+_T = TypeVar("_T")
 
 
 class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
@@ -100,6 +99,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         'bcolz' keeps the table readable by bcolz 1.x).
     """
 
+    _reader: refresh.TableReader | None = None  # mode 'r': keeps reads at one committed state
+
     def __init__(self, columns: Any = None, names: list[str] | None = None, *,
                  cparams: CParams | dict | None = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
@@ -125,7 +126,13 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             if mode == "w":
                 raise ValueError(f"{self._rootdir}: mode 'w' replaces a table, so it needs "
                                  "columns")
-            self._open()
+            try:
+                self._open()
+            except BaseException:
+                # Hold no lock: a traceback (an interactive session's last one) keeps this.
+                with contextlib.suppress(Exception):
+                    self._release()
+                raise
             return
         if mode == "r":
             raise ContainerNotFoundError(f"{self._rootdir}: no such table") if \
@@ -143,9 +150,12 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if len(lengths) > 1:
             raise ValueError(f"columns have different lengths: {sorted(lengths)}")
         if self._rootdir is not None:
-            self._lock = WriteLock.acquire(self._store, self._path)  # mode 'w' replaces
+            # Mode 'w' replaces: not while another writer holds the old table.
+            old = WriteLock.acquire(self._store, self._path)
             if self._store.exists(self._path):
                 self._store.rmtree(self._path)
+            if old is not None:
+                old.release()  # it locked the removed directory; the new one is locked next
             self._store.makedirs(self._path)
             self._hold_table()
         for name, values in pairs:
@@ -208,56 +218,38 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     def _write_names(self) -> None:
         data = (json.dumps({"names": list(self._cols)}, ensure_ascii=True) + "\n").encode()
         self._store.put(self._store.join(self._path, ROOTDIRS), data, fsync=self._fsync)
+        assert self._txn is not None  # a stored table open for writing
+        self._txn.bump()  # live readers reopen the columns
 
     def _open(self) -> None:
-        store, root = self._store, self._path
-        names_path = store.url(store.join(root, ROOTDIRS))
+        store, root, mode = self._store, self._path, "r" if self._mode == "r" else "a"
         if not is_ctable(root, store):
             raise FormatError(f"not a table directory (no {ROOTDIRS})", store.url(root))
-        meta = read_json(store.join(root, ROOTDIRS), ROOTDIRS, store)
-        names = meta.get("names") if isinstance(meta, dict) else None
-        if not isinstance(names, list) or len(set(map(str, names))) != len(names):
-            raise FormatError("must hold {\"names\": [unique column names]}", names_path)
-        colmode = "r" if self._mode == "r" else "a"
-        if colmode == "a":
+        if mode == "a":
             self._hold_table()
-        for name in names:
-            try:
-                check_name(name)
-            except (TypeError, ValueError) as exc:
-                raise FormatError(f"bad column name: {exc}", names_path) from None
-            key, path = store.join(root, name), self._column_location(name)
-            opts = self._storage_options
-            if is_string_column(key, store):
-                self._cols[name] = StringColumn(rootdir=path, mode=colmode, fsync=self._fsync,
-                                                storage_options=opts)
-            elif sniff_layout(key, store) is not None:
-                self._cols[name] = carray(rootdir=path, mode=colmode, fsync=self._fsync,
-                                          storage_options=opts)
-                if self._format is None and self._cols[name].layout == "Bcolz":
-                    self._format = "bcolz"  # new columns stay readable by bcolz too
-            elif is_ctable(key, store):  # a nested column: a directory of field columns
-                self._cols[name] = NestedColumn(rootdir=path, mode=colmode, fsync=self._fsync,
-                                                storage_options=opts)
-            else:
-                raise FormatError(f"column {name!r} has no carray directory", path)
         self._attrs = Attrs(self._attrs_layout(), self._mode)
-        record = TableTxn(store, root, self._fsync, self).load()
-        if record is not None and colmode == "a":
-            recover(self._cols, record)  # a change no flush completed: undone
-            assert self._txn is not None
-            self._txn.discard()
-            record = None
-        lengths = [len(c) for c in self._cols.values()]
-        self._len = visible_length(record, lengths)
-        if any(n != self._len for n in lengths):
-            # Rows that did not reach every column (an interrupted append).
-            for col in self._cols.values():
-                if len(col) > self._len:
-                    if self._mode == "r":
-                        clip_column(col, self._len)
-                    else:
-                        col.resize(self._len)
+
+        def columns() -> dict[str, Any]:
+            cols, fmt = refresh.open_columns(store, root, mode, self._fsync,
+                                             self._storage_options, NestedColumn)
+            self._format = self._format or fmt  # new columns stay readable by bcolz too
+            return cols
+
+        if mode == "r":  # the last commit, through the record of a change under way
+            self._reader = refresh.TableReader(store, root, columns)
+            self._reader.run(lambda: None, self._adopt)  # loads: nothing seen yet
+            return
+        self._cols = columns()
+        assert self._txn is not None
+        self._len = self._txn.recover_columns(self._cols)
+
+    def read_committed(self, read: Callable[[], _T]) -> _T:
+        """``read()``; in mode 'r' over the last committed state, again when a writer
+        committed meanwhile (:mod:`carray._table_refresh`)."""
+        return read() if self._reader is None else self._reader.run(read, self._adopt)
+
+    def _adopt(self, cols: dict[str, Any], length: int) -> None:
+        self._cols, self._len = cols, length
 
     @classmethod
     def over_columns(cls, cols: dict[str, Any], length: int) -> ctable:
@@ -310,19 +302,23 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     # -- properties -----------------------------------------------------------------------
 
     @property
+    @refresh.fresh
     def names(self) -> list[str]:
         return list(self._cols)
 
     @property
+    @refresh.fresh
     def cols(self) -> Cols:
         return Cols(self._cols)
 
     @property
+    @refresh.fresh
     def dtype(self) -> np.dtype:
         """The row dtype (variable-length string columns appear as ``object``)."""
         return np.dtype([(n, field_dtype(c)) for n, c in self._cols.items()])
 
     @property
+    @refresh.fresh
     def shape(self) -> tuple[int]:
         return (self._len,)
 
@@ -332,8 +328,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
 
     @property
     def len(self) -> int:
-        return self._len
+        return len(self)
 
+    @refresh.fresh
     def __len__(self) -> int:
         return self._len
 
@@ -393,15 +390,15 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
-            if key in self._cols:
-                return self._cols[key]
+            if key in (cols := self.cols):
+                return cols[key]
             return self.fetchwhere(key, out_flavor="numpy", _depth=1)
         if isinstance(key, (list, tuple)) and key and all(isinstance(k, str) for k in key):
-            return ctable.over_columns({k: self._cols[k] for k in self.column_names(key)},
-                                       self._len)
+            return self.read_committed(lambda: ctable.over_columns(
+                {k: self._cols[k] for k in self.column_names(key)}, self._len))
         if isinstance(key, carray):
             key = key[:]
-        return self._records(key, self.names)
+        return self.read_committed(lambda: self._records(key, self.names))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self[:]
@@ -415,31 +412,32 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
              out_flavor: Any = namedtuple) -> Iterator[Any]:
         """Rows ``start:stop:step`` as namedtuples (``out_flavor=tuple`` for tuples)."""
         names = self.column_names(outcols)
-        rows = range(self._len)[start:stop:step]
         blen = max(min((c.chunklen for c in self._cols.values()), default=1024), 1)
 
-        def blocks() -> Iterator[list]:
-            for i in range(0, len(rows), blen):
-                part = rows[i:i + blen]
-                values = [list(part) if n == "nrow__" else read_any(self._cols[n], part).tolist()
-                          for n in names]
-                yield list(zip(*values, strict=True)) if values else [()] * len(part)
+        def block(i: int) -> list | None:  # block i of the rows of the state read now
+            part = range(self._len)[start:stop:step][i * blen:(i + 1) * blen]
+            values = [list(part) if n == "nrow__" else read_any(self._cols[n], part).tolist()
+                      for n in names]
+            return (list(zip(*values, strict=True)) if values else [()] * len(part)) or None
 
-        return as_rows(skip_and_limit(blocks(), skip, limit), names, out_flavor)
+        return as_rows(skip_and_limit(refresh.blockwise(self.read_committed, block), skip,
+                                      limit), names, out_flavor)
 
     def iterblocks(self, blen: int | None = None, start: int = 0, stop: int | None = None,
                    outcols: Any = None) -> Iterator[np.ndarray]:
         """Consecutive blocks of ``blen`` rows as structured arrays."""
-        names = self.column_names(outcols)
-        blen = blen or min((c.chunklen for c in self._cols.values()), default=1024)
-        rows = range(self._len)[start:stop]
-        for i in range(0, len(rows), blen):
-            part = rows[i:i + blen]
-            yield self._records(slice(part.start, part.stop), [n for n in names
-                                                                if n != "nrow__"])
+        names = [n for n in self.column_names(outcols) if n != "nrow__"]
+        size = blen or min((c.chunklen for c in self._cols.values()), default=1024)
+
+        def block(i: int) -> np.ndarray | None:  # block i of the rows of the state read now
+            part = range(self._len)[start:stop][i * size:(i + 1) * size]
+            return self._records(slice(part.start, part.stop), names) if part else None
+
+        return refresh.blockwise(self.read_committed, block)
 
     # -- queries --------------------------------------------------------------------------
 
+    @refresh.query
     def where(self, expression: str, outcols: Any = None, limit: int | None = None,
               skip: int = 0, out_flavor: Any = namedtuple, user_dict: Mapping | None = None,
               vm: str | None = None, prune: bool = True) -> Iterator[Any]:
@@ -456,6 +454,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             for b in table_query.matches(self, ev, names, skip, limit))
         return as_rows(rows, names, out_flavor)
 
+    @refresh.query
     def whereblocks(self, expression: str, blen: int | None = None, outcols: Any = None,
                     limit: int | None = None, skip: int = 0, user_dict: Mapping | None = None,
                     vm: str | None = None, prune: bool = True) -> Iterator[np.ndarray]:
@@ -480,6 +479,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if npending:
             yield np.concatenate(pending)
 
+    @refresh.query
     def fetchwhere(self, expression: str, outcols: Any = None, limit: int | None = None,
                    skip: int = 0, out_flavor: str = "numpy", user_dict: Mapping | None = None,
                    vm: str | None = None, prune: bool = True, _depth: int = 0,
@@ -502,6 +502,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             return ctable({n: out[n] for n in names}, **kwargs)
         return out
 
+    @refresh.query
     def eval(self, expression: str, user_dict: Mapping | None = None, vm: str | None = None,
              out_flavor: str = "carray", blen: int | None = None, **kwargs: Any) -> Any:
         """Evaluate ``expression`` over the columns (and caller variables), block by block."""
@@ -746,11 +747,6 @@ def wants_nested_column(values: Any) -> bool:
     dtype = getattr(values, "dtype", None)
     is_array = isinstance(values, np.ndarray) or hasattr(values, "read_rows")  # or a carray
     return is_array and isinstance(dtype, np.dtype) and dtype.names is not None
-
-
-def is_nested_column(path: str | os.PathLike, store: Store = LOCAL) -> bool:
-    """Whether ``path`` holds a nested column (a directory of field columns)."""
-    return is_ctable(path, store)
 
 
 class NestedColumn(ctable):

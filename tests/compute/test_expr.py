@@ -116,7 +116,7 @@ def test_compute_on_disk_keeps_chunks(tmp_path):
     b = ca.carray(x[::-1].copy(), chunks=(6, 4, 7), rootdir=tmp_path / "b")
     out = (a * b + 1).compute(rootdir=tmp_path / "c")
     assert out.chunks == (6, 4, 7)
-    np.testing.assert_allclose(ca.open(tmp_path / "c")[:], x * x[::-1] + 1)
+    np.testing.assert_allclose(ca.open(tmp_path / "c", mode="r")[:], x * x[::-1] + 1)
     row = (a[:] * 2)  # a numpy result stays numpy
     assert isinstance(row, np.ndarray)
 

@@ -56,7 +56,7 @@ def test_comparison_filters_skip_chunks(sorted_on_disk, count_reads):
 def test_changed_chunks_are_not_trusted(tmp_path):
     x = np.arange(100_000, dtype=np.int64)
     a = ca.carray(x, chunks=(10_000,), rootdir=tmp_path / "a")
-    a.flush()
+    a.close()
     b = ca.open(tmp_path / "a")
     b[5] = 10**9  # rewrites chunk 0; its summary follows
     b.flush()

@@ -28,11 +28,11 @@ class FailOnce:
         self.calls, self.nth = 0, nth
         real = type(self).real = Layout.write_chunk  # noqa: F841 - kept for the patch
 
-        def write_chunk(layout, nchunk, data):
+        def write_chunk(layout, nchunk, data, digest=None):
             self.calls += 1
             if self.calls - 1 == self.nth:
                 raise OSError(errno.ENOSPC, "No space left on device")
-            return self.originals[type(layout)](layout, nchunk, data)
+            return self.originals[type(layout)](layout, nchunk, data, digest)
 
         self.originals = {}
         for cls in _layout_classes():

@@ -93,7 +93,7 @@ def test_ones_and_fill_record_their_value(tmp_path, no_codec):
     assert _data_files(tmp_path / "o") == [] and _data_files(tmp_path / "n") == []
     assert (o[:] == 1).all() and o[69, 89] == 1 and o[5:60:3, [1, 88]].tolist() == \
         np.ones((19, 2), "i2").tolist()
-    assert np.isnan(ca.open(str(tmp_path / "n"))[:]).all()
+    assert np.isnan(ca.open(str(tmp_path / "n"), mode="r")[:]).all()
 
 
 def test_rewriting_a_chunk_with_the_fill_value_frees_it(tmp_path):
@@ -105,7 +105,7 @@ def test_rewriting_a_chunk_with_the_fill_value_frees_it(tmp_path):
     a[:50, :50] = 0
     a.flush()
     assert all(_absent(root))
-    assert not ca.open(str(root))[:].any()
+    assert not ca.open(str(root), mode="r")[:].any()
 
 
 def test_assigning_the_fill_value_to_whole_chunks_encodes_nothing(tmp_path, monkeypatch):
@@ -119,7 +119,7 @@ def test_assigning_the_fill_value_to_whole_chunks_encodes_nothing(tmp_path, monk
     assert _absent(root)[:3] == [True, True, False]
     expected = np.arange(200 * 300.0).reshape(200, 300)
     expected[:50, :128] = 0
-    np.testing.assert_array_equal(ca.open(str(root))[:], expected)
+    np.testing.assert_array_equal(ca.open(str(root), mode="r")[:], expected)
 
 
 @pytest.mark.parametrize("new_shape", [(130, 40), (60, 95), (140, 100)])
@@ -147,7 +147,7 @@ def test_appending_constant_runs(tmp_path):
     a.append(np.zeros((32, 64), "f4"))                   # found constant when written
     a.flush()
     assert _absent(root) == [True, True, True, False, True]
-    np.testing.assert_array_equal(ca.open(str(root))[:, 0], [0] * 96 + [2] * 32 + [0] * 32)
+    np.testing.assert_array_equal(ca.open(str(root), mode="r")[:, 0], [0] * 96 + [2] * 32 + [0] * 32)
 
 
 def test_appending_a_broadcast_run_never_materialises_it(tmp_path):
@@ -176,7 +176,7 @@ def test_one_dimensional_zeros_and_tail(tmp_path):
     a.append(np.arange(5, dtype="i4"))
     a.flush()
     assert all(_absent(root)[:10]) and not _absent(root)[10]
-    b = ca.open(str(root))
+    b = ca.open(str(root), mode="r")
     assert b[:10_000].sum() == 0 and b[10_000:].tolist() == [0, 1, 2, 3, 4]
 
 
@@ -187,11 +187,11 @@ def test_failed_write_puts_fill_chunks_back(tmp_path, monkeypatch):
     calls = []
     real = SuperchunkLayout.write_chunk
 
-    def failing(self, nchunk, data):
+    def failing(self, nchunk, data, digest=None):
         calls.append(nchunk)
         if len(calls) == 2:
             raise OSError("disk full")
-        return real(self, nchunk, data)
+        return real(self, nchunk, data, digest)
 
     monkeypatch.setattr(SuperchunkLayout, "write_chunk", failing)
     with pytest.raises(OSError):
@@ -200,7 +200,7 @@ def test_failed_write_puts_fill_chunks_back(tmp_path, monkeypatch):
     assert not a[:].any()
     a.flush()
     assert all(_absent(root))
-    assert not ca.open(str(root))[:].any()
+    assert not ca.open(str(root), mode="r")[:].any()
 
 
 def test_zone_map_summary_of_fill_chunks(tmp_path):

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carray.errors import FormatError, UnsupportedDTypeError
-from carray.formats import _ds_header, ds
+from carray.formats import _ds_header, _local_write, ds
 
 DATA = Path(__file__).parent.parent / "data" / "ds"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
@@ -625,12 +625,23 @@ def test_name_with_leading_backslash_comes_back_unchanged(tmp_path):
 
 def test_a_small_file_is_one_write_and_a_rename(tmp_path, monkeypatch):
     calls = []
-    real_write, real_replace = os.write, os.replace
+    real_write, real_replace = os.write, _local_write.replace
     monkeypatch.setattr(os, "write", lambda fd, b: calls.append("write") or real_write(fd, b))
-    monkeypatch.setattr(os, "replace", lambda a, b: calls.append("rename") or
+    monkeypatch.setattr(_local_write, "replace", lambda a, b: calls.append("rename") or
                         real_replace(a, b))
     path = tmp_path / "t.ds"
     ds.write(path, {"x": np.arange(10.0), "y": np.arange(3)}, fsync=False)
     monkeypatch.undo()
     assert calls == ["write", "rename"]
     np.testing.assert_array_equal(ds.read(path)["x"], np.arange(10.0))
+
+
+def test_a_large_dataset_of_many_variables_round_trips(tmp_path):
+    # More parts than one writev call takes (1024 on Linux), over 1 MiB so not joined.
+    d = {f"v{i:04d}": np.full(200, i, dtype=np.int64) for i in range(1100)}
+    path = tmp_path / "many.ds"
+    ds.write(path, d, fsync=False)
+    ds.write(path, d, fsync=False)  # and replacing the file
+    back = ds.read(path)
+    assert all(back[k].tolist() == v.tolist() for k, v in d.items())
+    assert [p.name for p in tmp_path.iterdir()] == ["many.ds"]

@@ -234,6 +234,7 @@ def test_stored_carrays_pickle_as_handles(tmp_path):
     a.append([7, 8, 9])  # unflushed: pickling flushes it
     blob = pickle.dumps(a)
     assert len(blob) < 1000
+    a.close()  # one writer at a time: the reopened handle is the writer now
     b = pickle.loads(blob)
     assert b.mode == "a" and len(b) == 1003 and b[-1] == 9  # never reopened as 'w'
     r = pickle.loads(pickle.dumps(ca.open(root, mode="r")))
@@ -250,7 +251,9 @@ def test_tables_pickle(tmp_path):
     assert m[:].tolist() == t[:].tolist() and dict(m.attrs) == {"k": 1}
     d = ca.ctable(cols, rootdir=str(tmp_path / "t"))
     d.append({"i": [100], "s": ["s100"]})
-    h = pickle.loads(pickle.dumps(d))
+    blob = pickle.dumps(d)
+    d.close()  # one writer at a time: the reopened handle is the writer now
+    h = pickle.loads(blob)
     assert h.mode == "a" and len(h) == 101 and h.rootdir == d.rootdir
     r = pickle.loads(pickle.dumps(ca.ctable(rootdir=d.rootdir, mode="r")))
     assert r.mode == "r"

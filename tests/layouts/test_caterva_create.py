@@ -103,7 +103,7 @@ def test_at_most_eight_dimensions(tmp_path):
         ca.carray(arr, rootdir=str(tmp_path / "nine.caterva"), format="caterva",
                   chunks=(1,) * 9, blocks=(1,) * 9)
     path, _ = _make(tmp_path, np.zeros((2,) * 8, "u1"), chunks=(1,) * 8, blocks=(1,) * 8)
-    assert ca.open(path).ndim == 8
+    assert ca.open(path, mode="r").ndim == 8
 
 
 def test_default_chunks_and_blocks(tmp_path):

@@ -1,7 +1,7 @@
-"""A check of the ctypes layer over the blosc2 wheel's libblosc2, and what replaces it.
+"""The ctypes layer over the blosc2 wheel's libblosc2: loading, a check, and what replaces it.
 
 :mod:`carray.codecs.blosc` calls libblosc2 through ctypes with argument types and a
-``blosc2_dparams`` layout read from the wheel's ``blosc2.h``.  A blosc2 release that
+``blosc2_dparams`` layout read from the wheel's ``blosc2.h`` (both set here).  A blosc2 release that
 moves the library, renames a function or changes the struct would make those calls
 fail or, worse, decode wrongly.  So at import the layer decodes chunks made by
 python-blosc2's (and python-blosc's) public API, whole and in part, and compares;
@@ -13,6 +13,8 @@ whole chunk into a new buffer), and a warning says why.
 from __future__ import annotations
 
 import ctypes
+import os
+import re
 import struct
 import warnings
 from typing import Any
@@ -25,6 +27,78 @@ import numpy as np
 _SAMPLE_ITEMS = 50_000
 #: The part decoded alone: items [start, start + count).
 _PART = (12_345, 1_000)
+
+
+def load_library() -> ctypes.CDLL:
+    """The blosc2 wheel's own libblosc2, with the argument types of the library-wide
+    calls set."""
+    libdir = os.path.join(os.path.dirname(_blosc2.__file__), "lib")
+    for name in ("libblosc2.so", "libblosc2.dylib", "blosc2.dll", "libblosc2.so.9"):
+        path = os.path.join(libdir, name)
+        if os.path.exists(path):
+            lib = ctypes.CDLL(path)
+            break
+    else:  # pragma: no cover - every supported wheel ships it
+        raise ImportError(f"libblosc2 not found in {libdir}; reinstall the blosc2 package")
+    vp, i32 = ctypes.c_void_p, ctypes.c_int32
+    lib.blosc2_init.argtypes = []
+    lib.blosc2_decompress.argtypes = [vp, i32, vp, i32]
+    lib.blosc2_decompress.restype = ctypes.c_int
+    lib.blosc2_getitem.argtypes = [vp, i32, ctypes.c_int, ctypes.c_int, vp, i32]
+    lib.blosc2_getitem.restype = ctypes.c_int
+    lib.blosc2_set_nthreads.argtypes = [ctypes.c_int16]
+    lib.blosc2_set_nthreads.restype = ctypes.c_int16
+    lib.blosc2_init()
+    return lib
+
+
+def _dparams_fields() -> list[str] | None:
+    """Field names of ``blosc2_dparams`` in the header shipped with this libblosc2.
+
+    The struct is passed by value to ``blosc2_create_dctx``, so its layout must
+    match the library exactly; without the header, per-thread contexts are off.
+    """
+    header = os.path.join(os.path.dirname(_blosc2.__file__), "include", "blosc2.h")
+    try:
+        with open(header, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    end = text.find("} blosc2_dparams;")
+    start = text.rfind("typedef struct {", 0, end)
+    if end < 0 or start < 0:
+        return None
+    body = re.sub(r"//[^\n]*|/\*.*?\*/", "", text[start + 16:end], flags=re.S)
+    return [decl.split()[-1].lstrip("*") for decl in body.split(";") if decl.strip()]
+
+
+_DPARAMS_TYPES = {"nthreads": ctypes.c_int16, "schunk": ctypes.c_void_p,
+                  "postfilter": ctypes.c_void_p, "postparams": ctypes.c_void_p,
+                  "typesize": ctypes.c_int32}
+
+
+def dparams_type(lib: Any) -> type | None:
+    """The ctypes ``blosc2_dparams`` of ``lib`` (None: its layout is unknown), with the
+    argument types of the per-context calls set."""
+    fields = _dparams_fields()
+    if not fields or fields[0] != "nthreads" or any(f not in _DPARAMS_TYPES for f in fields):
+        return None
+    cls = type("DParams", (ctypes.Structure,),
+               {"_fields_": [(f, _DPARAMS_TYPES[f]) for f in fields]})
+    lib.blosc2_create_dctx.argtypes = [cls]
+    lib.blosc2_create_dctx.restype = ctypes.c_void_p
+    lib.blosc2_free_ctx.argtypes = [ctypes.c_void_p]
+    lib.blosc2_free_ctx.restype = None
+    lib.blosc2_decompress_ctx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                                           ctypes.c_void_p, ctypes.c_int32]
+    lib.blosc2_decompress_ctx.restype = ctypes.c_int
+    lib.blosc2_getitem_ctx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                                        ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.c_int32]
+    lib.blosc2_getitem_ctx.restype = ctypes.c_int
+    lib.blosc2_set_maskout.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    lib.blosc2_set_maskout.restype = ctypes.c_int
+    return cls
 
 
 class LibraryFallbackWarning(RuntimeWarning):

@@ -29,7 +29,9 @@ import numpy as np
 
 from carray import _parallel
 from carray.chunkio import ChunkIO
+from carray.engine.boxes import BoxReader, is_box
 from carray.engine.description import ArrayDescription
+from carray.engine.handoff import Handing, Handoff
 from carray.engine.points import decode_for, point_groups
 from carray.engine.resizing import Resizing
 from carray.engine.txn import ChunkListener, atomic
@@ -60,7 +62,7 @@ def _flush_all() -> None:
             engine.flush()
 
 
-class ArrayEngine(ArrayDescription, Resizing):
+class ArrayEngine(ArrayDescription, Resizing, Handing):
     """Storage state and operations of one N-d array (see the module docstring).
 
     Parameters
@@ -86,6 +88,7 @@ class ArrayEngine(ArrayDescription, Resizing):
         self._tail: np.ndarray | None = None
         self._tail_dirty = False
         self._cache: tuple[int, np.ndarray] | None = None
+        self._boxes: BoxReader | None = None  # made on the first read of a box
         self._cbytes = cbytes
         self._objects = objects
         self._objects_from: int | None = None  # object items to store again from here
@@ -93,6 +96,8 @@ class ArrayEngine(ArrayDescription, Resizing):
         self._undo: dict[int, bytes | None] | None = None
         self._saved: tuple[Any, ...] | None = None
         self._closed = False
+        self._handoff = Handoff(2 * _parallel.workers())
+        self._spare: np.ndarray | None = None  # a tail buffer to use again
         if objects is None and self._nleft and self.per_row == 1:
             self._ensure_tail()  # an array opened with a partial last chunk
 
@@ -165,6 +170,7 @@ class ArrayEngine(ArrayDescription, Resizing):
     @property
     def cbytes(self) -> int:
         """Bytes the array takes: stored chunks, plus tail rows not stored yet."""
+        self.settle()
         pending = self._tail is not None and (self._tail_dirty or (
             self._layout.in_memory and self.per_row == 1))
         if not pending:
@@ -191,7 +197,7 @@ class ArrayEngine(ArrayDescription, Resizing):
     @property
     def dirty(self) -> bool:
         """Whether there are changes not flushed yet."""
-        return self._tail_dirty or self in _unflushed
+        return self._tail_dirty or bool(self._handoff) or self in _unflushed
 
     def meta(self) -> ArrayMeta:
         """What the layout records about the array now."""
@@ -202,6 +208,7 @@ class ArrayEngine(ArrayDescription, Resizing):
     def chunk_fill(self, nchunk: int) -> np.ndarray | None:
         """The one value chunk ``nchunk`` holds, when its layout records it as a fill
         (special) chunk, known without decoding (summaries: min = max = it); else None."""
+        self.settle()
         if self._cached(nchunk) is not None or (
                 self._tail is not None and self._in_tail_run(self.grid.chunk_coords(nchunk))):
             return None
@@ -223,6 +230,14 @@ class ArrayEngine(ArrayDescription, Resizing):
     def transaction(self) -> Iterator[None]:
         """Everything done inside happens whole or not at all: on an error the engine's
         state is put back, and so are the chunks it had rewritten."""
+        if self._undo is None:
+            self.settle()
+        with self._guarded():
+            yield
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """:meth:`transaction` without storing the handed-over chunks first."""
         if self._undo is not None:  # an inner step of an operation already guarded
             yield
             return
@@ -244,11 +259,12 @@ class ArrayEngine(ArrayDescription, Resizing):
 
     def _state(self) -> tuple[Any, ...]:
         return (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache,
-                self._cbytes, self._grid_memo)
+                self._cbytes, self._grid_memo, self._handoff.snapshot())
 
     def _rollback(self, saved: tuple[Any, ...]) -> None:
         (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache, self._cbytes,
-         self._grid_memo) = saved
+         self._grid_memo, handed) = saved
+        self._handoff.restore(handed)
         undo = self._undo or {}
         new = [n for n, old in undo.items() if old is None]
         with contextlib.suppress(Exception):  # best effort: the layout may keep failing
@@ -299,11 +315,14 @@ class ArrayEngine(ArrayDescription, Resizing):
 
     def read(self, okey: OrthoKey, out: np.ndarray | None = None) -> np.ndarray:
         """The items an orthogonal key selects, in its output shape (into ``out``)."""
+        self.settle()
         if out is None:
             out = np.empty(okey.sel_shape, dtype=self._dtype)
         if okey.size == 0:
             return okey.finish(out)
         if len(self._shape) == 1 and self._read_run(okey.axes[0], out):
+            return okey.finish(out)
+        if self._read_box(okey, out):
             return okey.finish(out)
         grid, io = self.grid, self._io
         tail_row = self._nfull if self._tail is not None and self._nleft else -1
@@ -334,6 +353,22 @@ class ArrayEngine(ArrayDescription, Resizing):
                 io.read_piece(grid, piece, out)
         return okey.finish(out)
 
+    def _read_box(self, okey: OrthoKey, out: np.ndarray) -> bool:
+        """The short path of planes and boxes of chunks stored block by block (see
+        :mod:`.boxes`); False: not such a read, nothing done."""
+        grid = self.grid
+        if self._objects is not None or self._layout.remote or not self._io.blocked(grid) \
+                or not is_box(okey):
+            return False
+        if self._tail is not None and self._nleft and \
+                okey.axes[0][-1] >= self._nfull * self._chunks[0]:
+            return False  # reaches into the decoded tail
+        reader = self._boxes
+        if reader is None or reader.grid is not grid:
+            reader = self._boxes = BoxReader(self._io, grid)
+        reader.read(okey, out, self._cache, _THREADED_BYTES)
+        return True
+
     def _read_run(self, rows: Any, out: np.ndarray) -> bool:
         """The short path of ``a[i:j]`` on a 1-d array: a run of items inside one stored
         chunk decoded straight into ``out``, without planning pieces (False: not such
@@ -350,6 +385,7 @@ class ArrayEngine(ArrayDescription, Resizing):
 
     def read_item(self, index: tuple[int, ...]) -> Any:
         """One item, by non-negative in-bounds coordinates (the fast path of ``a[i]``)."""
+        self.settle()
         if self._objects is not None:
             return self._objects[index]
         row = index[0] - self._nfull * self._chunks[0] if index else -1
@@ -357,16 +393,17 @@ class ArrayEngine(ArrayDescription, Resizing):
             return self._tail[(row, *index[1:])].copy()
         grid = self.grid
         # Plain integer arithmetic: this path is a few microseconds, numpy calls add up.
-        coords = tuple(i // c for i, c in zip(index, self._chunks, strict=True))
-        local = [i - x * c for i, x, c in zip(index, coords, self._chunks, strict=True)]
-        nchunk = grid.chunk_index(coords)
-        offset = self._io.item_offset(grid, local)
+        if len(index) == 1:
+            nchunk, offset = divmod(index[0], self._chunks[0])
+        else:
+            coords = tuple(i // c for i, c in zip(index, self._chunks, strict=True))
+            local = [i - x * c for i, x, c in zip(index, coords, self._chunks, strict=True)]
+            nchunk = grid.chunk_index(coords)
+            offset = self._io.item_offset(grid, local)
         cached = self._cached(nchunk)
         if cached is not None:
             return cached[offset].copy()
-        out = np.empty(1, dtype=self._dtype)
-        self._io.decode_point(nchunk, offset, out)
-        return out[0]
+        return self._io.item(nchunk, offset)
 
     def tail_buffer(self) -> np.ndarray:
         """The decoded last partial run of chunk rows (``chunks[0]`` rows; those past
@@ -394,6 +431,7 @@ class ArrayEngine(ArrayDescription, Resizing):
 
     def read_coords(self, ckey: CoordKey) -> np.ndarray:
         """Items at the coordinates of a :class:`CoordKey`, in its output shape."""
+        self.settle()
         out = np.empty(ckey.size, dtype=self._dtype)
         if ckey.size == 0:
             return out.reshape(ckey.out_shape)
@@ -427,6 +465,7 @@ class ArrayEngine(ArrayDescription, Resizing):
 
     def read_stored(self, nchunk: int) -> bytes:
         """Stored chunk ``nchunk`` as the layout holds it (compressed)."""
+        self.settle()
         return bytes(self._layout.read_chunk(nchunk))
 
     def decode_stored(self, nchunk: int, out: np.ndarray) -> tuple[int, ...] | None:
@@ -438,6 +477,7 @@ class ArrayEngine(ArrayDescription, Resizing):
         None, with ``out`` undefined, when the chunk is not stored whole (held in the
         decoded tail, truncated) or the array holds objects.
         """
+        self.settle()
         grid = self.grid
         if self._objects is not None or (self._tail is not None and self._nleft and
                                          nchunk >= self._nfull * self.per_row):
@@ -457,13 +497,14 @@ class ArrayEngine(ArrayDescription, Resizing):
             _unflushed.add(self)
 
     def _store_chunk(self, nchunk: int, raw: np.ndarray, grid: NDGrid,
-                     data: bytes | None = None, values: np.ndarray | None = None) -> None:
-        """Store a chunk given in stored order (``data``: already compressed; ``values``:
-        what listeners get, see :meth:`_listened`)."""
+                     data: bytes | None = None, values: np.ndarray | None = None,
+                     digest: bytes | None = None) -> None:
+        """Store a chunk given in stored order (``data``: already compressed, ``digest``
+        its layout digest; ``values``: what listeners get, see :meth:`_listened`)."""
         self._remember(nchunk)
         if data is None:
             data = self._io.encode(raw, grid)
-        self._cbytes += self._layout.write_chunk(nchunk, data)
+        self._cbytes += self._layout.write_chunk(nchunk, data, digest)
         if self._cached(nchunk) is not None:
             self._cache = None
         if nchunk < self._nfull * self.per_row and self._listeners:
@@ -473,60 +514,14 @@ class ArrayEngine(ArrayDescription, Resizing):
             for listener in self._listeners:
                 listener.chunk_written(nchunk, values, stamp)
 
-    def _row_chunks(self, row: int, slab: np.ndarray, rows: int | None
-                    ) -> Iterator[tuple[int, np.ndarray]]:
-        """``(nchunk, chunk in stored order)`` for the chunks of run ``row`` (see
-        :meth:`_store_rows`)."""
-        grid = self.grid
-        per_row = self.per_row
-        for t, trailing in enumerate(np.ndindex(*grid.grid_shape[1:])):
-            box = tuple(slice(c * s, (c + 1) * s) for c, s in zip(trailing, self._chunks[1:],
-                                                                    strict=True))
-            yield row * per_row + t, self._io.stored_from_region(slab[(slice(None), *box)],
-                                                                 grid, rows)
-
-    def _store_row(self, row: int, slab: np.ndarray, rows: int | None = None) -> None:
-        """Store the chunks of run ``row`` of chunk rows, from its items ``slab``.
-
-        ``rows`` (the tail's) stores only that many rows where the layout allows.
-        """
-        self._store_rows(row, [slab], rows)
-
-    def _store_rows(self, first: int, slabs: list[np.ndarray], rows: int | None = None) -> None:
-        """Store runs ``first, first + 1, ...`` of chunk rows from ``slabs``, in order (as
-        listeners and the layout expect), several compressed at once on worker threads
-        while this one writes (see :meth:`ChunkIO.encode_all`); all stored on return."""
-        grid = self.grid
-        chunks = (c for r, slab in enumerate(slabs) for c in self._row_chunks(first + r, slab,
-                                                                               rows))
-        # Listeners need only the range of a chunk's values: found on the workers too.
-        summarise = self._value_range if self._listeners and rows is None and \
-            self._dtype.kind in "biuf" and self._dtype.isnative else None
-        for nchunk, raw, data, values in self._io.encode_all(
-                chunks, grid, len(slabs) * self.per_row > 1, summarise):
-            self._store_chunk(nchunk, raw, grid, data, values)
-
-    def _listened(self, raw: np.ndarray) -> np.ndarray:
-        """The values of a stored-order chunk that listeners are told about."""
-        return raw.reshape(-1)[:math.prod(self._chunks[:1])]
-
-    def _value_range(self, raw: np.ndarray) -> np.ndarray:
-        """A few values with the same minimum, maximum and NaN-ness as the chunk's
-        listened values (all a listener learns from them; see ChunkListener)."""
-        values = self._listened(raw)
-        if not values.size:
-            return values
-        if values.dtype.kind != "f":
-            return np.array([values.min(), values.max()], dtype=values.dtype)
-        lo, hi = np.fmin.reduce(values), np.fmax.reduce(values)
-        nan = np.isnan(lo) or np.isnan(hi) or np.isnan(values.sum())
-        return np.array([lo, hi, np.nan] if nan else [lo, hi], dtype=values.dtype)
-
     def _ensure_tail(self) -> None:
         """Decode the last partial run of chunk rows into the tail buffer."""
         if self._tail is not None:
             return
-        tail = np.zeros((self._chunks[0], *self._shape[1:]), dtype=self._dtype)
+        shape = (self._chunks[0], *self._shape[1:])
+        tail, self._spare = self._spare, None
+        if tail is None or tail.shape != shape:
+            tail = np.zeros(shape, dtype=self._dtype)
         nleft = self._nleft
         if nleft:
             start = self._nfull * self._chunks[0]
@@ -545,17 +540,30 @@ class ArrayEngine(ArrayDescription, Resizing):
             self._flush_tail()
             self._tail = None
 
-    @atomic
     def append(self, arr: np.ndarray) -> None:
         """Append rows (already of the array's dtype and row shape) along the first axis.
 
         Only complete runs of chunk rows are compressed and stored; the rest
-        waits in the tail until it fills or the array is flushed.
+        waits in the tail until it fills or the array is flushed.  A run the tail
+        completes is compressed on a worker thread while the caller goes on, and
+        stored by the next call (see :mod:`.handoff`).
         """
         self.check_writable()
         n = len(arr)
         if n == 0:
             return
+        # What earlier appends handed over is stored first, in order: all of it when
+        # this append stores whole runs itself.
+        self.settle(wait=n >= self._chunks[0])
+        # A step of a larger operation stores its chunks now, before the operation's own.
+        handing = self._undo is None
+        if handing and self._spare is None:
+            self._spare = self._handoff.spare()
+        with self._guarded():
+            self._append(arr, handing)
+
+    def _append(self, arr: np.ndarray, handing: bool) -> None:
+        n = len(arr)
         c0 = self._chunks[0]
         nleft = self._nleft
         if self._tail is not None and nleft + n < c0:  # the common case: fill the tail
@@ -573,7 +581,10 @@ class ArrayEngine(ArrayDescription, Resizing):
             self._shape = (self._shape[0] + take, *self._shape[1:])
             if nleft + take == c0:  # the tail just filled
                 self._nfull += 1
-                self._store_row(self._nfull - 1, self._tail)
+                if not handing or n - take >= c0:  # runs follow, stored here: this first
+                    self._store_row(self._nfull - 1, self._tail)
+                else:
+                    self._hand_off(self._nfull - 1, self._tail)
                 # A new buffer for the next tail: the old one is what a rollback restores.
                 self._tail, self._tail_dirty = None, False
             else:
@@ -586,7 +597,8 @@ class ArrayEngine(ArrayDescription, Resizing):
                                                   for r in range(runs)])
             pos += runs * c0
         if pos < n and not self._nleft and self.per_row > 1 and self._tail is None and \
-                self._io.is_fill(arr[pos:]) and self._grow_lazily(self._shape[0] + n - pos):
+                not self._handoff and self._io.is_fill(arr[pos:]) and \
+                self._grow_lazily(self._shape[0] + n - pos):
             return  # a partial run of the fill value: special chunks, no decoded tail
         if pos < n:
             self._ensure_tail()
@@ -668,6 +680,7 @@ class ArrayEngine(ArrayDescription, Resizing):
         """
         if self._mode == "r" or self._closed:
             return
+        self.settle()
         if self._objects is not None:
             self._flush_objects()
             return
@@ -728,7 +741,7 @@ class ArrayEngine(ArrayDescription, Resizing):
 
     def __del__(self) -> None:
         try:
-            if not self._tail_dirty or self._closed:
+            if not (self._tail_dirty or self._handoff) or self._closed:
                 return
             if self._layout.remote and threading.current_thread() is not \
                     threading.main_thread():
@@ -747,10 +760,12 @@ class ArrayEngine(ArrayDescription, Resizing):
     def unit_writer(self, shape: tuple[int, ...]) -> UnitWriter:
         """A writer of whole files (units) of chunks of this array at its final ``shape``,
         for parallel writers that each own some units (see :mod:`.units`)."""
+        self.settle()
         return UnitWriter(self._layout, self._io, self.grid.resized(shape))
 
     def adopt(self, shape: tuple[int, ...], cbytes: int) -> None:
         """Record ``shape`` as committed once :class:`UnitWriter` calls have written every
         chunk it holds, then release this handle (reopen to use the array)."""
+        self.settle()
         self._layout.adopt(self.meta().replace(shape=shape), cbytes)
         self.release()

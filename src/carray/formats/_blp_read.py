@@ -7,6 +7,7 @@ see that module for the format notes and the limits applied to untrusted sizes.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -249,16 +250,41 @@ class BlpFile:
         threads would wait on each other at every chunk.
         """
         starts = np.cumsum([0] + [s.nbytes for s in spans])
-        if progress is not None:
-            progress(0, int(starts[-1]))
+        if progress is None:
+            self._read_shared(lay, spans, out, starts, verify)
+            return
+        progress(0, int(starts[-1]))
 
         def run(i: int) -> int:
             self.fetch_decode(lay, spans[i], out[starts[i]:starts[i + 1]], verify)
             return int(starts[i + 1])
 
         for done in in_parallel(run, range(len(spans)), len(spans)):
-            if progress is not None:
-                progress(done, int(starts[-1]))
+            progress(done, int(starts[-1]))
+
+    def _read_shared(self, lay: Layout, spans: list[ChunkSpan], out: np.ndarray,
+                     starts: np.ndarray, verify: bool) -> None:
+        """:meth:`read_into` without progress: every thread, the caller's too, takes the
+        next chunk as soon as it is done with one, so nobody waits for a hand-over (nor
+        for a thread the machine's other work delays); the first error stops them all."""
+        pending = iter(range(len(spans)))
+        lock = threading.Lock()
+        failed = False
+
+        def drain() -> None:
+            nonlocal failed
+            while not failed:
+                with lock:
+                    i = next(pending, None)
+                if i is None:
+                    return
+                try:
+                    self.fetch_decode(lay, spans[i], out[starts[i]:starts[i + 1]], verify)
+                except BaseException:
+                    failed = True
+                    raise
+
+        _parallel.run([drain] * nworkers(len(spans)))
 
     def decoded(self, lay: Layout, spans: list[ChunkSpan], verify: bool = True
                 ) -> Generator[np.ndarray, None, None]:

@@ -7,6 +7,7 @@ writer share one table of types and one notion of where a variable's bytes are.
 from __future__ import annotations
 
 import math
+import threading
 from typing import Literal
 
 import numpy as np
@@ -40,6 +41,16 @@ NUMERIC_TYPES: dict[str, np.dtype] = {
 STRING_TYPES = ("str", "unicode")
 TYPES = (*NUMERIC_TYPES, "bool", *STRING_TYPES)
 _TYPE_SET = frozenset(TYPES)
+
+# The layouts of headers that passed check_meta lately, by (header bytes, file size): the
+# checks depend on nothing else, and the many small files one program writes usually
+# share their header byte for byte, so a read of the next one skips re-checking it.
+# Only successes are kept, of headers up to _CHECKED_HEADER bytes, the oldest dropped
+# first; the layouts are never modified after check_meta built them.
+_CHECKED: dict[tuple[bytes, int], tuple[dict, bool]] = {}
+_CHECKED_COUNT = 64
+_CHECKED_HEADER = 4096
+_CHECKED_LOCK = threading.Lock()
 
 # Keys the writer computes; whatever a user put under these names is replaced.
 LAYOUT_KEYS = (".size", ".offset", ".len", ".type", ".missing", ".endian")
@@ -150,9 +161,13 @@ def pread(handle: Handle, n: int, offset: int) -> bytes:
 
 def read_prefix(handle: Handle) -> tuple[bytes, int]:
     """Read the start of the file (all of it when small) and return it with the file size."""
-    prefix = pread(handle, PREFIX, 0)
-    # A short read means the whole file was read: its length is the size for sure.
-    return prefix, len(prefix) if len(prefix) < PREFIX else handle.size
+    size = handle.size
+    # Asking for no more than the file holds spares a small file the second read that
+    # would find its end.
+    want = min(PREFIX, size)
+    prefix = pread(handle, want, 0)
+    # A short read means the file shrank since it was opened: what was read is all of it.
+    return prefix, len(prefix) if len(prefix) < want else size
 
 
 def parse(handle: Handle, path: str) -> Header:
@@ -180,14 +195,22 @@ def parse(handle: Handle, path: str) -> Header:
         old = len(prefix)
         prefix += more
         end2 = prefix.find(b"\n", old)
-    meta = load_json(prefix[start:end2], path, what="header", offset=start)
+    text = prefix[start:end2]
+    meta = load_json(text, path, what="header", offset=start)
     if not isinstance(meta, dict):
         raise _fail(path, "header is not a JSON object", start)
     body_start = end2 + 1
-    layouts, needs_repair = check_meta(meta, path, body_start, size)
-    # Only files with string variables can have ds-format's over-counted string .len.
-    needs_repair = needs_repair and strings_in(layouts)
-    return Header(path, size, body_start, meta, layouts, needs_repair, prefix)
+    checked = _CHECKED.get((text, size))
+    if checked is None:
+        layouts, needs_repair = check_meta(meta, path, body_start, size)
+        # Only files with string variables can have ds-format's over-counted string .len.
+        checked = layouts, needs_repair and strings_in(layouts)
+        if len(text) <= _CHECKED_HEADER:
+            with _CHECKED_LOCK:  # readers on other threads may insert at the same time
+                while len(_CHECKED) >= _CHECKED_COUNT:
+                    del _CHECKED[next(iter(_CHECKED))]
+                _CHECKED[text, size] = checked
+    return Header(path, size, body_start, meta, *checked, prefix)
 
 
 def _bad(path: str, key: str, message: str, offset: int | None = None) -> FormatError:
@@ -223,8 +246,14 @@ def _entry_layout(key: str, entry: object, path: str, body_start: int,
         shape = None
     else:
         raise _bad(path, key, f".size must be a list or null, not {size!r}")
-    offset = _int(get(".offset"), path, key, ".offset", 0)
-    length = _int(get(".len"), path, key, ".len", None)
+    # Checked inline when valid (the common case), by _int otherwise: a call per field
+    # is a measurable share of reading a tiny file.
+    offset = get(".offset", 0)
+    if type(offset) is not int or offset < 0:
+        offset = _int(offset, path, key, ".offset", 0)
+    length = get(".len")
+    if length is not None and (type(length) is not int or length < 0):
+        length = _int(length, path, key, ".len", None)
     missing = get(".missing", False)
     if type(missing) is not bool:
         raise _bad(path, key, ".missing must be true or false")
@@ -273,13 +302,11 @@ def check_meta(meta: dict, path: str, body_start: int, file_size: int) -> tuple[
             continue  # "." and hidden entries carry no data
         v = _entry_layout(key, entry, path, body_start, dim_sizes)
         type_, shape, length, offset = v.type, v.shape, v.length, v.offset - body_start
-        size = list(shape) if shape is not None else None
-        missing = v.missing
-        if not missing and type_ in NUMERIC_TYPES and v.count:
+        if not v.missing and type_ in NUMERIC_TYPES and v.count:
             need = v.count * v.dtype.itemsize
             if length is not None and length != need:
-                raise _bad(path, key, f".len {length} disagrees with .size {size} and .type "
-                                      f"{type_} (expected {need})")
+                raise _bad(path, key, f".len {length} disagrees with .size {list(shape or ())} "
+                                      f"and .type {type_} (expected {need})")
             error = None if v.offset + need <= file_size else _past_end(v, path, need, file_size)
         else:
             error = _check_bounds(v, path, file_size)

@@ -27,8 +27,12 @@ Packing, unpacking and appending stream: the input is read a chunk at a time,
 chunks are compressed or decoded on every core with at most two per thread in
 flight, and written in order, so memory holds a few chunks, never the file
 (except when the destination is an object store, which takes one put).  Local
-files are written under a temporary name and renamed when complete, so an
-interrupted call leaves nothing behind.  Every such function takes a
+files are written under a temporary name and put in place atomically when complete
+(:mod:`carray.formats._local_write`), so an interrupted call leaves nothing behind and
+readers see the old file or the new one.  With ``fsync=True`` (the default) the new
+file is on stable storage before it takes the name; with ``fsync=False`` nothing waits
+for the disk, and after a crash of the machine the file may be empty or short.  Every
+such function takes a
 ``progress(done, total)`` callback, called with uncompressed bytes after each chunk.
 """
 
@@ -48,13 +52,11 @@ from carray.formats._blp_frame import (
     HEADER_SIZE,
     MAX_CHUNK_SIZE,
     MAX_CHUNKS,
-    OFFSET_SIZE,
     BlpHeader,
     array_spec,
     calculate_chunks,
     dtype_meta,
     encode_metadata,
-    encode_offsets,
     get_checksum,
 )
 from carray.formats._blp_read import (
@@ -78,8 +80,9 @@ from carray.formats._blp_stream import (
     npy_source,
     open_npy,
 )
+from carray.formats._blp_write import put_blp, put_stream
 from carray.params import CParams, Shuffle
-from carray.stores import Store, resolve
+from carray.stores import resolve
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_CPARAMS", "DEFAULT_TYPESIZE", "MAX_RATIO",
            "ChunkSpan", "Layout", "append", "info", "pack_array", "pack_bytes", "pack_npy",
@@ -210,56 +213,9 @@ def _pack(source: Source, path: PathLike, *, typesize: int, chunk_size: int, met
     store, key = resolve(path, storage_options)
     pieces = (source.read(n) for n in _sizes(nchunks, csize, last))  # read as compressed
     with contextlib.closing(_encoded(pieces, nchunks, typesize, cp, impl)) as chunks:
-        _put_blp(store, key, [header.pack(), meta], header.total_slots,
-                 _reporting(chunks, _sizes(nchunks, csize, last), source.nbytes, progress),
-                 fsync)
-
-
-def _put_blp(store: Store, key: str, front: list[bytes], slots: int,
-             chunks: Iterable[tuple[bytes, bytes]], fsync: bool, *,
-             kept: Iterable[int] = (), copied: Iterable[bytes] = ()) -> None:
-    """Put a ``.blp`` file: ``front`` (header and metadata), an offsets table of
-    ``slots`` entries (none if 0) saying where each chunk starts, the ``copied``
-    bytes of chunks kept from an older file (starting at the offsets ``kept``),
-    then the new chunks, given as (compressed bytes, digest) pairs."""
-    table_at = sum(len(p) for p in front)
-    starts = list(kept)
-
-    def body() -> Iterator[bytes]:
-        pos = table_at + slots * OFFSET_SIZE
-        for part in copied:
-            pos += len(part)
-            yield part
-        for piece, digest in chunks:
-            starts.append(pos)
-            pos += len(piece) + len(digest)
-            yield piece
-            if digest:
-                yield digest
-
-    if not slots:  # nothing to fill in afterwards: stream the chunks straight out
-        store.put(key, _chain(front, body()), fsync=fsync)
-        return
-    if store.remote:
-        # One request puts the whole object anyway: all chunks first, then the table.
-        rest = list(body())
-        store.put(key, [*front, encode_offsets(starts, slots), *rest], fsync=fsync)
-        return
-    # The table precedes the chunks: stream them to a temporary file behind a blank
-    # table as they are compressed (memory stays bounded, writing overlaps compressing),
-    # fill the table in, and only then give the file its name.
-    tmp = f"{key}.{os.getpid()}.part"
-    try:
-        store.put(tmp, _chain(front, [bytes(slots * OFFSET_SIZE)], body()), fsync=False)
-        with store.open(tmp, "r+") as h:
-            h.pwrite(encode_offsets(starts, slots), table_at)
-            if fsync:
-                h.sync()
-        store.rename(tmp, key)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            store.delete(tmp)
-        raise
+        put_blp(store, key, [header.pack(), meta], header.total_slots,
+                _reporting(chunks, _sizes(nchunks, csize, last), source.nbytes, progress),
+                fsync)
 
 
 def _chain(*iterables) -> Iterator[Any]:
@@ -332,7 +288,9 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
         The metadata section's checksum, codec (``"zlib"`` or None), zlib level
         and reserved size (default ten times the JSON).
     fsync : bool
-        Flush to stable storage before the rename.
+        Flush to stable storage before the file takes its name (default).  False
+        waits for no disk (bloscpack never does): readers still see the old file or
+        the new one, but a crash of the machine may leave the file empty or short.
     storage_options : dict, optional
         Options of the URL's file system (credentials, endpoint, ...).
     progress : callable, optional
@@ -558,8 +516,8 @@ def unpack_file(path: PathLike, dst: PathLike, *, npy: bool | None = None,
         store, key = resolve(dst, storage_options)
         with contextlib.closing(f.decoded(lay, spans, verify)) as chunks:
             sizes = (s.nbytes for s in spans)
-            store.put(key, _chain([front], _reporting(chunks, sizes, total, progress)),
-                      fsync=fsync)
+            put_stream(store, key, _chain([front], _reporting(chunks, sizes, total, progress)),
+                       fsync)
     return "npy" if as_npy else "raw"
 
 
@@ -772,7 +730,7 @@ def append(path: PathLike, data, *, cparams: CParams | dict | None = None,
         sizes = [fill] * len(first) + rest_sizes
         with contextlib.closing(_encoded(pieces, len(sizes), h.typesize or 1, cp,
                                          h.checksum_impl)) as chunks:
-            _put_blp(f.store, f.key, front, new_header.total_slots,
-                     _reporting(chunks, sizes, src.nbytes, progress), fsync,
-                     kept=[s.offset for s in kept], copied=copied)
+            put_blp(f.store, f.key, front, new_header.total_slots,
+                    _reporting(chunks, sizes, src.nbytes, progress), fsync,
+                    kept=[s.offset for s in kept], copied=copied)
         return added

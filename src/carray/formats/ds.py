@@ -85,7 +85,8 @@ from carray.formats._ds_header import (
     unescape,
 )
 from carray.formats._ds_read import Reader, apply_outer, normalize_index
-from carray.stores import resolve
+from carray.formats._local_write import write_file
+from carray.stores import LocalStore, resolve
 
 Dataset = dict
 """A ds dataset: ``{name: data, ..., '.': {name: attrs, ..., '.': dataset attrs}}``."""
@@ -548,9 +549,11 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
         Flush the file to stable storage before the rename (ds-format does not).
         Either way the file is replaced atomically, so readers (and a crash of this
         process) see the old file or the new one, never a mix; only with ``fsync=True``
-        does the new file survive a crash of the machine or a power cut.  Writers of
-        thousands of small files that can rewrite them after such a crash may pass
-        False: a write then costs one ``open``, one ``write`` and one ``rename``.
+        does the new file survive a crash of the machine or a power cut (without it,
+        such a crash may leave the file empty).  Writers of thousands of small files
+        that can rewrite them after such a crash may pass False: a write then costs
+        one ``open``, one ``write`` and one ``rename``, and replacing a file does not
+        wait for the disk either (see :mod:`carray.formats._local_write`).
     storage_options : dict, optional
         Options of the URL's file system.
 
@@ -565,4 +568,7 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
     parts = encode(d)
     if sum(memoryview(p).nbytes for p in parts) <= _JOIN_LIMIT:
         parts = [b"".join(parts)]  # small files: one write call
-    store.put(key, parts, fsync=fsync)
+    if isinstance(store, LocalStore):
+        write_file(key, [parts], fsync=fsync)
+    else:
+        store.put(key, parts, fsync=fsync)

@@ -392,10 +392,22 @@ def ctable_from_dask(ddf: Any, rootdir: Any = None, *, storage_options: dict | N
         default = min(c.chunklen for c in t.cols.values()) if t.names else 1
         chunklen = _largest_divisor(math.gcd(*edges), default) if edges else default
         if chunklen * _MIN_CHUNKLEN_SHARE >= default:
+            t.close()  # one writer at a time: the table is made again
             t = ctable(empty, rootdir=rootdir, mode="w", **{**kwargs, "chunklen": chunklen})
     if not t.names or any(e % u for e in edges for u in unit_rows(t)):
         _append_partitions(t, parts)
-        return _Source.of(t, "a").open()  # a table made again above has mode 'w'
+        again = _Source.of(t, "a")  # a table made again above has mode 'w'
+        t.close()  # one writer at a time: the reopened handle is the writer now
+        return again.open()
+
+    return _write_in_parallel(t, parts, starts, lengths, total)
+
+
+def _write_in_parallel(t: ctable, parts: list, starts: np.ndarray, lengths: list[int],
+                       total: int) -> ctable:
+    """Write every partition's whole units of chunks on dask workers, record the
+    columns' lengths, and reopen ``t`` (closed here) for writing."""
+    import dask
 
     specs = []
     for col in t.cols.values():
@@ -413,4 +425,5 @@ def ctable_from_dask(ddf: Any, rootdir: Any = None, *, storage_options: dict | N
         np.zeros(len(specs), dtype=np.int64)
     for (col, _, meta, _), cbytes in zip(specs, written, strict=True):
         col.engine.adopt(meta, int(cbytes))
+    t.close()  # the columns are released; this lets the table's lock go for the reopen
     return reopen.open()

@@ -23,6 +23,10 @@ from carray.stores import Handle
 class Committing(SuperchunkParts):
     """Making a superchunk dataset's writes durable (see the layout's module doc)."""
 
+    # (shape, cbytes, fill chunks) of this handle's last commit: a commit that would
+    # record them again, with no chunk written since, writes nothing.
+    _committed_state: tuple[object, ...] | None = None
+
     def _apply(self, writes: Sequence[tuple[int, int, bytes]]) -> None:
         """Make the journal's writes to superchunk files, then fsync them.
 
@@ -64,6 +68,8 @@ class Committing(SuperchunkParts):
             raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         self._heads.clear()  # in-place rewrites and compaction move bytes under them
         scs = list(self._scs.values())
+        quiet = not (self._inplace or self._dropped or self._touched or
+                     any(sc.dirty or sc.created for sc in scs))
         if self.fsync or self.store.remote:  # object stores: put written objects back
             for sc in scs:
                 if sc.dirty:
@@ -90,6 +96,9 @@ class Committing(SuperchunkParts):
             if header != sc.header:
                 new_headers[sc.k] = header
                 writes.append((sc.k, 0, header.pack()))
+        state = (tuple(meta.shape), int(cbytes), min(self._fill_bound, self._count))
+        if quiet and not writes and state == self._committed_state:
+            return
         generation = self._generation + 1
         sizes = Sizes(tuple(meta.shape), math.prod(meta.shape) * meta.dtype.itemsize,
                       int(cbytes), generation, fill_chunks=min(self._fill_bound, self._count))
@@ -108,6 +117,7 @@ class Committing(SuperchunkParts):
         if writes:
             store.delete(jpath)
         self._generation = generation
+        self._committed_state = state
         self._inplace.clear()
         self._inplace_bytes = 0
         for sc in scs:

@@ -485,7 +485,7 @@ class B2ndLayout(Layout):
                 pass
         return size
 
-    def write_chunk(self, nchunk: int, data: ChunkBytes) -> int:
+    def write_chunk(self, nchunk: int, data: ChunkBytes, digest: bytes | None = None) -> int:
         """Store chunk ``nchunk`` (append when ``nchunk`` is the count, else replace).
 
         ``data`` must be a Blosc2 chunk of exactly the frame's chunk size decoded.

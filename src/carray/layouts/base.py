@@ -192,12 +192,19 @@ class Layout(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def write_chunk(self, nchunk: int, data: bytes) -> int:
+    def write_chunk(self, nchunk: int, data: bytes, digest: bytes | None = None) -> int:
         """Store chunk ``nchunk`` (replacing any); returns the change in stored bytes.
 
         Layouts that can (the superchunk layout, Blosc2 frames) record a special
-        chunk holding the array's fill value without storing it.
+        chunk holding the array's fill value without storing it.  ``digest`` is
+        :meth:`chunk_digest` of ``data`` when the caller worked it out already (on
+        the thread that compressed it).
         """
+
+    def chunk_digest(self, data: bytes) -> bytes | None:
+        """The checksum stored after chunk ``data`` (None: the layout stores none).
+        Safe to call from any thread."""
+        return None
 
     @abc.abstractmethod
     def drop_chunks(self, first: int) -> int:

@@ -448,7 +448,7 @@ class BcolzLayout(SidecarFiles, Layout):
                 if h is not None:
                     h.close()
 
-    def write_chunk(self, nchunk: int, data: bytes) -> int:
+    def write_chunk(self, nchunk: int, data: bytes, digest: bytes | None = None) -> int:
         if self.readonly:
             raise ReadOnlyError(f"{self.describe()}: opened read-only")
         self._forget(nchunk)

@@ -24,7 +24,7 @@ class MemoryLayout(Layout):
         chunk = self._chunks[nchunk]
         return chunk if special_code(chunk) else None
 
-    def write_chunk(self, nchunk: int, data: bytes) -> int:
+    def write_chunk(self, nchunk: int, data: bytes, digest: bytes | None = None) -> int:
         if nchunk == len(self._chunks):
             self._chunks.append(data)
             return len(data)

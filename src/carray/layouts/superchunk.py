@@ -120,12 +120,9 @@ def default_superchunksize(chunk_nbytes: int) -> int:
 
 class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFiles, Layout):
     """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
-
-    Use :meth:`create` or :meth:`open`; see the module docstring for the format.
-    """
+    Use :meth:`create` or :meth:`open`; see the module docstring for the format."""
 
     concurrent_reads = True
-
     in_memory = False
 
     def __init__(self, rootdir: str, info: StorageInfo, readonly: bool, fsync: bool,
@@ -640,7 +637,10 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
         higher = offs[offs > off]
         return (int(higher.min()) if higher.size else sc.size) - off
 
-    def write_chunk(self, nchunk: int, data: bytes) -> int:
+    def chunk_digest(self, data: bytes) -> bytes:
+        return self._ck.digest(data)
+
+    def write_chunk(self, nchunk: int, data: bytes, digest: bytes | None = None) -> int:
         if self.readonly:
             raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
         self._heads.pop(nchunk, None)
@@ -649,7 +649,7 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
         if self._absent and special_item(data, self.info.dtype) == self._fill_item:
             return self._write_absent(nchunk)
         data = bytes(data)
-        digest = self._ck.digest(data)
+        digest = self._ck.digest(data) if digest is None else digest
         filled = self._fill(nchunk, data, digest)
         if filled is not None:  # the next chunk of a new file, written whole later
             self._stamps[nchunk] = chunk_stamp_of(filled, data, digest)

@@ -1,20 +1,29 @@
-"""One writer at a time: an exclusive lock held while a dataset is open for writing.
+"""One writer at a time: an exclusive lock held by each handle open for writing.
 
-A writable open takes :class:`WriteLock` on the dataset; a writer in another
-process then gets :class:`carray.errors.LockError` at once instead of waiting.
-Handles of one process share its lock.  Readers never take it.
+A writable open takes its own :class:`WriteLock` on the dataset; a second
+writable open of the same dataset, by another handle of this process or by
+another process, then gets :class:`carray.errors.LockError` at once instead of
+waiting.  Readers never take it.  Writers that a holder coordinates (e.g. the
+parallel tasks of :mod:`carray.integrations.dask`, whose driver holds the lock)
+open with ``storage={"lock": False}`` and take none.
 
 The lock is ``flock`` on the dataset directory itself (no extra file), or, for a
 single-file dataset, on ``<file>.lock`` beside it, removed again on release.
-Locks are advisory and local: on object stores and on systems without
-``fcntl`` nothing is locked.
+Each lock opens its own file description, so two handles of one process exclude
+each other as two processes do.  A lock is released by :meth:`WriteLock.release`
+(the handle's ``close()``) or when the handle is garbage collected; a handle of
+this process that is unreachable but not yet collected (held in a reference
+cycle) is collected before a second writer is refused.  Locks are advisory and
+local: on object stores and on systems without ``fcntl`` nothing is locked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
+from collections import Counter
 
 from carray.errors import LockError
 from carray.stores.base import Store, storage_error
@@ -29,52 +38,57 @@ LOCK_SUFFIX = ".lock"
 
 
 class WriteLock:
-    """The writer's lock on the dataset at ``path`` (see the module doc).
+    """One handle's lock on the dataset at ``path`` (see the module doc).
 
     Use :meth:`acquire`; :meth:`release` (or garbage collection) lets it go.
-    Handles in one process share the lock (the process is the one writer), so
-    a handle kept open, or reopened by a parallel task of the same process,
-    does not lock its own process out.
     """
 
-    def __init__(self, path: str, key: tuple[int, int]) -> None:
+    def __init__(self, path: str, fd: int, file: str | None, key: tuple[int, int]) -> None:
         self.path = path
-        self._key: tuple[int, int] | None = key
+        self._fd: int | None = fd
+        self._file = file  # the lock file of a single-file dataset (None: the directory)
+        self._key = key
 
     @classmethod
     def acquire(cls, store: Store, path: str) -> WriteLock | None:
-        """The lock on ``path`` in ``store``, or None where nothing can be locked.
+        """A new lock on ``path`` in ``store``, or None where nothing can be locked.
 
         Raises
         ------
         LockError
-            Another process holds it.
+            Another handle, of this process or another, holds it.
         """
         if fcntl is None or not isinstance(store, LocalStore) or not os.path.lexists(path):
             return None
-        with _registry_lock:
-            return cls(path, _take(path))
+        lock = _take(path)
+        if lock is None and _held_here(path):
+            # The holder may be a handle of ours that only a cycle keeps alive.
+            gc.collect()
+            lock = _take(path)
+        if lock is None:
+            raise LockError(f"{path}: already open for writing elsewhere (another handle "
+                            "in this process, or another process); close that handle "
+                            "first, or open with mode='r'")
+        return lock
 
     @property
     def held(self) -> bool:
-        return self._key is not None
+        return self._fd is not None
 
     def release(self) -> None:
         """Let the lock go (nothing happens when it is not held)."""
-        key, self._key = self._key, None
-        if key is None:
+        fd, self._fd = self._fd, None
+        if fd is None:
             return
         with _registry_lock:
-            entry = _held[key]
-            entry.count -= 1
-            if entry.count:
-                return
-            del _held[key]
-            if entry.file is not None:
-                # Removed while still held, so no other writer can be holding it.
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.file)
-            os.close(entry.fd)
+            _keys[self._key] -= 1
+            if not _keys[self._key]:
+                del _keys[self._key]
+        if self._file is not None:
+            # Removed while still held, so no other writer can be holding it.
+            with contextlib.suppress(OSError):
+                os.unlink(self._file)
+        os.close(fd)
 
     def __del__(self) -> None:
         try:
@@ -83,40 +97,44 @@ class WriteLock:
             pass
 
 
-class _Entry:
-    """One lock this process holds: its descriptor and how many handles share it."""
-
-    def __init__(self, fd: int, file: str | None) -> None:
-        self.fd, self.file, self.count = fd, file, 1
-
-
-# (st_dev, st_ino) of the locked directory or lock file -> the lock this process holds.
-_held: dict[tuple[int, int], _Entry] = {}
-_registry_lock = threading.Lock()
+# (st_dev, st_ino) of a locked directory or lock file -> how many locks this process
+# holds on it (at most one, unless a lock file was replaced under a holder).
+_keys: Counter[tuple[int, int]] = Counter()
+# Reentrant: a finalizer releasing a lock may run while this thread holds it.
+_registry_lock = threading.RLock()
 
 
-def _take(path: str) -> tuple[int, int]:
-    """Lock ``path`` for this process (or count one more user); returns its key."""
-    file = None if os.path.isdir(path) else path + LOCK_SUFFIX
-    target = path if file is None else file
+def _target(path: str) -> tuple[str, str | None]:
+    """What is flocked for ``path``, and the lock file to remove on release (if any)."""
+    if os.path.isdir(path):
+        return path, None
+    return path + LOCK_SUFFIX, path + LOCK_SUFFIX
+
+
+def _held_here(path: str) -> bool:
+    """True when a lock of this process is on ``path``'s lock target."""
+    try:
+        st = os.stat(_target(path)[0])
+    except OSError:
+        return False
+    with _registry_lock:
+        return (st.st_dev, st.st_ino) in _keys
+
+
+def _take(path: str) -> WriteLock | None:
+    """A new lock on ``path``, or None when another holder has it."""
+    target, file = _target(path)
     try:
         fd = os.open(target, os.O_RDONLY) if file is None else \
             os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
         st = os.fstat(fd)
     except OSError as exc:
         raise storage_error(exc, target) from None
-    key = (st.st_dev, st.st_ino)
-    entry = _held.get(key)
-    if entry is not None:
-        os.close(fd)
-        entry.count += 1
-        return key
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise LockError(f"{path}: already open for writing by another process; close it "
-                        "there first, or open with mode='r'") from None
+        return None
     except OSError as exc:
         os.close(fd)
         raise storage_error(exc, target) from None
@@ -125,8 +143,10 @@ def _take(path: str) -> tuple[int, int]:
         # but a third writer may have made a new one meanwhile.  Try once more.
         os.close(fd)
         return _take(path)
-    _held[key] = _Entry(fd, file)
-    return key
+    key = (st.st_dev, st.st_ino)
+    with _registry_lock:
+        _keys[key] += 1
+    return WriteLock(path, fd, file, key)
 
 
 def _same_file(fd: int, path: str) -> bool:
