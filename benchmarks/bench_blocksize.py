@@ -28,7 +28,7 @@ import carray as ca
 from carray.codecs import blosc
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SIZES_KIB = (32, 64, 128, 256, 512)
+SIZES_KIB = (16, 32, 64, 128, 256, 512)
 
 
 def signal(n: int) -> np.ndarray:
@@ -40,7 +40,7 @@ def signal(n: int) -> np.ndarray:
 
 
 def measure(data: np.ndarray, cname: str, kib: int, root: Path) -> dict:
-    blosc._BLOCK = kib * 1024  # the default under test
+    blosc._BLOCK = blosc._BLOCK_DENSE = kib * 1024  # the default under test
     path = root / f"{cname}-{kib}"
     ca.carray(data, rootdir=path, mode="w", fsync=False,
               cparams=ca.CParams(cname=cname, clevel=5)).close()

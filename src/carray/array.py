@@ -45,6 +45,8 @@ _DEFAULT_EXPECTEDLEN = 2**20
 
 
 _T = TypeVar("_T")
+# Reads a reader in mode 'r' redoes when files changed under it (see _retrying).
+_REREADS = 3
 
 
 def _split_dtype(dtype: np.dtype) -> tuple[np.dtype, tuple[int, ...]]:
@@ -532,14 +534,16 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     def _retrying(self, read: Callable[[], _T]) -> _T:
         """``read()``; a reader whose files a writer changed meanwhile (a chunk rewritten in
-        place, or dropped) reads them again as last committed, once, instead of failing."""
-        try:
-            return read()
-        except (FormatError, StorageError, FileNotFoundError):
-            if self._mode != "r" or self._rootdir is None:
-                raise
-            self.reopen()
-            return read()
+        place, or dropped) reads them again as last committed instead of failing (a few
+        times: a busy writer may change them again; damage fails every time)."""
+        for _ in range(_REREADS):
+            try:
+                return read()
+            except (FormatError, StorageError, FileNotFoundError):
+                if self._mode != "r" or self._rootdir is None:
+                    raise
+                self.reopen()
+        return read()
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):

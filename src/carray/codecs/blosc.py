@@ -372,12 +372,9 @@ class Decoder:
         assert self._point is not None  # made by _fetch_span
         buf, src = self._point
         out, dest = self._box(len(starts) * count * bs)
-        if len(starts) == 1:  # the chunk built is the run: decoded whole, no staging copy
-            n = _lib.blosc2_decompress_ctx(self._ctx, src, cbytes, dest, out.nbytes)
-            failed = 0 if n == out.nbytes else min(n, -1)
-        else:
-            failed = self._getitem_runs(src, cbytes, bs, h.typesize, starts, first, count,
-                                        dest)
+        # getitem, even for one run (the chunk built): it always decodes on the calling
+        # thread, where a context's decompress follows BLOSC_NTHREADS when it is set.
+        failed = self._getitem_runs(src, cbytes, bs, h.typesize, starts, first, count, dest)
         if failed:
             raise decode_error(bytes(buf[:BLOSC2_HEADER]), path, "decode blocks", failed)
         return out
