@@ -250,3 +250,52 @@ def test_a_query_over_many_pruned_and_kept_blocks_matches_numpy():
     t = ca.ctable({"x": x, "y": y}, chunklen=5000)
     got = t.fetchwhere("(x > 0.2) & (x < 0.7) & (y < 0.3)", outcols=["y"])["y"]
     np.testing.assert_array_equal(got, y[(x > 0.2) & (x < 0.7) & (y < 0.3)])
+
+
+@SETTINGS
+@given(n=st.integers(0, 3000), chunklen=st.integers(1, 1000),
+       cut=st.floats(0, 1) | st.floats(0, 0.03),
+       seed=st.integers(0, 1000), names=st.permutations(["nrow__", "a", "b", "c"]),
+       k=st.integers(1, 4))
+def test_selection_on_the_workers_matches_numpy(n, chunklen, cut, seed, names, k):
+    # ``cut`` sweeps from no match through sparse blocks (single rows read, positions)
+    # to dense ones (whole blocks, masks); outputs in and out of the expression.
+    rng = np.random.default_rng(seed)
+    cols = {"a": rng.random(n), "b": rng.integers(-5, 5, n), "c": rng.random(n) < 0.5}
+    t = ca.ctable(cols, chunklen=chunklen)
+    want = np.flatnonzero((cols["a"] < cut) & ~cols["c"])
+    got = t.fetchwhere("(a < cut) & ~c", outcols=names[:k], user_dict={"cut": cut})
+    for name in names[:k]:
+        np.testing.assert_array_equal(got[name], want if name == "nrow__" else
+                                      cols[name][want], name)
+
+
+def test_selection_with_array_operands_and_many_groups(where):
+    # Enough chunks for several groups per worker; an operand that is a plain array.
+    rng = np.random.default_rng(9)
+    n = 200_000
+    cols = {"id": np.arange(n), "x": rng.random(n), "y": rng.random(n)}
+    t = reopened(cols, where, chunklen=1000)
+    w = rng.random(n)
+    mask = (cols["x"] < 0.5) & (w > 0.9)
+    got = t.fetchwhere("(x < 0.5) & (w > 0.9)", outcols=["y", "x", "nrow__"],
+                       user_dict={"w": w})
+    np.testing.assert_array_equal(got["y"], cols["y"][mask])
+    np.testing.assert_array_equal(got["x"], cols["x"][mask])
+    np.testing.assert_array_equal(got["nrow__"], np.flatnonzero(mask))
+    np.testing.assert_array_equal(np.concatenate(list(t.whereblocks("x > 0.999")))["id"],
+                                  np.flatnonzero(cols["x"] > 0.999))
+
+
+def test_selection_needs_one_dimensional_numeric_columns(where):
+    t = reopened({"x": np.arange(50.0), "v": np.arange(100).reshape(50, 2),
+                  "s": np.array([f"s{i}" for i in range(50)], dtype=object)}, where)
+    ev = table_query.evaluator(t, "x > 10", None, None, 0)
+    assert ev.can_select({"x": t.cols["x"], "nrow__": None})
+    assert not ev.can_select({"v": t.cols["v"]})
+    assert not ev.can_select({"s": t.cols["s"]})
+    got = t.fetchwhere("x > 45", outcols=["v", "s", "x"])
+    np.testing.assert_array_equal(got["v"], np.arange(92, 100).reshape(4, 2))
+    assert list(got["s"]) == ["s46", "s47", "s48", "s49"]
+    with pytest.raises(TypeError, match="not a boolean"):
+        t.fetchwhere("x * 2", outcols=["x"])

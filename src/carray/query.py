@@ -4,7 +4,9 @@ An expression is numexpr syntax (``(x < 0.1) & (y > 0.5)``, arithmetic,
 ``where``/``sin``/...; ``and``/``or``/``not`` are accepted as ``&``/``|``/``~``).
 It is parsed once with :mod:`ast` - which also tells which columns it reads -
 then evaluated over consecutive blocks of rows: only the named columns are
-decoded, one block at a time into reused buffers, never whole.
+decoded, one block at a time into reused buffers, never whole.  Table queries
+(:meth:`BlockEvaluator.select`) also pick their output rows block by block, all on
+worker threads.
 
 Before decoding a block, the comparisons of a column with a constant are
 checked against the column's per-chunk min/max (:mod:`carray.zonemap`); a
@@ -23,6 +25,7 @@ from __future__ import annotations
 import ast
 import math
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +66,10 @@ _FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE,
 _DEFAULT_BLEN = 1 << 16
 # Bytes of columns a worker thread decodes per hand-over in queries.
 _GROUP_BYTES = 4 << 20
+# Most blocks a worker selects from per hand-over.
+_SELECT_GROUP = 4
+# Zone maps learnt while a query decodes are updated one thread at a time.
+_zone_lock = threading.Lock()
 
 
 class _Normalise(ast.NodeTransformer):
@@ -419,6 +426,74 @@ class BlockEvaluator:
                 result = results[i] if results is not None else self._evaluate(env)
                 yield lo, hi, np.broadcast_to(result, (hi - lo, *np.shape(result)[1:])), env
 
+    def can_select(self, outputs: Mapping[str, Any]) -> bool:
+        """Whether :meth:`select` handles these operands and ``outputs``."""
+        return all((isinstance(c, np.ndarray) or (isinstance(c, carray)
+                                                  and not c.dtype.hasobject)) and c.ndim == 1
+                   for c in (*self.columns.values(), *outputs.values()) if c is not None)
+
+    def select(self, outputs: Mapping[str, Any]) -> Iterator[dict[str, np.ndarray]]:
+        """The rows where the expression is true, of every column in ``outputs`` (name ->
+        carray or array; None for the row numbers): one dict per group of blocks, in order.
+
+        All the work happens on worker threads, group by group and block by block so
+        that a block's operands stay in the CPU cache: decode the operands, evaluate,
+        count the matches and, only when there are some, decode the output columns the
+        expression did not (whole blocks when many rows match, single rows when few) and
+        select.  The caller only joins the groups.  Needs :meth:`can_select`.
+        """
+        n = self.length or 0
+        may = self._block_mask()
+        self.skipped = int((~may).sum())
+        todo = [b for b in range(len(may)) if may[b]]
+        # A block's buffers are reused by the next, so groups only amortise the hand-over
+        # to a worker: few per worker, enough of them to keep every worker busy.
+        size = max(1, min(_SELECT_GROUP, len(todo) // (4 * _parallel.workers())))
+
+        def run(group: list[int]) -> dict[str, np.ndarray]:
+            parts: dict[str, list[np.ndarray]] = {name: [] for name in outputs}
+            for b in group:
+                lo, hi = b * self.blen, min((b + 1) * self.blen, n)
+                picked = self._select_block(lo, hi, outputs)
+                for name, values in picked.items():
+                    parts[name].append(values)
+            return {name: p[0] if len(p) == 1 else np.concatenate(p) if p else
+                    _empty(outputs[name]) for name, p in parts.items()}
+
+        yield from _parallel.pipeline(run, _runs(todo, size), 2 * _parallel.workers())
+
+    def _select_block(self, lo: int, hi: int, outputs: Mapping[str, Any]
+                      ) -> dict[str, np.ndarray]:
+        """:meth:`select` on rows ``[lo, hi)``; an empty dict when none match."""
+        env = dict(self.scalars)
+        for i, (name, col) in enumerate(self.columns.items()):
+            env[name] = values = _block_of(col, lo, hi, f"query{i}")
+            cl = col.chunklen if isinstance(col, carray) else 0
+            if cl and lo % cl == 0 and hi - lo == cl:
+                with _zone_lock:  # zone maps are not thread-safe; cheap once known
+                    col.learn_zone(lo // cl, values)
+        result = np.asarray(self._evaluate(env))
+        if result.dtype != np.bool_:
+            raise TypeError(f"{self.expr.text!r} is not a boolean expression")
+        mask = result if result.shape == (hi - lo,) else np.broadcast_to(result, (hi - lo,))
+        count = int(np.count_nonzero(mask))
+        if count == 0:
+            return {}
+        # Positions select faster than a mask when few rows match (and allow row reads).
+        sparse = count * 4 < hi - lo
+        sel = np.flatnonzero(mask) if sparse else mask
+        out = {}
+        for j, (name, col) in enumerate(outputs.items()):
+            if col is None:
+                out[name] = (sel if sparse else np.flatnonzero(mask)) + lo
+            elif self.columns.get(name) is col:
+                out[name] = _pick(env[name], sel)
+            elif isinstance(col, carray) and count * 64 < hi - lo:
+                out[name] = col.take(sel + lo)  # few rows: only their Blosc blocks
+            else:
+                out[name] = _pick(_block_of(col, lo, hi, f"out{j}"), sel)
+        return out
+
     def _read(self, col: Any, lo: int, hi: int, buffers: dict, name: str,
               blocks: int = 1) -> np.ndarray:
         if isinstance(col, np.ndarray):
@@ -430,6 +505,31 @@ class BlockEvaluator:
             buf = buffers[name] = np.empty((blocks * self.blen, *col.shape[1:]),
                                            dtype=col.dtype)
         return col.read_rows(range(lo, hi), out=buf[:hi - lo])
+
+
+def _block_of(col: Any, lo: int, hi: int, slot: str) -> np.ndarray:
+    """Rows ``[lo, hi)`` of a carray (decoded into this thread's buffer ``slot``, valid
+    until its next use) or of an array (a view)."""
+    if isinstance(col, np.ndarray):
+        return col[lo:hi]
+    shape = (hi - lo, *col.shape[1:])
+    nbytes = math.prod(shape) * col.dtype.itemsize
+    buf = _parallel.scratch(nbytes, slot)[:nbytes].view(col.dtype).reshape(shape)
+    return col.read_rows(range(lo, hi), out=buf)
+
+
+def _pick(values: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``values[sel]`` (a mask or positions) as a new array."""
+    if sel.dtype == np.bool_:
+        return np.compress(sel, values, axis=0)
+    return values.take(sel, axis=0)
+
+
+def _empty(col: Any) -> np.ndarray:
+    """No rows of column ``col`` (None: row numbers)."""
+    if col is None:
+        return np.empty(0, np.intp)
+    return np.empty((0, *col.shape[1:]), dtype=col.dtype)
 
 
 def _runs(blocks: list[int], size: int) -> list[list[int]]:

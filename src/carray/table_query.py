@@ -41,6 +41,10 @@ def evaluator(t: Any, expression: str, user_dict: Mapping | None, vm: str | None
 def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
             limit: int | None) -> Iterator[dict[str, np.ndarray]]:
     """Blocks of matching rows: column name -> values (copies)."""
+    outputs = {n: None if n == "nrow__" else t.cols[n] for n in names}
+    if not skip and limit is None and ev.length and ev.columns and ev.can_select(outputs):
+        yield from ev.select(outputs)  # everything on the worker threads
+        return
     taken = 0
     buffers: dict[str, np.ndarray] = {}
     for lo, hi, result, env in ev.blocks():

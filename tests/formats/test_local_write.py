@@ -110,9 +110,17 @@ def test_short_writes_are_finished(tmp_path, monkeypatch):
 def test_fsync_only_when_asked(tmp_path, monkeypatch, fsync):
     calls = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd) or real(fd))
+
+    def fsync_of(fd):
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_of)
     lw.write_file(str(tmp_path / "f.bin"), [[b"x"]], fsync=fsync)
-    assert len(calls) == (1 if fsync else 0)
+    # The file's bytes (still under its temporary name), then the directory's entries.
+    assert len(calls) == (2 if fsync else 0)
+    if fsync:
+        assert calls[0].endswith(".part") and calls[1] == str(tmp_path)
 
 
 def test_temporary_names_differ_between_threads(tmp_path):

@@ -11,7 +11,8 @@ OS, a file system without it, no file to replace) it is a plain ``os.replace``.
 
 So, without fsync, a crash of the machine may leave the file empty or short (the data
 never reached the disk) where ext4's flush would often have kept the old or the new
-file whole; with fsync the new file is on disk before its name is.
+file whole; with fsync the new file is on disk before its name is, and its name (the
+directory) before the call returns.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from carray._fileio import fsync_path
 from carray._parallel import in_background
 from carray.stores.base import storage_error
 
@@ -150,6 +152,8 @@ def write_file(path: str, groups: Parts, *, fsync: bool,
         finally:
             os.close(fd)
         replace(tmp, path)
+        if fsync:  # the new name too: a power cut must not bring the old file back
+            fsync_path(os.path.dirname(os.path.abspath(path)))
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

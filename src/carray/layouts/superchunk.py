@@ -508,8 +508,8 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
             return ChunkSpan(sc.url, off, self._head(sc, off, nchunk).cbytes,
                              self._capacity(sc, off), sc.offsets_pos, sc.data_start)
 
-    def _head(self, sc: Superchunk, off: int, nchunk: int) -> blosc.ChunkHeader:
-        head = self._pread(sc, _BLOSC_HEAD, off)
+    def _head(self, sc: Superchunk, off: int, nchunk: int, head: bytes = b"") -> blosc.ChunkHeader:
+        head = head or self._pread(sc, _BLOSC_HEAD, off)
         h = blosc.read_header(head, sc.url, off, size=sc.size - off)
         if off + h.cbytes + self._dsize > sc.size:
             raise FormatError(f"chunk {nchunk}: its checksum runs past the end of the file",
@@ -737,18 +737,18 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
         if nchunk >= self._count:
             return (-1, -1)
         try:
-            found = self._lookup(nchunk)
-            if found is None:
+            if (found := self._lookup(nchunk)) is None:
                 return (0, 0)  # absent: always the fill value
             sc, off = found
-            h = self._head(sc, off, nchunk)
-            tail = self._dsize or min(16, h.cbytes)
-            rec_end = h.cbytes + self._dsize
             head = self._pread(sc, _BLOSC_HEAD, off)
+            cbytes = self._head(sc, off, nchunk, head).cbytes
+            if self.readonly:  # the chunk read that usually follows needs no head read
+                sc.sizes[nchunk % self._S] = cbytes
+            tail, rec_end = self._dsize or min(16, cbytes), cbytes + self._dsize
             end = self._pread(sc, tail, off + rec_end - tail)
         except FormatError:
             return (-1, -1)
-        return (h.cbytes, crc_stamp(off, head, end))
+        return (cbytes, crc_stamp(off, head, end))
 
     def load_attrs(self) -> dict[str, Any]:
         key = self.store.join(self._metadir, ATTRS_FILE)
