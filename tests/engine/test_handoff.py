@@ -7,11 +7,11 @@ import errno
 
 import numpy as np
 import pytest
+from test_core import WHERE, _layout_classes, make
 
 import carray as ca
 from carray import _parallel
 from carray.engine.handoff import Handoff
-from tests.engine.test_core import WHERE, _layout_classes, make
 
 
 @pytest.fixture(autouse=True)
