@@ -49,3 +49,25 @@ def test_params_module_holds_data_only():
 
     assert not hasattr(params, "set_nthreads")
     assert not hasattr(params, "get_nthreads")
+
+
+def test_a_decoder_stays_single_threaded_whatever_blosc_nthreads_says(monkeypatch):
+    import os
+
+    import numpy as np
+
+    from carray.codecs import blosc as codec
+
+    if not codec.Decoder.available():
+        pytest.fail("the libblosc2 context API is not available")
+    monkeypatch.setenv("BLOSC_NTHREADS", "4")
+    data = np.arange(2**21, dtype="f8")
+    chunk = codec.compress2(data, 8, carray.CParams(cname="lz4", clevel=5))
+    before = len(os.listdir("/proc/self/task"))
+    with codec.Decoder() as d:
+        out = np.empty_like(data)
+        d.decompress_into(chunk, out)
+        # A context made with the variable set would have started its own threads.
+        assert len(os.listdir("/proc/self/task")) == before
+    np.testing.assert_array_equal(out, data)
+    assert os.environ["BLOSC_NTHREADS"] == "4"  # put back

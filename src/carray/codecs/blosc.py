@@ -22,10 +22,12 @@ bindings of either library allocate a new bytes object per call instead.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import struct
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import blosc as _blosc1
@@ -101,7 +103,8 @@ class Decoder:
         # decode_runs' and fetch_runs' output buffer and its address.
         self._runs_buf: tuple[np.ndarray, int] | None = None
         if _DParams is not None:
-            self._ctx = _lib.blosc2_create_dctx(_DParams(nthreads=nthreads))
+            with _env_without("BLOSC_NTHREADS"):  # it would override nthreads
+                self._ctx = _lib.blosc2_create_dctx(_DParams(nthreads=nthreads))
 
     @staticmethod
     def available() -> bool:
@@ -528,6 +531,23 @@ def _validate_blosc1_body(buf: ChunkBytes, h: ChunkHeader, path: str | os.PathLi
     bstarts = np.frombuffer(buf, dtype="<i4", count=nblocks, offset=BLOSC1_HEADER)
     if nblocks and (bstarts.min() < table_end or bstarts.max() > h.cbytes - 4):
         raise FormatError("Blosc block offsets point outside the chunk", path, offset)
+
+
+_ENV_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _env_without(name: str) -> Iterator[None]:
+    """``name`` out of the process environment meanwhile: libblosc2 reads
+    ``BLOSC_NTHREADS`` when it makes a context and lets it override the threads asked
+    for, which would give every per-thread context threads of its own."""
+    with _ENV_LOCK:
+        saved = os.environ.pop(name, None)
+        try:
+            yield
+        finally:
+            if saved is not None:
+                os.environ[name] = saved
 
 
 def _address(buf: ChunkBytes) -> int | bytes:
