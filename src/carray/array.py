@@ -45,16 +45,9 @@ _DEFAULT_EXPECTEDLEN = 2**20
 
 
 _T = TypeVar("_T")
-# Reads a reader in mode 'r' redoes when files changed under it (see _retrying).
+# Reads redone in mode 'r' when files changed under a reader, and what that raises.
 _REREADS = 3
-
-
-def _split_dtype(dtype: np.dtype) -> tuple[np.dtype, tuple[int, ...]]:
-    """A sub-array dtype ``('i4', (3,))`` means rows of shape (3,) of int32."""
-    if dtype.subdtype is not None:
-        base, shape = dtype.subdtype
-        return base, shape
-    return dtype, ()
+_CHANGED_UNDER_US = (FormatError, StorageError, FileNotFoundError)
 
 
 def _wants_objects(array: Any, dtype: Any) -> bool:
@@ -261,7 +254,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         dt = np.dtype(dtype) if dtype is not None else data.dtype
         if isinstance(data, carray) and dtype is not None and dt != data.dtype:
             data = data[:].astype(dt)
-        base, atom = _split_dtype(dt)
+        base, atom = dt.subdtype or (dt, ())  # ('i4', (3,)): rows of shape (3,) of int32
         if isinstance(data, np.ndarray) and data.ndim == 0 and not atom:
             return data, self._scalar_meta(data, base, cparams, dflt, format)
         atomshape = tuple(atom) + tuple(data.shape[1:])
@@ -539,7 +532,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         for _ in range(_REREADS):
             try:
                 return read()
-            except (FormatError, StorageError, FileNotFoundError):
+            except _CHANGED_UNDER_US:
                 if self._mode != "r" or self._rootdir is None:
                     raise
                 self.reopen()
@@ -549,6 +542,12 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         if isinstance(key, str):
             raise TypeError("string (expression) keys need a ctable; use carray.eval")
         key = _plain(key)
+        try:  # the first try inline: a[i] in a loop is a few microseconds in all
+            return self._get(key)
+        except _CHANGED_UNDER_US:
+            if self._mode != "r" or self._rootdir is None:
+                raise
+        self.reopen()  # then as _retrying does
         return self._retrying(lambda: self._get(key))
 
     def _get(self, key: Any) -> Any:
