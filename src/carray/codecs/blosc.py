@@ -34,6 +34,7 @@ import blosc as _blosc1
 import blosc2 as _blosc2
 import numpy as np
 
+from carray.codecs import _encoder
 from carray.codecs._libcheck import (
     PublicLibrary,
     dparams_type,
@@ -784,6 +785,10 @@ def compress2(data: np.ndarray, typesize: int, cparams: CParams,
         # through more than two buffers: give it a copy, never the caller's array.
         data = data.copy()
     try:
+        codec = _BLOSC2_CODECS[cparams.cname]
+        if nthreads == 1 and _encoder.handles(codec, filters):  # let the GIL go meanwhile
+            return _encoder.compress(data, typesize, codec, cparams.clevel, filters,
+                                     filters_meta, blocksize)
         return bytes(_blosc2.compress2(
             data, typesize=typesize, clevel=cparams.clevel,
             codec=_BLOSC2_CODECS[cparams.cname], filters=filters, filters_meta=filters_meta,
