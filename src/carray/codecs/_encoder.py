@@ -16,7 +16,6 @@ byte those python-blosc2 makes for the same data and parameters.  Otherwise
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import blosc2 as _blosc2
 import numpy as np
 
-from carray.codecs._libcheck import load_library
+from carray.codecs._libcheck import header_text, load_library, struct_fields
 
 _MAX_FILTERS = 6
 _MAX_OVERHEAD = 32  # BLOSC2_MAX_OVERHEAD: an extended header
@@ -48,21 +47,10 @@ class _CParams(ctypes.Structure):
 
 def _header_fields() -> list[str] | None:
     """Field names of ``blosc2_cparams`` in the header shipped with the library."""
-    header = os.path.join(os.path.dirname(_blosc2.__file__), "include", "blosc2.h")
-    try:
-        with open(header, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
+    text = header_text()
+    if text is None or not re.search(rf"BLOSC2_MAX_FILTERS\s*=\s*{_MAX_FILTERS}\b", text):
         return None
-    if not re.search(rf"BLOSC2_MAX_FILTERS\s*=\s*{_MAX_FILTERS}\b", text):
-        return None
-    end = text.find("} blosc2_cparams;")
-    start = text.rfind("typedef struct {", 0, end)
-    if end < 0 or start < 0:
-        return None
-    body = re.sub(r"//[^\n]*|/\*.*?\*/", "", text[start + 16:end], flags=re.S)
-    return [decl.split()[-1].lstrip("*").split("[")[0]
-            for decl in body.split(";") if decl.strip()]
+    return struct_fields("blosc2_cparams", text)
 
 
 def _load() -> Any:

@@ -52,24 +52,33 @@ def load_library() -> ctypes.CDLL:
     return lib
 
 
-def _dparams_fields() -> list[str] | None:
-    """Field names of ``blosc2_dparams`` in the header shipped with this libblosc2.
-
-    The struct is passed by value to ``blosc2_create_dctx``, so its layout must
-    match the library exactly; without the header, per-thread contexts are off.
-    """
+def header_text() -> str | None:
+    """The ``blosc2.h`` shipped with this libblosc2 (None: not there)."""
     header = os.path.join(os.path.dirname(_blosc2.__file__), "include", "blosc2.h")
     try:
         with open(header, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+            return f.read()
     except OSError:
         return None
-    end = text.find("} blosc2_dparams;")
+
+
+def struct_fields(name: str, text: str | None = None) -> list[str] | None:
+    """Field names, in order, of the struct typedef ``name`` in ``blosc2.h`` (arrays by
+    their bare names).
+
+    Structs passed by value (``blosc2_dparams``, ``blosc2_cparams``) must match the
+    library's layout exactly; without the header, the calls taking them are off.
+    """
+    text = header_text() if text is None else text
+    if text is None:
+        return None
+    end = text.find(f"}} {name};")
     start = text.rfind("typedef struct {", 0, end)
     if end < 0 or start < 0:
         return None
     body = re.sub(r"//[^\n]*|/\*.*?\*/", "", text[start + 16:end], flags=re.S)
-    return [decl.split()[-1].lstrip("*") for decl in body.split(";") if decl.strip()]
+    return [decl.split()[-1].lstrip("*").split("[")[0]
+            for decl in body.split(";") if decl.strip()]
 
 
 _DPARAMS_TYPES = {"nthreads": ctypes.c_int16, "schunk": ctypes.c_void_p,
@@ -80,7 +89,7 @@ _DPARAMS_TYPES = {"nthreads": ctypes.c_int16, "schunk": ctypes.c_void_p,
 def dparams_type(lib: Any) -> type | None:
     """The ctypes ``blosc2_dparams`` of ``lib`` (None: its layout is unknown), with the
     argument types of the per-context calls set."""
-    fields = _dparams_fields()
+    fields = struct_fields("blosc2_dparams")
     if not fields or fields[0] != "nthreads" or any(f not in _DPARAMS_TYPES for f in fields):
         return None
     cls = type("DParams", (ctypes.Structure,),
