@@ -21,18 +21,17 @@ opens files: callers pass bytes plus the path and offset used in error messages.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import struct
-import types
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from carray.codecs.checksums import CHECKSUMS, Checksum, get_checksum
 from carray.dtypes import checked_dtype
 from carray.errors import ChecksumError, FormatError
 from carray.safejson import load_json
@@ -55,62 +54,8 @@ _META_HEADER = struct.Struct("<8sBBBBIII8s")
 PathLike = str | os.PathLike | None
 
 
-# -- checksums -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Checksum:
-    """One entry of the checksum table: id stored in headers, name, digest size, function."""
-
-    id: int
-    name: str
-    size: int
-    digest: Callable[[Any], bytes]
-
-
-def _zlib_digest(fn: Callable[[Any], int]) -> Callable[[Any], bytes]:
-    # bloscpack masks to unsigned and stores 4 little-endian bytes.
-    return lambda data: struct.pack("<I", fn(data) & 0xFFFFFFFF)
-
-
-def _hash_digest(name: str) -> Callable[[Any], bytes]:
-    ctor = getattr(hashlib, name)
-    return lambda data: ctor(data).digest()
-
-
-_fast_zlib: types.ModuleType
-try:
-    # zlib-ng's SIMD adler32/crc32 give the same values as zlib's, about 10x faster:
-    # the difference between checksums costing half a read and a few percent.
-    from zlib_ng import zlib_ng as _fast_zlib
-except ImportError:  # pragma: no cover - a declared dependency; zlib is the fallback
-    _fast_zlib = zlib
-
-CHECKSUMS: tuple[Checksum, ...] = (
-    Checksum(0, "None", 0, lambda data: b""),
-    Checksum(1, "adler32", 4, _zlib_digest(_fast_zlib.adler32)),
-    Checksum(2, "crc32", 4, _zlib_digest(_fast_zlib.crc32)),
-    Checksum(3, "md5", 16, _hash_digest("md5")),
-    Checksum(4, "sha1", 20, _hash_digest("sha1")),
-    Checksum(5, "sha224", 28, _hash_digest("sha224")),
-    Checksum(6, "sha256", 32, _hash_digest("sha256")),
-    Checksum(7, "sha384", 48, _hash_digest("sha384")),
-    Checksum(8, "sha512", 64, _hash_digest("sha512")),
-)
-_CHECKSUM_BY_NAME = {c.name.lower(): c for c in CHECKSUMS}
-
-
-def get_checksum(which: str | int | None) -> Checksum:
-    """Look a checksum up by id or (case-insensitive) name; ``None``/"none" is no checksum."""
-    if which is None:
-        return CHECKSUMS[0]
-    if isinstance(which, int) and not isinstance(which, bool):
-        if 0 <= which < len(CHECKSUMS):
-            return CHECKSUMS[which]
-        raise ValueError(f"checksum id must be 0..{len(CHECKSUMS) - 1}, got {which}")
-    if isinstance(which, str) and which.lower() in _CHECKSUM_BY_NAME:
-        return _CHECKSUM_BY_NAME[which.lower()]
-    names = ", ".join(c.name for c in CHECKSUMS)
-    raise ValueError(f"unknown checksum {which!r}; choose one of {names}")
+# Checksums live with the codecs (every format with digests shares them); these names
+# stay importable from here.
 
 
 # -- the 32-byte file header -------------------------------------------------------------------

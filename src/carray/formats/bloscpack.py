@@ -47,6 +47,7 @@ import blosc as _blosc1
 import numpy as np
 
 from carray.codecs import blosc
+from carray.codecs.checksums import get_checksum
 from carray.errors import CodecError, FormatError, UnsupportedDTypeError
 from carray.formats._blp_frame import (
     HEADER_SIZE,
@@ -57,7 +58,6 @@ from carray.formats._blp_frame import (
     calculate_chunks,
     dtype_meta,
     encode_metadata,
-    get_checksum,
 )
 from carray.formats._blp_read import (
     MAX_RATIO,

@@ -135,7 +135,7 @@ class StorageInfo:
     @classmethod
     def from_json(cls, obj: Any, path: str) -> StorageInfo:
         """Validate a parsed ``meta/storage``; every problem is a FormatError naming ``path``."""
-        from carray.formats._blp_frame import get_checksum
+        from carray.codecs.checksums import get_checksum
 
         def need(cond: bool, message: str) -> None:
             if not cond:

@@ -20,7 +20,8 @@ import numpy as np
 
 from carray.codecs import blosc
 from carray.codecs.blosc import BLOSC1_HEADER
-from carray.formats._blp_frame import BlpHeader, Checksum
+from carray.codecs.checksums import Checksum
+from carray.formats._blp_frame import BlpHeader
 from carray.layouts._superchunk_meta import StorageInfo
 from carray.stores import Handle, Store
 

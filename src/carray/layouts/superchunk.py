@@ -33,6 +33,7 @@ import numpy as np
 
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
+from carray.codecs.checksums import get_checksum
 from carray.codecs.fill import special_item
 from carray.dtypes import checked_shape
 from carray.errors import (
@@ -50,7 +51,6 @@ from carray.formats._blp_frame import (
     decode_metadata,
     dumps_metadata,
     encode_metadata_bytes,
-    get_checksum,
 )
 from carray.layouts._superchunk_absent import AbsentChunks, absent_chunk
 from carray.layouts._superchunk_commit import Committing, _patch

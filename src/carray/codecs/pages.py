@@ -1,0 +1,124 @@
+"""Page digests: a checksum for every page of a stored chunk, so a ranged read checks
+exactly what it fetches.
+
+A stored chunk of ``size`` bytes is cut into pages of ``page`` bytes (the last one
+shorter); its page digests are the checksum of each page, one after another.  A
+read of bytes ``[a, b)`` fetches the pages holding them whole, checks each one and
+hands out only what was asked for, so no byte reaches a decoder unchecked however
+few blocks a read wants.  Pages, not Blosc blocks, because they need nothing parsed
+first: the header and block table are checked by the same rule as the blocks.
+(docs/formats/superchunk.md, "Records".)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from carray.codecs.checksums import Checksum
+from carray.errors import ChecksumError, FormatError
+
+#: The page size carray writes (bytes): the first read of a chunk's header and block
+#: table takes one page, and a block's compressed bytes one or two more.
+PAGE_SIZE = 4096
+
+
+def npages(size: int, page: int) -> int:
+    """Pages a chunk of ``size`` bytes is cut into."""
+    return -(-size // page) if size > 0 else 0
+
+
+def page_digests(data: Any, checksum: Checksum, page: int = PAGE_SIZE) -> bytes:
+    """The digest of every ``page``-byte page of ``data``, one after another."""
+    view = memoryview(data).cast("B")
+    digest = checksum.digest
+    return b"".join([digest(view[i:i + page]) for i in range(0, len(view), page)])
+
+
+class PagedReader:
+    """Checked ranged reads of one stored chunk of ``size`` bytes.
+
+    Parameters
+    ----------
+    size : int
+        The chunk's stored bytes.
+    read_raw : callable
+        ``read_raw(offset, length) -> bytes``: unchecked bytes of the chunk.
+    digests : bytes
+        The chunk's page digests (:func:`page_digests`).
+    checksum : Checksum
+        What made them.
+    page : int
+        The page size.
+    path, base : str, int
+        The file and the chunk's offset in it, for messages.
+    """
+
+    __slots__ = ("size", "_read", "_digests", "_checksum", "_page", "_path", "_base")
+
+    def __init__(self, size: int, read_raw: Callable[[int, int], bytes], digests: bytes,
+                 checksum: Checksum, page: int, path: str | os.PathLike[str] | None = None,
+                 base: int = 0) -> None:
+        want = npages(size, page) * checksum.size
+        if len(digests) != want:
+            raise FormatError(f"chunk of {size} bytes needs {want} bytes of page digests, "
+                              f"found {len(digests)}", path, base + size)
+        self.size = size
+        self._read = read_raw
+        self._digests = digests
+        self._checksum = checksum
+        self._page = page
+        self._path = path
+        self._base = base
+
+    def checked(self, data: Any, first_page: int) -> None:
+        """Check ``data``, whole pages starting at page ``first_page`` (the last page of
+        the chunk may be short)."""
+        view = memoryview(data).cast("B")
+        page, ck = self._page, self._checksum
+        width, digest = ck.size, ck.digest
+        for i, lo in enumerate(range(0, len(view), page)):
+            p = first_page + i
+            if digest(view[lo:lo + page]) != self._digests[p * width:(p + 1) * width]:
+                raise ChecksumError(f"page {p} of a chunk: {ck.name} checksum mismatch",
+                                    self._path, self._base + p * page)
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` (fewer only past the end), every one checked."""
+        stop = min(offset + length, self.size)
+        if offset < 0 or stop <= offset:
+            return b""
+        page = self._page
+        lo, hi = offset - offset % page, min(-(-stop // page) * page, self.size)
+        data = self._read(lo, hi - lo)
+        if len(data) != hi - lo:
+            raise FormatError(f"chunk truncated: {len(data)} of {hi - lo} bytes at {lo}",
+                              self._path, self._base + lo)
+        self.checked(data, lo // page)
+        if lo == offset and hi == stop:
+            return bytes(data)
+        return bytes(memoryview(data)[offset - lo:stop - lo])
+
+    def read_into(self, offset: int, out: Any) -> int:
+        """Fill ``out`` from ``offset`` with checked bytes; returns how many."""
+        view = memoryview(out).cast("B")
+        data = self.read(offset, len(view))
+        view[:len(data)] = data
+        return len(data)
+
+
+def checked_head(head: bytes, size: int, digests: bytes, checksum: Checksum, page: int,
+                 path: str | os.PathLike[str] | None = None, base: int = 0) -> bytes:
+    """The first bytes of a chunk read in one piece (``head``), cut to whole pages (or the
+    chunk's end) and checked; what is not a whole page is dropped."""
+    keep = min(len(head), size)
+    if keep < size:
+        keep -= keep % page
+    if keep:
+        PagedReader(size, lambda o, n: b"", digests, checksum, page, path, base).checked(
+            memoryview(head)[:keep], 0)
+    return head[:keep]
+
+
+__all__ = ["PAGE_SIZE", "PagedReader", "checked_head", "npages", "page_digests"]
