@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"stores"},
     {"codecs", "_parallel"},
     {"geometry", "grid", "keys", "shapes", "chunkio"},
-    {"formats", "layouts"},
+    {"formats", "layouts", "versions"},
     {"engine"},
     {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
      "table_columns", "tables_interop", "query", "compute", "_table_verify",

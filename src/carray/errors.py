@@ -102,6 +102,14 @@ class LockError(CArrayError, BlockingIOError):
     """A dataset is already open for writing (by this or another process)."""
 
 
+class VersionError(CArrayError, LookupError):
+    """A version or tag asked for does not exist, or is no longer kept."""
+
+
+class VersionsUnsupportedError(CArrayError, NotImplementedError):
+    """The dataset's format keeps no versions (bcolz directories, Blosc2 frames)."""
+
+
 __all__ = [
     "AlignmentError",
     "BroadcastError",
@@ -118,4 +126,6 @@ __all__ = [
     "StorageError",
     "UnsafeDataError",
     "UnsupportedDTypeError",
+    "VersionError",
+    "VersionsUnsupportedError",
 ]

@@ -95,6 +95,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         self._listeners: list[ChunkListener] = []
         self._undo: dict[int, bytes | None] | None = None
         self._saved: tuple[Any, ...] | None = None
+        self._savepoint: Any = None  # the layout's, for layouts that undo their own writes
         self._closed = False
         self._handoff = Handoff(2 * _parallel.workers())
         self._spare: np.ndarray | None = None  # a tail buffer to use again
@@ -243,19 +244,23 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
             return
         self._saved = self._state()
         self._undo = {}
+        self._savepoint = self._layout.savepoint()
         try:
             yield
         except BaseException:
             self._rollback(self._saved)
             raise
+        else:
+            self._layout.release_savepoint()
         finally:
-            self._undo = self._saved = None
+            self._undo = self._saved = self._savepoint = None
 
     def _committed(self) -> None:
         """A commit inside a transaction: a later failure goes back to here, not to the
         start (the files already record this state)."""
         if self._undo is not None:
             self._saved, self._undo = self._state(), {}
+            self._savepoint = self._layout.savepoint()
 
     def _state(self) -> tuple[Any, ...]:
         return (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache,
@@ -265,6 +270,10 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache, self._cbytes,
          self._grid_memo, handed) = saved
         self._handoff.restore(handed)
+        if self._layout.savepoints:  # the layout undoes its own writes
+            with contextlib.suppress(Exception):
+                self._layout.rollback(self._savepoint)
+            return
         undo = self._undo or {}
         new = [n for n, old in undo.items() if old is None]
         with contextlib.suppress(Exception):  # best effort: the layout may keep failing
@@ -280,7 +289,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
     def _remember(self, nchunk: int) -> None:
         """Keep what chunk ``nchunk`` holds now, to put it back if the operation fails."""
         undo = self._undo
-        if undo is None or nchunk in undo:
+        if undo is None or nchunk in undo or self._layout.savepoints:
             return
         stored_runs = self._nfull + (1 if self._nleft else 0)
         old: bytes | None = None

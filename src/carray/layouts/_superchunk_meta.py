@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import struct
@@ -35,9 +36,12 @@ FORMAT_NAME = "carray-superchunk"
 DATA_DIR, META_DIR = "data", "meta"
 STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
 JOURNAL_FILE = "journal"
-#: 2 added ``blockshape`` (chunks stored block by block); 1 is read too.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: 3 keeps versions (manifests and index pages in ``versions/``) and page digests;
+#: 2 added ``blockshape`` (chunks stored block by block); 1 and 2 are read and upgraded.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+#: Bytes per digested page of a stored chunk in new records (see codecs/pages.py).
+DEFAULT_PAGE_SIZE = 4096
 
 
 def dumps(obj: Any) -> bytes:
@@ -85,6 +89,10 @@ class StorageInfo:
     expectedlen: int
     typesize: int
     order: str = "C"  # 'F': the stored array is the transpose of the one users see
+    #: Page digest size of new records (0: none, Bloscpack-compatible files).
+    page_size: int = DEFAULT_PAGE_SIZE
+    #: The format version the directory is in (below 3: upgraded by the first commit).
+    version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
         if self.blosc1:  # a Blosc1 chunk records one shuffle: refuse more, before any write
@@ -93,6 +101,9 @@ class StorageInfo:
     @property
     def chunklen(self) -> int:
         return self.chunkshape[0] if self.chunkshape else 1  # a 0-d array: one item
+
+    def replace(self, **changes: Any) -> StorageInfo:
+        return dataclasses.replace(self, **changes)
 
     @property
     def chunk_nbytes(self) -> int:
@@ -114,7 +125,7 @@ class StorageInfo:
             order, "little" if np.little_endian else "big")
         return {
             "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
+            "format_version": self.version,
             "dtype": str(self.dtype),
             "chunkshape": list(self.chunkshape),
             "blockshape": None if self.blockshape is None else list(self.blockshape),
@@ -130,6 +141,7 @@ class StorageInfo:
             "spare": self.spare,
             "dflt": encode_dflt(np.asarray(self.dflt)),
             "expectedlen": self.expectedlen,
+            **({"page_size": self.page_size} if self.version >= 3 else {}),
         }
 
     @classmethod
@@ -144,7 +156,7 @@ class StorageInfo:
         need(isinstance(obj, dict), "meta/storage must hold a JSON object")
         need(obj.get("format") == FORMAT_NAME, f"not a {FORMAT_NAME} dataset")
         version = obj.get("format_version")
-        need(version in READABLE_VERSIONS,
+        need(_is_int(version) and version in READABLE_VERSIONS,
              f"unsupported {FORMAT_NAME} format version {version!r} (this build reads "
              f"{', '.join(map(str, READABLE_VERSIONS))})")
         dtype = parse_dtype(obj.get("dtype"), path)
@@ -205,13 +217,17 @@ class StorageInfo:
         typesize = codec.get("typesize", 1)
         need(_is_int(typesize) and 1 <= typesize <= 255, f"bad typesize {typesize!r}")
         expectedlen = obj.get("expectedlen", 0)
+        page_size = obj.get("page_size", 0) if version >= 3 else 0
+        need(page_size == 0 or (_is_int(page_size) and 512 <= page_size <= 2**20
+                                and not page_size & (page_size - 1)),
+             f"page_size must be 0 or a power of two in 512..2**20, got {page_size!r}")
         return cls(dtype=dtype, chunkshape=tuple(chunkshape),
                    blockshape=None if blockshape is None else tuple(blockshape),
                    superchunksize=sc,
                    checksum=checksum, spare=float(spare), blosc1=library == "blosc1",
                    cparams=cparams, dflt=decode_dflt(obj.get("dflt"), dtype, path),
                    expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize,
-                   order=order)
+                   order=order, page_size=page_size, version=version)
 
 
 # -- meta/sizes ------------------------------------------------------------------------------

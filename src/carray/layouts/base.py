@@ -134,6 +134,9 @@ class Layout(abc.ABC):
 
     #: The writer's lock (see :mod:`carray.stores.lock`), held until :meth:`close`.
     write_lock: WriteLock | None = None
+    #: True when :meth:`savepoint` / :meth:`rollback` undo chunk writes themselves (the
+    #: engine then keeps no copies of the chunks an operation replaces).
+    savepoints: bool = False
 
     def __init__(self, readonly: bool = False) -> None:
         self.readonly = readonly
@@ -212,6 +215,17 @@ class Layout(abc.ABC):
 
     def commit(self, meta: ArrayMeta, cbytes: int) -> None:  # noqa: B027 - optional
         """Make everything written so far durable, recording ``meta`` last."""
+
+    def savepoint(self) -> Any:
+        """Start undoable changes (layouts with :attr:`savepoints`); a token for
+        :meth:`rollback`."""
+        return None
+
+    def rollback(self, token: Any) -> None:  # noqa: B027 - optional
+        """Undo the chunk writes and drops made since :meth:`savepoint` gave ``token``."""
+
+    def release_savepoint(self) -> None:  # noqa: B027 - optional
+        """The outermost change finished: what it replaced need not be kept for undo."""
 
     def write_unit(self, unit: int, chunks: Sequence[bytes]) -> int:
         """Write the file holding chunks ``[unit*U, unit*U + len(chunks))`` (U =
@@ -311,6 +325,42 @@ def clear_for_create(store: Store, path: str, mode: str) -> None:
 def _remove_quietly(store: Store, path: str) -> None:
     with contextlib.suppress(OSError):
         store.rmtree(path)
+
+
+class Sidecars:
+    """Sidecars as files ``<directory>/<name>``, for a layout to delegate to.
+
+    Not fsynced: sidecars hold data derived from the chunks (zone maps), checked
+    against each chunk's stamp when used, so a lost or stale one only costs a re-read.
+    """
+
+    def __init__(self, store: Store, directory: str, readonly: bool) -> None:
+        self.store, self.directory, self.readonly = store, directory, readonly
+
+    def _path(self, name: str) -> str:
+        if not _SIDECAR_NAME.fullmatch(name):
+            raise ValueError(f"sidecar name {name!r} is not a plain file name")
+        return self.store.join(self.directory, name)
+
+    def names(self) -> list[str]:
+        return sorted(n for n in self.store.listdir(self.directory)
+                      if _SIDECAR_NAME.fullmatch(n))
+
+    def load(self, name: str) -> bytes | None:
+        try:
+            return self.store.get(self._path(name))
+        except FileNotFoundError:
+            return None
+
+    def save(self, name: str, data: bytes | None) -> None:
+        if self.readonly:
+            raise ReadOnlyError("sidecars cannot change: opened read-only")
+        path = self._path(name)
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                self.store.delete(path)
+        else:
+            self.store.put(path, data, fsync=False)
 
 
 class SidecarFiles:
