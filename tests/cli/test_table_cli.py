@@ -76,3 +76,14 @@ def test_head_shows_missing_values_of_a_netcdf_file_as_missing(capsys):
     assert lines["temp"] == "[[0., --, 2., 3.], [--, --, 6., 7.]]"
     assert lines["count"] == "[0, --]"
 
+
+def test_head_shows_nulls_of_a_parquet_file_as_missing(capsys, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"i": pa.array([7, None, 9], pa.int32()),
+                             "f": pa.array([1.5, None, float("nan")]),
+                             "s": pa.array(["a", None, "c"])}), tmp_path / "n.parquet")
+    assert main(["head", str(tmp_path / "n.parquet")]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    # Integers stay integers; a null is missing, a NaN stays a NaN.
+    assert rows == [["i", "f", "s"], ["7", "1.5", "a"], ["--", "--", "--"], ["9", "nan", "c"]]

@@ -80,8 +80,21 @@ def parquet_head(path: str, rows: int, storage_options: dict | None = None) -> d
     batch = next(f.iter_batches(batch_size=max(rows, 1)), None)
     if batch is None:
         return {field.name: np.zeros(0) for field in f.schema_arrow}
-    return {name: batch.column(name).to_numpy(zero_copy_only=False)[:rows]
-            for name in batch.schema.names}
+    return {name: _with_nulls_masked(batch.column(name))[:rows] for name in batch.schema.names}
+
+
+def _with_nulls_masked(column: Any) -> np.ndarray:
+    """A pyarrow array as numpy, nulls masked (as missing values are everywhere else),
+    not turned into NaN or None, and integers kept integers."""
+    if not column.null_count:
+        return column.to_numpy(zero_copy_only=False)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = column.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+        column = pc.fill_null(column, pa.scalar(0).cast(column.type))
+    return np.ma.MaskedArray(column.to_numpy(zero_copy_only=False), mask=mask)
 
 
 def open_parquet(path: str, mode: str = "r", storage_options: dict | None = None) -> Any:
