@@ -43,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.set_defaults(func=run_cat)
 
     q = verbs.add_parser("select", help="copy variables and/or a selection to a new file",
-                         description="carray ds select [VAR...] [dim=i:j ...] IN OUT")
+                         description="carray ds select [VAR...] [dim=i:j ...] IN OUT. "
+                                     "The variables named keep the coordinates of their "
+                                     "dimensions (variables named as a dimension).")
     q.add_argument("items", nargs="+", metavar="[VAR|dim=SEL]... IN OUT")
     q.set_defaults(func=run_select)
 
@@ -165,9 +167,28 @@ def run_select(args: argparse.Namespace) -> int:
         else:
             names.append(item)
     format_for(dst)  # fail on an unknown output type before reading anything
+    if names:
+        names = with_coordinates(_header(src), names)
     d = read_any(src, names or None, sel or None)
     write_any(dst, d)
     return 0
+
+
+def with_coordinates(header: dict, names: list[str]) -> list[str]:
+    """``names`` and, after them, the coordinates of their dimensions: the variables of
+    ``header`` named as a dimension, which label its positions."""
+    out = list(names)
+    for name in names:
+        key = name if name in header else ds.escape(name)
+        entry = header.get(key)
+        if not isinstance(entry, dict):
+            continue  # not a variable: the reader says so
+        dims = entry.get(".dims") or default_dims(key, len(entry.get(".size") or []))
+        for dim in dims:
+            coord = ds.escape(dim)
+            if coord in header and coord not in out and dim not in out:
+                out.append(coord)
+    return out
 
 
 @clean_errors
