@@ -174,6 +174,17 @@ def test_cli_convert_keeps_an_existing_dataset_unless_forced(tmp_path, capsys):
     assert ca.ds.read_header(tmp_path / "m.ds") == ca.ds.read_header(DATA / "ds" / "medium.ds")
 
 
+def test_a_bloscpack_source_keeps_its_codec_and_shuffle(tmp_path, cube):
+    ca.bloscpack.pack_array(cube, tmp_path / "s.blp",
+                            cparams=ca.CParams(cname="zstd", clevel=8, shuffle=ca.BITSHUFFLE))
+    convert(tmp_path / "s.blp", tmp_path / "d.carray")
+    with ca.open(tmp_path / "d.carray", mode="r") as d:
+        # Blosc headers do not record the level: Blosc's default stands for it.
+        assert (d.cparams.cname, d.cparams.shuffle, d.cparams.clevel) == \
+            ("zstd", ca.BITSHUFFLE, 5)
+        np.testing.assert_array_equal(d[:], cube)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["{tmp}/missing.npy", "{tmp}/x.npy"], "no such"),
     (["{tmp}/s.npy", "{tmp}/x.ds"], "one is a dataset"),

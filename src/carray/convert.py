@@ -27,6 +27,8 @@ from carray import registry
 from carray.array import carray
 from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations.table_files import table_format_for
+from carray.integrations.zarr_arrays import cparams_of
+from carray.params import CNAMES, CParams, Shuffle
 from carray.stores import Store, is_url, resolve
 
 # Rows copied per step: whole source chunks, about this many bytes.
@@ -184,6 +186,38 @@ def close_array(src: Any) -> None:
         close()
 
 
+def source_cparams(src: Any, path: str | os.PathLike | None = None,
+                   storage_options: dict | None = None) -> CParams | None:
+    """How ``src`` (from :func:`open_array` of ``path``) is compressed, as carray's
+    parameters: a carray's own; the nearest Blosc ones of a Zarr array
+    (:func:`carray.integrations.zarr_arrays.cparams_of`); a Bloscpack file's codec and
+    shuffle.  None when it is not compressed or carray cannot tell (the destination then
+    takes carray's defaults)."""
+    own = getattr(src, "cparams", None)
+    if isinstance(own, CParams):
+        return own
+    zarr = cparams_of(src)
+    if zarr is not None or path is None:
+        return zarr
+    options = options_for(path, storage_options)
+    if registry.guess(path, options).name == "bloscpack":
+        return _packed_cparams(os.fspath(path), options)
+    return None
+
+
+def _packed_cparams(path: str, storage_options: dict | None) -> CParams | None:
+    """A Bloscpack file's codec and shuffle, from its first chunk's Blosc header.  Blosc
+    headers record no level: Blosc's default (5) stands for it, 0 for stored chunks."""
+    from carray.formats import bloscpack
+
+    first = bloscpack.info(path, storage_options=storage_options)["first_chunk"]
+    if first is None or first["codec"] not in CNAMES:
+        return None
+    shuffle = Shuffle.BITSHUFFLE if first["bitshuffle"] else \
+        Shuffle.SHUFFLE if first["shuffle"] else Shuffle.NOSHUFFLE
+    return CParams(clevel=0 if first["memcpyed"] else 5, cname=first["codec"], shuffle=shuffle)
+
+
 def _grid_of(src: Any, fmt: str) -> dict[str, Any]:
     """Chunk keywords for the destination: the source's where the format can hold them."""
     chunks = getattr(src, "chunks", None)
@@ -266,8 +300,6 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
         grid = {"blocks": None, **given} if fmt != "bcolz" else given
     else:
         grid.update(given)
-    if cparams is None:
-        cparams = getattr(source, "cparams", None)
     out = carray(np.empty((0, *shape[1:]), dtype=dtype), rootdir=target,
                  mode="w", format="superchunk" if fmt == "carray" else fmt,
                  cparams=cparams, expectedlen=shape[0], storage_options=storage_options,
@@ -354,6 +386,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
             given = _given_grid(fmt, shape, chunks, blocks, cparams)
         except UnsupportedOptionError as exc:
             raise UnsupportedOptionError(f"cannot convert to {dst}: {exc}") from None
+        if cparams is None and fmt != "npy":
+            cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
         if fmt == "npy":
             _copy_to_npy(source, tmp, progress)
@@ -404,7 +438,7 @@ def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams
     chunks = chunks or getattr(source, "chunks", None)
     write_zarr(tmp, tuple(source.shape), source.dtype, _row_blocks(source, progress),
                chunks=None if chunks is None else tuple(chunks),
-               cparams=cparams if cparams is not None else getattr(source, "cparams", None),
+               cparams=cparams,
                attrs=dict((getattr(source, "attrs", None) or {}).items()),
                storage_options=storage_options)
 

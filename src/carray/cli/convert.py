@@ -83,8 +83,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="block shape of the output array, one size per axis (carray and "
                         ".b2nd outputs only)")
     p.add_argument("--codec", choices=["blosclz", "lz4", "lz4hc", "zlib", "zstd"],
-                   help="codec of the output array (default: the input's)")
-    p.add_argument("--clevel", type=int, help="compression level of the output array")
+                   help="Blosc codec of the output array (default: the input's, with its "
+                        "level and shuffle; a Zarr input's Blosc codec as it is, its other "
+                        "compressors as the nearest Blosc codec: zstd as zstd, gzip and zlib "
+                        "as zlib, lz4 as lz4, at their level, without shuffle; no compressor "
+                        "as level 0; any other as lz4 level 5; a Bloscpack input's codec and shuffle at "
+                        "level 5, as its chunks record no level; other inputs: lz4 level 5)")
+    p.add_argument("--clevel", type=int,
+                   help="compression level of the output array, 0-9 (default: the input's)")
     p.add_argument("--force", action="store_true", help="replace an existing output")
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("--progress", action="store_true", default=None,
@@ -138,11 +144,11 @@ def _cparams(args: argparse.Namespace, storage: dict | None) -> CParams | None:
     input's as it is)."""
     if not args.codec and args.clevel is None:
         return None
-    from carray.convert import close_array, open_array
+    from carray.convert import close_array, open_array, source_cparams
 
     src = open_array(args.src, storage)
     try:
-        base = getattr(src, "cparams", None) or CParams()
+        base = source_cparams(src, args.src, storage) or CParams()
     finally:
         close_array(src)
     return base.replace(**{k: v for k, v in (("cname", args.codec), ("clevel", args.clevel))
