@@ -185,6 +185,21 @@ def test_a_bloscpack_source_keeps_its_codec_and_shuffle(tmp_path, cube):
         np.testing.assert_array_equal(d[:], cube)
 
 
+def test_a_blosc2_frame_source_keeps_its_codec(tmp_path, capsys):
+    data = np.arange(1000, dtype="u8")
+    blosc2.SChunk(chunksize=800, data=data, urlpath=str(tmp_path / "s.b2frame"), mode="w",
+                  cparams=blosc2.CParams(codec=blosc2.Codec.ZLIB, clevel=3, typesize=8,
+                                         filters=[blosc2.Filter.BITSHUFFLE]))
+    assert main(["info", str(tmp_path / "s.b2frame")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert {"codec   : zlib", "clevel  : 3", "shuffle : bitshuffle"} <= set(out)
+    convert(tmp_path / "s.b2frame", tmp_path / "d.carray")
+    with ca.open(tmp_path / "d.carray", mode="r") as d:
+        assert (d.cparams.cname, d.cparams.clevel, d.cparams.shuffle) == \
+            ("zlib", 3, ca.BITSHUFFLE)
+        np.testing.assert_array_equal(d[:], data)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["{tmp}/missing.npy", "{tmp}/x.npy"], "no such"),
     (["{tmp}/s.npy", "{tmp}/x.ds"], "one is a dataset"),

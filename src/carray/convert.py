@@ -28,7 +28,7 @@ from carray.array import carray
 from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
-from carray.params import CNAMES, CParams, Shuffle
+from carray.params import CParams
 from carray.stores import Store, is_url, resolve
 
 # Rows copied per step: whole source chunks, about this many bytes.
@@ -190,32 +190,16 @@ def source_cparams(src: Any, path: str | os.PathLike | None = None,
                    storage_options: dict | None = None) -> CParams | None:
     """How ``src`` (from :func:`open_array` of ``path``) is compressed, as carray's
     parameters: a carray's own; the nearest Blosc ones of a Zarr array
-    (:func:`carray.integrations.zarr_arrays.cparams_of`); a Bloscpack file's codec and
-    shuffle.  None when it is not compressed or carray cannot tell (the destination then
-    takes carray's defaults)."""
+    (:func:`carray.integrations.zarr_arrays.cparams_of`); a Bloscpack file's or a Blosc2
+    frame's (:func:`carray.registry.file_cparams`).  None when it is not compressed or
+    carray cannot tell (the destination then takes carray's defaults)."""
     own = getattr(src, "cparams", None)
     if isinstance(own, CParams):
         return own
     zarr = cparams_of(src)
     if zarr is not None or path is None:
         return zarr
-    options = options_for(path, storage_options)
-    if registry.guess(path, options).name == "bloscpack":
-        return _packed_cparams(os.fspath(path), options)
-    return None
-
-
-def _packed_cparams(path: str, storage_options: dict | None) -> CParams | None:
-    """A Bloscpack file's codec and shuffle, from its first chunk's Blosc header.  Blosc
-    headers record no level: Blosc's default (5) stands for it, 0 for stored chunks."""
-    from carray.formats import bloscpack
-
-    first = bloscpack.info(path, storage_options=storage_options)["first_chunk"]
-    if first is None or first["codec"] not in CNAMES:
-        return None
-    shuffle = Shuffle.BITSHUFFLE if first["bitshuffle"] else \
-        Shuffle.SHUFFLE if first["shuffle"] else Shuffle.NOSHUFFLE
-    return CParams(clevel=0 if first["memcpyed"] else 5, cname=first["codec"], shuffle=shuffle)
+    return registry.file_cparams(os.fspath(path), options_for(path, storage_options))
 
 
 def _grid_of(src: Any, fmt: str) -> dict[str, Any]:
