@@ -18,6 +18,7 @@ import numpy as np
 from carray.cli.convert import clean_errors, format_for, read_any, write_any
 from carray.formats import ds
 from carray.formats._ds_header import default_dims
+from carray.formats.merge import merge_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("items", nargs="+", metavar="[VAR|dim=SEL]... IN OUT")
     q.set_defaults(func=run_select)
 
-    q = verbs.add_parser("merge", help="concatenate files along a dimension")
+    q = verbs.add_parser("merge", help="concatenate files along a dimension",
+                         description="Concatenate IN files along DIM into OUT, a block of "
+                                     "rows at a time (memory does not grow with the "
+                                     "files). Variables along DIM are joined; the others, "
+                                     "and the attributes, are the first file's.")
     q.add_argument("dim", metavar="DIM")
     q.add_argument("files", nargs="+", metavar="IN... OUT")
     q.set_defaults(func=run_merge)
@@ -196,6 +201,7 @@ def run_merge(args: argparse.Namespace) -> int:
     if len(args.files) < 2:
         raise ValueError("merge needs at least one input and an output file")
     *inputs, dst = args.files
-    format_for(dst)
-    write_any(dst, ds.merge([read_any(path) for path in inputs], args.dim))
+    for path in (*inputs, dst):
+        format_for(path)  # an unknown type fails before anything is read
+    merge_files(inputs, args.dim, dst)  # a block of rows at a time, whatever the sizes
     return 0
