@@ -29,6 +29,7 @@ from carray.formats import _b2frame_verify, _blp_verify, _ds_verify
 from carray.formats._b2frame_header import SPARSE_INDEX
 from carray.formats._blp_frame import MAGIC as BLP_MAGIC
 from carray.formats._ds_header import MAGIC as DS_MAGIC
+from carray.formats._ds_header import unescape
 from carray.integrations import table_files, zarr_arrays
 from carray.layouts import LAYOUTS, LayoutKind, sniff_layout
 from carray.layouts._b2frame_meta import cparams_of as frame_cparams
@@ -384,15 +385,17 @@ def _ds_info(path: str, storage_options: dict | None) -> dict:
 
 
 def _ds_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:
-    ds = _dataset_module("ds")
-    header = ds.read_header(path, storage_options=storage_options)
+    from carray.formats._ds_read import Reader
+
     out = {}
-    for key, entry in header.items():
-        if key.startswith(".") or entry.get(".size") is None:
-            continue
-        index = (slice(0, rows),) if entry.get(".size") else None
-        out[ds.unescape(key)] = ds.read_variable(path, key, index,
-                                                 storage_options=storage_options)
+    with Reader(path, storage_options) as reader:  # one open, one header for every variable
+        for key, v in reader.header.layouts.items():
+            if v.shape is None:
+                continue
+            # The first block reads only its own bits of a mask, not the whole mask.
+            first = next(reader.iter_rows(v, rows), None) if rows else None
+            out[unescape(key)] = first if first is not None else \
+                reader.read_variable(v, (slice(0, rows),) if v.shape else None)
     return out
 
 
