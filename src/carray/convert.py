@@ -373,14 +373,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         if cparams is None and fmt != "npy":
             cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
-        if fmt == "npy":
-            _copy_to_npy(source, tmp, progress)
-        elif fmt == "zarr":
-            _copy_to_zarr(source, store.url(tmp) if store.remote else tmp, chunks, cparams,
-                          progress, dst_options)
-        else:
-            _copy_to_carray(source, store.url(tmp), fmt, given, cparams, progress,
-                            dst_options)
+        _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
+              progress, dst_options)
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -393,6 +387,17 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         raise
     finally:
         close_array(source)
+
+
+def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
+          progress: Callable[[int, int], None] | None, storage_options: dict | None) -> None:
+    """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``)."""
+    if fmt == "npy":
+        _copy_to_npy(source, tmp, progress)
+    elif fmt == "zarr":
+        _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress, storage_options)
+    else:
+        _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options)
 
 
 def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
