@@ -148,3 +148,11 @@ def test_info_shows_the_codecs_configuration(values, tmp_path, capsys):
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("codecs"))
     assert "blosc(" in line and "cname=zstd" in line and "clevel=7" in line
     assert "shuffle=shuffle" in line
+
+
+def test_convert_help_says_what_becomes_of_a_zarr_codec(capsys):
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "A Zarr input's Blosc codec is kept as it is" in text
+    assert "nearest Blosc codec: zstd as zstd, gzip and zlib as zlib, lz4 as lz4" in text

@@ -83,12 +83,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="block shape of the output array, one size per axis (carray and "
                         ".b2nd outputs only)")
     p.add_argument("--codec", choices=["blosclz", "lz4", "lz4hc", "zlib", "zstd"],
-                   help="Blosc codec of the output array (default: the input's, with its "
-                        "level and shuffle; a Zarr input's Blosc codec as it is, its other "
-                        "compressors as the nearest Blosc codec: zstd as zstd, gzip and zlib "
-                        "as zlib, lz4 as lz4, at their level, without shuffle; no compressor "
-                        "as level 0; any other as lz4 level 5; a Bloscpack input's codec and shuffle at "
-                        "level 5, as its chunks record no level; other inputs: lz4 level 5)")
+                   help="Blosc codec of the output array (default: the input's codec, "
+                        "level and shuffle. A Zarr input's Blosc codec is kept as it is; "
+                        "its other compressors become the nearest Blosc codec: zstd as "
+                        "zstd, gzip and zlib as zlib, lz4 as lz4, at their level and "
+                        "without shuffle; no compressor gives level 0, any other lz4 at "
+                        "level 5. Bloscpack inputs keep their codec and shuffle, at level "
+                        "5 as their chunks record none; .npy inputs get lz4 at level 5)")
     p.add_argument("--clevel", type=int,
                    help="compression level of the output array, 0-9 (default: the input's)")
     p.add_argument("--force", action="store_true", help="replace an existing output")
