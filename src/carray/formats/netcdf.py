@@ -38,6 +38,7 @@ from carray.errors import FormatError
 from carray.formats import ds
 from carray.formats._ds_header import NUMERIC_TYPES
 from carray.formats._ds_read import apply_outer, normalize_index
+from carray.formats._local_write import temporary_name
 
 __all__ = ["Reader", "StreamWriter", "read", "read_header", "write"]
 
@@ -411,7 +412,7 @@ class StreamWriter:
                  unlimited: Iterable[str] = (), fsync: bool = True) -> None:
         netCDF4 = _netcdf4()
         self._path, self._fsync = os.fspath(path), fsync
-        self._tmp = f"{self._path}.{os.getpid()}.merging"
+        self._tmp = temporary_name(self._path)
         self._file = netCDF4.Dataset(self._tmp, "w", format="NETCDF4")
         unlimited = set(unlimited)
         for dim, n in sizes.items():
