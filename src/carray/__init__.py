@@ -27,6 +27,7 @@ from carray.errors import (
     ReadOnlyError,
     UnsafeDataError,
     UnsupportedDTypeError,
+    UnsupportedOptionError,
 )
 from carray.formats import bloscpack, ds
 from carray.params import (
@@ -74,6 +75,7 @@ __all__ = [
     "AlignmentError", "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnsupportedDTypeError",
+    "UnsupportedOptionError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "set_nthreads",
     "zeros",

@@ -50,6 +50,11 @@ class BroadcastError(CArrayError, ValueError):
     """Operands of an expression have shapes that do not broadcast together."""
 
 
+class UnsupportedOptionError(CArrayError, ValueError):
+    """An option the destination cannot take: a chunk or block shape that does not fit
+    the array or the format, or compression for a format that stores none."""
+
+
 class ReadOnlyError(CArrayError, PermissionError):
     """A write was attempted on something opened read-only."""
 
@@ -126,6 +131,7 @@ __all__ = [
     "StorageError",
     "UnsafeDataError",
     "UnsupportedDTypeError",
+    "UnsupportedOptionError",
     "VersionError",
     "VersionsUnsupportedError",
 ]

@@ -81,7 +81,16 @@ def _chunks_line(info: dict) -> str:
 
 def print_table_info(info: dict) -> None:
     """A table's description: a line, then its columns as an aligned table."""
-    print(f"ctable: {info['rows']} rows x {len(info['columns'])} columns")
+    line = f"{info['type']}: {info['rows']} rows x {len(info['columns'])} columns"
+    if "row_groups" in info:  # a Parquet file
+        leaves = info["leaf_columns"]
+        extra = f" ({leaves} leaf columns)" if leaves != len(info["columns"]) else ""
+        groups = info["row_groups"]
+        line += f"{extra}, {groups} row group{'' if groups == 1 else 's'}"
+        sizes = ("uncompressed", "compressed")  # the file's metadata's two sizes
+    else:
+        sizes = ("nbytes", "cbytes")
+    print(line)
     rows = [(c["name"], c["dtype"], human(c["nbytes"]), human(c["cbytes"]),
              _ratio_text(c["ratio"]), _disk_text(c.get("disk_bytes")))
             for c in info["columns"]]
@@ -89,8 +98,7 @@ def print_table_info(info: dict) -> None:
     rows.append(("(total)", "", human(info["nbytes"]), human(info["cbytes"]),
                  _ratio_text(total), _disk_text(info.get("disk_bytes"))))
     # cbytes: the compressed chunks; on disk: every file (framing, metadata, spare room).
-    print_table(("column", "dtype", "nbytes", "cbytes", "ratio", "on disk"), rows,
-                right=(2, 3, 4, 5))
+    print_table(("column", "dtype", *sizes, "ratio", "on disk"), rows, right=(2, 3, 4, 5))
     print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False))
                   for k, v in info["attrs"].items()])
 

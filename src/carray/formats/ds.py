@@ -314,14 +314,40 @@ def select(d: Mapping, variables_: Iterable[str] | None = None,
     return out
 
 
-def merge(datasets: Sequence[Mapping], dim: str) -> Dataset:
+def merge(datasets: Sequence[Mapping | PathLike], dim: str, *,
+          storage_options: dict | None = None) -> Dataset:
     """Concatenate datasets along ``dim``.
 
     Variables with ``dim`` are joined along it (they must be in every dataset); the others
     are taken from the first dataset, as are the attributes. Masked arrays stay masked.
+
+    Parameters
+    ----------
+    datasets : sequence of dict or path
+        Datasets (as :func:`read` returns them) or ``.ds`` files (local paths or URLs,
+        read whole), in order.
+    dim : str
+        The dimension to join along.
+    storage_options : dict, optional
+        Options of the file system of the paths that are URLs.
+
+    Returns
+    -------
+    dict
+        The merged dataset, in memory.  To merge files into a file without holding them
+        in memory, see :func:`carray.formats.merge.merge_files` (``carray ds merge``).
     """
+    if isinstance(datasets, str | os.PathLike | Mapping):
+        raise TypeError("merge takes a sequence of datasets or paths, not a single one")
     if not datasets:
         raise ValueError("merge needs at least one dataset")
+    opened = [read(d, storage_options=storage_options) if isinstance(d, str | os.PathLike)
+              else _mapping(d, "a dataset") for d in datasets]
+    return _merged(opened, dim)
+
+
+def _merged(datasets: Sequence[Mapping], dim: str) -> Dataset:
+    """The datasets (in memory) joined along ``dim``, as :func:`merge` says."""
     first = datasets[0]
     out = select(first)
     for name in variables(first):

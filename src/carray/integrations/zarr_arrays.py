@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from carray.errors import FormatError
+from carray.params import CNAMES, CParams, Shuffle
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
@@ -66,10 +67,63 @@ def open_zarr(path: str, mode: str = "r", storage_options: dict | None = None) -
         raise FormatError(f"not a readable Zarr v3 array: {exc}", path) from None
 
 
+def _codec_text(codec: Any) -> str:
+    """A codec as its Zarr name and configuration: ``blosc(cname=zstd, clevel=7, ...)``."""
+    doc = codec.to_dict()
+    config = ", ".join(f"{k}={v}" for k, v in (doc.get("configuration") or {}).items())
+    return f"{doc['name']}({config})"
+
+
 def _codecs(z: Any) -> str:
-    names = [type(c).__name__.removesuffix("Codec").lower()
-             for c in (*z.filters, z.serializer, *z.compressors) if c is not None]
-    return ", ".join(names) or "none"
+    return ", ".join(_codec_text(c) for c in (*z.filters, z.serializer, *z.compressors)
+                     if c is not None) or "none"
+
+
+#: Zarr compressors (by name; numcodecs' without their ``numcodecs.`` prefix) and the
+#: Blosc codec nearest each; a Zarr Blosc codec keeps its own parameters.
+NEAREST_BLOSC = {"zstd": "zstd", "gzip": "zlib", "zlib": "zlib", "lz4": "lz4"}
+_SHUFFLES = {"noshuffle": Shuffle.NOSHUFFLE, "shuffle": Shuffle.SHUFFLE,
+             "bitshuffle": Shuffle.BITSHUFFLE}
+
+
+def cparams_of(array: Any) -> CParams | None:
+    """The Blosc parameters nearest to how a Zarr array's chunks are compressed (None when
+    ``array`` is not a Zarr array).
+
+    * A Blosc codec keeps its cname, clevel and shuffle (``snappy``, which carray's
+      Blosc lacks, becomes ``lz4``).
+    * zstd, gzip or zlib, and lz4 become that codec in Blosc (gzip as zlib) at the same
+      level (at most 9, Blosc's highest; lz4 at Blosc's default 5), without shuffle, as
+      Zarr applied none (byte shuffle when a numcodecs shuffle precedes them).
+    * No compressor gives level 0: chunks stored uncompressed.
+    * Any other compressor gives carray's defaults (lz4, level 5, byte shuffle).
+    """
+    if type(array).__module__.split(".")[0] != "zarr":
+        return None
+    docs = [c.to_dict() for c in array.compressors]
+    names = [doc["name"].removeprefix("numcodecs.") for doc in docs]
+    shuffle = Shuffle.SHUFFLE if "shuffle" in names else Shuffle.NOSHUFFLE
+    for name, doc in zip(names, docs, strict=True):
+        config = doc.get("configuration") or {}
+        if name == "blosc":
+            return _from_blosc(config)
+        if name in NEAREST_BLOSC:
+            level = int(config.get("level", 5)) if name != "lz4" else 5
+            if name == "zstd":
+                level = 3 if level == 0 else max(level, 1)  # zstd's 0 is its default, 3
+            return CParams(clevel=min(level, 9), cname=NEAREST_BLOSC[name], shuffle=shuffle)
+    return CParams(clevel=0) if not docs else CParams()
+
+
+def _from_blosc(config: dict) -> CParams:
+    """A Zarr (or numcodecs) Blosc codec's configuration as carray's parameters."""
+    cname = str(config.get("cname", "lz4"))
+    raw = config.get("shuffle", "shuffle")
+    # numcodecs spells shuffles as ints (-1: automatic, a byte shuffle for wide items).
+    shuffle = _SHUFFLES.get(raw, Shuffle.SHUFFLE) if isinstance(raw, str) else \
+        Shuffle(raw) if raw in (0, 1, 2) else Shuffle.SHUFFLE
+    return CParams(clevel=min(int(config.get("clevel", 5)), 9),
+                   cname=cname if cname in CNAMES else "lz4", shuffle=shuffle)
 
 
 def info(path: str, storage_options: dict | None = None) -> dict:
