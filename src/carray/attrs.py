@@ -1,10 +1,15 @@
-"""User attributes of a container: a dict persisted through its layout."""
+"""User attributes of a container: a dict persisted through its layout.
+
+Values are checked and copied when set (:func:`carray.attrvalues.normalise`), so
+what a container holds in memory is what every layout stores and reads back.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Protocol
 
+from carray.attrvalues import normalise
 from carray.errors import ReadOnlyError
 
 
@@ -37,9 +42,20 @@ class Attrs(MutableMapping):
         return self._load()[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
+        """Store ``value`` (a copy of it) under ``key``.
+
+        Raises
+        ------
+        UnstorableAttributeError
+            ``key`` is not a str, or ``value`` is not of a type carray stores
+            exactly (see :mod:`carray.attrvalues`); nothing is changed.
+        ReadOnlyError
+            The container is open in mode 'r'.
+        """
         self._writable()
+        value = normalise(key, value)
         data = dict(self._load())
-        data[key] = value
+        data[str(key)] = value
         self._layout.save_attrs(data)
         self._data = data
 

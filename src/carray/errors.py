@@ -98,6 +98,14 @@ class StorageError(CArrayError, OSError):
         return out
 
 
+class UnstorableAttributeError(CArrayError, TypeError):
+    """An attribute name or value that carray cannot store exactly, refused when set.
+
+    The message names the attribute and the type refused (an arbitrary object, an
+    object array, a dict with keys that are not strings, ...).
+    """
+
+
 class LockError(CArrayError, BlockingIOError):
     """A dataset is already open for writing (by this or another process)."""
 
@@ -117,5 +125,6 @@ __all__ = [
     "ReadOnlyError",
     "StorageError",
     "UnsafeDataError",
+    "UnstorableAttributeError",
     "UnsupportedDTypeError",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from carray import attrvalues
 from carray import geometry as geo
 from carray.codecs import blosc
 from carray.errors import CArrayError, FormatError
@@ -37,7 +38,6 @@ from carray.layouts._superchunk_meta import (
     Journal,
     Sizes,
     StorageInfo,
-    decode_attr,
 )
 from carray.layouts.bcolz import read_json
 from carray.layouts.superchunk import superchunk_name
@@ -129,8 +129,9 @@ def _verify_attrs(store: Store, key: str, path: str) -> Iterator[Problem]:
         return
     for name, value in attrs.items():
         try:
-            decode_attr(value)
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            attrvalues.decode_typed(value)
+        except (TypeError, ValueError, KeyError, IndexError, OverflowError,
+                RecursionError) as exc:
             yield Problem(path, "", f"attribute {name!r}: {exc}")
 
 

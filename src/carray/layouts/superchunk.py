@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from carray import attrvalues
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
 from carray.codecs.fill import special_item
@@ -40,7 +41,6 @@ from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
-    UnsafeDataError,
 )
 from carray.formats._blp_frame import (
     HEADER_SIZE,
@@ -67,9 +67,7 @@ from carray.layouts._superchunk_meta import (
     Journal,
     Sizes,
     StorageInfo,
-    decode_attr,
     dumps,
-    encode_attr,
 )
 from carray.layouts._superchunk_state import (
     CachedHead,
@@ -759,17 +757,13 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
             return {}
         if not isinstance(obj, dict):
             raise FormatError("meta/attrs must hold a JSON object", path)
-        try:
-            return {k: decode_attr(v) for k, v in obj.items()}
-        except UnsafeDataError as exc:
-            raise UnsafeDataError(f"{path}: {exc}") from None
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
-            raise FormatError(f"bad attribute in meta/attrs: {exc}", path) from None
+        return attrvalues.load_typed(obj, path)
 
     def save_attrs(self, attrs: dict[str, Any]) -> None:
         if self.readonly:
             raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
-        encoded = {str(k): encode_attr(v) for k, v in attrs.items()}
+        encoded = {attrvalues.check_name(k): attrvalues.encode_typed(v)
+                   for k, v in attrs.items()}
         self.store.put(self.store.join(self._metadir, ATTRS_FILE), dumps(encoded),
                        fsync=self.fsync)
 
