@@ -59,6 +59,18 @@ class Attrs(MutableMapping):
         self._layout.save_attrs(data)
         self._data = data
 
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        """Set several attributes with one write; none is set when one is refused."""
+        self._writable()
+        items = dict(other, **kwargs)
+        new: dict[str, Any] = {}
+        for key, value in items.items():
+            new[str(key)] = normalise(key, value)
+        if new:
+            data = {**self._load(), **new}
+            self._layout.save_attrs(data)
+            self._data = data
+
     def __delitem__(self, key: str) -> None:
         self._writable()
         data = dict(self._load())

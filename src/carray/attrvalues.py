@@ -42,7 +42,7 @@ MAX_NESTING = 20
 #: Integers beyond msgpack's range are written as decimal text.
 _INT_RANGE = (-(2**63), 2**64)
 _UINTS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
-_HALF = {8: np.dtype(np.float32), 16: np.dtype(np.float64)}  # complex -> its parts
+_HALF: dict[int, type] = {8: np.float32, 16: np.float64}  # complex -> its parts
 
 
 def _refuse(message: str) -> UnstorableAttributeError:
@@ -120,7 +120,8 @@ def _default_nan_bits(ftype: type) -> int:
     return int(np.array(np.nan, ftype).view(_UINTS[np.dtype(ftype).itemsize]))
 
 
-_NAN_BITS = {t: _default_nan_bits(t) for t in (np.float16, np.float32, np.float64)}
+_NAN_BITS: dict[type, int] = {t: _default_nan_bits(t)
+                              for t in (np.float16, np.float32, np.float64)}
 
 
 def float_to_json(x: Any, ftype: type = np.float64) -> float | str:
@@ -185,14 +186,14 @@ def _scalar_entry(x: np.generic) -> dict[str, Any]:
     elif kind == "f" and size <= 8:
         entry["value"] = float_to_json(x, dtype.type)
     elif kind == "c" and size <= 16:
-        part = _HALF[size].type
+        part = _HALF[size]
         entry["value"] = [float_to_json(x.real, part), float_to_json(x.imag, part)]
     elif kind in "Mm":
         entry["value"] = int(np.array(x).view(np.int64))
     elif kind == "U" and _utf8(str(x)):
         entry["value"] = str(x)
     else:  # float128, complex256, bytes, records, raw void; text with lone surrogates
-        raw = bytes(x) if kind == "S" else np.array(x).tobytes()
+        raw = x.tobytes()
         entry["encoding"], entry["value"] = "base64", _b64(raw)
     return entry
 
@@ -244,7 +245,7 @@ def _scalar_value(entry: dict[str, Any]) -> Any:
         return float_from_json(value, _native(dtype).type)
     if kind == "c" and dtype.itemsize <= 16 and isinstance(value, list) and len(value) == 2:
         out = np.zeros((), _native(dtype))
-        part = _HALF[dtype.itemsize].type
+        part = _HALF[dtype.itemsize]
         out.real, out.imag = float_from_json(value[0], part), float_from_json(value[1], part)
         return out[()]
     if kind in "Mm" and type(value) is int:
@@ -328,7 +329,8 @@ _SIMPLE: dict[type, Callable[[Any], dict[str, Any]]] = {
     dt.timedelta: lambda v: {"type": "timedelta",
                              "value": [v.days, v.seconds, v.microseconds]},
 }
-_SEQUENCES = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+_SEQUENCES: dict[type, str] = {
+    list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
 
 
 def encode_typed(value: Any, _depth: int = 0) -> dict[str, Any]:
@@ -366,8 +368,10 @@ def _iso_value(kind: str, entry: dict[str, Any]) -> Any:
     text = entry.get("value")
     if not isinstance(text, str) or len(text) > 64:
         raise ValueError(f"{kind} attribute holds {text!r:.80}")
-    parse = {"datetime": dt.datetime, "date": dt.date, "time": dt.time}[kind].fromisoformat
-    out = parse(text)
+    parsers: dict[str, Callable[[str], Any]] = {
+        "datetime": dt.datetime.fromisoformat, "date": dt.date.fromisoformat,
+        "time": dt.time.fromisoformat}
+    out = parsers[kind](text)
     fold = entry.get("fold", 0)
     if fold not in (0, 1) or isinstance(fold, bool):
         raise ValueError(f"bad fold {fold!r:.20}")

@@ -708,7 +708,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             col.free_cachemem()
 
     def copy(self, **kwargs: Any) -> ctable:
-        """A copy (keyword arguments as for the constructor, e.g. ``rootdir``, ``cparams``)."""
+        """A copy, attributes (the table's and its columns') included; keyword arguments
+        as for the constructor, e.g. ``rootdir``, ``cparams``."""
         kwargs.setdefault("cparams", self.cparams)
         kwargs.setdefault("expectedlen", max(self._len, 1))
         out = ctable({n: empty_like(c) for n, c in self._cols.items()}, **kwargs)
@@ -716,6 +717,10 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         for i in range(0, self._len, blen):
             out.append({n: read_any(c, range(i, min(i + blen, self._len)))
                         for n, c in self._cols.items()})
+        out.attrs.update(self.attrs.getall())
+        for name, col in self._cols.items():
+            if hasattr(col, "attrs"):  # nested columns have none
+                out.cols[name].attrs.update(col.attrs.getall())
         out.flush()
         return out
 

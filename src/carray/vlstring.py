@@ -453,6 +453,7 @@ class StringColumn(Container):
                            expectedlen=max(len(self), 1))
         for block in self.iterblocks():
             out.append(block)
+        out.attrs.update(self.attrs.getall())
         out.flush()
         return out
 
