@@ -44,7 +44,8 @@ def _ndarray_ext(arr: np.ndarray) -> msgpack.ExtType:
     dtype = arr.dtype
     spec = {"descr": dtype.descr} if dtype.fields is not None else {"str": dtype.str}
     payload = {"dtype": spec, "shape": list(arr.shape), "data": arr.tobytes()}
-    return msgpack.ExtType(NDARRAY_EXT, _packb(payload))
+    # Packed as python-blosc2 packs it: the descr's tuples tagged as tuples.
+    return msgpack.ExtType(NDARRAY_EXT, _packb(_native(payload)))
 
 
 def _native(value: Any) -> Any:
@@ -95,7 +96,7 @@ def _walk(obj: Any) -> Any:
 
 
 def _ndarray(data: bytes) -> np.ndarray:
-    payload = msgpack.unpackb(data, raw=False)
+    payload = _walk(msgpack.unpackb(data, raw=False))
     if not isinstance(payload, dict) or not isinstance(payload.get("shape"), list):
         raise ValueError("numpy array extension without a shape")
     if "values" in payload:  # python-blosc2's object arrays: msgpack values, no pickle
@@ -122,15 +123,15 @@ def _ndarray(data: bytes) -> np.ndarray:
 
 
 def _fields(descr: Any) -> list:
-    # msgpack turned numpy's descr tuples into lists: [name or [title, name], spec, shape?].
+    # numpy's descr with its tuples as tuples or lists: (name or (title, name), spec, shape?).
     if not isinstance(descr, list):
         raise ValueError(f"bad numpy descr {descr!r:.80}")
     out = []
     for field in descr:
-        if not isinstance(field, list) or len(field) not in (2, 3):
+        if not isinstance(field, (list, tuple)) or len(field) not in (2, 3):
             raise ValueError(f"bad numpy descr field {field!r:.80}")
         name, spec = field[0], field[1]
-        item = (tuple(name) if isinstance(name, list) else name,
+        item = (tuple(name) if isinstance(name, (list, tuple)) else name,
                 _fields(spec) if isinstance(spec, list) else spec)
         out.append(item + ((tuple(field[2]),) if len(field) == 3 else ()))
     return out

@@ -193,7 +193,7 @@ def _scalar_entry(x: np.generic) -> dict[str, Any]:
     elif kind == "U" and _utf8(str(x)):
         entry["value"] = str(x)
     else:  # float128, complex256, bytes, records, raw void; text with lone surrogates
-        raw = x.tobytes()
+        raw = x.tobytes()[:size]  # an empty bytes_ gives one byte
         entry["encoding"], entry["value"] = "base64", _b64(raw)
     return entry
 
