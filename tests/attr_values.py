@@ -48,7 +48,7 @@ def _dates(kind: str) -> st.SearchStrategy:
 
 _offsets = st.timedeltas(min_value=dt.timedelta(hours=-23, minutes=-59),
                          max_value=dt.timedelta(hours=23, minutes=59))
-timezones = st.none() | st.just(dt.timezone.utc) | _offsets.map(dt.timezone)
+timezones = st.none() | st.just(dt.UTC) | _offsets.map(dt.timezone)
 
 
 def numpy_scalars() -> st.SearchStrategy:
