@@ -202,6 +202,21 @@ def test_we_read_what_python_blosc2_writes(tmp_path):
     assert_same(_get(path), NATIVE)
 
 
+def test_their_values_we_do_not_store_survive_our_writes(tmp_path):
+    path = tmp_path / "c.b2nd"
+    theirs = blosc2.asarray(np.arange(5), urlpath=os.fspath(path), mode="w")
+    theirs.vlmeta["objs"] = np.array([1, "a", None], dtype=object)
+    del theirs
+    with ca.open(path, mode="a") as a:
+        assert a.attrs["objs"].tolist() == [1, "a", None]
+        a.attrs["ours"] = np.int16(7)
+        with pytest.raises(UnstorableAttributeError, match="'objs'.*object"):
+            a.copy(rootdir=tmp_path / "copy", mode="w")  # not in a carray directory
+        assert not (tmp_path / "copy").exists()  # refused before anything is written
+    assert _theirs(path)["objs"].tolist() == [1, "a", None]
+    assert _get(path)["ours"] == 7
+
+
 # -- bcolz reads plain JSON as it always did -----------------------------------------------
 
 PLAIN = {"units": "K", "n": 3, "scale": 0.5, "flags": [1, "x", None, True],

@@ -723,10 +723,10 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     def copy(self, **kwargs: Any) -> carray:
         """A new carray with the same items and attributes; keyword arguments as for the
-        constructor (``cparams=`` recompresses every chunk, ``rootdir=`` puts the copy
-        on disk)."""
+        constructor (``cparams=`` recompresses every chunk, ``rootdir=`` puts it on disk)."""
+        attrs = self.attrs.checked()  # refused before anything is written
         out = self._copy_items(**kwargs)
-        out.attrs.update(self.attrs.getall())
+        out.attrs.update(attrs)
         return out
 
     def _copy_items(self, **kwargs: Any) -> carray:

@@ -68,6 +68,11 @@ def _native(value: Any) -> Any:
         return msgpack.ExtType(SET_EXT, _packb([_native(v) for v in value]))
     if t is np.ndarray and value.dtype.kind in FIXED_KINDS and not value.dtype.hasobject:
         return _ndarray_ext(value)
+    if t is np.ndarray and value.dtype == object:
+        # Only ever read from python-blosc2's files (never accepted when set): kept as is.
+        payload = {"values": [_native(v) for v in value.ravel().tolist()],
+                   "shape": list(value.shape)}
+        return msgpack.ExtType(NDARRAY_EXT, _packb(payload))
     return {MARKER: encode_typed(value)}
 
 

@@ -88,5 +88,16 @@ class Attrs(MutableMapping):
         """A copy of every attribute."""
         return dict(self._load())
 
+    def checked(self) -> dict:
+        """A copy of every attribute, each checked as when set (values read from other
+        programs' files may be of types carray does not store).
+
+        Raises
+        ------
+        UnstorableAttributeError
+            An attribute carray cannot store, named.
+        """
+        return {k: normalise(k, v) for k, v in self._load().items()}
+
     def __repr__(self) -> str:
         return f"Attrs({self._load()!r})"
