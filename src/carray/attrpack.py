@@ -18,7 +18,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from carray.attrvalues import MARKER, decode_typed, encode_typed, parse_dtype
+from carray.attrvalues import MARKER, decode_typed, encode_typed, parse_dtype, utf8_text
 from carray.dtypes import FIXED_KINDS, checked_shape
 from carray.errors import UnsafeDataError
 
@@ -26,14 +26,6 @@ TUPLE_TAG = "__tuple__"
 #: python-blosc2's msgpack extension codes (msgpack_utils.py).
 COMPLEX_EXT, SET_EXT, NDARRAY_EXT = 44, 45, 46
 _COMPLEX = struct.Struct(">dd")
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _packb(obj: Any) -> bytes:
@@ -53,7 +45,7 @@ def _native(value: Any) -> Any:
     t = type(value)
     if value is None or t in (bool, float, bytes, msgpack.ExtType):
         return value
-    if (t is int and -(2**63) <= value < 2**64) or (t is str and _utf8(value)):
+    if (t is int and -(2**63) <= value < 2**64) or (t is str and utf8_text(value)):
         return value
     if t is complex:
         return msgpack.ExtType(COMPLEX_EXT, _COMPLEX.pack(value.real, value.imag))
@@ -62,7 +54,7 @@ def _native(value: Any) -> Any:
     if t is list and not (value and type(value[0]) is str and value[0] == TUPLE_TAG):
         return [_native(v) for v in value]
     if t is dict and (len(value) != 1 or MARKER not in value) and \
-            all(type(k) is str and _utf8(k) for k in value):
+            all(type(k) is str and utf8_text(k) for k in value):
         return {k: _native(v) for k, v in value.items()}
     if t is set:
         return msgpack.ExtType(SET_EXT, _packb([_native(v) for v in value]))

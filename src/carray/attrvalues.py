@@ -45,16 +45,13 @@ _UINTS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 _HALF: dict[int, type] = {8: np.float32, 16: np.float64}  # complex -> its parts
 
 
-def _refuse(message: str) -> UnstorableAttributeError:
-    return UnstorableAttributeError(message)
-
-
 def _type_name(value: Any) -> str:
     t = type(value)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def _utf8(text: str) -> bool:
+def utf8_text(text: str) -> bool:
+    """Whether UTF-8 can hold ``text`` (it has no lone surrogates)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates
@@ -86,9 +83,11 @@ def check_name(name: Any) -> str:
         Not a str, or holding lone surrogates.
     """
     if type(name) is not str and not isinstance(name, np.str_):
-        raise _refuse(f"attribute names must be str, not {_type_name(name)} ({name!r:.80})")
-    if not _utf8(name):
-        raise _refuse(f"attribute name {name!r:.80} is not valid Unicode (lone surrogates)")
+        raise UnstorableAttributeError(
+            f"attribute names must be str, not {_type_name(name)} ({name!r:.80})")
+    if not utf8_text(name):
+        raise UnstorableAttributeError(
+            f"attribute name {name!r:.80} is not valid Unicode (lone surrogates)")
     return str(name)
 
 
@@ -105,12 +104,13 @@ def normalise(name: Any, value: Any) -> Any:
     try:
         entry = encode_typed(value)
     except UnstorableAttributeError as exc:
-        raise _refuse(f"attribute {name!r}: {exc}") from None
+        raise UnstorableAttributeError(f"attribute {name!r}: {exc}") from None
     # Files are read with a bound on nesting; what would not read back is refused now.
     depth = json_depth(json.dumps(entry))
     if depth >= MAX_DEPTH:
-        raise _refuse(f"attribute {name!r}: the value nests {depth} levels deep when "
-                      f"stored (at most {MAX_DEPTH - 1})")
+        raise UnstorableAttributeError(
+            f"attribute {name!r}: the value nests {depth} levels deep when "
+            f"stored (at most {MAX_DEPTH - 1})")
     return decode_typed(entry)
 
 
@@ -140,9 +140,10 @@ def float_from_json(v: Any, ftype: type = np.float64) -> Any:
     """Inverse of :func:`float_to_json`, also reading the repr text earlier releases
     wrote (``"nan"``, ``"-inf"``, ``"np.float64(nan)"``); a numpy scalar of ``ftype``."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if not math.isfinite(float(v)) or abs(v) <= np.finfo(ftype).max:
-            return ftype(v)
-        raise ValueError(f"{v!r:.40} is out of range for {np.dtype(ftype)}")
+        x = float(v)
+        if math.isfinite(x) and abs(x) > float(np.finfo(ftype).max):
+            raise ValueError(f"{v!r:.40} is out of range for {np.dtype(ftype)}")
+        return ftype(x)
     if not isinstance(v, str) or len(v) > 64:
         raise ValueError(f"not a float: {v!r:.80}")
     named = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}
@@ -170,8 +171,9 @@ def _descr(dtype: np.dtype) -> Any:
 
 def _checked(dtype: np.dtype) -> np.dtype:
     if dtype.hasobject or dtype.kind not in FIXED_KINDS:
-        raise _refuse(f"numpy values of dtype {dtype} cannot be stored (only fixed-size "
-                      "items: no objects)")
+        raise UnstorableAttributeError(
+            f"numpy values of dtype {dtype} cannot be stored (only fixed-size "
+            "items: no objects)")
     return dtype
 
 
@@ -190,7 +192,7 @@ def _scalar_entry(x: np.generic) -> dict[str, Any]:
         entry["value"] = [float_to_json(x.real, part), float_to_json(x.imag, part)]
     elif kind in "Mm":
         entry["value"] = int(np.array(x).view(np.int64))
-    elif kind == "U" and _utf8(str(x)):
+    elif kind == "U" and utf8_text(str(x)):
         entry["value"] = str(x)
     else:  # float128, complex256, bytes, records, raw void; text with lone surrogates
         raw = x.tobytes()[:size]  # an empty bytes_ gives one byte
@@ -207,8 +209,9 @@ def _listable(arr: np.ndarray) -> bool:
 
 def _array_entry(arr: np.ndarray) -> dict[str, Any]:
     if type(arr) is not np.ndarray:
-        raise _refuse(f"values of type {_type_name(arr)} cannot be stored (numpy.ndarray "
-                      "subclasses would read back as plain arrays)")
+        raise UnstorableAttributeError(
+            f"values of type {_type_name(arr)} cannot be stored (numpy.ndarray "
+            "subclasses would read back as plain arrays)")
     dtype = _checked(arr.dtype)
     entry: dict[str, Any] = {"type": "array", "dtype": _descr(dtype), "shape": list(arr.shape)}
     if _listable(arr):
@@ -283,11 +286,12 @@ def _int_entry(v: int) -> dict[str, Any]:
     try:
         return {"type": "int", "value": str(v)}
     except ValueError as exc:  # more digits than Python converts
-        raise _refuse(f"int of {v.bit_length()} bits cannot be stored: {exc}") from None
+        raise UnstorableAttributeError(
+            f"int of {v.bit_length()} bits cannot be stored: {exc}") from None
 
 
 def _str_entry(v: str) -> dict[str, Any]:
-    if _utf8(v):
+    if utf8_text(v):
         return {"type": "string", "value": v}
     return {"type": "string", "encoding": "base64",
             "value": _b64(v.encode("utf-8", "surrogatepass"))}
@@ -301,15 +305,21 @@ def _tz_checked(v: dt.datetime | dt.time) -> None:
     offset = v.utcoffset()
     if type(tz) is not dt.timezone or offset is None or tz != dt.timezone(offset) \
             or tz.tzname(None) != dt.timezone(offset).tzname(None):
-        raise _refuse(f"{_type_name(v)} with time zone {tz!r:.60} cannot be stored exactly "
-                      "(only datetime.timezone offsets without a name)")
+        raise UnstorableAttributeError(
+            f"{_type_name(v)} with time zone {tz!r:.60} cannot be stored exactly "
+            "(only datetime.timezone offsets without a name)")
 
 
 def _iso_entry(kind: str, v: Any) -> dict[str, Any]:
-    if kind != "date":
-        _tz_checked(v)
-    entry: dict[str, Any] = {"type": kind, "value": v.isoformat()}
-    if kind != "date" and v.fold:
+    if kind == "date":
+        return {"type": kind, "value": v.isoformat()}
+    _tz_checked(v)
+    # The offset apart: Python 3.11 reads "+00:00:00.000001" back as UTC.
+    entry: dict[str, Any] = {"type": kind, "value": v.replace(tzinfo=None).isoformat()}
+    offset = v.utcoffset()
+    if offset is not None:
+        entry["utcoffset"] = [offset.days, offset.seconds, offset.microseconds]
+    if v.fold:
         entry["fold"] = 1
     return entry
 
@@ -351,16 +361,18 @@ def encode_typed(value: Any, _depth: int = 0) -> dict[str, Any]:
         return simple(value)
     kind = _SEQUENCES.get(type(value))
     if kind is None and type(value) is not dict:
-        raise _refuse(f"values of type {_type_name(value)} cannot be stored")
+        raise UnstorableAttributeError(f"values of type {_type_name(value)} cannot be stored")
     if _depth >= MAX_NESTING:
-        raise _refuse(f"containers nest deeper than {MAX_NESTING} levels")
+        raise UnstorableAttributeError(f"containers nest deeper than {MAX_NESTING} levels")
     if kind is not None:
         return {"type": kind, "value": [encode_typed(v, _depth + 1) for v in value]}
     for k in value:
         if type(k) is not str:
-            raise _refuse(f"dict keys must be str, not {_type_name(k)} ({k!r:.60})")
-        if not _utf8(k):
-            raise _refuse(f"dict key {k!r:.60} is not valid Unicode (lone surrogates)")
+            raise UnstorableAttributeError(
+                f"dict keys must be str, not {_type_name(k)} ({k!r:.60})")
+        if not utf8_text(k):
+            raise UnstorableAttributeError(
+                f"dict key {k!r:.60} is not valid Unicode (lone surrogates)")
     return {"type": "dict", "value": {k: encode_typed(v, _depth + 1) for k, v in value.items()}}
 
 
@@ -372,6 +384,8 @@ def _iso_value(kind: str, entry: dict[str, Any]) -> Any:
         "datetime": dt.datetime.fromisoformat, "date": dt.date.fromisoformat,
         "time": dt.time.fromisoformat}
     out = parsers[kind](text)
+    if "utcoffset" in entry:
+        out = out.replace(tzinfo=dt.timezone(_timedelta_value(entry["utcoffset"])))
     fold = entry.get("fold", 0)
     if fold not in (0, 1) or isinstance(fold, bool):
         raise ValueError(f"bad fold {fold!r:.20}")
