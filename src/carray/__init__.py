@@ -26,6 +26,7 @@ from carray.errors import (
     FormatError,
     ReadOnlyError,
     UnsafeDataError,
+    UnstorableAttributeError,
     UnsupportedDTypeError,
     UnsupportedOptionError,
 )
@@ -74,8 +75,8 @@ __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
     "AlignmentError", "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
-    "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnsupportedDTypeError",
-    "UnsupportedOptionError",
+    "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",
+    "UnsupportedDTypeError", "UnsupportedOptionError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "set_nthreads",
     "zeros",

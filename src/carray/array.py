@@ -722,8 +722,14 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         self._engine.drop_cache()
 
     def copy(self, **kwargs: Any) -> carray:
-        """A new carray with the same items; keyword arguments as for the constructor
-        (``cparams=`` recompresses every chunk, ``rootdir=`` puts the copy on disk)."""
+        """A new carray with the same items and attributes; keyword arguments as for the
+        constructor (``cparams=`` recompresses every chunk, ``rootdir=`` puts it on disk)."""
+        attrs = self.attrs.checked()  # refused before anything is written
+        out = self._copy_items(**kwargs)
+        out.attrs.update(attrs)
+        return out
+
+    def _copy_items(self, **kwargs: Any) -> carray:
         if self._engine.objects is not None:
             kwargs.setdefault("cparams", self.cparams)
             return type(self)(self[:], dtype=object, allow_pickle=True, **kwargs)

@@ -26,6 +26,7 @@ import numpy as np
 from carray import registry
 from carray.array import carray
 from carray.errors import ContainerExistsError, UnsupportedOptionError
+from carray.integrations import zarr_arrays
 from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
 from carray.params import CParams
@@ -272,6 +273,16 @@ def _place(store: Store, path: str) -> str:
     return store.url(path) if store.remote else os.path.abspath(path)
 
 
+def _attrs_of(source: Any) -> dict[str, Any]:
+    """The attributes of an array to copy from, as they were set (a Zarr array's read
+    back from their JSON form); none for numpy arrays."""
+    attrs = getattr(source, "attrs", None)
+    if attrs is None:
+        return {}
+    return zarr_arrays.read_attrs(source) if zarr_arrays.is_zarr(source) \
+        else dict(attrs.items())
+
+
 def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
                     progress: Callable[[int, int], None] | None,
                     storage_options: dict | None) -> None:
@@ -289,7 +300,7 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
                  cparams=cparams, expectedlen=shape[0], storage_options=storage_options,
                  **grid)
     try:
-        for key, value in (getattr(source, "attrs", None) or {}).items():
+        for key, value in _attrs_of(source).items():
             out.attrs[key] = value
         for _, block in _row_blocks(source, progress):
             out.append(block)
@@ -428,7 +439,7 @@ def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams
     write_zarr(tmp, tuple(source.shape), source.dtype, _row_blocks(source, progress),
                chunks=None if chunks is None else tuple(chunks),
                cparams=cparams,
-               attrs=dict((getattr(source, "attrs", None) or {}).items()),
+               attrs=_attrs_of(source),
                storage_options=storage_options)
 
 

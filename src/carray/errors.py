@@ -103,6 +103,14 @@ class StorageError(CArrayError, OSError):
         return out
 
 
+class UnstorableAttributeError(CArrayError, TypeError):
+    """An attribute name or value that carray cannot store exactly, refused when set.
+
+    The message names the attribute and the type refused (an arbitrary object, an
+    object array, a dict with keys that are not strings, ...).
+    """
+
+
 class LockError(CArrayError, BlockingIOError):
     """A dataset is already open for writing (by this or another process)."""
 
@@ -130,6 +138,7 @@ __all__ = [
     "ReadOnlyError",
     "StorageError",
     "UnsafeDataError",
+    "UnstorableAttributeError",
     "UnsupportedDTypeError",
     "UnsupportedOptionError",
     "VersionError",

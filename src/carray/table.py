@@ -708,7 +708,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             col.free_cachemem()
 
     def copy(self, **kwargs: Any) -> ctable:
-        """A copy (keyword arguments as for the constructor, e.g. ``rootdir``, ``cparams``)."""
+        """A copy, attributes included (keyword arguments as for the constructor, ``rootdir``)."""
+        attrs = self.attrs.checked()  # refused before anything is written
+        col_attrs = {n: c.attrs.checked() for n, c in self._cols.items() if hasattr(c, "attrs")}
         kwargs.setdefault("cparams", self.cparams)
         kwargs.setdefault("expectedlen", max(self._len, 1))
         out = ctable({n: empty_like(c) for n, c in self._cols.items()}, **kwargs)
@@ -716,6 +718,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         for i in range(0, self._len, blen):
             out.append({n: read_any(c, range(i, min(i + blen, self._len)))
                         for n, c in self._cols.items()})
+        out.attrs.update(attrs)
+        for name, checked in col_attrs.items():  # nested columns have none
+            out.cols[name].attrs.update(checked)
         out.flush()
         return out
 

@@ -448,11 +448,15 @@ class StringColumn(Container):
         self._offsets.free_cachemem()
 
     def copy(self, **kwargs: Any) -> StringColumn:
+        """A copy, attributes included (``rootdir``, ``mode``, ``cparams`` as for the
+        constructor)."""
+        attrs = self.attrs.checked()  # refused before anything is written
         out = StringColumn(rootdir=kwargs.get("rootdir"), mode=kwargs.get("mode", "a"),
                            cparams=kwargs.get("cparams", self.cparams),
                            expectedlen=max(len(self), 1))
         for block in self.iterblocks():
             out.append(block)
+        out.attrs.update(attrs)
         out.flush()
         return out
 

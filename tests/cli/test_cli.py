@@ -36,6 +36,28 @@ def test_info_json(capsys, tmp_path):
     assert info["nbytes"] == 400
 
 
+@pytest.mark.parametrize("fmt", ["superchunk", "bcolz", "b2nd"])
+def test_info_prints_numpy_attribute_values(capsys, tmp_path, fmt):
+    path = tmp_path / ("a.b2nd" if fmt == "b2nd" else "a")
+    with ca.carray(np.arange(3.0), rootdir=path, mode="w", format=fmt) as a:
+        a.attrs["_FillValue"] = np.float64("nan")
+        a.attrs["scale"] = np.float32(0.5)
+        a.attrs["z"] = np.complex128(1 + 2j)
+        a.attrs["when"] = np.datetime64("2020-01-01T00:00")
+        a.attrs["units"] = "K"
+    assert main(["info", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    attrs = dict(line.split(" : ", 1) for line in lines if line.startswith("attr "))
+    assert {k.strip(): v for k, v in attrs.items()} == {
+        "attr _FillValue": "nan", "attr scale": "0.5", "attr z": "(1+2j)",
+        "attr when": "2020-01-01T00:00", "attr units": '"K"'}
+    assert main(["info", "--json", str(path)]) == 0
+    info = json.loads(capsys.readouterr().out)  # valid JSON: no NaN token
+    assert info["attrs"]["_FillValue"] == {
+        "__carray__": {"type": "scalar", "dtype": "<f8", "value": "NaN"}}
+    assert info["attrs"]["units"] == "K"
+
+
 def test_info_on_a_missing_path_is_a_clean_error(capsys, tmp_path):
     assert main(["info", str(tmp_path / "nope")]) == 1
     assert "no such dataset" in capsys.readouterr().err

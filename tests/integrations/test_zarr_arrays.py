@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,28 @@ def test_convert_help_says_what_becomes_of_a_zarr_codec(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "A Zarr input's Blosc codec is kept as it is" in text
     assert "nearest Blosc codec: zstd as zstd, gzip and zlib as zlib, lz4 as lz4" in text
+
+
+def test_numpy_attributes_to_zarr_and_back(tmp_path, capsys):
+    attrs = {"_FillValue": np.float64("nan"), "scale": np.float32(0.25), "top": np.inf,
+             "z": np.complex64(1 - 2j), "when": np.datetime64("2020-01-01T00:00"),
+             "span": (1, np.timedelta64(3, "s")), "units": "K", "levels": [1, 2.5]}
+    with ca.carray(np.arange(10.0), rootdir=tmp_path / "a.carray", mode="w") as a:
+        a.attrs.update(attrs)
+    assert main(["convert", str(tmp_path / "a.carray"), str(tmp_path / "a.zarr")]) == 0
+    stored = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())["attributes"]
+    assert stored["_FillValue"] == {"__carray__": {"type": "scalar", "dtype": "<f8",
+                                                   "value": "NaN"}}
+    assert stored["top"] == {"__carray__": {"type": "float", "value": "Infinity"}}
+    assert stored["units"] == "K" and stored["levels"] == [1, 2.5]  # plain stays plain
+    assert main(["info", str(tmp_path / "a.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "attr _FillValue : nan" in out and "(1-2j)" in out
+    convert(tmp_path / "a.zarr", tmp_path / "b.carray")
+    with ca.open(tmp_path / "b.carray", mode="r") as b:
+        got = b.attrs.getall()
+    assert list(got) == list(attrs)
+    assert type(got["_FillValue"]) is np.float64 and np.isnan(got["_FillValue"])
+    for k in ("scale", "top", "z", "when", "units", "levels", "span"):
+        assert type(got[k]) is type(attrs[k]) and got[k] == attrs[k], k
+    assert got["z"].dtype == np.complex64 and got["when"].dtype == attrs["when"].dtype

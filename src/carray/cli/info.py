@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from carray import registry
+from carray import attrvalues, registry
 from carray.cli._ui import human, print_fields, print_table
 from carray.cli.main import add_storage_options
 from carray.convert import options_for
@@ -56,8 +56,23 @@ def _array_rows(info: dict) -> list[tuple[str, Any]]:
     if info.get("disk_bytes") is not None:
         rows.append(("on disk", f"{human(info['disk_bytes'])} (every file: chunks, framing, "
                                 "metadata, spare room)"))
-    rows += [(f"attr {k}", json.dumps(v, ensure_ascii=False)) for k, v in info["attrs"].items()]
-    return rows
+    return rows + _attr_rows(info["attrs"])
+
+
+def _attr_rows(attrs: dict) -> list[tuple[str, str]]:
+    """One ``attr NAME`` row per attribute, its value readable (numpy scalars as values)."""
+    return [(f"attr {k}", attrvalues.display(v)) for k, v in attrs.items()]
+
+
+def _jsonable(info: dict) -> dict:
+    """``info`` with its attributes in carray's plain JSON form (exact, and valid JSON)."""
+    out = dict(info)
+    if isinstance(out.get("attrs"), dict):
+        out["attrs"] = {k: attrvalues.to_json(v) for k, v in out["attrs"].items()}
+    if isinstance(out.get("variables"), list):
+        out["variables"] = [_jsonable(v) if isinstance(v, dict) else v
+                            for v in out["variables"]]
+    return out
 
 
 def _disk_text(nbytes: int | None) -> str:
@@ -99,8 +114,7 @@ def print_table_info(info: dict) -> None:
                  _ratio_text(total), _disk_text(info.get("disk_bytes"))))
     # cbytes: the compressed chunks; on disk: every file (framing, metadata, spare room).
     print_table(("column", "dtype", *sizes, "ratio", "on disk"), rows, right=(2, 3, 4, 5))
-    print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False))
-                  for k, v in info["attrs"].items()])
+    print_fields(_attr_rows(info["attrs"]))
 
 
 def print_dataset_info(info: dict) -> None:
@@ -110,8 +124,7 @@ def print_dataset_info(info: dict) -> None:
              "no data" if v["shape"] is None else "x".join(map(str, v["shape"])) or "scalar")
             for v in info["variables"]]
     print_table(("variable", "type", "dims", "shape"), rows)
-    print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False, default=str))
-                  for k, v in info["attrs"].items()])
+    print_fields(_attr_rows(info["attrs"]))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = registry.guess(args.path, storage)
     info = fmt.info(args.path, storage)
     if args.json:
-        print(json.dumps(info, indent=2, default=str))
+        print(json.dumps(_jsonable(info), indent=2, default=str))
     elif fmt.kind == "table":
         print_table_info(info)
     elif fmt.kind == "dataset":
@@ -131,5 +144,6 @@ def run(args: argparse.Namespace) -> int:
     elif info.get("type") == "carray":
         print_fields(_array_rows(info))
     else:
-        print_fields([(k, v) for k, v in info.items()])
+        print_fields([(k, v) for k, v in info.items() if k != "attrs"]
+                     + _attr_rows(info.get("attrs") or {}))
     return 0

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from carray import tables_interop
+from carray import attrvalues, tables_interop
 from carray.errors import FormatError
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
@@ -170,9 +170,12 @@ def _parquet_batches(path: str) -> tuple[Any, int, None, dict]:
         attrs = json.loads((schema.metadata or {}).get(ATTRS_KEY, b"{}"))
     except ValueError:
         attrs = {}
+    # Written in carray's plain JSON form (carray.attrvalues): read back exactly.
+    attrs = attrvalues.load_plain(attrs, f"{path} ({ATTRS_KEY.decode()})") \
+        if isinstance(attrs, dict) else {}
     batches = f.iter_batches(batch_size=tables_interop.STREAM_ROWS)  # looked up now: tunable
     reader = pa.RecordBatchReader.from_batches(schema.remove_metadata(), batches)
-    return reader, f.metadata.num_rows, None, attrs if isinstance(attrs, dict) else {}
+    return reader, f.metadata.num_rows, None, attrs
 
 
 def _dataset_columns(d: dict, where: str) -> dict[str, np.ndarray]:
@@ -232,7 +235,8 @@ def _write_parquet(reader: Any, tmp: str, total: int, progress: Progress | None,
     pq = _pq()
     schema = reader.schema
     if attrs:
-        schema = schema.with_metadata({ATTRS_KEY: json.dumps(attrs, default=str)})
+        plain = {k: attrvalues.to_json(v) for k, v in attrs.items()}
+        schema = schema.with_metadata({ATTRS_KEY: json.dumps(plain)})
     with pq.ParquetWriter(tmp, schema) as writer:
         for batch in _reported(reader, total, progress):
             writer.write_batch(batch)

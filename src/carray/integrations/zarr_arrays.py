@@ -6,6 +6,12 @@ A Zarr v3 array is a directory (or a prefix on an object store) holding a
 describes, previews and verifies it, and converts to and from it
 (:func:`carray.convert.convert`); the chunk bytes are always the ``zarr``
 package's business.
+
+Attributes are written in carray's plain JSON form (:mod:`carray.attrvalues`):
+values JSON holds exactly as themselves, others (numpy scalars and arrays, NaN
+and infinities, complex numbers, datetimes, tuples, ...) as
+``{"__carray__": <typed value>}``, whose floats follow Zarr v3's fill values
+(``"NaN"``, ``"Infinity"``, ``"-Infinity"``, ``"0x..."`` bits).
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import FormatError
+from carray import attrvalues
+from carray.errors import FormatError, UnstorableAttributeError
 from carray.params import CNAMES, CParams, Shuffle
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
@@ -135,7 +142,41 @@ def info(path: str, storage_options: dict | None = None) -> dict:
             "shards": None if z.shards is None else list(z.shards),
             "codecs": _codecs(z), "nbytes": int(z.nbytes), "stored bytes": stored,
             "ratio": round(z.nbytes / stored, 3) if stored else 0.0,
-            "attrs": dict(z.attrs)}
+            "attrs": read_attrs(z, path)}
+
+
+def read_attrs(z: Any, source: str | None = None) -> dict[str, Any]:
+    """The attributes of the Zarr array ``z``, read back from carray's plain JSON form.
+
+    Raises
+    ------
+    FormatError
+        A marked value that does not decode, naming the array and the attribute.
+    """
+    where = source or str(getattr(z, "store_path", "") or getattr(z, "path", "zarr array"))
+    return attrvalues.load_plain(dict(z.attrs), where)
+
+
+def is_zarr(obj: Any) -> bool:
+    """Whether ``obj`` is an array of the ``zarr`` package (as :func:`open_zarr` returns)."""
+    return type(obj).__module__.split(".")[0] == "zarr"
+
+
+def encode_attrs(attrs: dict) -> dict[str, Any]:
+    """Attributes as Zarr stores them: carray's plain JSON form.
+
+    Raises
+    ------
+    UnstorableAttributeError
+        A value carray does not store, naming the attribute.
+    """
+    out = {}
+    for key, value in attrs.items():
+        try:
+            out[attrvalues.check_name(key)] = attrvalues.to_json(value)
+        except UnstorableAttributeError as exc:
+            raise UnstorableAttributeError(f"attribute {key!r}: {exc}") from None
+    return out
 
 
 def head(path: str, rows: int, storage_options: dict | None = None) -> dict[str, Any]:
@@ -194,13 +235,15 @@ def write_zarr(path: str, shape: tuple[int, ...], dtype: np.dtype,
     """Write a new Zarr v3 array at ``path`` from ``(first row, rows)`` blocks.
 
     ``chunks`` default to Zarr's choice; ``cparams`` (a :class:`carray.CParams`)
-    become a Blosc codec with the same codec, level and shuffle.
+    become a Blosc codec with the same codec, level and shuffle; ``attrs`` are
+    written by :func:`encode_attrs`.
     """
     zarr = _zarr()
     kwargs: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     z = zarr.create_array(store=path, shape=shape, dtype=dtype,
                           chunks=tuple(chunks) if chunks else "auto",
-                          compressors=_compressors(cparams), attributes=dict(attrs or {}),
+                          compressors=_compressors(cparams),
+                          attributes=encode_attrs(dict(attrs or {})),
                           overwrite=True, **kwargs)
     for start, block in blocks:
         z[start:start + len(block)] = block

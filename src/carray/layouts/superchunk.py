@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from carray import attrvalues
 from carray.codecs import blosc
 from carray.codecs.checksums import Checksum, crc32, get_checksum
 from carray.codecs.fill import special_item
@@ -39,7 +40,6 @@ from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
-    UnsafeDataError,
     VersionError,
 )
 from carray.layouts import _sc_compact
@@ -57,9 +57,7 @@ from carray.layouts._superchunk_meta import (
     SIZES_FILE,
     STORAGE_FILE,
     StorageInfo,
-    decode_attr,
     dumps,
-    encode_attr,
 )
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars, clear_for_create
 from carray.layouts.bcolz import read_json
@@ -728,16 +726,11 @@ class SuperchunkLayout(Layout):
         where = self.dataset.repo.store.url(self.dataset.repo.root)
         if not isinstance(stored, dict):
             raise FormatError("the version's attributes are not a JSON object", where)
-        try:
-            return {k: decode_attr(v) for k, v in stored.items()}
-        except UnsafeDataError as exc:
-            raise UnsafeDataError(f"{where}: {exc}") from None
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
-            raise FormatError(f"bad attribute in the version: {exc}", where) from None
+        return attrvalues.load_typed(stored, where)
 
     @staticmethod
     def _encode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-        return {str(k): encode_attr(v) for k, v in attrs.items()}
+        return {attrvalues.check_name(k): attrvalues.encode_typed(v) for k, v in attrs.items()}
 
     def _legacy_attrs(self) -> dict[str, Any]:
         key = self.store.join(self.rootdir, META_DIR, ATTRS_FILE)
@@ -748,12 +741,7 @@ class SuperchunkLayout(Layout):
             return {}
         if not isinstance(obj, dict):
             raise FormatError("meta/attrs must hold a JSON object", path)
-        try:
-            return {k: decode_attr(v) for k, v in obj.items()}
-        except UnsafeDataError as exc:
-            raise UnsafeDataError(f"{path}: {exc}") from None
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
-            raise FormatError(f"bad attribute in meta/attrs: {exc}", path) from None
+        return attrvalues.load_typed(obj, path)
 
     def load_attrs(self) -> dict[str, Any]:
         return dict(self._attrs)
