@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
      "table_columns", "tables_interop", "query", "compute", "_table_verify",
      "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
-     "_table_refresh"},
+     "_table_refresh", "table_store", "_table_bcolz", "table_history"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import pathlib
 import struct
 import zoneinfo
 
@@ -127,8 +128,10 @@ def test_bad_typed_values_are_errors():
 
 
 def test_attribute_file_errors_name_the_file_and_key(tmp_path):
-    a = ca.carray(np.arange(3), rootdir=tmp_path / "a")
-    a.close()
+    import shutil
+
+    data = pathlib.Path(__file__).parent / "data" / "carray_v2" / "a1d.carray"
+    shutil.copytree(data, tmp_path / "a")  # a directory of format 2: meta/attrs
     (tmp_path / "a" / "meta" / "attrs").write_text(
         json.dumps({"good": {"type": "int", "value": 1},
                     "bad": {"type": "float", "value": "not a float"}}))

@@ -49,6 +49,8 @@ from carray.toplevel import (
     open,
     open_array,
     open_table,
+    prune,
+    transaction,
     zeros,
 )
 from carray.vlstring import StringColumn
@@ -78,7 +80,7 @@ __all__ = [
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",
     "UnsupportedDTypeError", "UnsupportedOptionError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
-    "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "set_nthreads",
+    "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "prune", "transaction", "set_nthreads",
     "zeros",
     # bcolz's module-level API
     "blosc_compressor_list", "blosc_set_nthreads", "blosc_version", "defaults", "defaults_ctx",

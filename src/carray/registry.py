@@ -37,7 +37,8 @@ from carray.layouts.bcolz import META_DIR, STORAGE_FILE
 from carray.params import CNAMES, CParams, Shuffle
 from carray.problems import Checked, Finding, Problem, guarded
 from carray.stores import Store, is_url, resolve
-from carray.table import ROOTDIRS, ctable, is_ctable
+from carray.table import ctable
+from carray.table_store import ROOTDIRS, is_ctable
 
 Kind = Literal["array", "table", "dataset", "file"]
 Location = str | os.PathLike

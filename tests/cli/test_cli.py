@@ -167,7 +167,7 @@ def test_convert_info_and_verify_on_urls(tmp_path, remote_root, capsys):
 def test_verify_names_the_url_of_a_damaged_chunk(capsys):
     import uuid
 
-    from carray.formats._blp_frame import HEADER_SIZE, METADATA_HEADER_SIZE, MetadataHeader
+    from carray.layouts.superchunk import SuperchunkLayout
     from carray.stores import resolve
 
     url = f"memory://cli-{uuid.uuid4().hex}/d"
@@ -176,11 +176,10 @@ def test_verify_names_the_url_of_a_damaged_chunk(capsys):
     store, path = resolve(url)
     data = store.join(path, "data")
     first, _, last = sorted(store.listdir(data))
+    layout = SuperchunkLayout.open(path, readonly=True, store=store)[0]
+    off = layout.chunk_location(1)[1]
+    layout.close()
     raw = bytearray(store.get(store.join(data, first)))
-    # Chunk 1's offset: the second slot of the offsets table after the metadata section.
-    meta = MetadataHeader.unpack(bytes(raw[HEADER_SIZE:HEADER_SIZE + METADATA_HEADER_SIZE]), url)
-    table = HEADER_SIZE + meta.section_size
-    off = int(np.frombuffer(bytes(raw[table + 8:table + 16]), "<i8")[0])
     raw[off + 30] ^= 0xFF
     store.put(store.join(data, first), bytes(raw))
     store.delete(store.join(data, last))
@@ -188,8 +187,8 @@ def test_verify_names_the_url_of_a_damaged_chunk(capsys):
     out = capsys.readouterr().out
     assert f"{store.url(store.join(data, first))} at offset" in out
     assert "chunk 1: adler32 checksum mismatch" in out
-    assert f"{store.url(store.join(data, last))}: missing" in out
-    assert "3 problems; 7 chunks OK" in out
+    assert f"{store.url(store.join(data, last))}: " in out and "is missing" in out
+    assert "2 problems; 7 chunks OK" in out
     store.rmtree(path)
 
 

@@ -79,7 +79,8 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
     rootdir = os.fspath(rootdir)
     fmt = format or default_format(rootdir)
     storage = dict(storage or {})
-    locking = storage.pop("lock", True)
+    # A member of a dataset of several arrays (a table's column) is locked with it.
+    locking = storage.pop("lock", True) and storage.get("member") is None
     # A dataset being replaced (mode 'w') must not be open for writing elsewhere.
     old_lock = WriteLock.acquire(store, rootdir) if locking else None
     try:
@@ -131,8 +132,9 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
             "own superchunk layout does)")
     readonly = readonly or pinned
     # Taken before anything is read: opening for writing may recover an interrupted commit.
+    # A member of a dataset of several arrays (a table's column) is locked with it.
     lock = WriteLock.acquire(store, rootdir) if not readonly and storage.get("lock", True) \
-        else None
+        and storage.get("member") is None else None
     opened: tuple[Layout, ArrayMeta, int]
     try:
         if kind.cls is B2ndLayout:
@@ -141,7 +143,7 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
             opened = SuperchunkLayout.open(
                 rootdir, readonly=readonly, fsync=fsync, verify=storage.get("verify", True),
                 store=store, version=version, tag=tag, as_of=as_of,
-                versions=storage.get("versions"),
+                versions=storage.get("versions"), member=storage.get("member"),
                 **({"grace": storage["grace"]} if "grace" in storage else {}))
         else:
             opened = BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync,

@@ -67,7 +67,8 @@ def compact(layout: SuperchunkLayout, ks: Iterable[int]) -> None:
             placed.append((n, e, Entry(pos, room, len(chunk), gen, flags)))
             table[n - k * layout.info.superchunksize] = pos
             pos += room
-        layout.files.new_file(key, parts, table if compat else None)
+        last = blosc.read_header(parts[-3]).nbytes if compat else 0
+        layout.files.new_file(key, parts, table if compat else None, last)
         for n, old, new in placed:
             keeper.written(k, gen, new.off, new.room)
             layout.replace_entry(n, new, old)
@@ -93,10 +94,15 @@ def mirror(layout: SuperchunkLayout, ks: Iterable[int]) -> None:
     S = layout.info.superchunksize
     for k in ks:
         live = _live(layout, k)
+        if not live:
+            continue
         table = np.full(S, -1, dtype="<i8")
         for n, e in live:
             table[n - k * S] = e.off
-        layout.files.rewrite_prefix((k, layout.space.gen(k)), table)
+        key = (k, layout.space.gen(k))
+        head = layout.files.pread(key, blosc.BLOSC1_HEADER, live[-1][1].off)
+        layout.files.rewrite_prefix(key, table,
+                                    blosc.read_header(head, size=live[-1][1].cbytes).nbytes)
     layout.files.sync()
 
 
@@ -122,7 +128,8 @@ def write_unit(layout: SuperchunkLayout, unit: int, chunks: Sequence[bytes]) -> 
         parts += [chunk, tail, bytes(room - len(chunk) - len(tail))]
         table[i] = pos
         pos += room
-    layout.files.new_file((unit, 0), parts, table if layout.files.compat else None)
+    last = blosc.read_header(chunks[-1]).nbytes if chunks else 0
+    layout.files.new_file((unit, 0), parts, table if layout.files.compat else None, last)
     return sum(len(c) for c in chunks)
 
 

@@ -40,6 +40,7 @@ from carray.formats._blp_frame import (
 )
 from carray.layouts._superchunk_meta import DATA_DIR, FORMAT_NAME, StorageInfo
 from carray.stores import Handle, Store
+from carray.stores.base import BytesHandle
 
 _NAME = re.compile(r"sc_(\d{6,})(?:_(\d+))?\.blp")
 _OPEN_FILES = 64
@@ -129,9 +130,11 @@ class DataFiles:
         n = self.info.chunk_nbytes
         return n if n <= 2**31 - 1 else -1
 
-    def prefix(self, key: Key, offsets: np.ndarray | None = None) -> list[bytes]:
+    def prefix(self, key: Key, offsets: np.ndarray | None = None, last: int = 0
+               ) -> list[bytes]:
         """A new file's bytes before its records: header, metadata section and, for a
-        Bloscpack-compatible file, the offsets table (``offsets``, else all unused)."""
+        Bloscpack-compatible file, the offsets table (``offsets``, else all unused) and
+        the decoded size of its last chunk (``last``) in the header."""
         section = self._metadata(key)
         if not self.compat:
             header = BlpHeader(False, True, self.ck.id, self.info.typesize,
@@ -139,8 +142,9 @@ class DataFiles:
             return [header.pack(), section]
         table = np.full(self._S, -1, dtype="<i8") if offsets is None else offsets
         used = int(np.argmin(table >= 0)) if not (table >= 0).all() else self._S
-        header = BlpHeader(True, True, self.ck.id, self.info.typesize,
-                           self.chunk_size_field(), 0, used, self._S - used)
+        size = self.chunk_size_field()
+        header = BlpHeader(True, True, self.ck.id, self.info.typesize, size,
+                           min(last, max(size, 0)) if used else 0, used, self._S - used)
         return [header.pack(), section, table.astype("<i8").tobytes()]
 
     def data_start(self, key: Key) -> int:
@@ -257,11 +261,16 @@ class DataFiles:
             self._filling[key] = filling = _Filling(self.data_start(key))
             return filling.end
 
-    def write(self, key: Key, offset: int, parts: Sequence[Any], size: int) -> None:
-        """Write a record's ``parts`` (``size`` bytes of room) at ``offset`` of ``key``."""
+    def write(self, key: Key, offset: int, parts: Sequence[Any], size: int,
+              appended: bool = True) -> None:
+        """Write a record's ``parts`` (``size`` bytes of room) at ``offset`` of ``key``.
+
+        A new file keeps the records of chunks ``appended`` in order (so at most a file of
+        compressed chunks waits in memory); any other write writes it out first."""
         with self._lock:
             filling = self._filling.get(key)
-            if filling is not None and offset == filling.end and filling.landing is None:
+            if filling is not None and offset == filling.end and filling.landing is None \
+                    and appended:
                 filling.records.extend(parts)
                 used = sum(memoryview(p).nbytes for p in parts)
                 if size > used:
@@ -317,25 +326,26 @@ class DataFiles:
             del self._filling[key]
         self._created = True
 
-    def new_file(self, key: Key, records: Sequence[Any], offsets: np.ndarray | None = None
-                 ) -> None:
-        """Write file ``key`` whole: its prefix (with ``offsets`` in the compatible mode),
-        then ``records``."""
+    def new_file(self, key: Key, records: Sequence[Any], offsets: np.ndarray | None = None,
+                 last: int = 0) -> None:
+        """Write file ``key`` whole: its prefix (with ``offsets`` and ``last`` in the
+        compatible mode), then ``records``."""
         with self._lock:
             self._filling.pop(key, None)
             self.forget(key)
-            self.store.put(self.path(key), (*self.prefix(key, offsets), *records),
+            self.store.put(self.path(key), (*self.prefix(key, offsets, last), *records),
                            fsync=self.fsync)
             self._created = True
 
-    def rewrite_prefix(self, key: Key, offsets: np.ndarray) -> None:
+    def rewrite_prefix(self, key: Key, offsets: np.ndarray, last: int) -> None:
         """Make the header and offsets table of a Bloscpack-compatible file say ``offsets``
-        (what bloscpack reads; carray reads the index)."""
+        (and ``last``, the decoded size of its last chunk): what bloscpack reads; carray
+        reads the index."""
         with self._lock:
             if key in self._filling:
                 self._write_filled(key)
             h = self._handle(key)
-            parts = self.prefix(key, offsets)
+            parts = self.prefix(key, offsets, last)
             h.pwrite(parts[0], 0)
             h.pwrite(parts[2], self._files[key].offsets_pos)
             self._files[key].dirty = True
@@ -371,6 +381,17 @@ class DataFiles:
             h = self._handles.pop(key, None)
             if h is not None:
                 h.close()
+
+    def adopt_bytes(self, key: Key, data: bytes) -> bool:
+        """Serve reads of file ``key`` from ``data`` (its whole content, fetched in one
+        request) until :meth:`forget`; False when the file is open already."""
+        with self._lock:
+            if key in self._handles or key in self._filling:
+                return False
+            h = BytesHandle(self.path(key), data)
+            self._files[key] = self._check_prefix(key, h)
+            self._handles[key] = h
+            return True
 
     def forget_all(self) -> None:
         """Forget every open file (others wrote them meanwhile)."""

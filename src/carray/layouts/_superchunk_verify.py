@@ -11,6 +11,7 @@ offsets tables, every slot of them, and its chunks).  Nothing is written.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from carray import geometry as geo
 from carray.codecs import blosc
@@ -19,26 +20,40 @@ from carray.errors import CArrayError
 from carray.grid import NDGrid
 from carray.layouts._superchunk_meta import META_DIR, STORAGE_FILE, StorageInfo
 from carray.layouts.bcolz import read_json
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.layouts.superchunk import SuperchunkLayout, read_info, read_member_note
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
-from carray.versions import FILL, HAS_PAGES, Repository
+from carray.versions import FILL, HAS_PAGES, Manifest, Repository
+from carray.versions.dataset import open_dataset
 from carray.versions.repo import VERSIONS_DIR
 
 
 def verify(store: Store, root: str) -> Iterator[Finding]:
-    """Yield every problem of the superchunk dataset at ``root`` (and each chunk checked)."""
+    """Yield every problem of the superchunk dataset at ``root`` (and each chunk checked):
+    an array with versions of its own, a table's column (checked in every version of its
+    table), or a directory written before versions."""
     key = store.join(root, META_DIR, STORAGE_FILE)
     try:
         StorageInfo.from_json(read_json(key, "meta/storage", store), store.url(key))
+        note = read_member_note(store, root)
     except CArrayError as exc:
         yield Problem.from_error(exc, store.url(root))
         return
+    if note is not None:
+        yield from verify_dataset(store, note[0], only={note[1]})
+    elif Repository.exists_at(store, root):
+        yield from verify_dataset(store, root)
+    else:
+        yield from _verify_version(store, root, None, set())
+
+
+def verify_dataset(store: Store, root: str, only: set[str] | None = None
+                   ) -> Iterator[Finding]:
+    """Every kept version of the versioned dataset at ``root``: manifests, index pages, and
+    every chunk of every member (of the members named ``only``).  A record several
+    versions share is checked once."""
     repo = Repository(store, root)
-    seen: set[tuple[int, int, int]] = set()
-    if not Repository.exists_at(store, root):
-        yield from _verify_version(store, root, None, seen)
-        return
+    seen: set[tuple[str, int, int, int]] = set()
     ids = set()
     for seq in repo.seqs():
         try:
@@ -46,16 +61,53 @@ def verify(store: Store, root: str) -> Iterator[Finding]:
         except CArrayError as exc:
             yield Problem.from_error(exc, repo.url(seq))
             continue
+        if not repo.committed(manifest):
+            continue  # a transaction over several datasets that never committed
         ids.add(manifest.id)
-        yield from _verify_version(store, root, manifest.id, seen)
+        if not manifest.members or [m.name for m in manifest.members] == [""]:
+            if only is None:
+                yield from _verify_version(store, root, manifest.id, seen)
+            continue
+        yield from _verify_members(repo, manifest, only, seen)
     for name, vid in repo.tags().items():
         if vid not in ids:
             yield Problem(store.url(store.join(root, VERSIONS_DIR, "tags", name)), "",
                           f"tag names version {vid!r}, which is not kept")
 
 
+def _verify_members(repo: Repository, manifest: Manifest, only: set[str] | None,
+                    seen: set[Any]) -> Iterator[Finding]:
+    """The members of one version of a dataset of several arrays (a table)."""
+    store = repo.store
+    where = f"{store.url(repo.root)} (version {manifest.id})"
+    try:
+        dataset = open_dataset(repo, True, version=manifest.id)
+    except CArrayError as exc:
+        yield Problem.from_error(exc, where)
+        return
+    try:
+        for member in manifest.members:
+            if only is not None and member.name not in only:
+                continue
+            member_root = store.join(repo.root, *member.path.split("/"))
+            try:
+                info = read_info(store, member_root)
+                layout, meta, _ = SuperchunkLayout.open_member(
+                    dataset, member_root, info, member.name, member.path, True, False, True)
+            except CArrayError as exc:
+                yield Problem.from_error(exc, f"{store.url(member_root)} (version "
+                                         f"{manifest.id})")
+                continue
+            try:
+                yield from _verify_chunks(layout, meta, seen)
+            finally:
+                layout.close()
+    finally:
+        dataset.release()
+
+
 def _verify_version(store: Store, root: str, version: str | None,
-                    seen: set[tuple[int, int, int]]) -> Iterator[Finding]:
+                    seen: set[Any]) -> Iterator[Finding]:
     """Check one version (None: the state of a directory written before versions)."""
     where = store.url(root) if version is None else f"{store.url(root)} (version {version})"
     try:
@@ -65,30 +117,34 @@ def _verify_version(store: Store, root: str, version: str | None,
         yield Problem.from_error(exc, where)
         return
     try:
-        grid = meta.grid
-        c_order = meta.blocks is None or geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
-        missing: set[str] = set()  # files reported missing once, not once per chunk
-        for n in range(grid.nchunks):
-            for finding in _verify_chunk(layout, grid, n, c_order, seen):
-                if isinstance(finding, Problem) and "is missing" in finding.what:
-                    if finding.path in missing:
-                        continue
-                    missing.add(finding.path)
-                yield finding
+        yield from _verify_chunks(layout, meta, seen)
     except CArrayError as exc:
         yield Problem.from_error(exc, where)
     finally:
         layout.close()
 
 
+def _verify_chunks(layout: SuperchunkLayout, meta: Any, seen: set[Any]) -> Iterator[Finding]:
+    grid = meta.grid
+    c_order = meta.blocks is None or geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
+    missing: set[str] = set()  # files reported missing once, not once per chunk
+    for n in range(grid.nchunks):
+        for finding in _verify_chunk(layout, grid, n, c_order, seen):
+            if isinstance(finding, Problem) and "is missing" in finding.what:
+                if finding.path in missing:
+                    continue
+                missing.add(finding.path)
+            yield finding
+
+
 def _verify_chunk(layout: SuperchunkLayout, grid: NDGrid, n: int, c_order: bool,
-                  seen: set[tuple[int, int, int]]) -> Iterator[Finding]:
+                  seen: set[Any]) -> Iterator[Finding]:
     path = layout.chunk_path(n)
     try:
         file, off, cbytes, _ = layout.chunk_location(n)
         if off == FILL:
             return
-        ident = (n // layout.info.superchunksize, hash(file), off)
+        ident = (file, n // layout.info.superchunksize, off)
         if ident in seen:
             return
         seen.add(ident)

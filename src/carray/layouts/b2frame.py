@@ -541,7 +541,7 @@ class B2ndLayout(Layout):
 
     # -- committing -----------------------------------------------------------------------
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
+    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> None:
         """Make every chunk written so far durable, then record ``meta.shape``.
 
         Chunks past the new shape's chunk count are dropped; missing ones

@@ -15,7 +15,7 @@ import numpy as np
 from carray import _parallel
 from carray.chunkio import ChunkReader as ChunkReader  # re-exported: layouts build them
 from carray.codecs.blosc import ChunkBytes
-from carray.errors import ContainerExistsError, ReadOnlyError
+from carray.errors import ContainerExistsError, ReadOnlyError, VersionsUnsupportedError
 from carray.grid import NDGrid
 from carray.params import CParams
 from carray.shapes import row_chunk_tail
@@ -142,7 +142,11 @@ class Layout(abc.ABC):
         self.readonly = readonly
 
     def hold_lock(self, lock: WriteLock | None) -> None:
-        """Keep ``lock`` until :meth:`close` (a writable open took it)."""
+        """Keep ``lock`` until :meth:`close` (a writable open took it), besides any held."""
+        if lock is None:
+            return
+        if self.write_lock is not None and self.write_lock is not lock:
+            self._more_locks = [*getattr(self, "_more_locks", []), self.write_lock]
         self.write_lock = lock
 
     def remove_leftovers(self) -> None:  # noqa: B027 - layouts without staged files
@@ -150,10 +154,12 @@ class Layout(abc.ABC):
         by a writable open that holds the writer's lock."""
 
     def release_lock(self) -> None:
-        """Let the writer's lock go (layouts call this from :meth:`close`)."""
-        lock, self.write_lock = self.write_lock, None
-        if lock is not None:
-            lock.release()
+        """Let the writer's locks go (layouts call this from :meth:`close`)."""
+        locks = [self.write_lock, *getattr(self, "_more_locks", [])]
+        self.write_lock, self._more_locks = None, []
+        for lock in locks:
+            if lock is not None:
+                lock.release()
 
     @property
     def remote(self) -> bool:
@@ -213,8 +219,59 @@ class Layout(abc.ABC):
     def drop_chunks(self, first: int) -> int:
         """Forget chunks numbered ``first`` and above; returns the change in stored bytes."""
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:  # noqa: B027 - optional
-        """Make everything written so far durable, recording ``meta`` last."""
+    def commit(self, meta: ArrayMeta, cbytes: int,  # noqa: B027 - optional
+               message: str | None = None) -> bool | None:
+        """Make everything written so far durable, recording ``meta`` last (as a version
+        with ``message``, where the layout keeps versions).  False: only staged, for a
+        commit of several arrays at once to publish."""
+        return None
+
+    # -- versions (carray's own layout keeps them; the others raise) ------------------------
+
+    #: True when commits are versions a reader can hold and a user can go back to.
+    versioned: bool = False
+
+    @property
+    def version_id(self) -> str | None:
+        """The id of the version the committed state is (None: no versions)."""
+        return None
+
+    @property
+    def pinned_version(self) -> str | None:
+        """The version a reader opened by id, tag or time (None: the newest, or none)."""
+        return None
+
+    def _no_versions(self) -> VersionsUnsupportedError:
+        return VersionsUnsupportedError(
+            f"{self.describe()}: this format keeps no versions (only carray's own superchunk "
+            "layout does; copy the array into it to keep versions)")
+
+    def versions(self) -> list[Any]:
+        """Kept versions, newest first (:class:`carray.versions.VersionInfo`)."""
+        raise self._no_versions()
+
+    def versioned_dataset(self) -> Any:
+        """The :class:`carray.versions.dataset.VersionedDataset` the layout commits to."""
+        raise self._no_versions()
+
+    def tag(self, name: str, version_id: str) -> None:
+        raise self._no_versions()
+
+    def untag(self, name: str) -> None:
+        raise self._no_versions()
+
+    def restore(self, version: str) -> tuple[ArrayMeta, int]:
+        """Make ``version`` the newest again (a new commit); returns its meta and cbytes."""
+        raise self._no_versions()
+
+    def refresh(self) -> tuple[ArrayMeta, int] | None:
+        """A reader moves to the newest version; returns its meta and cbytes (None: not a
+        reader of versions, nothing to do)."""
+        return None
+
+    def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
+        """Drop versions past ``keep_last`` or made before ``older_than``; returns how many."""
+        raise self._no_versions()
 
     def savepoint(self) -> Any:
         """Start undoable changes (layouts with :attr:`savepoints`); a token for

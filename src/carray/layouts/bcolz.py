@@ -501,7 +501,7 @@ class BcolzLayout(SidecarFiles, Layout):
 
     # -- metadata -------------------------------------------------------------------------
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
+    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> None:
         """Make the chunks written since the last commit durable and record ``meta``,
         through the journal when committed chunk files are replaced (see
         :mod:`._bcolz_journal`)."""

@@ -20,11 +20,12 @@ page digests existed are read whole when a ranged read needs them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -63,6 +64,7 @@ from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars, clear_
 from carray.layouts.bcolz import read_json
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store
+from carray.stores.lock import WriteLock
 from carray.versions import (
     FILL,
     FILL_ENTRY,
@@ -74,7 +76,13 @@ from carray.versions import (
     Repository,
     WorkingIndex,
 )
-from carray.versions.dataset import Staged, VersionedDataset, open_dataset, retention_of
+from carray.versions.dataset import (
+    Membership,
+    Staged,
+    VersionedDataset,
+    open_dataset,
+    retention_of,
+)
 from carray.versions.repo import DEFAULT_GRACE
 
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
@@ -162,6 +170,8 @@ class SuperchunkLayout(Layout):
         self._committed: tuple[tuple[int, ...], int, Any] | None = None
         self._staged_attrs_only = False
         self._touched: set[int] = set()  # superchunks a commit changed (compatible files)
+        self._base_pages: np.ndarray | None = None  # a restored version's, until committed
+        self._alone = False  # a table's column opened on its own (keeps the table's length)
 
     # -- creation and opening ---------------------------------------------------------------
 
@@ -171,7 +181,8 @@ class SuperchunkLayout(Layout):
                checksum: str | int | None = "adler32", spare: float | None = None,
                blosc1: bool = False, verify: bool | str = True,
                store: Store = LOCAL, versions: Any = None,
-               grace: float = DEFAULT_GRACE) -> SuperchunkLayout:
+               grace: float = DEFAULT_GRACE, member: Membership | None = None
+               ) -> SuperchunkLayout:
         """Make a new, empty dataset directory holding ``meta`` (its first version).
 
         Parameters
@@ -195,6 +206,9 @@ class SuperchunkLayout(Layout):
             Commits kept besides the newest, tagged and held ones (default 1: the newest).
         grace : float
             Seconds a replaced version stays readable on object stores.
+        member : Membership, optional
+            The array is a member of a dataset of several (a table's column): its
+            versions are that dataset's.
         """
         rootdir = os.fspath(rootdir)
         info = cls._new_info(meta, superchunksize, checksum, spare, blosc1, store)
@@ -204,13 +218,19 @@ class SuperchunkLayout(Layout):
         store.makedirs(store.join(rootdir, META_DIR))
         store.put(store.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
                   fsync=fsync)
-        repo = Repository(store, rootdir, fsync, grace)
-        dataset = VersionedDataset(repo, False, None, keep=keep)
+        if member is None:
+            dataset = VersionedDataset(Repository(store, rootdir, fsync, grace), False, None,
+                                       keep=keep)
+            name = ""
+        else:
+            dataset, name = member.dataset, member.name
+            write_member_note(store, rootdir, dataset.repo.root, name, fsync)
         layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify, store=store,
-                     dataset=dataset)
+                     dataset=dataset, member=name, member_path=name)
         layout._start_writing(IndexView.empty())
         dataset.attach(layout)
-        layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
+        if meta.shape:  # a 0-d array is one chunk: its first version comes with its item
+            layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
         return layout
 
     @staticmethod
@@ -237,7 +257,8 @@ class SuperchunkLayout(Layout):
     def open(cls, rootdir: str, readonly: bool = False, fsync: bool = True,
              verify: bool | str = True, store: Store = LOCAL, version: str | None = None,
              tag: str | None = None, as_of: Any = None, versions: Any = None,
-             grace: float = DEFAULT_GRACE) -> tuple[SuperchunkLayout, ArrayMeta, int]:
+             grace: float = DEFAULT_GRACE, member: Membership | None = None
+             ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
         """Open a dataset; returns the layout, its metadata and its cbytes.
 
         A reader holds the version it opens (the newest, or the one asked for by
@@ -249,6 +270,13 @@ class SuperchunkLayout(Layout):
         if not store.isdir(rootdir):
             raise ContainerNotFoundError(f"{store.url(rootdir)}: no such carray directory")
         info = read_info(store, rootdir)
+        if member is not None:
+            return cls.open_member(member.dataset, rootdir, info, member.name, member.name,
+                                   readonly, fsync, verify)
+        note = read_member_note(store, rootdir)
+        if note is not None:  # a column of a table, opened on its own
+            return cls._open_alone(rootdir, info, note, readonly, fsync, verify, store,
+                                   version, tag, as_of, grace)
         repo = Repository(store, rootdir, fsync, grace)
         if Repository.exists_at(store, rootdir):
             dataset = open_dataset(repo, readonly, version, tag, as_of, keep=versions)
@@ -261,6 +289,29 @@ class SuperchunkLayout(Layout):
         meta, cbytes = layout._open_legacy()
         if not readonly:
             dataset.attach(layout)
+        return layout, meta, cbytes
+
+    @classmethod
+    def _open_alone(cls, rootdir: str, info: StorageInfo, note: tuple[str, str],
+                    readonly: bool, fsync: bool, verify: bool | str, store: Store,
+                    version: str | None, tag: str | None, as_of: Any, grace: float
+                    ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
+        """A member (a table's column) opened on its own: a reader of its dataset's
+        version, or a writer holding its dataset's lock whose commits keep the length
+        (the table's)."""
+        root, name = note
+        lock = None if readonly else WriteLock.acquire(store, root)
+        try:
+            dataset = open_dataset(Repository(store, root, fsync, grace), readonly, version,
+                                   tag, as_of)
+            layout, meta, cbytes = cls.open_member(dataset, rootdir, info, name, name,
+                                                   readonly, fsync, verify)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        layout.hold_lock(lock)
+        layout._alone = True
         return layout, meta, cbytes
 
     @classmethod
@@ -401,6 +452,40 @@ class SuperchunkLayout(Layout):
                               f"{cb}", self.files.url(key), e.off)
         return view[:cb]
 
+    @contextlib.contextmanager
+    def prefetched(self, nchunks: Sequence[int]) -> Iterator[None]:
+        """On object stores, a read about to decode most (three quarters) of the chunks of
+        a file it has not opened fetches the file whole, in one request, instead of a
+        request per chunk; the bytes serve this read only (each record checked as usual)."""
+        if not self.store.remote:
+            yield
+            return
+        wanted: dict[Key, int] = {}
+        with self._lock:
+            for n in nchunks:
+                if 0 <= n < self._index.nchunks:
+                    e = self._index.entry(n)
+                    if e.stored:
+                        key = (n // self._S, e.gen)
+                        wanted[key] = wanted.get(key, 0) + 1
+            total: dict[Key, int] = {}
+            for key in wanted:
+                k = key[0]
+                total[key] = sum(1 for n in range(k * self._S, min((k + 1) * self._S,
+                                                                    self._index.nchunks))
+                                 if self._index.entry(n).gen == key[1])
+        keys = [key for key, got in wanted.items() if 4 * got >= 3 * total[key]]
+        adopted: list[Key] = []
+        try:
+            if keys:
+                datas = self.store.get_many([self.files.path(key) for key in keys])
+                adopted = [key for key, data in zip(keys, datas, strict=True)
+                           if self.files.adopt_bytes(key, data)]
+            yield
+        finally:
+            for key in adopted:
+                self.files.forget(key)
+
     def chunk_reader(self, nchunk: int) -> tuple[ChunkReader, int]:
         if self.verify == "full" or self._needs_whole(nchunk):
             whole = bytes(self.read_chunk(nchunk))
@@ -540,7 +625,7 @@ class SuperchunkLayout(Layout):
             gen, off, room = self._keeper.allocate(nchunk, need, want,
                                                    rewrite=old is not None and old.stored)
             key = (nchunk // self._S, gen)
-            self.files.write(key, off, (data, tail), room)
+            self.files.write(key, off, (data, tail), room, appended=nchunk == count)
             flags = HAS_PAGES if self._page else 0
             self._set(nchunk, Entry(off, room, len(data), gen, flags), old)
             # Known now, so asking for it does not read (or write out) a file being filled.
@@ -593,15 +678,94 @@ class SuperchunkLayout(Layout):
 
     # -- committing -----------------------------------------------------------------------
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
+    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> bool:
         """Make every chunk written so far durable and publish a version recording
-        ``meta`` (staged instead, inside a transaction of the dataset)."""
+        ``meta``; False when it was only staged (inside a transaction of the dataset, or a
+        table's column: the table's commit publishes it)."""
         self._check_writable()
+        if self._alone and self._committed is not None and \
+                tuple(meta.shape[:1]) != self._committed[0][:1]:
+            raise ValueError(f"{self._url()}: a column of a table keeps the table's length "
+                             f"({self._committed[0][0]} rows); append to or resize the table")
         if self._index.nchunks > meta.nchunks:
             # Chunks past the length (left by a shrink) are no chunks of this version.
             cbytes += self.drop_chunks(meta.nchunks)
         self._pending = (meta, int(cbytes))
-        self.dataset.commit(self)
+        return self.dataset.commit(self, message=message) is not None
+
+    # -- versions -------------------------------------------------------------------------
+
+    versioned = True
+
+    @property
+    def pinned_version(self) -> str | None:
+        head = self.dataset.head
+        return head.id if self.dataset.pinned and head is not None else None
+
+    def versions(self) -> list[Any]:
+        return self.dataset.versions()
+
+    def versioned_dataset(self) -> VersionedDataset:
+        return self.dataset
+
+    def tag(self, name: str, version_id: str) -> None:
+        self._check_writable()
+        self.dataset.tag(name, version_id)
+
+    def untag(self, name: str) -> None:
+        self._check_writable()
+        self.dataset.untag(name)
+
+    def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
+        self._check_writable()
+        return self.dataset.reclaim(keep_last, older_than)
+
+    def restore(self, version: str) -> tuple[ArrayMeta, int]:
+        """Make ``version`` the newest again, as a new commit (the layout's chunks written
+        since the last commit must have been committed first)."""
+        self._check_writable()
+        old = self.dataset.repo.find(version).member(self.member_name)
+        self.switch(old)
+        meta = self._meta_for(old.shape)
+        self._pending = (meta, old.cbytes)
+        self.dataset.commit(self, message=f"restore {version}", kind="restore")
+        return meta, old.cbytes
+
+    def refresh(self) -> tuple[ArrayMeta, int] | None:
+        """A reader moves to the newest version (and holds it instead)."""
+        if not self.readonly or self._legacy is not None:
+            return None
+        if not self.dataset.refresh():
+            return None
+        state = self.dataset.state(self.member_name)
+        if state is None:
+            raise FormatError(f"the newest version has no member {self.member_name!r}",
+                              self._url())
+        self.switch(state)
+        return self._meta_for(state.shape), state.cbytes
+
+    def switch(self, state: MemberState) -> None:
+        """Take ``state`` (a member of another version) as this layout's committed state;
+        a writer's records the current one holds and ``state`` does not become free."""
+        view = IndexView(state.nchunks, state.pages, self.dataset.repo.pages)
+        with self._lock:
+            if self._keeper is not None:
+                current = self.working_index
+                for n in range(current.nchunks):
+                    e = current.entry(n)
+                    if e.stored and (n >= view.nchunks or
+                                     (view.entry(n).gen, view.entry(n).off) != (e.gen, e.off)):
+                        self._keeper.replaced(n, e)
+                self._index = WorkingIndex(view)
+                self._base_pages = state.pages
+            else:
+                self._index = view
+            self._heads.clear()
+            self._stamps.clear()
+            self._attrs = self._decode_attrs(state.attrs)
+            self._stored_attrs = state.attrs
+            self._committed = None if self._keeper is not None else \
+                (tuple(state.shape), state.cbytes, state.attrs)
 
     @property
     def version_id(self) -> str | None:
@@ -630,7 +794,8 @@ class SuperchunkLayout(Layout):
                 and self._committed == (shape, cbytes, attrs):
             return None
         base = self.dataset.state(self.member_name)
-        base_pages = base.pages if base is not None and self._legacy is None else \
+        base_pages = self._base_pages if self._base_pages is not None else \
+            base.pages if base is not None and self._legacy is None else \
             np.zeros(0, dtype="u1")
         if self._legacy is not None:
             attrs = self._encode_attrs(self._attrs)
@@ -650,6 +815,7 @@ class SuperchunkLayout(Layout):
             self._stored_attrs = state.attrs
             self._committed = (tuple(state.shape), state.cbytes, state.attrs)
             self._pending = None
+            self._base_pages = None
         if self._legacy is not None:
             self._finish_upgrade()
         if self.files.compat and self._touched:
@@ -863,7 +1029,10 @@ class SuperchunkLayout(Layout):
     def close(self) -> None:
         self.files.close()
         if self.readonly:
-            self.dataset.release()
+            if not self.member_name or self._alone:  # a table's column: its table holds it
+                self.dataset.release()
+        elif self.member_name:
+            self.dataset.detach(self.member_name)
         self.release_lock()
 
     def describe(self) -> str:
@@ -877,6 +1046,35 @@ def _stamp(gen: int, off: int, head: bytes, tail: bytes, cbytes: int | None = No
     size = len(head) if cbytes is None else cbytes
     key = gen.to_bytes(4, "little") + off.to_bytes(8, "little")
     return (size, crc32(key + bytes(head[:blosc.BLOSC1_HEADER]) + bytes(tail)) & 0x7FFFFFFF)
+
+
+MEMBER_FILE = "member"
+
+
+def write_member_note(store: Store, rootdir: str, dataset_root: str, name: str,
+                      fsync: bool) -> None:
+    """Record in a member's ``meta/member`` where its dataset is (relative) and its name,
+    so that opening the member's directory alone finds them."""
+    rel = os.path.relpath(dataset_root, rootdir) if not store.remote else \
+        "/".join([".."] * (name.count("/") + 1))
+    store.put(store.join(rootdir, META_DIR, MEMBER_FILE),
+              dumps({"dataset": rel.replace(os.sep, "/"), "name": name}), fsync=fsync)
+
+
+def read_member_note(store: Store, rootdir: str) -> tuple[str, str] | None:
+    """``(dataset root, member name)`` from a member's ``meta/member`` (None: not one)."""
+    key = store.join(rootdir, META_DIR, MEMBER_FILE)
+    try:
+        obj = load_json(store.get(key), store.url(key), what="meta/member")
+    except FileNotFoundError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("dataset"), str) or \
+            not isinstance(obj.get("name"), str):
+        raise FormatError("meta/member must name the dataset and the member", store.url(key))
+    root = rootdir
+    for part in obj["dataset"].split("/"):
+        root = store.dirname(root) if part == ".." else store.join(root, part)
+    return root, obj["name"]
 
 
 def read_info(store: Store, rootdir: str) -> StorageInfo:

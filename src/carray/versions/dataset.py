@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,6 +43,19 @@ class Staged:
     pages: dict[int, np.ndarray]
     base_pages: np.ndarray
     attrs: Any = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Membership:
+    """Where an array lives in a dataset of several (a table's column): the dataset,
+    the member's name, and its directory relative to the dataset's root."""
+
+    dataset: VersionedDataset
+    name: str
+
+    @property
+    def path(self) -> str:
+        return self.name
 
 
 class Member(Protocol):
@@ -120,6 +133,16 @@ class VersionedDataset:
         self._pending_message: str | None = None
         self._known: dict[int, Manifest] = {}
         self._dropped_members: set[str] = set()
+        #: A container owns the members (a table): a member's own commit only stages it,
+        #: and every version is published by the container's commit, ``owner(message)``,
+        #: which stages every member first (so no version holds half a change).
+        self.owner: Callable[[str | None], None] | None = None
+        self._committing = False
+        #: Why this handle cannot commit any more (a failed transaction over datasets).
+        self.broken: str | None = None
+        #: Called with the versions kept after each reclaim (a table deletes the
+        #: directories of dropped columns none of them refers to).
+        self.on_reclaim: Callable[[list[Manifest]], None] | None = None
 
     # -- members --------------------------------------------------------------------------
 
@@ -151,6 +174,8 @@ class VersionedDataset:
     # -- committing -----------------------------------------------------------------------
 
     def check_writable(self) -> None:
+        if self.broken:
+            raise ReadOnlyError(f"{self.repo.store.url(self.repo.root)}: {self.broken}")
         if self.readonly:
             where = self.repo.store.url(self.repo.root)
             what = f"version {self.head.id}" if self.pinned and self.head else "mode 'r'"
@@ -190,24 +215,68 @@ class VersionedDataset:
             staged = m.stage()
             if staged is not None:
                 self._staged[m.member_name] = staged
+            else:  # nothing to publish now (what was staged before was undone)
+                self._staged.pop(m.member_name, None)
         if message is not None:
             self._pending_message = message
-        if self._depth:
+        if self._depth or (self.owner is not None and member is not None):
+            # Inside a transaction, or a member of an owned dataset (a table's column):
+            # the owner's commit publishes every member together.
             return None
         return self.publish(kind=kind, force=force)
 
-    def publish_staged(self, staged: Staged, kind: str = "attrs") -> str | None:
-        """Stage ``staged`` for its member and publish (unless inside a transaction)."""
+    @contextlib.contextmanager
+    def committing(self, message: str | None = None) -> Iterator[None]:
+        """The owner's commit: members' commits inside are staged, and published together
+        at the end (see :attr:`owner`)."""
         self.check_writable()
+        was, self._committing = self._committing, True
+        if not self._depth:
+            self._staged.clear()  # every member is staged again by the owner
+        try:
+            with self.transaction(message):
+                yield
+        finally:
+            self._committing = was
+
+    def publish_staged(self, staged: Staged, kind: str = "attrs") -> str | None:
+        """Stage ``staged`` for its member and publish (unless inside a transaction; an
+        owned dataset's owner commits it with every member)."""
+        self.check_writable()
+        if self.owner is not None:
+            return None if self._depth else self.publish(kind=kind)
         self._staged[staged.name] = staged
         return None if self._depth else self.publish(kind=kind, force=True)
 
-    def publish(self, kind: str = "commit", force: bool = False) -> str | None:
-        """Publish what is staged as a new version (nothing staged and nothing else
-        changed: no new version, unless ``force``); returns the newest version's id."""
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Members' commits inside are staged and not published: the caller publishes
+        (a transaction over several datasets); staged changes go when the block raises."""
         self.check_writable()
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            self._staged.clear()
+            self._pending_message = None
+            raise
+        finally:
+            self._depth -= 1
+
+    def publish(self, kind: str = "commit", force: bool = False, txn: str | None = None,
+                reclaim: bool = True, message: str | None = None) -> str | None:
+        """Publish what is staged as a new version (nothing staged and nothing else
+        changed: no new version, unless ``force``); returns the newest version's id.
+
+        ``txn``: the record of a transaction over several datasets that decides whether
+        this version counts (it then reclaims nothing: see :mod:`.transaction`)."""
+        self.check_writable()
+        if self.owner is not None and not self._committing:
+            self._staged.clear()  # the owner stages every member again
+            self.owner(message or self._pending_message)
+            return self.head.id if self.head is not None else None
         staged, self._staged = self._staged, {}
-        message, self._pending_message = self._pending_message, None
+        message, self._pending_message = message or self._pending_message, None
         head = self.head
         meta_changed = head is None or self.meta != head.meta or self._dropped_members
         if not staged and not meta_changed and not force:
@@ -230,8 +299,15 @@ class VersionedDataset:
         members += list(states.values())
         manifest = Manifest(new_id(seq), seq, head.id if head else None, time.time(),
                             message, tuple(members), kind=kind, meta=self.meta,
-                            retention={"keep_last": self.keep})
-        self.repo.publish(manifest)
+                            retention={"keep_last": self.keep}, txn=txn)
+        failure = None
+        try:
+            self.repo.publish(manifest)
+        except BaseException as exc:  # published or not: the disk says
+            if not self.repo.holds(manifest):
+                self._staged = staged  # still to publish
+                raise
+            failure = exc  # published (a later step failed): finish, then report it
         self.head = manifest
         self._known[seq] = manifest
         self._dropped_members.clear()
@@ -239,6 +315,39 @@ class VersionedDataset:
             member = self._members.get(name)
             if member is not None:
                 member.published(manifest.member(name), seq)
+        if reclaim:
+            with contextlib.suppress(OSError):
+                self.reclaim()
+        if failure is not None:
+            raise failure
+        return manifest.id
+
+    def abandon(self) -> None:
+        """Forget what was staged or described for the next version (its publish failed:
+        the owner reloads its members from the newest version)."""
+        self._staged.clear()
+        self._dropped_members.clear()
+        self._pending_message = None
+        self.meta = dict(self.head.meta) if self.head is not None and \
+            isinstance(self.head.meta, dict) else {}
+
+    def take_staged(self) -> bool:
+        """Whether anything is staged or changed for the next version."""
+        head = self.head
+        return bool(self._staged) or head is None or self.meta != head.meta or \
+            bool(self._dropped_members)
+
+    def publish_version(self, old: Manifest, message: str | None = None) -> str:
+        """Publish ``old``'s members and description again, as the newest version (a
+        restore).  Attached members do not follow: their owner reopens them."""
+        self.check_writable()
+        assert self.head is not None
+        seq = self.head.seq + 1
+        manifest = Manifest(new_id(seq), seq, self.head.id, time.time(), message, old.members,
+                            kind="restore", meta=old.meta, retention={"keep_last": self.keep})
+        self.repo.publish(manifest)
+        self.head, self._known[seq] = manifest, manifest
+        self.meta = dict(old.meta) if isinstance(old.meta, dict) else {}
         with contextlib.suppress(OSError):
             self.reclaim()
         return manifest.id
@@ -246,14 +355,14 @@ class VersionedDataset:
     # -- history ---------------------------------------------------------------------------
 
     def manifests(self) -> list[Manifest]:
-        """Every published version, oldest first (loaded once, then remembered)."""
+        """Every committed version, oldest first (loaded once, then remembered)."""
         out = []
         for seq in self.repo.seqs():
             found = self._known.get(seq)
             if found is None:
                 with contextlib.suppress(VersionError):
                     found = self._known[seq] = self.repo.load(seq)
-            if found is not None:
+            if found is not None and self.repo.committed(found):
                 out.append(found)
         return out
 
@@ -270,14 +379,23 @@ class VersionedDataset:
                                    nbytes, cbytes, m.kind))
         return out
 
-    def snapshot(self, tag: str, message: str | None = None) -> str:
-        """Tag the newest version (committing pending changes first)."""
+    def tag(self, tag: str, version_id: str) -> None:
+        """Name version ``version_id`` (kept until :meth:`untag`)."""
+        self.check_writable()
         check_tag(tag)
-        vid = self.commit(message=message)
-        if vid is None:
-            raise VersionError(f"{self.repo.store.url(self.repo.root)}: nothing to tag")
-        self.repo.set_tag(tag, vid)
-        return vid
+        self.repo.find(version_id)  # VersionError when it is not kept
+        self.repo.set_tag(tag, version_id)
+
+    def refresh(self) -> bool:
+        """A reader moves to (and holds) the newest version; False when it has it."""
+        latest = self.repo.latest_seq()
+        if self.head is not None and latest == self.head.seq:
+            return False
+        manifest, hold = self.repo.open_version()
+        self.release()
+        self.head, self._hold, self.pinned = manifest, hold, False
+        self.meta = dict(manifest.meta)
+        return True
 
     def untag(self, tag: str) -> None:
         self.check_writable()
@@ -314,6 +432,8 @@ class VersionedDataset:
                 with contextlib.suppress(KeyError):
                     states.append((m.seq, m.member(name)))
             member.reclaim(states)
+        if self.on_reclaim is not None:
+            self.on_reclaim(remaining)
         referenced = {int(s) for m in remaining for ms in m.members for s in ms.pages["seq"]}
         for seq in self.repo.page_files():
             if seq not in referenced and seq <= self.head.seq:

@@ -72,6 +72,9 @@ class Manifest:
     kind: str = "commit"
     meta: Any = field(default_factory=dict)
     retention: Any = field(default_factory=dict)
+    #: Published by a transaction over several datasets: the record (a path relative to
+    #: the dataset's root) whose existence says it committed.
+    txn: str | None = None
 
     def member(self, name: str) -> MemberState:
         for m in self.members:
@@ -87,6 +90,8 @@ class Manifest:
                   "message": self.message, "kind": self.kind, "meta": self.meta,
                   "retention": self.retention,
                   "members": [m.to_json() for m in self.members]}
+        if self.txn is not None:
+            header["txn"] = self.txn
         text = json.dumps(header, ensure_ascii=True, allow_nan=False).encode("ascii")
         parts = [_HEAD.pack(MAGIC, len(text)), text]
         parts += [np.ascontiguousarray(m.pages, dtype=PAGEREF).tobytes() for m in self.members]
@@ -128,6 +133,7 @@ class Manifest:
         need(isinstance(h["time"], (int, float)) and math.isfinite(h["time"]),
              "time must be a number")
         need(h["message"] is None or isinstance(h["message"], str), "message must be text")
+        need(h.get("txn") is None or isinstance(h["txn"], str), "txn must be a path")
         need(isinstance(h["members"], list), "members must be a list")
         members, pos = [], 0
         for m in h["members"]:
@@ -153,7 +159,7 @@ class Manifest:
         need(pos == len(tables), f"{len(tables) - pos} bytes after the page tables")
         return cls(h["id"], h["seq"], h["parent"], float(h["time"]), h["message"],
                    tuple(members), kind=str(h.get("kind", "commit")), meta=h.get("meta", {}),
-                   retention=h.get("retention", {}))
+                   retention=h.get("retention", {}), txn=h.get("txn"))
 
 
 def _is_int(v: Any) -> bool:

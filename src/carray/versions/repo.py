@@ -163,11 +163,27 @@ class Repository:
             raise FormatError(f"manifest names seq {manifest.seq}", self.url(seq))
         return manifest
 
+    def committed(self, manifest: Manifest) -> bool:
+        """Whether ``manifest`` counts: always, unless a transaction over several datasets
+        published it and its record does not exist (the transaction never committed)."""
+        if manifest.txn is None:
+            return True
+        parts = [p for p in manifest.txn.split("/") if p]
+        path = self.root
+        for part in parts:
+            path = self.store.dirname(path) if part == ".." else self.store.join(path, part)
+        return self.store.isfile(path)
+
     def latest(self) -> Manifest:
+        """The newest committed version."""
         seq = self.latest_seq()
-        if seq is None:
-            raise ContainerNotFoundError(f"{self.store.url(self.root)}: no version published")
-        return self.load(seq)
+        while seq is not None and seq >= 0:
+            with contextlib.suppress(VersionError):
+                manifest = self.load(seq)
+                if self.committed(manifest):
+                    return manifest
+            seq -= 1
+        raise ContainerNotFoundError(f"{self.store.url(self.root)}: no version published")
 
     def find(self, version: str | None = None, tag: str | None = None,
              as_of: _dt.datetime | None = None) -> Manifest:
@@ -176,16 +192,20 @@ class Repository:
         if tag is not None:
             version = self.tag_target(tag)
         if version is not None:
-            manifest = self.load(seq_of(version))
-            if manifest.id != version:
-                raise VersionError(f"{self.store.url(self.root)}: no version {version}")
+            try:
+                manifest = self.load(seq_of(version))
+            except VersionError:
+                manifest = None
+            if manifest is None or manifest.id != version or not self.committed(manifest):
+                raise VersionError(f"{self.store.url(self.root)}: version {version} is not "
+                                   "kept (see versions(); tag a version to keep it)")
             return manifest
         if as_of is not None:
             when = _timestamp(as_of)
             for seq in reversed(self.seqs()):
                 with contextlib.suppress(VersionError):
                     manifest = self.load(seq)
-                    if manifest.time <= when:
+                    if manifest.time <= when and self.committed(manifest):
                         return manifest
             raise VersionError(f"{self.store.url(self.root)}: no version kept made at or "
                                f"before {as_of.isoformat()}")
@@ -225,8 +245,8 @@ class Repository:
 
     def _read_pages(self, seq: int, offset: int, length: int) -> bytes:
         try:
-            with self.store.open(self._ix(seq)) as h:
-                return h.pread(length, offset)
+            # One ranged read: no request for the file's size first (object stores).
+            return self.store.get_ranges([(self._ix(seq), offset, length)])[0]
         except FileNotFoundError:
             raise FormatError("index page file is missing", self.store.url(self._ix(seq))
                               ) from None
@@ -295,6 +315,13 @@ class Repository:
             store.put(store.join(self.dir, HEAD_FILE), f"{manifest.seq}\n".encode("ascii"),
                       fsync=False)
 
+    def holds(self, manifest: Manifest) -> bool:
+        """Whether ``manifest`` is published (after a publish that raised)."""
+        try:
+            return self.load(manifest.seq).id == manifest.id
+        except (OSError, FormatError, VersionError):
+            return False
+
     def drop(self, seq: int, superseded: float) -> bool:
         """Delete version ``seq``'s manifest unless a reader holds it (or, on object
         stores, it was replaced less than ``grace`` seconds ago); True when dropped."""
@@ -331,10 +358,11 @@ class Repository:
             self.store.delete(self._ix(seq))
 
     def remove_leftovers(self, latest: int | None) -> None:
-        """Delete what an interrupted commit left: temporary files, and page files of
-        commits never published."""
+        """Delete what an interrupted commit left: temporary files, and the page files
+        and manifests of commits never published (or whose transaction never committed:
+        newer than the newest committed version)."""
         for name in self.store.listdir(self.dir):
-            m = _IX.fullmatch(name)
+            m = _IX.fullmatch(name) or _MF.fullmatch(name)
             if name.endswith(".tmp") or (m and (latest is None or int(m.group(1)) > latest)):
                 with contextlib.suppress(FileNotFoundError):
                     self.store.delete(self.store.join(self.dir, name))
