@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import pathlib
 import os
+import pathlib
 
 import numpy as np
 import pytest

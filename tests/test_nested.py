@@ -3,7 +3,6 @@ subdirectories (``b/sc1``, ``b/sc3``), each field a real column."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np

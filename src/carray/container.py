@@ -96,11 +96,16 @@ class Container(abc.ABC):
 
     def restore(self, version: str) -> str:
         """Make an earlier version the newest again, as a new commit; returns its id."""
-        return str(self._history().restore(version))
+        vid = str(self._history().restore(version))
+        self._attrs.forget()  # the restored version's
+        return vid
 
     def refresh(self) -> bool:
         """A reader (mode 'r') moves to the newest version; False when it had it."""
-        return bool(self._history().refresh())
+        moved = bool(self._history().refresh())
+        if moved:
+            self._attrs.forget()
+        return moved
 
     def prune(self, keep_last: int | None = None, older_than: Any = None) -> int:
         """Drop the versions past the newest ``keep_last`` or made before ``older_than``

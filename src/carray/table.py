@@ -290,6 +290,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
                                                        "keeps no versions")
                     self._storage = BcolzTable(store, root, self._mode, self._fsync, self,
                                                NestedColumn, lock, self._storage_options)
+                    if not readonly and self._upgrade(lock):
+                        return
             except BaseException:
                 if lock is not None:
                     lock.release()
@@ -303,6 +305,35 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         self.open_columns()
         if not readonly and isinstance(self._storage, VersionedTable):
             _open_tables.add(self)
+
+    def _upgrade(self, lock: WriteLock | None) -> bool:
+        """A table carray wrote before versions, opened for writing: its columns become the
+        members of one versioned dataset, published as its first version (bcolz's own
+        tables, and one with a change left unfinished, stay as they are); True if done."""
+        store, root = self._store, self._path
+        storage = self._storage
+        assert isinstance(storage, BcolzTable)
+        if store.isfile(store.join(root, "__txn__")):
+            return False
+        attrs = storage.attrs_layout().load_attrs()
+        cols, length = storage.open_columns(self._open_column)
+        fmt = storage.format
+        kinds = VersionedTable.describe(cols)
+        for col in cols.values():
+            col.discard()  # nothing to flush: nothing was changed
+        if fmt == "bcolz":
+            self._cols, self._len = storage.open_columns(self._open_column)
+            self._format = "bcolz"
+            return False
+        self._storage = VersionedTable.upgrading(store, root, self._fsync, lock, kinds, length,
+                                                 attrs)
+        self._storage.own(self)
+        self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
+        self.open_columns()
+        self.flush("upgraded")  # every array's index published as the first version
+        self._storage.finish_upgrade()
+        _open_tables.add(self)
+        return True
 
     def open_columns(self) -> None:
         """(Re)open the stored columns: the table's state is its storage's."""

@@ -11,7 +11,6 @@ import numpy as np
 import carray as ca
 from carray.problems import tally
 
-
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 

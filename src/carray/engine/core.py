@@ -735,6 +735,12 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
             self._committed()  # published: a later failure cannot go back past it
         _unflushed.discard(self)
 
+    def store_tail(self) -> None:
+        """Store the partial last run of rows too (it stays decoded): what a version of an
+        array in memory takes."""
+        self.settle()
+        self._flush_tail()
+
     @property
     def version_id(self) -> str | None:
         """The id of the version the committed state is (None: no versions)."""
