@@ -399,6 +399,10 @@ class StringColumn(Container):
             values = values.to_numpy(zero_copy_only=False) if _is_arrow(values) else \
                 values.to_numpy()
         lengths, data = _arrow_parts(values) if _is_arrow_strings(values) else encode(values)
+        self._append_encoded(lengths, data)
+
+    def _append_encoded(self, lengths: np.ndarray, data: np.ndarray) -> None:
+        """Append rows given as their UTF-8 lengths and bytes back to back."""
         if len(lengths) == 0:
             return
         ends = np.cumsum(lengths) + int(self._offsets[-1])
@@ -406,14 +410,26 @@ class StringColumn(Container):
         self._offsets.append(ends)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        """Replace rows; the rows after the first one changed are rewritten."""
+        """Replace rows (numpy's keys and broadcasting); the rows from the first one whose
+        value changes are rewritten, so writing the values already there writes nothing.
+
+        Every new value is checked before anything is written: a value that is not a
+        ``str`` raises TypeError and leaves the column as it was.
+        """
         self._writable()
-        current = self.read(as_object=True)
-        current[key] = value
-        first = int(np.flatnonzero(current != self.read(as_object=True))[0]) \
-            if len(current) else 0
-        self.resize(first)
-        self.append(current[first:])
+        n = len(self)
+        rows = np.atleast_1d(np.arange(n)[key])  # numpy's rules: negatives, steps, masks
+        lo = int(rows.min()) if rows.size else n
+        old = self.read_rows(range(lo, n), as_object=True)
+        new = old.copy()
+        new[rows - lo] = value
+        lengths, data = encode(new)
+        changed = np.flatnonzero(new != old)
+        if not len(changed):
+            return
+        first = int(changed[0])
+        self.resize(lo + first)
+        self._append_encoded(lengths[first:], data[int(lengths[:first].sum()):])
         self.flush()
 
     def resize(self, nitems: int) -> None:
