@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import carray as ca
 from carray import vlstring
+from carray.errors import HandleClosedError
 from carray.vlstring import STRING_DTYPE, StringColumn
 
 TEXT = ["", "a", "héllo wörld", "日本語", "x\x00", "\x00", "tab\tnewline\n", "z" * 300,
@@ -171,6 +172,26 @@ def test_readonly_and_interrupted_append(tmp_path):
     w.close()
     assert list(StringColumn(rootdir=root, mode="r")[:]) == ["a", "b", "c"]
     assert len(ca.open(os.path.join(root, "values"), mode="r")) == 3
+
+
+def test_mode_w_takes_a_column_over_from_this_process_older_handle(tmp_path):
+    root = str(tmp_path / "s")
+    old = StringColumn(["a", "b"], rootdir=root)
+    old.append(["not flushed"])
+    with pytest.raises(ca.CArrayError, match="already open for writing"):
+        StringColumn(rootdir=root, mode="a")
+    new = StringColumn(["c"], rootdir=root, mode="w")
+    for use in (lambda: old[:], lambda: old.append(["d"]), old.flush,
+                lambda: old.attrs["x"]):
+        with pytest.raises(HandleClosedError, match="later mode='w' open"):
+            use()
+    old.close()
+    again = StringColumn(rootdir=root, mode="w")  # opening it with mode 'w' empties it
+    with pytest.raises(HandleClosedError):
+        new.append(["e"])
+    again.append(["f"])
+    again.close()
+    assert list(StringColumn(rootdir=root, mode="r")[:]) == ["f"]
 
 
 def test_corrupt_columns_raise_format_errors(tmp_path):

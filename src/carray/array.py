@@ -150,7 +150,8 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         Kept for bcolz compatibility; conversions are always checked.
     mode : {'a', 'r', 'w'}
         'r' reads and never writes anything; 'a' reads and writes (creating
-        refuses to overwrite); 'w' replaces what is there.
+        refuses to overwrite); 'w' replaces what is there, closing this process's
+        older handles of it, whose unflushed changes are dropped.
     allow_pickle : bool
         Allow opening bcolz ``object`` arrays, whose items are pickles.
     fsync : bool
@@ -314,6 +315,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     def _attach(self, engine: ArrayEngine) -> None:
         self._engine = engine
+        engine.on_takeover(self.abandon)  # a later mode='w' open here closes this handle
         self._attrs = Attrs(engine, self._mode)
         self._zones = ZoneMap.attach(engine)
 
@@ -687,6 +689,9 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     def _release(self) -> None:
         if self._view_of is None:  # a view leaves the storage to the array it views
             self._engine.close()
+
+    def _parts(self) -> list[Any]:
+        return [self._engine]
 
     @property
     def safe(self) -> bool:

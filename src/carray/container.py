@@ -7,6 +7,8 @@ import abc
 from typing import Any, Self
 
 from carray.attrs import Attrs
+from carray.engine.closed import Closed
+from carray.errors import HandleClosedError
 from carray.params import CParams
 
 MODES = ("r", "a", "w")
@@ -24,12 +26,14 @@ class Container(abc.ABC):
 
     Subclasses set ``_rootdir``, ``_mode`` and ``_attrs`` when built and implement
     :meth:`flush` and :attr:`cparams`; :meth:`close` flushes and then calls
-    :meth:`_release`.
+    :meth:`_release`.  Those holding parts with storage of their own (columns, an
+    engine) list them in :meth:`_parts` for :meth:`abandon`.
     """
 
     _rootdir: str | None
     _mode: str
     _attrs: Attrs
+    _closed_by: str | None = None  # why a takeover closed it (see abandon)
 
     @property
     def rootdir(self) -> str | None:
@@ -59,9 +63,35 @@ class Container(abc.ABC):
         """Release file handles (after the final flush)."""
 
     def close(self) -> None:
-        """Flush and release file handles."""
-        self.flush()
+        """Flush and release file handles (a handle :meth:`abandon` closed: nothing more)."""
+        try:
+            self.flush()
+        except HandleClosedError:
+            pass  # taken over: what it held was dropped then, and there is nothing to flush
         self._release()
+
+    def abandon(self, reason: str) -> None:
+        """Close without flushing, for a later ``mode='w'`` open of this process that takes
+        the dataset over (see :mod:`carray.stores.lock`).
+
+        Unflushed changes are dropped, since the dataset is being replaced; every later
+        read or write raises :class:`~carray.errors.HandleClosedError` saying ``reason``,
+        and :meth:`close` does nothing more.
+        """
+        for part in self._parts():
+            part.abandon(reason)
+        self._closed_by = reason
+        self._attrs = Attrs(Closed(reason), self._mode)
+        self._release()
+
+    def _parts(self) -> list[Any]:
+        """What :meth:`abandon` closes with this container (each has ``abandon``)."""
+        return []
+
+    def _check_open(self) -> None:
+        """Raise HandleClosedError once :meth:`abandon` closed this container."""
+        if self._closed_by is not None:
+            raise HandleClosedError(self._closed_by)
 
     def __enter__(self) -> Self:
         return self
@@ -90,3 +120,6 @@ class TableBase(Container):
     @abc.abstractmethod
     def column_names(self, outcols: Any = None) -> list[str]:
         """Names picked by ``outcols`` (None: all; a list or a comma/space-separated str)."""
+
+    def _parts(self) -> list[Any]:
+        return list(self.cols.values())

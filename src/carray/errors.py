@@ -102,6 +102,14 @@ class LockError(CArrayError, BlockingIOError):
     """A dataset is already open for writing (by this or another process)."""
 
 
+class HandleClosedError(CArrayError, ValueError):
+    """A handle was used after a later ``mode='w'`` open of its dataset, in the same
+    process, took the dataset over and closed it.
+
+    A ``ValueError``, as numpy and :mod:`io` raise for operations on closed files.
+    """
+
+
 __all__ = [
     "AlignmentError",
     "BroadcastError",
@@ -113,6 +121,7 @@ __all__ = [
     "ContainerNotFoundError",
     "ExpressionError",
     "FormatError",
+    "HandleClosedError",
     "LockError",
     "ReadOnlyError",
     "StorageError",

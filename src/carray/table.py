@@ -89,7 +89,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         Table directory (bcolz 1.x layout), or any fsspec URL (``s3://...``);
         ``None`` keeps the table in memory.
     mode : {'a', 'r', 'w'}, optional
-        Default: 'a' for an existing ``rootdir``, else 'w' ('r' never writes).
+        Default: 'a' for an existing ``rootdir``, else 'w' ('r' never writes).  'w' replaces
+        the table, closing this process's older handles of it (unflushed changes dropped).
     auto_flush : bool
         Flush every column after appends and column changes (on disk).
     storage_options : dict, optional
@@ -150,8 +151,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if len(lengths) > 1:
             raise ValueError(f"columns have different lengths: {sorted(lengths)}")
         if self._rootdir is not None:
-            # Mode 'w' replaces: not while another writer holds the old table.
-            old = WriteLock.acquire(self._store, self._path)
+            # Mode 'w' replaces: not while another process writes it (ours are taken over).
+            old = WriteLock.acquire(self._store, self._path, take_over=self._mode == "w")
             if self._store.exists(self._path):
                 self._store.rmtree(self._path)
             if old is not None:
@@ -199,6 +200,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         """Take the writer's lock on the table directory and start its transactions."""
         if self._lock is None:
             self._lock = WriteLock.acquire(self._store, self._path)
+        if self._lock is not None:  # a later mode='w' open here closes the table
+            self._lock.on_takeover(self.abandon)
         self._txn = TableTxn(self._store, self._path, self._fsync, self)
 
     def _guard(self) -> contextlib.AbstractContextManager[None]:
@@ -512,6 +515,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     # -- writing --------------------------------------------------------------------------
 
     def _writable(self) -> None:
+        self._check_open()
         if self._mode == "r":
             raise ReadOnlyError(f"{self._rootdir or 'ctable'}: opened in mode 'r'")
 
@@ -691,6 +695,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         """Flush every column, then commit the table (see :mod:`carray._table_txn`)."""
         if self._mode == "r":
             return
+        self._check_open()
         for col in self._cols.values():
             col.flush()
         if self._txn is not None:

@@ -10,7 +10,9 @@ of the bytes per row.  On disk the column directory holds ``offsets/`` and
 
 Writes append the bytes first and the offsets last, so the offsets are the
 record of what exists: bytes past the last offset (from an interrupted append)
-are ignored, and cut off when the column is next opened for writing.
+are ignored, and cut off when the column is next opened for writing.  A writable
+column holds the writer's lock on its directory (:mod:`carray.stores.lock`), as
+its two carrays do on theirs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store, resolve
+from carray.stores.lock import WriteLock
 
 MARKER = "__vlstring__"
 _MARKER_TEXT = json.dumps({"format": "utf8", "offsets": "int64", "version": 1}) + "\n"
@@ -194,8 +197,13 @@ class StringColumn(Container):
         if self._rootdir is not None:
             self._store, self._path = resolve(self._rootdir, storage_options)
         self._mode = mode
+        self._lock: WriteLock | None = None
         if self._rootdir is not None and values is None and self._store.exists(self._path):
-            self._open(fsync)
+            try:
+                self._open(fsync)
+            except BaseException:
+                self._release_lock()  # a traceback may keep this object: hold no lock
+                raise
             return
         if mode == "r":
             raise ValueError("mode 'r' needs an existing string column")
@@ -207,8 +215,14 @@ class StringColumn(Container):
             if self._store.exists(self._path):
                 if mode != "w":
                     raise ContainerExistsError(f"{self._rootdir}: already exists")
+                # Not while another writer holds it; this process's older handles of it
+                # are closed (taken over).
+                old = WriteLock.acquire(self._store, self._path, take_over=True)
                 self._store.rmtree(self._path)
+                if old is not None:
+                    old.release()  # it locked the removed directory
             self._store.makedirs(self._path)
+            self._hold()
             kw["mode"] = "a"
         self._offsets = carray(np.zeros(1, np.int64), expectedlen=expected + 1,
                                rootdir=self._sub("offsets"), **kw)
@@ -229,6 +243,17 @@ class StringColumn(Container):
             return None
         return self._store.url(self._store.join(self._path, name))
 
+    def _hold(self, take_over: bool = False) -> None:
+        """Take the writer's lock on the column directory (``take_over``: mode 'w')."""
+        self._lock = WriteLock.acquire(self._store, self._path, take_over=take_over)
+        if self._lock is not None:  # a later mode='w' open here closes this column
+            self._lock.on_takeover(self.abandon)
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
     def _attrs_layout(self, fsync: bool):
         if self._rootdir is None:
             if not hasattr(self, "_mem_layout"):
@@ -244,6 +269,8 @@ class StringColumn(Container):
         if not isinstance(marker, dict) or marker.get("version") != 1:
             raise FormatError(f"unsupported string column {marker!r}", self._rootdir)
         mode = "r" if self._mode == "r" else "a"
+        if mode == "a":
+            self._hold(take_over=self._mode == "w")
         opts = self._storage_options
         self._offsets = carray(rootdir=self._sub("offsets"), mode=mode, fsync=fsync,
                                storage_options=opts)
@@ -384,6 +411,7 @@ class StringColumn(Container):
     # -- writing ------------------------------------------------------------------------------
 
     def _writable(self) -> None:
+        self._check_open()
         if self._mode == "r":
             raise ReadOnlyError(f"{self._rootdir or 'string column'}: opened in mode 'r'")
 
@@ -454,6 +482,10 @@ class StringColumn(Container):
     def _release(self) -> None:
         self._values.close()
         self._offsets.close()
+        self._release_lock()
+
+    def _parts(self) -> list[Any]:
+        return [self._offsets, self._values]
 
     def clip(self, nitems: int) -> None:
         """Hide rows past ``nitems`` without writing anything (read-only table views)."""

@@ -7,7 +7,8 @@ datasets on disk use the superchunk layout unless ``format="bcolz"`` or
 
 A writable open or create takes the writer's lock (:mod:`carray.stores.lock`)
 unless ``storage={"lock": False}`` says a coordinating writer already holds it
-(parallel writers of whole files, see :mod:`carray.engine.units`).
+(parallel writers of whole files, see :mod:`carray.engine.units`); one for
+``mode='w'`` takes the dataset over from this process's older handles.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
     fmt = format or default_format(rootdir)
     storage = dict(storage or {})
     locking = storage.pop("lock", True)
-    # A dataset being replaced (mode 'w') must not be open for writing elsewhere.
-    old_lock = WriteLock.acquire(store, rootdir) if locking else None
+    # A dataset being replaced (mode 'w') must not be open for writing elsewhere; this
+    # process's own older handles are closed (taken over).
+    old_lock = WriteLock.acquire(store, rootdir, take_over=mode == "w") if locking else None
     try:
         layout: Layout
         if fmt in ("b2nd", "caterva"):  # caterva: the same frame, caterva 0.7's metalayer
@@ -111,8 +113,12 @@ def _lock(layout: Layout, store: Store, rootdir: str) -> None:
 
 def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool = True,
                 allow_pickle: bool = False, storage: dict[str, Any] | None = None,
-                store: Store = LOCAL) -> tuple[Layout, ArrayMeta, int]:
-    """Open an existing dataset (directory or Blosc2 frame file), whichever layout it is in."""
+                store: Store = LOCAL, take_over: bool = False) -> tuple[Layout, ArrayMeta, int]:
+    """Open an existing dataset (directory or Blosc2 frame file), whichever layout it is in.
+
+    ``take_over`` (a ``mode='w'`` open) closes this process's older writable handles of
+    it (see :mod:`carray.stores.lock`).
+    """
     rootdir = os.fspath(rootdir)
     store.invalidate(rootdir)  # other processes may have written since we last looked
     kind = sniff_layout(rootdir, store)
@@ -120,8 +126,8 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
         raise FormatError("not a carray directory (no meta/storage)", store.url(rootdir))
     storage = storage or {}
     # Taken before anything is read: opening for writing may recover an interrupted commit.
-    lock = WriteLock.acquire(store, rootdir) if not readonly and storage.get("lock", True) \
-        else None
+    lock = WriteLock.acquire(store, rootdir, take_over=take_over) \
+        if not readonly and storage.get("lock", True) else None
     opened: tuple[Layout, ArrayMeta, int]
     try:
         if kind.cls is B2ndLayout:
