@@ -27,6 +27,7 @@ from carray.engine import ArrayEngine
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
+    IndexingError,
     StorageError,
     UnsupportedDTypeError,
 )
@@ -560,14 +561,14 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         if _is_int(key) and len(shape) == 1:
             n = shape[0]
             if not -n <= key < n:
-                raise IndexError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
+                raise IndexingError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
             return engine.read_item((int(key) % n,))
         if isinstance(key, tuple) and len(key) == len(shape) and len(key) > 1 \
                 and all(_is_int(k) for k in key):
             index = []
             for ax, (k, n) in enumerate(zip(key, shape, strict=True)):
                 if not -n <= k < n:
-                    raise IndexError(f"index {int(k)} is out of bounds for axis {ax} with "
+                    raise IndexingError(f"index {int(k)} is out of bounds for axis {ax} with "
                                      f"size {n}")
                 index.append(int(k) % n)
             return engine.read_item(tuple(index[::-1]) if engine.order == "F"

@@ -42,6 +42,14 @@ class CodecUnavailableError(CodecError):
     """The buffer uses a codec this build cannot decode (e.g. Snappy)."""
 
 
+class IndexingError(CArrayError, IndexError):
+    """A key does not fit the array it indexes: an index out of bounds, too many indices
+    (``a[:]`` on a 0-d array), a mask of the wrong length, an index of the wrong kind.
+
+    An ``IndexError``, with numpy's wording, where numpy raises one for the same key.
+    """
+
+
 class ExpressionError(CArrayError, ValueError):
     """A query expression cannot be parsed, or names something unknown."""
 
@@ -122,6 +130,7 @@ __all__ = [
     "ExpressionError",
     "FormatError",
     "HandleClosedError",
+    "IndexingError",
     "LockError",
     "ReadOnlyError",
     "StorageError",
