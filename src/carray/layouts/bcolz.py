@@ -92,10 +92,11 @@ def parse_dtype(text: Any, path: str, allow_pickle: bool = False) -> np.dtype:
     if not isinstance(text, str):
         raise FormatError(f"dtype must be a string, got {text!r}", path)
     dtype = parse_descr(text, path)
+    check_dtype(dtype, source=path, allow_object=allow_pickle and dtype == np.dtype(object))
     if dtype.subdtype is not None:
         raise FormatError(f"dtype {text[:80]!r} is a sub-array type; the item type of "
                           "an array is a scalar or a record", path)
-    return check_dtype(dtype, source=path, allow_object=allow_pickle and dtype == np.dtype(object))
+    return dtype
 
 
 def encode_dflt(dflt: np.ndarray) -> Any:
