@@ -18,22 +18,23 @@ from carray.errors import CArrayError, HandleClosedError, LockError
 from carray.stores import LOCAL
 from carray.stores.lock import LOCK_SUFFIX, WriteLock
 
-KINDS = ["superchunk", "bcolz", "b2nd", "sparse", "table"]
+KINDS = ["superchunk", "bcolz", "b2nd", "sparse", "table", "bcolz-table"]
 
 _HOLDER = textwrap.dedent("""
     import sys
     import carray as ca
     kind, path = sys.argv[1], sys.argv[2]
-    obj = ca.ctable(rootdir=path, mode="a") if kind == "table" else ca.open(path, mode="a")
+    obj = ca.ctable(rootdir=path, mode="a") if kind.endswith("table") else ca.open(path, mode="a")
     print("locked", flush=True)
     sys.stdin.readline()
 """)
 
 
 def _make(tmp_path, kind: str) -> str:
-    if kind == "table":
+    if kind.endswith("table"):
         path = str(tmp_path / "t")
-        ca.ctable({"a": np.arange(10), "b": np.arange(10.0)}, rootdir=path).close()
+        ca.ctable({"a": np.arange(10), "b": np.arange(10.0)}, rootdir=path,
+                  format="bcolz" if kind == "bcolz-table" else None).close()
         return path
     path = str(tmp_path / ("x.b2nd" if kind in ("b2nd", "sparse") else "x"))
     storage = {"contiguous": False} if kind == "sparse" else None
@@ -43,15 +44,15 @@ def _make(tmp_path, kind: str) -> str:
 
 
 def _writer(path: str, kind: str):
-    return ca.ctable(rootdir=path, mode="a") if kind == "table" else ca.open(path, mode="a")
+    return ca.ctable(rootdir=path, mode="a") if kind.endswith("table") else ca.open(path, mode="a")
 
 
 def _reader(path: str, kind: str):
-    return ca.ctable(rootdir=path, mode="r") if kind == "table" else ca.open(path, mode="r")
+    return ca.ctable(rootdir=path, mode="r") if kind.endswith("table") else ca.open(path, mode="r")
 
 
 def _append(obj, kind: str) -> None:
-    obj.append({"a": np.arange(3), "b": np.arange(3.0)} if kind == "table" else np.arange(3))
+    obj.append({"a": np.arange(3), "b": np.arange(3.0)} if kind.endswith("table") else np.arange(3))
 
 
 def _files(root) -> dict[str, str]:
@@ -120,8 +121,9 @@ def test_a_replaced_name_can_be_opened_again(tmp_path, kind):
 
 def _replace(path: str, kind: str, n: int = 3):
     """A mode='w' open replacing the dataset at ``path`` with ``n`` items."""
-    if kind == "table":
-        return ca.ctable({"z": np.arange(n)}, rootdir=path, mode="w")
+    if kind.endswith("table"):
+        return ca.ctable({"z": np.arange(n)}, rootdir=path, mode="w",
+                         format="bcolz" if kind == "bcolz-table" else None)
     return ca.carray(np.arange(n), rootdir=path, mode="w",
                      format="bcolz" if kind == "bcolz" else None)
 
@@ -149,7 +151,7 @@ def test_mode_w_takes_the_dataset_over_from_this_process_older_handle(tmp_path, 
         _writer(path, kind)
     new.close()
     with _reader(path, kind) as reader:
-        assert len(reader) == 3 and (kind == "table" or list(reader[:]) == [0, 1, 2])
+        assert len(reader) == 3 and (kind.endswith("table") or list(reader[:]) == [0, 1, 2])
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -175,6 +177,22 @@ def test_opening_an_existing_array_with_mode_w_takes_it_over(tmp_path, kind):
         old.append(np.arange(3))
     new.close()
     assert list(ca.open(path, mode="r")[:]) == list(range(7))
+
+
+def test_a_table_is_taken_over_with_its_string_and_nested_columns(tmp_path):
+    path = str(tmp_path / "t")
+    nested = np.zeros(3, dtype=[("p", "i4"), ("q", "f8")])
+    columns = {"s": np.array(["a", "bb", ""], dtype=object), "n": nested}
+    old = ca.ctable(columns, rootdir=path, mode="w")
+    new = ca.ctable(columns, rootdir=path, mode="w")
+    for column in (old.cols["s"], old.cols["n"], old.cols["n"].cols["p"]):
+        with pytest.raises(HandleClosedError):
+            column[0]
+    new.append({"s": ["x"], "n": nested[:1]})
+    new.close()
+    old.close()
+    with ca.ctable(rootdir=path, mode="a") as again:  # no lock left behind
+        assert list(again["s"][:]) == ["a", "bb", "", "x"]
 
 
 def test_a_column_of_a_table_this_process_writes_is_not_taken_over(tmp_path):
@@ -208,7 +226,7 @@ def test_a_new_dataset_is_locked_by_its_creator(tmp_path):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_replaced_dataset_is_locked_by_its_replacer(tmp_path, kind):
     path = _make(tmp_path, kind)
-    if kind == "table":
+    if kind.endswith("table"):
         new = ca.ctable({"z": np.arange(3)}, rootdir=path, mode="w")
     else:
         new = ca.carray(np.arange(3), rootdir=path, mode="w",
