@@ -21,7 +21,7 @@ from carray._portable import PortableArray
 from carray._rows import RowIteration
 from carray.attrs import Attrs
 from carray.compute import ComputeMixin, register_array_type
-from carray.container import Container, check_mode
+from carray.container import Container, check_mode, refuse_own_source
 from carray.defaults import resolve_cparams
 from carray.engine import ArrayEngine
 from carray.errors import (
@@ -151,8 +151,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         Kept for bcolz compatibility; conversions are always checked.
     mode : {'a', 'r', 'w'}
         'r' reads and never writes anything; 'a' reads and writes (creating
-        refuses to overwrite); 'w' replaces what is there, closing this process's
-        older handles of it, whose unflushed changes are dropped.
+        refuses to overwrite); 'w' replaces what is there (see :func:`carray.open`).
     allow_pickle : bool
         Allow opening bcolz ``object`` arrays, whose items are pickles.
     fsync : bool
@@ -223,6 +222,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
                                         chunks, blocks, format)
         if order == "F":
             meta = self._fortran_meta(meta, format)
+        refuse_own_source(rootdir, [array])
         engine = ArrayEngine.create(path, meta, store=store, format=format, mode=mode,
                                     fsync=fsync, storage=self._storage)
         self._attach(engine)

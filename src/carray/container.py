@@ -4,6 +4,8 @@ read/write mode, its user attributes, flushing and closing, and ``with``."""
 from __future__ import annotations
 
 import abc
+import os
+from collections.abc import Iterable
 from typing import Any, Self
 
 from carray.attrs import Attrs
@@ -19,6 +21,34 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return mode
+
+
+def refuse_own_source(rootdir: str | None, sources: Iterable[Any]) -> None:
+    """Refuse to build a dataset at ``rootdir`` from containers stored there or inside it:
+    a ``mode='w'`` open replaces the dataset (closing this process's writers of it)
+    before copying, so the copy would read what is already gone.
+
+    Raises
+    ------
+    ValueError
+        One of ``sources`` lives at ``rootdir`` or inside it.
+    """
+    if rootdir is None:
+        return
+    root = _location(rootdir)
+    for source in sources:
+        where = source.rootdir if isinstance(source, Container) else None
+        if where is not None and (_location(where) + "/").startswith(root + "/"):
+            raise ValueError(f"{rootdir}: cannot be replaced by data read from {where}, "
+                             "which the replacement deletes first; read it into memory "
+                             "(x[:]) or write to another path")
+
+
+def _location(rootdir: str) -> str:
+    """``rootdir`` comparable with others: an absolute path with '/', or a bare URL."""
+    if "://" in rootdir:
+        return rootdir.rstrip("/")
+    return os.path.abspath(rootdir).replace(os.sep, "/").rstrip("/")
 
 
 class Container(abc.ABC):

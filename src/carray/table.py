@@ -146,7 +146,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     # -- construction ---------------------------------------------------------------------
 
     def _create(self, columns: Any, names: list[str] | None) -> None:
-        pairs = normalise_columns(columns, names)
+        pairs = normalise_columns(columns, names, into=self._rootdir)
         lengths = {len(values) for _, values in pairs}
         if len(lengths) > 1:
             raise ValueError(f"columns have different lengths: {sorted(lengths)}")

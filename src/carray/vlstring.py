@@ -26,7 +26,7 @@ import numpy as np
 
 from carray.array import carray
 from carray.attrs import Attrs
-from carray.container import Container
+from carray.container import Container, refuse_own_source
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
 from carray.keys import select
 from carray.layouts.bcolz import BcolzLayout
@@ -215,6 +215,7 @@ class StringColumn(Container):
             if self._store.exists(self._path):
                 if mode != "w":
                     raise ContainerExistsError(f"{self._rootdir}: already exists")
+                refuse_own_source(self._rootdir, [values])
                 # Not while another writer holds it; this process's older handles of it
                 # are closed (taken over).
                 old = WriteLock.acquire(self._store, self._path, take_over=True)

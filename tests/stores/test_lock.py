@@ -155,6 +155,22 @@ def test_mode_w_takes_the_dataset_over_from_this_process_older_handle(tmp_path, 
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mode", ["a", "r"])
+def test_mode_w_refuses_to_copy_from_the_dataset_it_replaces(tmp_path, kind, mode):
+    path = _make(tmp_path, kind)
+    source = _writer(path, kind) if mode == "a" else _reader(path, kind)
+    before = _files(tmp_path)
+    with pytest.raises(ValueError, match="cannot be replaced by data read from"):
+        if kind.endswith("table"):
+            ca.ctable(source[["a"]], rootdir=path, mode="w")
+        else:
+            ca.carray(source, rootdir=path, mode="w")
+    assert _files(tmp_path) == before
+    assert len(source[:]) == 10  # still open
+    source.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_cell_run_again_with_mode_w_replaces_its_own_dataset(tmp_path, kind):
     path = _make(tmp_path, kind)
     runs = [_replace(path, kind, n) for n in (4, 5, 6)]  # every handle still alive
