@@ -122,6 +122,16 @@ def test_setitem_follows_numpy(codec_path, root, key, value):
         assert list(StringColumn(rootdir=root, mode="r").read(as_object=True)) == list(want)
 
 
+def test_appending_no_strings_or_empty_ones(codec_path, root):
+    col = StringColumn(["a"], rootdir=root)
+    for nothing in ([], (), np.array([], dtype=object), np.array([], dtype=STRING_DTYPE)):
+        col.append(nothing)
+    col.append("")
+    col.append(["", ""])
+    col.resize(5)
+    assert list(col[:]) == ["a", "", "", "", ""]
+
+
 def _stored(root) -> dict[str, bytes]:
     out = {}
     for dirpath, _, names in os.walk(root):

@@ -69,6 +69,8 @@ def _pyarrow():
 def encode(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(lengths int64, utf8 bytes uint8)`` for a sequence of ``str``."""
     arr = np.asarray(values)
+    if arr.size == 0:  # no strings, whatever dtype numpy gave it ([] is float64)
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8)
     if arr.dtype.kind not in "OUT" and arr.dtype != STRING_DTYPE:
         raise TypeError(f"a string column holds str values, got dtype {arr.dtype}")
     arr = arr.reshape(-1)
