@@ -202,6 +202,8 @@ def test_mode_w_takes_a_column_over_from_this_process_older_handle(tmp_path):
     again.append(["f"])
     with pytest.raises(ValueError, match="cannot be replaced by data read from"):
         StringColumn(again, rootdir=root, mode="w")
+    with pytest.raises(ValueError, match="cannot be replaced by data read from"):
+        again.copy(rootdir=root, mode="w")
     again.close()
     assert list(StringColumn(rootdir=root, mode="r")[:]) == ["f"]
 

@@ -568,8 +568,8 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
             index = []
             for ax, (k, n) in enumerate(zip(key, shape, strict=True)):
                 if not -n <= k < n:
-                    raise IndexingError(f"index {int(k)} is out of bounds for axis {ax} with "
-                                     f"size {n}")
+                    raise IndexingError(f"index {int(k)} is out of bounds for axis {ax} "
+                                        f"with size {n}")
                 index.append(int(k) % n)
             return engine.read_item(tuple(index[::-1]) if engine.order == "F"
                                     else tuple(index))
@@ -730,6 +730,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     def copy(self, **kwargs: Any) -> carray:
         """A new carray with the same items; keyword arguments as for the constructor
         (``cparams=`` recompresses every chunk, ``rootdir=`` puts the copy on disk)."""
+        refuse_own_source(kwargs.get("rootdir"), [self])
         if self._engine.objects is not None:
             kwargs.setdefault("cparams", self.cparams)
             return type(self)(self[:], dtype=object, allow_pickle=True, **kwargs)

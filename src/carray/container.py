@@ -23,7 +23,7 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def refuse_own_source(rootdir: str | None, sources: Iterable[Any]) -> None:
+def refuse_own_source(rootdir: str | os.PathLike | None, sources: Iterable[Any]) -> None:
     """Refuse to build a dataset at ``rootdir`` from containers stored there or inside it:
     a ``mode='w'`` open replaces the dataset (closing this process's writers of it)
     before copying, so the copy would read what is already gone.
@@ -35,6 +35,7 @@ def refuse_own_source(rootdir: str | None, sources: Iterable[Any]) -> None:
     """
     if rootdir is None:
         return
+    rootdir = os.fspath(rootdir)
     root = _location(rootdir)
     for source in sources:
         where = source.rootdir if isinstance(source, Container) else None

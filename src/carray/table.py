@@ -36,7 +36,7 @@ from carray._table_txn import TableTxn
 from carray._util import skip_and_limit
 from carray.array import carray
 from carray.attrs import Attrs
-from carray.container import TableBase, check_mode
+from carray.container import TableBase, check_mode, refuse_own_source
 from carray.defaults import resolve_cparams
 from carray.errors import (
     ContainerExistsError,
@@ -198,10 +198,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
 
     def _hold_table(self) -> None:
         """Take the writer's lock on the table directory and start its transactions."""
-        if self._lock is None:
-            self._lock = WriteLock.acquire(self._store, self._path)
-        if self._lock is not None:  # a later mode='w' open here closes the table
-            self._lock.on_takeover(self.abandon)
+        if self._lock is None:  # a later mode='w' open here closes the table (abandon)
+            self._lock = WriteLock.acquire(self._store, self._path, on_takeover=self.abandon)
         self._txn = TableTxn(self._store, self._path, self._fsync, self)
 
     def _guard(self) -> contextlib.AbstractContextManager[None]:
@@ -714,6 +712,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
 
     def copy(self, **kwargs: Any) -> ctable:
         """A copy (keyword arguments as for the constructor, e.g. ``rootdir``, ``cparams``)."""
+        refuse_own_source(kwargs.get("rootdir"), [self])
         kwargs.setdefault("cparams", self.cparams)
         kwargs.setdefault("expectedlen", max(self._len, 1))
         out = ctable({n: empty_like(c) for n, c in self._cols.items()}, **kwargs)

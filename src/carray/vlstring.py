@@ -247,10 +247,10 @@ class StringColumn(Container):
         return self._store.url(self._store.join(self._path, name))
 
     def _hold(self, take_over: bool = False) -> None:
-        """Take the writer's lock on the column directory (``take_over``: mode 'w')."""
-        self._lock = WriteLock.acquire(self._store, self._path, take_over=take_over)
-        if self._lock is not None:  # a later mode='w' open here closes this column
-            self._lock.on_takeover(self.abandon)
+        """Take the writer's lock on the column directory (``take_over``: mode 'w'); a
+        later mode='w' open here closes this column (:meth:`abandon`)."""
+        self._lock = WriteLock.acquire(self._store, self._path, take_over=take_over,
+                                       on_takeover=self.abandon)
 
     def _release_lock(self) -> None:
         lock, self._lock = self._lock, None
@@ -499,6 +499,7 @@ class StringColumn(Container):
         self._offsets.free_cachemem()
 
     def copy(self, **kwargs: Any) -> StringColumn:
+        refuse_own_source(kwargs.get("rootdir"), [self])
         out = StringColumn(rootdir=kwargs.get("rootdir"), mode=kwargs.get("mode", "a"),
                            cparams=kwargs.get("cparams", self.cparams),
                            expectedlen=max(len(self), 1))

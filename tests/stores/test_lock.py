@@ -165,6 +165,8 @@ def test_mode_w_refuses_to_copy_from_the_dataset_it_replaces(tmp_path, kind, mod
             ca.ctable(source[["a"]], rootdir=path, mode="w")
         else:
             ca.carray(source, rootdir=path, mode="w")
+    with pytest.raises(ValueError, match="cannot be replaced by data read from"):
+        source.copy(rootdir=path, mode="w")
     assert _files(tmp_path) == before
     assert len(source[:]) == 10  # still open
     source.close()

@@ -63,7 +63,8 @@ class WriteLock:
         self._closer: weakref.WeakMethod[Callable[[str], None]] | None = None
 
     @classmethod
-    def acquire(cls, store: Store, path: str, *, take_over: bool = False) -> WriteLock | None:
+    def acquire(cls, store: Store, path: str, *, take_over: bool = False,
+                on_takeover: Callable[[str], None] | None = None) -> WriteLock | None:
         """A new lock on ``path`` in ``store``, or None where nothing can be locked.
 
         Parameters
@@ -71,6 +72,8 @@ class WriteLock:
         take_over : bool
             For a ``mode='w'`` open: close this process's handles holding the lock
             (those registered with :meth:`on_takeover`) and take it.
+        on_takeover : callable, optional
+            Registered with :meth:`on_takeover` on the new lock.
 
         Raises
         ------
@@ -92,6 +95,8 @@ class WriteLock:
                             "in this process, or another process); close that handle "
                             "first, or open with mode='r' (mode='w' replaces the dataset "
                             "and takes it over from this process's older handles)")
+        if on_takeover is not None:
+            lock.on_takeover(on_takeover)
         return lock
 
     def on_takeover(self, close: Callable[[str], None]) -> None:
