@@ -250,24 +250,35 @@ def test_sub_array_item_type_in_a_b2nd_frame_is_refused(tmp_path):
 
 # -- single-byte flips ----------------------------------------------------------------------------
 
-# XOR masks of every flip: the lowest and the highest bit, every bit, and 0x0D (which
-# turns a '<' into a '1', making a dtype text a sub-array type).
-FLIPS = (0x01, 0x0D, 0x80, 0xFF)
+# XOR masks of every flip: the lowest bit, every bit, and 0x0D (which turns a '<' into a
+# '1', making a dtype text a sub-array type).  All 255 masks were swept once by hand.
+FLIPS = (0x01, 0x0D, 0xFF)
 
 
 def _reads(path: Path) -> list:
-    """Every kind of read of the dataset at ``path``, each a callable (``a[:]`` of a 0-d
-    array raises IndexingError, as numpy's IndexError, whatever the file holds)."""
-    def read(key):
-        return lambda: ca.open(path, mode="r")[key]
+    """Every kind of read of the dataset at ``path``, each a callable; the reads of the
+    array share one handle, so an open that fails fails each of them (``a[:]`` of a 0-d
+    array raises IndexingError, numpy's IndexError, whatever the file holds)."""
+    opened: list = []
 
-    return [read(()), read(slice(None)), lambda: np.asarray(ca.open(path, mode="r")),
+    def array():
+        if not opened:
+            try:
+                opened.append(ca.open(path, mode="r"))
+            except CArrayError as exc:
+                opened.append(exc)
+        if isinstance(opened[0], CArrayError):
+            raise opened[0]
+        return opened[0]
+
+    return [lambda: array()[()], lambda: array()[:], lambda: np.asarray(array()),
             lambda: registry.guess(str(path), None).info(str(path), None)]
 
 
-def _sweep(target: Path, reads: list, expect: np.ndarray | None) -> None:
-    """Flip each byte of ``target`` (one at a time, with each mask) and run ``reads``:
-    each returns ``expect`` (when given) or raises a carray error, never anything else."""
+def _sweep(target: Path, dataset: Path, expect: np.ndarray | None) -> None:
+    """Flip each byte of ``target`` (one at a time, with each mask) and read ``dataset``
+    every way: each read returns ``expect`` (when given) or raises a carray error, never
+    anything else."""
     orig = target.read_bytes()
     untyped, wrong = [], []
     try:
@@ -276,6 +287,7 @@ def _sweep(target: Path, reads: list, expect: np.ndarray | None) -> None:
                 raw = bytearray(orig)
                 raw[pos] ^= mask
                 target.write_bytes(raw)
+                reads = _reads(dataset)
                 for n, read in enumerate(reads):
                     try:
                         got = read()
@@ -303,11 +315,11 @@ def test_every_byte_flip_of_a_b2nd_frame_reads_or_raises_a_carray_error(tmp_path
                   blocks=(2,)).close()
     # Frames carry no checksums: a flipped item (or shape, or byte order) reads as what
     # the file now says, so only the kind of error is checked.
-    _sweep(path, _reads(path), None)
+    _sweep(path, path, None)
 
 
 @pytest.mark.parametrize("layout", ["superchunk", "bcolz"])
 @pytest.mark.parametrize("name", ["storage", "sizes"])
 def test_every_byte_flip_of_json_metadata_reads_or_raises_a_carray_error(tmp_path, layout, name):
     root = _superchunk(tmp_path) if layout == "superchunk" else _bcolz(tmp_path)
-    _sweep(root / "meta" / name, _reads(root), np.arange(100, dtype="i8"))
+    _sweep(root / "meta" / name, root, np.arange(100, dtype="i8"))
