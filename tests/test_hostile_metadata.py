@@ -251,7 +251,7 @@ def test_sub_array_item_type_in_a_b2nd_frame_is_refused(tmp_path):
 # -- single-byte flips ----------------------------------------------------------------------------
 
 # XOR masks of every flip: the lowest bit, every bit, and 0x0D (which turns a '<' into a
-# '1', making a dtype text a sub-array type).  All 255 masks were swept once by hand.
+# '1', making a dtype text a sub-array type).
 FLIPS = (0x01, 0x0D, 0xFF)
 
 
