@@ -1040,8 +1040,11 @@ class SuperchunkLayout(Layout):
         _sc_compact.adopt_units(self, meta.nchunks)
         self.commit(meta, cbytes)
 
+    _finalizing = False  # closed by the garbage collector: no I/O beyond releasing
+
     def close(self) -> None:
-        if not self.readonly and (not self.member_name or self._alone):
+        if not self.readonly and (not self.member_name or self._alone) \
+                and not self._finalizing:
             self.dataset.tidy()
         self.files.close()
         if self.readonly:
@@ -1050,6 +1053,11 @@ class SuperchunkLayout(Layout):
         elif self.member_name:
             self.dataset.detach(self.member_name)
         self.release_lock()
+
+    def __del__(self) -> None:
+        # A finalizer may run on any thread, an object store's server thread among them.
+        self._finalizing = True
+        super().__del__()
 
     def describe(self) -> str:
         return f"superchunk directory {self._url()!r}"
