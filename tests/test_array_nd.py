@@ -15,7 +15,7 @@ import pytest
 import carray as ca
 from carray.chunkio import ChunkIO
 from carray.codecs.blosc import Decoder
-from carray.engine import core as engine_core
+from carray.engine import writer as engine_writer
 from carray.grid import NDGrid
 from carray.layouts.superchunk import SuperchunkLayout
 from carray.shapes import CacheSizes, default_blocks
@@ -159,7 +159,7 @@ def test_bad_grids_are_refused(cube, kw, match):
 
 @pytest.mark.parametrize("where", WHERE)
 def test_appends_to_nd_grids_keep_memory_bounded(where, tmp_path, monkeypatch):
-    monkeypatch.setattr(engine_core, "_TAIL_BUDGET", 10_000)
+    monkeypatch.setattr(engine_writer, "TAIL_BUDGET", 10_000)
     a = make(where, tmp_path, np.zeros((0, 30, 40)), chunks=(8, 10, 10), blocks=(4, 5, 5))
     rows = [np.full((1, 30, 40), i, dtype="f8") for i in range(21)]
     for r in rows:

@@ -167,7 +167,7 @@ def test_convert_info_and_verify_on_urls(tmp_path, remote_root, capsys):
 def test_verify_names_the_url_of_a_damaged_chunk(capsys):
     import uuid
 
-    from carray.layouts.superchunk import SuperchunkLayout
+    from carray.layouts import superchunk_open
     from carray.stores import resolve
 
     url = f"memory://cli-{uuid.uuid4().hex}/d"
@@ -176,7 +176,7 @@ def test_verify_names_the_url_of_a_damaged_chunk(capsys):
     store, path = resolve(url)
     data = store.join(path, "data")
     first, _, last = sorted(store.listdir(data))
-    layout = SuperchunkLayout.open(path, readonly=True, store=store)[0]
+    layout = superchunk_open.open_dir(path, readonly=True, store=store)[0]
     off = layout.chunk_location(1)[1]
     layout.close()
     raw = bytearray(store.get(store.join(data, first)))

@@ -12,6 +12,7 @@ import carray as ca
 from carray.chunkio import ChunkIO
 from carray.codecs import blosc
 from carray.errors import FormatError
+from carray.layouts import superchunk_open
 from carray.layouts.b2frame import B2ndLayout
 from carray.layouts.superchunk import SuperchunkLayout
 
@@ -24,7 +25,7 @@ def _data_files(root: Path) -> list[str]:
 
 def _absent(root: Path) -> list[bool]:
     """Per chunk: whether the superchunk layout records it as absent."""
-    layout, meta, _ = SuperchunkLayout.open(str(root), readonly=True)
+    layout, meta, _ = superchunk_open.open_dir(str(root), readonly=True)
     try:
         return [layout.special_chunk(n) is not None for n in range(meta.nchunks)]
     finally:

@@ -14,9 +14,9 @@ import fsspec
 import pytest
 from conformance import CHUNKLEN, PersistentLayoutConformance
 
+from carray.layouts import superchunk_open
 from carray.layouts.b2frame import B2ndLayout
 from carray.layouts.bcolz import BcolzLayout
-from carray.layouts.superchunk import SuperchunkLayout
 from carray.stores.fsspec import FsspecStore
 
 _ids = itertools.count()
@@ -48,11 +48,11 @@ class _OnMemoryStore(PersistentLayoutConformance):
 
 class TestSuperchunkOnMemoryStore(_OnMemoryStore):
     def make(self, tmp_path, meta):
-        return SuperchunkLayout.create(self.path, meta, fsync=False, superchunksize=4,
+        return superchunk_open.create(self.path, meta, fsync=False, superchunksize=4,
                                        store=self.store)
 
     def reopen(self, layout, tmp_path, readonly=False):
-        return SuperchunkLayout.open(self.path, readonly=readonly, fsync=False,
+        return superchunk_open.open_dir(self.path, readonly=readonly, fsync=False,
                                      store=self.store)[0]
 
 

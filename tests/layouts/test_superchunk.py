@@ -27,17 +27,17 @@ from carray.cli.verify import verify_path
 from carray.codecs import blosc
 from carray.errors import ChecksumError, CodecError, FormatError, ReadOnlyError
 from carray.formats._blp_frame import CHECKSUMS
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.layouts import superchunk_open
 
 
 class TestSuperchunkLayout(PersistentLayoutConformance):
     options: dict = {"superchunksize": 4}
 
     def make(self, tmp_path, meta):
-        return SuperchunkLayout.create(tmp_path / "s", meta, fsync=False, **self.options)
+        return superchunk_open.create(tmp_path / "s", meta, fsync=False, **self.options)
 
     def reopen(self, layout, tmp_path, readonly=False):
-        return SuperchunkLayout.open(tmp_path / "s", readonly=readonly, fsync=False)[0]
+        return superchunk_open.open_dir(tmp_path / "s", readonly=readonly, fsync=False)[0]
 
 
 class TestSuperchunkBlosc1NoSpare(TestSuperchunkLayout):
@@ -584,7 +584,7 @@ def test_partial_reads_do_not_read_the_whole_superchunk(tmp_path, count_reads):
 
 
 def test_blosc_chunk_validated(tmp_path):
-    layout = SuperchunkLayout.create(tmp_path / "s", meta(), fsync=False)
+    layout = superchunk_open.create(tmp_path / "s", meta(), fsync=False)
     c = chunk_of(0, layout)
     layout.write_chunk(0, c)
     h = blosc.read_header(bytes(layout.read_chunk(0)))
@@ -593,5 +593,5 @@ def test_blosc_chunk_validated(tmp_path):
 
 def open_layout(path):
     """The superchunk layout of the dataset at ``path``, read-only."""
-    layout, _, _ = SuperchunkLayout.open(str(path), readonly=True)
+    layout, _, _ = superchunk_open.open_dir(str(path), readonly=True)
     return layout

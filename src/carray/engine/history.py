@@ -7,13 +7,25 @@ layout raises :class:`carray.errors.VersionsUnsupportedError`.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from carray.versions.repo import check_tag
 
 if TYPE_CHECKING:
-    from carray.engine.core import ArrayEngine
-    from carray.layouts.base import Layout
+    from carray.layouts.base import ArrayMeta, Layout
+
+
+class Versioned(Protocol):
+    """What a history needs of its engine."""
+
+    @property
+    def cbytes(self) -> int: ...
+
+    def check_writable(self) -> None: ...
+    def store_tail(self) -> None: ...
+    def meta(self) -> ArrayMeta: ...
+    def flush(self, message: str | None = None) -> None: ...
+    def reload(self, meta: ArrayMeta, cbytes: int) -> None: ...
 
 
 def when(older_than: Any) -> float | None:
@@ -31,7 +43,7 @@ def when(older_than: Any) -> float | None:
 class History:
     """The versions of one engine's array (see the module doc)."""
 
-    def __init__(self, engine: ArrayEngine, layout: Layout) -> None:
+    def __init__(self, engine: Versioned, layout: Layout) -> None:
         self._engine, self._layout = engine, layout
 
     def _require(self) -> None:

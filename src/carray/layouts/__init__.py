@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from carray.errors import ContainerExistsError, FormatError, VersionsUnsupportedError
-from carray.layouts import _b2frame_verify, _bcolz_verify, _superchunk_verify
+from carray.layouts import _b2frame_verify, _bcolz_verify, _superchunk_verify, superchunk_open
+from carray.layouts._superchunk_meta import read_member_note
 from carray.layouts.b2frame import B2ndLayout, is_b2nd_frame
 from carray.layouts.base import ArrayMeta, Layout
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
 from carray.layouts.memory import MemoryLayout
-from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset, read_member_note
+from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
 from carray.problems import Finding
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
@@ -93,7 +94,7 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
             layout = B2ndLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store,
                                        kind=fmt, **storage)
         elif fmt == "superchunk":
-            layout = SuperchunkLayout.create(rootdir, meta, mode=mode, fsync=fsync,
+            layout = superchunk_open.create(rootdir, meta, mode=mode, fsync=fsync,
                                              store=store, **storage)
         else:
             layout = BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store)
@@ -160,7 +161,7 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
         if kind.cls is B2ndLayout:
             opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store)
         elif kind.cls is SuperchunkLayout:
-            opened = SuperchunkLayout.open(
+            opened = superchunk_open.open_dir(
                 rootdir, readonly=readonly, fsync=fsync, verify=storage.get("verify", True),
                 store=store, version=version, tag=tag, as_of=as_of,
                 versions=storage.get("versions"), member=storage.get("member"),

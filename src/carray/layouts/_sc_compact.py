@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -26,10 +26,40 @@ from carray.errors import ChecksumError, FormatError
 from carray.versions import HAS_PAGES, PAGE_ENTRIES, Entry
 
 if TYPE_CHECKING:
-    from carray.layouts.superchunk import SuperchunkLayout
+    from carray.codecs.checksums import Checksum
+    from carray.layouts._sc_files import DataFiles
+    from carray.layouts._sc_space import SpaceKeeper
+    from carray.layouts._superchunk_meta import StorageInfo
+    from carray.versions import WorkingIndex
 
 
-def _live(layout: SuperchunkLayout, k: int) -> list[tuple[int, Entry]]:
+class Compacted(Protocol):
+    """What compaction needs of its layout (a superchunk layout being written)."""
+
+    info: StorageInfo
+    files: DataFiles
+
+    @property
+    def working_index(self) -> WorkingIndex: ...
+
+    @property
+    def space(self) -> SpaceKeeper: ...
+
+    @property
+    def page_size(self) -> int: ...
+
+    @property
+    def digest_size(self) -> int: ...
+
+    @property
+    def checksum(self) -> Checksum: ...
+
+    def read_chunk(self, nchunk: int) -> memoryview: ...
+    def chunk_digest(self, data: bytes) -> bytes: ...
+    def replace_entry(self, nchunk: int, entry: Entry, old: Entry | None) -> None: ...
+
+
+def _live(layout: Compacted, k: int) -> list[tuple[int, Entry]]:
     """``(n, entry)`` of the stored chunks of superchunk ``k`` in the working index."""
     S = layout.info.superchunksize
     index = layout.working_index
@@ -37,14 +67,14 @@ def _live(layout: SuperchunkLayout, k: int) -> list[tuple[int, Entry]]:
             if (e := index.entry(n)).stored]
 
 
-def _record(layout: SuperchunkLayout, n: int, e: Entry) -> tuple[bytes, bytes]:
+def _record(layout: Compacted, n: int, e: Entry) -> tuple[bytes, bytes]:
     """Chunk ``n``'s bytes, checked, and the tail its new record carries (digest, and
     page digests when the dataset writes them)."""
     chunk = bytes(layout.read_chunk(n))
     return chunk, layout.chunk_digest(chunk)
 
 
-def compact(layout: SuperchunkLayout, ks: Iterable[int]) -> None:
+def compact(layout: Compacted, ks: Iterable[int]) -> None:
     """Rewrite superchunks ``ks`` into files of their next generation (see the module doc)."""
     keeper = layout.space
     spare, compat = layout.info.spare, layout.files.compat
@@ -74,7 +104,7 @@ def compact(layout: SuperchunkLayout, ks: Iterable[int]) -> None:
             layout.replace_entry(n, new, old)
 
 
-def out_of_order(layout: SuperchunkLayout, k: int) -> bool:
+def out_of_order(layout: Compacted, k: int) -> bool:
     """Whether superchunk ``k``'s records are not what bloscpack reads: its chunks in
     order, back to back from the start of its newest file."""
     live = _live(layout, k)
@@ -88,7 +118,7 @@ def out_of_order(layout: SuperchunkLayout, k: int) -> bool:
     return False
 
 
-def mirror(layout: SuperchunkLayout, ks: Iterable[int]) -> None:
+def mirror(layout: Compacted, ks: Iterable[int]) -> None:
     """Make the header and offsets table of superchunks ``ks``' files say where their
     chunks are in the newest version (what bloscpack reads)."""
     S = layout.info.superchunksize
@@ -116,7 +146,7 @@ def touched(pages: dict[int, np.ndarray], superchunksize: int) -> set[int]:
     return out
 
 
-def write_unit(layout: SuperchunkLayout, unit: int, chunks: Sequence[bytes]) -> int:
+def write_unit(layout: Compacted, unit: int, chunks: Sequence[bytes]) -> int:
     """Write superchunk ``unit``'s file (generation 0) holding ``chunks`` back to back."""
     spare = layout.info.spare
     parts: list[bytes] = []
@@ -133,7 +163,7 @@ def write_unit(layout: SuperchunkLayout, unit: int, chunks: Sequence[bytes]) -> 
     return sum(len(c) for c in chunks)
 
 
-def adopt_units(layout: SuperchunkLayout, nchunks: int) -> None:
+def adopt_units(layout: Compacted, nchunks: int) -> None:
     """Index the chunks that :func:`write_unit` calls wrote: ``nchunks`` of them, read
     back record by record from the files of generation 0."""
     S, dsize, page = layout.info.superchunksize, layout.digest_size, layout.page_size

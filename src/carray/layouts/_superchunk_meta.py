@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -28,8 +29,10 @@ from carray.codecs.blosc import MAX_BUFFERSIZE
 from carray.codecs.pipeline import check_blosc1_filters
 from carray.dtypes import checked_shape
 from carray.errors import FormatError
-from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
+from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype, read_json
 from carray.params import CNAMES, FILTER_CODES, CParams
+from carray.safejson import load_json
+from carray.stores import Store
 
 FORMAT_NAME = "carray-superchunk"
 DATA_DIR, META_DIR = "data", "meta"
@@ -335,3 +338,37 @@ class Journal:
         if pos + nsizes != total:
             return None
         return cls(generation, tuple(writes), sizes)
+
+
+MEMBER_FILE = "member"
+
+
+def write_member_note(store: Store, rootdir: str, dataset_root: str, name: str,
+                      fsync: bool) -> None:
+    """Record in a member's ``meta/member`` where its dataset is (relative) and its name,
+    so that opening the member's directory alone finds them."""
+    rel = os.path.relpath(dataset_root, rootdir) if not store.remote else \
+        "/".join([".."] * (name.count("/") + 1))
+    store.put(store.join(rootdir, META_DIR, MEMBER_FILE),
+              dumps({"dataset": rel.replace(os.sep, "/"), "name": name}), fsync=fsync)
+
+
+def read_member_note(store: Store, rootdir: str) -> tuple[str, str] | None:
+    """``(dataset root, member name)`` from a member's ``meta/member`` (None: not one)."""
+    key = store.join(rootdir, META_DIR, MEMBER_FILE)
+    try:
+        obj = load_json(store.get(key), store.url(key), what="meta/member")
+    except FileNotFoundError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("dataset"), str) or \
+            not isinstance(obj.get("name"), str):
+        raise FormatError("meta/member must name the dataset and the member", store.url(key))
+    root = rootdir
+    for part in obj["dataset"].split("/"):
+        root = store.dirname(root) if part == ".." else store.join(root, part)
+    return root, obj["name"]
+
+
+def read_info(store: Store, rootdir: str) -> StorageInfo:
+    key = store.join(rootdir, META_DIR, STORAGE_FILE)
+    return StorageInfo.from_json(read_json(key, "meta/storage", store), store.url(key))

@@ -18,9 +18,16 @@ from carray.codecs import blosc
 from carray.codecs.pages import page_digests
 from carray.errors import CArrayError
 from carray.grid import NDGrid
-from carray.layouts._superchunk_meta import META_DIR, STORAGE_FILE, StorageInfo
+from carray.layouts import superchunk_open
+from carray.layouts._superchunk_meta import (
+    META_DIR,
+    STORAGE_FILE,
+    StorageInfo,
+    read_info,
+    read_member_note,
+)
 from carray.layouts.bcolz import read_json
-from carray.layouts.superchunk import SuperchunkLayout, read_info, read_member_note
+from carray.layouts.superchunk import SuperchunkLayout
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 from carray.versions import FILL, HAS_PAGES, Manifest, Repository
@@ -92,7 +99,7 @@ def _verify_members(repo: Repository, manifest: Manifest, only: set[str] | None,
             member_root = store.join(repo.root, *member.path.split("/"))
             try:
                 info = read_info(store, member_root)
-                layout, meta, _ = SuperchunkLayout.open_member(
+                layout, meta, _ = superchunk_open.open_member(
                     dataset, member_root, info, member.name, member.path, True, False, True)
             except CArrayError as exc:
                 yield Problem.from_error(exc, f"{store.url(member_root)} (version "
@@ -111,7 +118,7 @@ def _verify_version(store: Store, root: str, version: str | None,
     """Check one version (None: the state of a directory written before versions)."""
     where = store.url(root) if version is None else f"{store.url(root)} (version {version})"
     try:
-        layout, meta, _ = SuperchunkLayout.open(root, readonly=True, fsync=False, store=store,
+        layout, meta, _ = superchunk_open.open_dir(root, readonly=True, fsync=False, store=store,
                                    version=version)
     except CArrayError as exc:
         yield Problem.from_error(exc, where)

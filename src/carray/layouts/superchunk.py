@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -34,23 +32,20 @@ from carray import attrvalues
 from carray.codecs import blosc
 from carray.codecs.checksums import Checksum, crc32, get_checksum
 from carray.codecs.fill import special_item
-from carray.codecs.pages import PagedReader, checked_head, npages, page_digests
+from carray.codecs.pages import npages, page_digests
 from carray.dtypes import checked_shape
 from carray.errors import (
-    ChecksumError,
-    ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
-    VersionError,
 )
 from carray.layouts import _sc_compact
 from carray.layouts import _superchunk_v2 as legacy
 from carray.layouts._sc_files import DataFiles, Key
+from carray.layouts._sc_read import RecordReader
 from carray.layouts._sc_space import SpaceKeeper
 from carray.layouts._superchunk_absent import absent_chunk
 from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
-    DATA_DIR,
     DEFAULT_PAGE_SIZE,
     FORMAT_NAME,
     JOURNAL_FILE,
@@ -59,9 +54,9 @@ from carray.layouts._superchunk_meta import (
     STORAGE_FILE,
     StorageInfo,
     dumps,
+    write_member_note,
 )
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars, clear_for_create
-from carray.layouts.bcolz import read_json
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
@@ -73,27 +68,17 @@ from carray.versions import (
     Entry,
     IndexView,
     MemberState,
-    Repository,
     WorkingIndex,
 )
 from carray.versions.dataset import (
-    Membership,
     Staged,
     VersionedDataset,
-    open_dataset,
-    retention_of,
 )
-from carray.versions.repo import DEFAULT_GRACE
 
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
 DEFAULT_SUPERCHUNK_NBYTES = 16 * 2**20
 MAX_DEFAULT_SUPERCHUNKSIZE = 8192
 DEFAULT_SPARE = 0.1
-# Bytes a ranged read fetches first: the chunk's header and block table.
-_HEAD_READ = blosc.HEAD_READ
-# A record this small is read (and checked) whole by the first ranged read.
-_SMALL_RECORD = 2 * _HEAD_READ
-_CACHED_HEADS = 1024
 
 
 def superchunk_name(k: int) -> str:
@@ -113,18 +98,6 @@ def is_superchunk_dataset(path: str, store: Store = LOCAL) -> bool:
 def default_superchunksize(chunk_nbytes: int) -> int:
     """Chunks per superchunk so that a file holds about 16 MB of uncompressed chunks."""
     return max(1, min(MAX_DEFAULT_SUPERCHUNKSIZE, DEFAULT_SUPERCHUNK_NBYTES // max(chunk_nbytes, 1)))
-
-
-class _Head(NamedTuple):
-    """What ranged reads keep of a chunk: where it is, its checked first bytes, its page
-    digests and the decoder's memo (parsed header and block table)."""
-
-    key: Key
-    off: int
-    cbytes: int
-    head: bytes
-    digests: bytes | None
-    memo: dict[str, Any]
 
 
 class SuperchunkLayout(Layout):
@@ -158,8 +131,9 @@ class SuperchunkLayout(Layout):
         self.files = DataFiles(store, rootdir, info, self._ck, readonly, fsync)
         self._sidecars = Sidecars(store, store.join(rootdir, META_DIR), readonly)
         self._fill_item, self._absent = absent_chunk(info)
+        self.records = RecordReader(self.files, self._S, self._ck, self._page, verify,
+                                    self._absent)
         self._lock = threading.RLock()
-        self._heads: OrderedDict[int, _Head] = OrderedDict()
         self._stamps: dict[int, tuple[int, int]] = {}
         self._index: Any = IndexView.empty()
         self._legacy: legacy.LegacyIndex | None = None
@@ -173,186 +147,43 @@ class SuperchunkLayout(Layout):
         self._base_pages: np.ndarray | None = None  # a restored version's, until committed
         self._alone = False  # a table's column opened on its own (keeps the table's length)
 
-    # -- creation and opening ---------------------------------------------------------------
+    # -- opening --------------------------------------------------------------------------
+    # (:mod:`.superchunk_open` makes and opens layouts with these)
 
-    @classmethod
-    def create(cls, rootdir: str, meta: ArrayMeta, mode: str = "a",
-               fsync: bool = True, superchunksize: int | None = None,
-               checksum: str | int | None = "adler32", spare: float | None = None,
-               blosc1: bool = False, verify: bool | str = True,
-               store: Store = LOCAL, versions: Any = None,
-               grace: float = DEFAULT_GRACE, member: Membership | None = None
-               ) -> SuperchunkLayout:
-        """Make a new, empty dataset directory holding ``meta`` (its first version).
+    def start_new(self) -> None:
+        """A new member, no chunks yet: attach it to its dataset to commit."""
+        self._start_writing(IndexView.empty())
+        self.dataset.attach(self)
 
-        Parameters
-        ----------
-        rootdir : path
-            The dataset directory; must not exist unless ``mode='w'``.
-        meta : ArrayMeta
-            dtype, row shape, chunk length, compression parameters, default value.
-        superchunksize : int, optional
-            Chunks per superchunk file (default: about 16 MB of uncompressed chunks).
-        checksum : str or int
-            Digest stored after every chunk: None, adler32, crc32, md5, sha1, sha224,
-            sha256, sha384 or sha512.
-        spare : float, optional
-            Room left after each chunk, as a fraction of its compressed size
-            (default 0.1; 0 on object stores, where every write replaces whole objects).
-        blosc1 : bool
-            Store Blosc1 chunks (with ``spare=0`` every superchunk file is then a
-            Bloscpack file that bloscpack 0.16 reads).
-        versions : int or 'all', optional
-            Commits kept besides the newest, tagged and held ones (default 1: the newest).
-        grace : float
-            Seconds a replaced version stays readable on object stores.
-        member : Membership, optional
-            The array is a member of a dataset of several (a table's column): its
-            versions are that dataset's.
-        """
-        rootdir = os.fspath(rootdir)
-        info = cls._new_info(meta, superchunksize, checksum, spare, blosc1, store)
-        keep = retention_of(versions)
-        clear_for_create(store, rootdir, mode)
-        store.makedirs(store.join(rootdir, DATA_DIR))
-        store.makedirs(store.join(rootdir, META_DIR))
-        store.put(store.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
-                  fsync=fsync)
-        if member is None:
-            dataset = VersionedDataset(Repository(store, rootdir, fsync, grace), False, None,
-                                       keep=keep)
-            name = ""
-        else:
-            dataset, name = member.dataset, member.name
-            write_member_note(store, rootdir, dataset.repo.root, name, fsync)
-        layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify, store=store,
-                     dataset=dataset, member=name, member_path=name)
-        layout._start_writing(IndexView.empty())
-        dataset.attach(layout)
-        if meta.shape:  # a 0-d array is one chunk: its first version comes with its item
-            layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
-        return layout
-
-    @staticmethod
-    def _new_info(meta: ArrayMeta, superchunksize: int | None, checksum: str | int | None,
-                  spare: float | None, blosc1: bool, store: Store) -> StorageInfo:
-        if spare is None:
-            spare = 0.0 if store.remote else DEFAULT_SPARE
-        if not isinstance(spare, (int, float)) or not 0 <= spare <= 10:
-            raise ValueError(f"spare must be a fraction in [0, 10], got {spare!r}")
-        ck = get_checksum(checksum)  # ValueError for unknown names
-        if superchunksize is None:
-            superchunksize = default_superchunksize(meta.chunk_nbytes)
-        if not isinstance(superchunksize, int) or not 1 <= superchunksize <= 2**24:
-            raise ValueError(f"superchunksize must be an int in 1..2**24, got {superchunksize!r}")
-        compatible = bool(blosc1) and spare == 0
-        return StorageInfo(
-            dtype=meta.dtype, chunkshape=tuple(meta.chunks), blockshape=meta.blocks,
-            superchunksize=superchunksize, checksum=ck.name, spare=float(spare),
-            blosc1=bool(blosc1), cparams=meta.cparams, dflt=meta.dflt,
-            expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype),
-            order=meta.order, page_size=0 if compatible or not ck.size else DEFAULT_PAGE_SIZE)
-
-    @classmethod
-    def open(cls, rootdir: str, readonly: bool = False, fsync: bool = True,
-             verify: bool | str = True, store: Store = LOCAL, version: str | None = None,
-             tag: str | None = None, as_of: Any = None, versions: Any = None,
-             grace: float = DEFAULT_GRACE, member: Membership | None = None
-             ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
-        """Open a dataset; returns the layout, its metadata and its cbytes.
-
-        A reader holds the version it opens (the newest, or the one asked for by
-        ``version`` id, ``tag`` or ``as_of`` time); a writer works on the newest.
-        Directories written before versions are read as they are; a writer's first
-        commit turns them into the first version.
-        """
-        rootdir = os.fspath(rootdir)
-        if not store.isdir(rootdir):
-            raise ContainerNotFoundError(f"{store.url(rootdir)}: no such carray directory")
-        info = read_info(store, rootdir)
-        if member is not None:
-            return cls.open_member(member.dataset, rootdir, info, member.name, member.name,
-                                   readonly, fsync, verify)
-        note = read_member_note(store, rootdir)
-        if note is not None:  # a column of a table, opened on its own
-            return cls._open_alone(rootdir, info, note, readonly, fsync, verify, store,
-                                   version, tag, as_of, grace)
-        repo = Repository(store, rootdir, fsync, grace)
-        if Repository.exists_at(store, rootdir):
-            dataset = open_dataset(repo, readonly, version, tag, as_of, keep=versions)
-            return cls.open_member(dataset, rootdir, info, "", "", readonly, fsync, verify)
-        if version is not None or tag is not None or as_of is not None:
-            raise VersionError(f"{store.url(rootdir)}: written before versions, it has none")
-        keep = retention_of(versions)
-        dataset = VersionedDataset(repo, readonly, None, keep=keep)
-        layout = cls(rootdir, info, readonly, fsync, verify, store, dataset)
-        meta, cbytes = layout._open_legacy()
-        if not readonly:
-            dataset.attach(layout)
-        return layout, meta, cbytes
-
-    @classmethod
-    def _open_alone(cls, rootdir: str, info: StorageInfo, note: tuple[str, str],
-                    readonly: bool, fsync: bool, verify: bool | str, store: Store,
-                    version: str | None, tag: str | None, as_of: Any, grace: float
-                    ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
-        """A member (a table's column) opened on its own: a reader of its dataset's
-        version, or a writer holding its dataset's lock whose commits keep the length
-        (the table's)."""
-        root, name = note
-        lock = None if readonly else WriteLock.acquire(store, root)
-        try:
-            dataset = open_dataset(Repository(store, root, fsync, grace), readonly, version,
-                                   tag, as_of)
-            layout, meta, cbytes = cls.open_member(dataset, rootdir, info, name, name,
-                                                   readonly, fsync, verify)
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            raise
-        layout.hold_lock(lock)
-        layout._alone = True
-        return layout, meta, cbytes
-
-    @classmethod
-    def open_member(cls, dataset: VersionedDataset, rootdir: str, info: StorageInfo,
-                    name: str, path: str, readonly: bool, fsync: bool, verify: bool | str
-                    ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
-        """Member ``name`` (stored under ``rootdir``) of a versioned dataset; an array
-        written before versions (a column of an older table) joins it, to be published by
-        the dataset's next commit."""
-        state = dataset.state(name)
-        if state is None and not readonly and dataset.head is None and \
-                dataset.repo.store.isfile(dataset.repo.store.join(rootdir, META_DIR, SIZES_FILE)):
-            layout = cls(rootdir, info, False, fsync, verify, dataset.repo.store, dataset,
-                         name, path)
-            meta, cbytes = layout._open_legacy()
-            dataset.attach(layout)
-            return layout, meta, cbytes
-        if state is None:
-            raise FormatError(f"the version held has no member {name!r}",
-                              dataset.repo.url(dataset.head.seq if dataset.head else 0))
-        layout = cls(rootdir, info, readonly, fsync, verify, dataset.repo.store, dataset,
-                     name, path)
+    def start_at(self, state: MemberState) -> ArrayMeta:
+        """Open at ``state``, this member's record in the version held; its metadata."""
+        dataset = self.dataset
         view = IndexView(state.nchunks, state.pages, dataset.repo.pages)
-        meta = layout._meta_for(state.shape)
+        meta = self.meta_for(state.shape)
         if view.nchunks != meta.nchunks:
             raise FormatError(f"the version records {view.nchunks} chunks for shape "
                               f"{list(state.shape)}, which needs {meta.nchunks}",
                               dataset.repo.url(dataset.head.seq if dataset.head else 0))
-        layout._attrs = layout._decode_attrs(state.attrs)
-        layout._stored_attrs = state.attrs
-        layout._committed = (tuple(state.shape), state.cbytes, state.attrs)
-        if readonly:
-            layout._index = view
+        self._attrs = self._decode_attrs(state.attrs)
+        self._stored_attrs = state.attrs
+        self._committed = (tuple(state.shape), state.cbytes, state.attrs)
+        if self.readonly:
+            self._index = view
         else:
-            layout._start_writing(view)
-            dataset.attach(layout)
-            if info.version < 3:  # an upgrade published, its last steps interrupted
-                layout._finish_upgrade()
-        return layout, meta, state.cbytes
+            self._start_writing(view)
+            dataset.attach(self)
+            if self.info.version < 3:  # an upgrade published, its last steps interrupted
+                self._finish_upgrade()
+        return meta
 
-    def _meta_for(self, shape: Sequence[int]) -> ArrayMeta:
+    def hold_alone(self, lock: WriteLock | None) -> None:
+        """A table's column opened on its own: it holds the table's lock, and its commits
+        keep the table's length."""
+        self.hold_lock(lock)
+        self._alone = True
+
+    def meta_for(self, shape: Sequence[int]) -> ArrayMeta:
+        """The metadata of this array at ``shape``."""
         info = self.info
         if len(shape) != len(info.chunkshape):
             raise FormatError(f"shape {list(shape)} and meta/storage chunkshape "
@@ -367,11 +198,13 @@ class SuperchunkLayout(Layout):
             raise FormatError(f"meta/storage: {exc}", self._url()) from None
         return meta
 
-    def _open_legacy(self) -> tuple[ArrayMeta, int]:
-        """Open a directory written before versions (see :mod:`._superchunk_v2`)."""
+    def open_legacy(self) -> tuple[ArrayMeta, int]:
+        """Open a directory written before versions (see :mod:`._superchunk_v2`): its
+        metadata and cbytes; a writer attaches it to its dataset, whose next commit
+        publishes it as the first version."""
         store, root = self.store, self.rootdir
         sizes, patches = legacy.recover(store, root, self.readonly, self.fsync)
-        meta = self._meta_for(sizes.shape)
+        meta = self.meta_for(sizes.shape)
         sizes_path = store.url(store.join(root, META_DIR, SIZES_FILE))
         checked_shape(meta.shape, itemsize=self.info.dtype.itemsize, source=sizes_path)
         nchunks = meta.nchunks
@@ -382,6 +215,7 @@ class SuperchunkLayout(Layout):
                               f"{superchunk_name(last)} is missing", sizes_path)
         index = legacy.LegacyIndex(self.files, nchunks, fill, self._dsize, patches)
         self._legacy = index
+        self.records.patches = patches
         self._attrs = self._legacy_attrs()
         self._stored_attrs = None  # the first version records them
         self._committed = (tuple(meta.shape), sizes.cbytes, None)
@@ -389,6 +223,7 @@ class SuperchunkLayout(Layout):
             self._index = index
         else:
             self._start_writing(index)
+            self.dataset.attach(self)
         return meta, sizes.cbytes
 
     def _start_writing(self, base: Any) -> None:
@@ -414,12 +249,6 @@ class SuperchunkLayout(Layout):
                               "cannot hold", self.chunk_path(nchunk))
         return e
 
-    def _read(self, key: Key, n: int, offset: int) -> bytes:
-        data = self.files.pread(key, n, offset)
-        if self._legacy is not None and key[1] == 0 and self._legacy.patches.get(key[0]):
-            data = legacy.patched(data, offset, self._legacy.patches[key[0]])
-        return data
-
     def special_chunk(self, nchunk: int) -> bytes | None:
         with self._lock:
             if not 0 <= nchunk < self._index.nchunks:
@@ -429,146 +258,30 @@ class SuperchunkLayout(Layout):
     def read_chunk(self, nchunk: int) -> memoryview:
         with self._lock:
             e = self._entry(nchunk)
-        if e.off == FILL:
-            return memoryview(self._absent or b"")
-        key = (nchunk // self._S, e.gen)
-        return self._checked(nchunk, key, e, self._read(key, e.cbytes + self._dsize, e.off))
+        return self.records.chunk(nchunk, e)
 
     def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> memoryview:
         with self._lock:
             e = self._entry(nchunk)
-        if e.off == FILL:
-            return memoryview(self._absent or b"")
-        key = (nchunk // self._S, e.gen)
-        n = e.cbytes + self._dsize
-        if self._legacy is not None:
-            return self._checked(nchunk, key, e, self._read(key, n, e.off))
-        buf = scratch(n)[:n]
-        got = self.files.pread_into(key, buf, e.off)
-        return self._checked(nchunk, key, e, buf.data[:got])
+        return self.records.chunk_into(nchunk, e, scratch)
 
-    def _checked(self, nchunk: int, key: Key, e: Entry, buf: Any) -> memoryview:
-        """Chunk bytes from a record read whole (chunk, then digest), once checked."""
-        n, cb = e.cbytes + self._dsize, e.cbytes
-        view = memoryview(buf).cast("B")
-        if len(view) != n:
-            raise FormatError(f"chunk {nchunk} truncated: {len(view)} of {n} bytes",
-                              self.files.url(key), e.off)
-        if self.verify and self._dsize and self._ck.digest(view[:cb]) != view[cb:]:
-            raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch",
-                                self.files.url(key), e.off + cb)
-        h = blosc.read_header(view[:blosc.BLOSC1_HEADER], self.files.url(key), e.off, size=cb)
-        if h.cbytes != cb:
-            raise FormatError(f"chunk {nchunk}: its header says {h.cbytes} bytes, the index "
-                              f"{cb}", self.files.url(key), e.off)
-        return view[:cb]
+    def chunk_reader(self, nchunk: int) -> tuple[ChunkReader, int]:
+        with self._lock:
+            e = self._entry(nchunk)
+        return self.records.reader(nchunk, e)
 
     @contextlib.contextmanager
     def prefetched(self, nchunks: Sequence[int]) -> Iterator[None]:
-        """On object stores, a read about to decode most (three quarters) of the chunks of
-        a file it has not opened fetches the file whole, in one request, instead of a
-        request per chunk; the bytes serve this read only (each record checked as usual)."""
+        """On object stores, a read about to decode most of the chunks of a file fetches
+        the file whole (see :meth:`RecordReader.prefetched`)."""
         if not self.store.remote:
             yield
             return
-        wanted: dict[Key, int] = {}
         with self._lock:
-            for n in nchunks:
-                if 0 <= n < self._index.nchunks:
-                    e = self._index.entry(n)
-                    if e.stored:
-                        key = (n // self._S, e.gen)
-                        wanted[key] = wanted.get(key, 0) + 1
-            total: dict[Key, int] = {}
-            for key in wanted:
-                k = key[0]
-                total[key] = sum(1 for n in range(k * self._S, min((k + 1) * self._S,
-                                                                    self._index.nchunks))
-                                 if self._index.entry(n).gen == key[1])
-        keys = [key for key, got in wanted.items() if 4 * got >= 3 * total[key]]
-        adopted: list[Key] = []
-        try:
-            if keys:
-                datas = self.store.get_many([self.files.path(key) for key in keys])
-                adopted = [key for key, data in zip(keys, datas, strict=True)
-                           if self.files.adopt_bytes(key, data)]
+            index = self._index
+            entries = [(n, index.entry(n)) for n in nchunks if 0 <= n < index.nchunks]
+        with self.records.prefetched(entries, index.nchunks, index.entry):
             yield
-        finally:
-            for key in adopted:
-                self.files.forget(key)
-
-    def chunk_reader(self, nchunk: int) -> tuple[ChunkReader, int]:
-        if self.verify == "full" or self._needs_whole(nchunk):
-            whole = bytes(self.read_chunk(nchunk))
-            return ChunkReader(len(whole), lambda o, n: whole[o:o + n]), len(whole)
-        with self._lock:
-            cached = self._heads.get(nchunk)
-            if cached is None:
-                cached = self._head(nchunk)
-                if cached is None:
-                    absent = self._absent or b""
-                    return ChunkReader(len(absent), lambda o, n: absent[o:o + n]), len(absent)
-                self._heads[nchunk] = cached
-                if len(self._heads) > _CACHED_HEADS:
-                    self._heads.popitem(last=False)
-            else:
-                self._heads.move_to_end(nchunk)
-        return self._ranged(cached), cached.cbytes
-
-    def _needs_whole(self, nchunk: int) -> bool:
-        """Whether a ranged read of ``nchunk`` must read it whole to check it (its record
-        has no page digests)."""
-        if not self.verify or not self._dsize or nchunk in self._heads:
-            return False
-        with self._lock:
-            e = self._entry(nchunk)
-        return e.off != FILL and not e.flags & HAS_PAGES
-
-    def _head(self, nchunk: int) -> _Head | None:
-        """The first bytes (checked) and page digests of chunk ``nchunk`` (None: absent)."""
-        e = self._entry(nchunk)
-        if e.off == FILL:
-            return None
-        key, cb, url = (nchunk // self._S, e.gen), e.cbytes, self.files.url((nchunk // self._S, e.gen))
-        if not self.verify or not self._dsize:
-            head = self._read(key, min(cb, _HEAD_READ), e.off)
-            return _Head(key, e.off, cb, head, None, {})
-        ndig = npages(cb, self._page) * self._dsize
-        if cb + self._dsize + ndig <= _SMALL_RECORD:
-            rec = self._read(key, cb + self._dsize + ndig, e.off)
-            whole = bytes(self._checked(nchunk, key, e, rec[:cb + self._dsize]))
-            return _Head(key, e.off, cb, whole, None, {})
-        digests = self._read(key, ndig, e.off + cb + self._dsize)
-        if len(digests) != ndig:
-            raise FormatError(f"chunk {nchunk}: page digests truncated", url, e.off + cb)
-        head = checked_head(self._read(key, min(cb, _HEAD_READ), e.off), cb, digests, self._ck,
-                            self._page, url, e.off)
-        return _Head(key, e.off, cb, head, digests, {})
-
-    def _ranged(self, c: _Head) -> ChunkReader:
-        head, size = c.head, c.cbytes
-
-        def raw(o: int, n: int) -> bytes:
-            return self._read(c.key, n, c.off + o)
-
-        paged = None if c.digests is None else \
-            PagedReader(size, raw, c.digests, self._ck, self._page, self.files.url(c.key), c.off)
-
-        def read_at(offset: int, length: int) -> bytes:
-            length = max(0, min(length, size - offset))
-            if offset + length <= len(head):
-                return bytes(head[offset:offset + length])
-            return paged.read(offset, length) if paged is not None else raw(offset, length)
-
-        def read_into(offset: int, out: Any) -> int:
-            if paged is not None:
-                return paged.read_into(offset, out)
-            view = memoryview(out).cast("B")[:max(0, size - offset)]
-            data = read_at(offset, len(view))
-            view[:len(data)] = data
-            return len(data)
-
-        return ChunkReader(size, read_at, read_into, c.memo)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -605,7 +318,7 @@ class SuperchunkLayout(Layout):
         """Make ``entry`` chunk ``nchunk``'s (a record written already); ``old`` (stored)
         becomes the space keeper's to free."""
         with self._lock:
-            self._heads.pop(nchunk, None)
+            self.records.forget_chunk(nchunk)
             self._stamps.pop(nchunk, None)
             self._set(nchunk, entry, old)
 
@@ -622,7 +335,7 @@ class SuperchunkLayout(Layout):
             count = self._index.nchunks
             if not 0 <= nchunk <= count:
                 raise IndexError(f"chunk {nchunk} written before chunk {count}")
-            self._heads.pop(nchunk, None)
+            self.records.forget_chunk(nchunk)
             self._stamps.pop(nchunk, None)
             old = self._index.entry(nchunk) if nchunk < count else None
             old_cbytes = old.cbytes if old is not None and old.stored else 0
@@ -662,8 +375,7 @@ class SuperchunkLayout(Layout):
                     removed += old.cbytes
                     self._keeper.replaced(n, old)
             self._index.resize(min(first, self._index.nchunks))
-            for n in [n for n in self._heads if n >= first]:
-                del self._heads[n]
+            self.records.forget(first)
             for n in [n for n in self._stamps if n >= first]:
                 del self._stamps[n]
         return -removed
@@ -679,7 +391,7 @@ class SuperchunkLayout(Layout):
         with self._lock:
             self._index.rollback(token[0])
             self._keeper.rollback(token[1])
-            self._heads.clear()
+            self.records.forget()
             self._stamps.clear()
 
     def release_savepoint(self) -> None:
@@ -737,7 +449,7 @@ class SuperchunkLayout(Layout):
         self._check_writable()
         old = self.dataset.repo.find(version).member(self.member_name)
         self.switch(old)
-        meta = self._meta_for(old.shape)
+        meta = self.meta_for(old.shape)
         self._pending = (meta, old.cbytes)
         self.dataset.commit(self, message=f"restore {version}", kind="restore")
         return meta, old.cbytes
@@ -753,7 +465,7 @@ class SuperchunkLayout(Layout):
             raise FormatError(f"the newest version has no member {self.member_name!r}",
                               self._url())
         self.switch(state)
-        return self._meta_for(state.shape), state.cbytes
+        return self.meta_for(state.shape), state.cbytes
 
     def switch(self, state: MemberState) -> None:
         """Take ``state`` (a member of another version) as this layout's committed state;
@@ -771,7 +483,7 @@ class SuperchunkLayout(Layout):
                 self._base_pages = state.pages
             else:
                 self._index = view
-            self._heads.clear()
+            self.records.forget()
             self._stamps.clear()
             self._attrs = self._decode_attrs(state.attrs)
             self._stored_attrs = state.attrs
@@ -822,7 +534,7 @@ class SuperchunkLayout(Layout):
                 self._index.committed(IndexView(state.nchunks, state.pages,
                                                 self.dataset.repo.pages))
                 self._keeper.published(seq)
-                self._heads.clear()
+                self.records.forget()
             self._stored_attrs = state.attrs
             self._committed = (tuple(state.shape), state.cbytes, state.attrs)
             self._pending = None
@@ -899,6 +611,8 @@ class SuperchunkLayout(Layout):
         self.info = info
         self._page = info.page_size if self._dsize else 0
         self._legacy = None
+        self.records = RecordReader(self.files, self._S, self._ck, self._page, self.verify,
+                                    self._absent)
 
     # -- attributes -------------------------------------------------------------------------
 
@@ -982,7 +696,7 @@ class SuperchunkLayout(Layout):
         with self._lock:
             e = self._entry(nchunk)
         n = npages(e.cbytes, self._page) * self._dsize
-        return self._read((nchunk // self._S, e.gen), n, e.off + e.cbytes + self._dsize)
+        return self.records.read((nchunk // self._S, e.gen), n, e.off + e.cbytes + self._dsize)
 
     def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
         """What changes whenever chunk ``nchunk`` is rewritten: its size, and a CRC of where
@@ -998,9 +712,9 @@ class SuperchunkLayout(Layout):
             if e.off == FILL:
                 return (0, 0)
             key = (nchunk // self._S, e.gen)
-            head = self._read(key, blosc.BLOSC1_HEADER, e.off)
+            head = self.records.read(key, blosc.BLOSC1_HEADER, e.off)
             tail_len = self._dsize or min(16, e.cbytes)
-            tail = self._read(key, tail_len, e.off + e.cbytes + self._dsize - tail_len)
+            tail = self.records.read(key, tail_len, e.off + e.cbytes + self._dsize - tail_len)
         except FormatError:
             return (-1, -1)
         stamp = _stamp(e.gen, e.off, head, tail, e.cbytes)
@@ -1072,39 +786,5 @@ def _stamp(gen: int, off: int, head: bytes, tail: bytes, cbytes: int | None = No
     return (size, crc32(key + bytes(head[:blosc.BLOSC1_HEADER]) + bytes(tail)) & 0x7FFFFFFF)
 
 
-MEMBER_FILE = "member"
-
-
-def write_member_note(store: Store, rootdir: str, dataset_root: str, name: str,
-                      fsync: bool) -> None:
-    """Record in a member's ``meta/member`` where its dataset is (relative) and its name,
-    so that opening the member's directory alone finds them."""
-    rel = os.path.relpath(dataset_root, rootdir) if not store.remote else \
-        "/".join([".."] * (name.count("/") + 1))
-    store.put(store.join(rootdir, META_DIR, MEMBER_FILE),
-              dumps({"dataset": rel.replace(os.sep, "/"), "name": name}), fsync=fsync)
-
-
-def read_member_note(store: Store, rootdir: str) -> tuple[str, str] | None:
-    """``(dataset root, member name)`` from a member's ``meta/member`` (None: not one)."""
-    key = store.join(rootdir, META_DIR, MEMBER_FILE)
-    try:
-        obj = load_json(store.get(key), store.url(key), what="meta/member")
-    except FileNotFoundError:
-        return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("dataset"), str) or \
-            not isinstance(obj.get("name"), str):
-        raise FormatError("meta/member must name the dataset and the member", store.url(key))
-    root = rootdir
-    for part in obj["dataset"].split("/"):
-        root = store.dirname(root) if part == ".." else store.join(root, part)
-    return root, obj["name"]
-
-
-def read_info(store: Store, rootdir: str) -> StorageInfo:
-    key = store.join(rootdir, META_DIR, STORAGE_FILE)
-    return StorageInfo.from_json(read_json(key, "meta/storage", store), store.url(key))
-
-
 __all__ = ["DEFAULT_SPARE", "SuperchunkLayout", "default_superchunksize",
-           "is_superchunk_dataset", "read_info", "superchunk_name"]
+           "is_superchunk_dataset", "superchunk_name"]

@@ -1,0 +1,239 @@
+"""Reading a superchunk directory's chunk records, checked: a whole chunk against its
+digest, a ranged read (a few blocks) against the digests of the pages it fetched.
+
+:class:`RecordReader` is the reading side of :class:`~carray.layouts.superchunk.SuperchunkLayout`:
+it is handed the index entry of each chunk to read and keeps the checked first bytes
+of chunks that ranged reads came back to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from carray.codecs import blosc
+from carray.codecs.checksums import Checksum
+from carray.codecs.pages import PagedReader, checked_head, npages
+from carray.errors import ChecksumError, FormatError
+from carray.layouts import _superchunk_v2 as legacy
+from carray.layouts._sc_files import DataFiles, Key
+from carray.layouts.base import ChunkReader
+from carray.versions import FILL, HAS_PAGES, Entry
+
+# Bytes a ranged read fetches first: the chunk's header and block table.
+_HEAD_READ = blosc.HEAD_READ
+# A record this small is read (and checked) whole by the first ranged read.
+_SMALL_RECORD = 2 * _HEAD_READ
+_CACHED_HEADS = 1024
+
+
+class _Head(NamedTuple):
+    """What ranged reads keep of a chunk: where it is, its checked first bytes, its page
+    digests and the decoder's memo (parsed header and block table)."""
+
+    key: Key
+    off: int
+    cbytes: int
+    head: bytes
+    digests: bytes | None
+    memo: dict[str, Any]
+
+
+class RecordReader:
+    """Checked reads of chunk records (see the module doc).
+
+    Parameters
+    ----------
+    files : DataFiles
+        The superchunk files.
+    superchunksize : int
+        Chunks per superchunk file.
+    checksum : Checksum
+        The digest of records (size 0: none).
+    page_size : int
+        Bytes covered by one page digest.
+    verify : bool or 'full'
+        Check digests; 'full' reads every chunk whole.
+    absent : bytes or None
+        What a chunk recorded as absent holds.
+    """
+
+    def __init__(self, files: DataFiles, superchunksize: int, checksum: Checksum,
+                 page_size: int, verify: bool | str, absent: bytes | None) -> None:
+        self._files, self._S, self._ck = files, superchunksize, checksum
+        self._dsize, self._page = checksum.size, page_size
+        self.verify = verify
+        self._absent = absent
+        self._heads: OrderedDict[int, _Head] = OrderedDict()
+        self._lock = threading.Lock()
+        # A directory of format 2 being upgraded: offset tables patched in its files.
+        self.patches: dict[int, Any] = {}
+
+    def _key(self, nchunk: int, e: Entry) -> Key:
+        return (nchunk // self._S, e.gen)
+
+    def read(self, key: Key, n: int, offset: int) -> bytes:
+        """``n`` bytes of file ``key`` at ``offset``, as the version read sees them."""
+        data = self._files.pread(key, n, offset)
+        if key[1] == 0 and self.patches.get(key[0]):
+            data = legacy.patched(data, offset, self.patches[key[0]])
+        return data
+
+    def forget(self, first: int = 0) -> None:
+        """Drop what is kept of chunks ``first`` and above (rewritten, or another version)."""
+        with self._lock:
+            if not first:
+                self._heads.clear()
+            for n in [n for n in self._heads if n >= first]:
+                del self._heads[n]
+
+    def forget_chunk(self, nchunk: int) -> None:
+        with self._lock:
+            self._heads.pop(nchunk, None)
+
+    # -- whole chunks ---------------------------------------------------------------------
+
+    def chunk(self, nchunk: int, e: Entry) -> memoryview:
+        """Chunk ``nchunk`` (entry ``e``) whole, checked."""
+        if e.off == FILL:
+            return memoryview(self._absent or b"")
+        key = self._key(nchunk, e)
+        return self._checked(nchunk, key, e, self.read(key, e.cbytes + self._dsize, e.off))
+
+    def chunk_into(self, nchunk: int, e: Entry,
+                   scratch: Callable[[int], np.ndarray]) -> memoryview:
+        """:meth:`chunk`, read into a buffer ``scratch(n)`` gives."""
+        if e.off == FILL:
+            return memoryview(self._absent or b"")
+        key = self._key(nchunk, e)
+        n = e.cbytes + self._dsize
+        if self.patches:
+            return self._checked(nchunk, key, e, self.read(key, n, e.off))
+        buf = scratch(n)[:n]
+        got = self._files.pread_into(key, buf, e.off)
+        return self._checked(nchunk, key, e, buf.data[:got])
+
+    def _checked(self, nchunk: int, key: Key, e: Entry, buf: Any) -> memoryview:
+        """Chunk bytes from a record read whole (chunk, then digest), once checked."""
+        n, cb = e.cbytes + self._dsize, e.cbytes
+        view = memoryview(buf).cast("B")
+        url = self._files.url(key)
+        if len(view) != n:
+            raise FormatError(f"chunk {nchunk} truncated: {len(view)} of {n} bytes", url, e.off)
+        if self.verify and self._dsize and self._ck.digest(view[:cb]) != view[cb:]:
+            raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch", url,
+                                e.off + cb)
+        h = blosc.read_header(view[:blosc.BLOSC1_HEADER], url, e.off, size=cb)
+        if h.cbytes != cb:
+            raise FormatError(f"chunk {nchunk}: its header says {h.cbytes} bytes, the index "
+                              f"{cb}", url, e.off)
+        return view[:cb]
+
+    # -- ranged reads ---------------------------------------------------------------------
+
+    def reader(self, nchunk: int, e: Entry) -> tuple[ChunkReader, int]:
+        """A reader of ranges of chunk ``nchunk`` (entry ``e``), checking the pages it
+        fetches, and the chunk's size."""
+        with self._lock:
+            cached = self._heads.get(nchunk)
+            if cached is not None:
+                self._heads.move_to_end(nchunk)
+        if cached is None and (self.verify == "full" or self._needs_whole(e)):
+            whole = bytes(self.chunk(nchunk, e))
+            return ChunkReader(len(whole), lambda o, n: whole[o:o + n]), len(whole)
+        if cached is None:
+            cached = self._head(nchunk, e)
+            if cached is None:
+                absent = self._absent or b""
+                return ChunkReader(len(absent), lambda o, n: absent[o:o + n]), len(absent)
+            with self._lock:
+                self._heads[nchunk] = cached
+                if len(self._heads) > _CACHED_HEADS:
+                    self._heads.popitem(last=False)
+        return self._ranged(cached), cached.cbytes
+
+    def _needs_whole(self, e: Entry) -> bool:
+        """Whether a ranged read must read a record whole to check it (it has no page
+        digests)."""
+        return bool(self.verify and self._dsize and e.off != FILL and not e.flags & HAS_PAGES)
+
+    def _head(self, nchunk: int, e: Entry) -> _Head | None:
+        """The first bytes (checked) and page digests of chunk ``nchunk`` (None: absent)."""
+        if e.off == FILL:
+            return None
+        key, cb = self._key(nchunk, e), e.cbytes
+        url = self._files.url(key)
+        if not self.verify or not self._dsize:
+            head = self.read(key, min(cb, _HEAD_READ), e.off)
+            return _Head(key, e.off, cb, head, None, {})
+        ndig = npages(cb, self._page) * self._dsize
+        if cb + self._dsize + ndig <= _SMALL_RECORD:
+            rec = self.read(key, cb + self._dsize + ndig, e.off)
+            whole = bytes(self._checked(nchunk, key, e, rec[:cb + self._dsize]))
+            return _Head(key, e.off, cb, whole, None, {})
+        digests = self.read(key, ndig, e.off + cb + self._dsize)
+        if len(digests) != ndig:
+            raise FormatError(f"chunk {nchunk}: page digests truncated", url, e.off + cb)
+        head = checked_head(self.read(key, min(cb, _HEAD_READ), e.off), cb, digests, self._ck,
+                            self._page, url, e.off)
+        return _Head(key, e.off, cb, head, digests, {})
+
+    def _ranged(self, c: _Head) -> ChunkReader:
+        head, size = c.head, c.cbytes
+
+        def raw(o: int, n: int) -> bytes:
+            return self.read(c.key, n, c.off + o)
+
+        paged = None if c.digests is None else \
+            PagedReader(size, raw, c.digests, self._ck, self._page, self._files.url(c.key),
+                        c.off)
+
+        def read_at(offset: int, length: int) -> bytes:
+            length = max(0, min(length, size - offset))
+            if offset + length <= len(head):
+                return bytes(head[offset:offset + length])
+            return paged.read(offset, length) if paged is not None else raw(offset, length)
+
+        def read_into(offset: int, out: Any) -> int:
+            if paged is not None:
+                return paged.read_into(offset, out)
+            view = memoryview(out).cast("B")[:max(0, size - offset)]
+            data = read_at(offset, len(view))
+            view[:len(data)] = data
+            return len(data)
+
+        return ChunkReader(size, read_at, read_into, c.memo)
+
+    # -- whole files, on object stores ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def prefetched(self, entries: Sequence[tuple[int, Entry]], nchunks: int,
+                   entry: Callable[[int], Entry]) -> Iterator[None]:
+        """Fetch whole, in one request each, the files of which the read about to come
+        decodes most (three quarters) of the chunks (``entries``: its ``(nchunk, entry)``
+        pairs; ``entry(n)``: any chunk's entry); the bytes serve this read only (each
+        record checked as usual)."""
+        wanted: dict[Key, int] = {}
+        for n, e in entries:
+            if e.stored:
+                key = self._key(n, e)
+                wanted[key] = wanted.get(key, 0) + 1
+        total = {key: sum(1 for n in range(key[0] * self._S, min((key[0] + 1) * self._S,
+                                                                 nchunks))
+                          if entry(n).gen == key[1]) for key in wanted}
+        keys = [key for key, got in wanted.items() if 4 * got >= 3 * total[key]]
+        adopted: list[Key] = []
+        try:
+            if keys:
+                datas = self._files.store.get_many([self._files.path(k) for k in keys])
+                adopted = [key for key, data in zip(keys, datas, strict=True)
+                           if self._files.adopt_bytes(key, data)]
+            yield
+        finally:
+            for key in adopted:
+                self._files.forget(key)
