@@ -1,7 +1,7 @@
 """The rest of bcolz's carray API: ``reshape``, the leftover (the last partial chunk of
 rows, kept decoded), and ``repr``/``str`` printed as bcolz prints them.
 
-Mixed into :class:`carray.array.carray`; uses only its public API.
+Functions of a carray's public API, which :class:`carray.array.carray` calls.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from carray.engine import ArrayEngine
     from carray.params import CParams
 
 # Arrays of more items than this print only their first and last rows, as bcolz does
@@ -63,173 +62,105 @@ def new_shape(size: int, shape: Any) -> tuple[int, ...]:
     return shape
 
 
-class BcolzArrayAPI:
-    """``reshape``, ``leftover_*`` and bcolz's ``repr``/``str`` for a carray."""
+def reshape(a: Any, newshape: Any, **kwargs: Any) -> Any:
+    """A new carray holding the items of ``a`` (in C order) in shape ``newshape`` (see
+    :meth:`carray.array.carray.reshape`)."""
+    shape = new_shape(a.size, newshape)
+    kwargs.setdefault("cparams", a.cparams)
+    cls: Any = type(a)
+    if not shape:
+        return cls(np.asarray(a[()] if not a.shape else a[:]).reshape(()), **kwargs)
+    kwargs.setdefault("expectedlen", shape[0])
+    out = cls(np.empty((0, *shape[1:]), dtype=a.dtype), **kwargs)
+    rowsize = math.prod(shape[1:])
+    pending: list[np.ndarray] = []
+    npending = 0
+    for block in _flat_blocks(a):
+        pending.append(block)
+        npending += block.size
+        if rowsize and npending >= rowsize:
+            flat = np.concatenate(pending)
+            whole = npending - npending % rowsize
+            out.append(flat[:whole].reshape((-1, *shape[1:])))
+            pending, npending = [flat[whole:]], npending - whole
+    if not rowsize and shape[0]:
+        out.resize(shape[0])  # rows of no items: only the length to record
+    out.flush()
+    return out
 
-    if TYPE_CHECKING:  # provided by the class this is mixed into
-        @property
-        def shape(self) -> tuple[int, ...]: ...
 
-        @property
-        def dtype(self) -> np.dtype: ...
+def _flat_blocks(a: Any) -> Iterator[np.ndarray]:
+    if not a.shape:
+        yield np.asarray(a[()], dtype=a.dtype).reshape(1)
+        return
+    for block in a.iterblocks():
+        yield block.reshape(-1)
 
-        @property
-        def ndim(self) -> int: ...
 
-        @property
-        def size(self) -> int: ...
+def leftover_array(a: Any) -> np.ndarray:
+    """The decoded last partial chunk of rows of ``a`` (see
+    :attr:`carray.array.carray.leftover_array`)."""
+    if a.engine.order == "F" and a.ndim > 1:
+        raise ValueError("a Fortran-order array keeps no decoded rows (its rows are the "
+                         "stored array's last axis)")
+    return a.engine.tail_buffer()
 
-        @property
-        def nbytes(self) -> int: ...
 
-        @property
-        def cbytes(self) -> int: ...
+def _blocksize(a: Any) -> int:
+    """Blosc's block size in the first stored chunk (0 when none is stored yet)."""
+    try:
+        header = a.engine.read_stored(0)[:16]
+    except (LookupError, OSError, ValueError):
+        return 0
+    return int.from_bytes(header[8:12], "little") if len(header) >= 16 else 0
 
-        @property
-        def cratio(self) -> float: ...
 
-        @property
-        def chunks(self) -> tuple[int, ...]: ...
+def described(a: Any) -> str:
+    """``repr(a)``, as bcolz prints it."""
+    shape = f"({a.shape[0]},)" if a.ndim == 1 else str(a.shape)
+    lines = [f"carray({shape}, {a.dtype})",
+             f"  nbytes := {bcolz_size(a.nbytes)}; cbytes := {bcolz_size(a.cbytes)}; "
+             f"ratio: {a.cratio:.2f}",
+             f"  cparams := {bcolz_cparams(a.cparams)}"]
+    chunksize = math.prod(a.chunks) * a.dtype.itemsize
+    if a.blocks is None:
+        lines.append(f"  chunklen := {a.chunklen}; chunksize: {chunksize}; "
+                     f"blocksize: {_blocksize(a)}")
+    else:
+        lines.append(f"  chunks := {a.chunks}; blocks := {a.blocks}; chunksize: {chunksize}")
+    if a.rootdir:
+        lines.append(f"  rootdir := {a.rootdir!r}")
+        lines.append(f"  mode    := {a.mode!r}")
+    return "\n".join(lines) + "\n" + printed(a)
 
-        @property
-        def blocks(self) -> tuple[int, ...] | None: ...
 
-        @property
-        def chunklen(self) -> int: ...
+def printed(a: Any) -> str:
+    """``str(a)``: its items, only the first and last rows of a large array."""
+    if not a.shape:
+        return str(a[()])
+    if a.size <= _PRINT_ALL or len(a) <= 2 * _PRINT_EDGE:
+        return np.array2string(a[:], threshold=max(a.size, 1))
+    edge = _PRINT_EDGE
+    first = np.array2string(a[:edge])[:-1]
+    last = np.array2string(a[-edge:])[1:]
+    return f"{first} ..., {last}"
 
-        @property
-        def leftover(self) -> int: ...
 
-        @property
-        def cparams(self) -> CParams: ...
+def html_summary(a: Any) -> str:
+    """An HTML summary for notebooks: shape, chunks, sizes and the first and last rows
+    (only those are read)."""
+    from carray._html import edge_rows, summary_html
+    from carray._util import human
 
-        @property
-        def rootdir(self) -> str | None: ...
-
-        @property
-        def mode(self) -> str: ...
-
-        @property
-        def engine(self) -> ArrayEngine: ...
-
-        def iterblocks(self, blen: int | None = None, start: int = 0,
-                       stop: int | None = None) -> Iterator[np.ndarray]: ...
-
-        def __getitem__(self, key: Any) -> Any: ...
-
-        def __len__(self) -> int: ...
-
-    # -- reshape --------------------------------------------------------------------------
-
-    def reshape(self, *newshape: Any, **kwargs: Any) -> Any:
-        """A new carray holding the same items (in C order) in shape ``newshape``.
-
-        Parameters
-        ----------
-        *newshape : int or tuple of int
-            The new shape, as one tuple or as ints; one axis may be -1 (worked out
-            from the size).
-        **kwargs
-            As for :class:`carray` (``rootdir``, ``cparams``, ...); the default is an
-            array in memory with this array's cparams.
-
-        Notes
-        -----
-        Items are copied a block at a time, never all decoded at once.  Unlike
-        bcolz, the original array on disk is left as it is: the result goes where
-        ``rootdir`` says.
-        """
-        shape = new_shape(self.size, newshape[0] if len(newshape) == 1 else newshape)
-        kwargs.setdefault("cparams", self.cparams)
-        cls: Any = type(self)
-        if not shape:
-            return cls(np.asarray(self[()] if not self.shape else self[:]).reshape(()),
-                       **kwargs)
-        kwargs.setdefault("expectedlen", shape[0])
-        out = cls(np.empty((0, *shape[1:]), dtype=self.dtype), **kwargs)
-        rowsize = math.prod(shape[1:])
-        pending: list[np.ndarray] = []
-        npending = 0
-        for block in self._flat_blocks():
-            pending.append(block)
-            npending += block.size
-            if rowsize and npending >= rowsize:
-                flat = np.concatenate(pending)
-                whole = npending - npending % rowsize
-                out.append(flat[:whole].reshape((-1, *shape[1:])))
-                pending, npending = [flat[whole:]], npending - whole
-        if not rowsize and shape[0]:
-            out.resize(shape[0])  # rows of no items: only the length to record
-        out.flush()
-        return out
-
-    def _flat_blocks(self) -> Iterator[np.ndarray]:
-        if not self.shape:
-            yield np.asarray(self[()], dtype=self.dtype).reshape(1)
-            return
-        for block in self.iterblocks():
-            yield block.reshape(-1)
-
-    # -- the leftover: the last, partial run of chunk rows ------------------------------
-
-    @property
-    def leftover_array(self) -> np.ndarray:
-        """The decoded last partial chunk of rows, ``chunklen`` rows long (read-only;
-        rows past :attr:`leftover_elements` are not items)."""
-        if self.engine.order == "F" and self.ndim > 1:
-            raise ValueError("a Fortran-order array keeps no decoded rows (its rows are the "
-                             "stored array's last axis)")
-        return self.engine.tail_buffer()
-
-    @property
-    def leftover_elements(self) -> int:
-        """Rows in the last, partial chunk."""
-        return self.leftover
-
-    @property
-    def leftover_bytes(self) -> int:
-        """Bytes of items in the last, partial chunk."""
-        return self.leftover * math.prod(self.shape[1:]) * self.dtype.itemsize
-
-    @property
-    def leftover_ptr(self) -> int:
-        """The address of :attr:`leftover_array`'s data (valid while the array is unchanged)."""
-        return int(self.leftover_array.ctypes.data)
-
-    # -- display --------------------------------------------------------------------------
-
-    def _blocksize(self) -> int:
-        """Blosc's block size in the first stored chunk (0 when none is stored yet)."""
-        try:
-            header = self.engine.read_stored(0)[:16]
-        except (LookupError, OSError, ValueError):
-            return 0
-        return int.from_bytes(header[8:12], "little") if len(header) >= 16 else 0
-
-    def __repr__(self) -> str:
-        shape = f"({self.shape[0]},)" if self.ndim == 1 else str(self.shape)
-        lines = [f"carray({shape}, {self.dtype})",
-                 f"  nbytes := {bcolz_size(self.nbytes)}; cbytes := {bcolz_size(self.cbytes)}; "
-                 f"ratio: {self.cratio:.2f}",
-                 f"  cparams := {bcolz_cparams(self.cparams)}"]
-        chunksize = math.prod(self.chunks) * self.dtype.itemsize
-        if self.blocks is None:
-            lines.append(f"  chunklen := {self.chunklen}; chunksize: {chunksize}; "
-                         f"blocksize: {self._blocksize()}")
-        else:
-            lines.append(f"  chunks := {self.chunks}; blocks := {self.blocks}; "
-                         f"chunksize: {chunksize}")
-        if self.rootdir:
-            lines.append(f"  rootdir := {self.rootdir!r}")
-            lines.append(f"  mode    := {self.mode!r}")
-        return "\n".join(lines) + "\n" + str(self)
-
-    def __str__(self) -> str:
-        if not self.shape:
-            return str(self[()])
-        if self.size <= _PRINT_ALL or len(self) <= 2 * _PRINT_EDGE:
-            return np.array2string(self[:], threshold=max(self.size, 1))
-        edge = _PRINT_EDGE
-        head = np.array2string(self[:edge])[:-1]
-        tail = np.array2string(self[-edge:])[1:]
-        return f"{head} ..., {tail}"
+    first, last = edge_rows(len(a) if a.ndim else 0)
+    ratio = a.nbytes / a.cbytes if a.cbytes else 0.0
+    facts = [("shape", a.shape), ("dtype", a.dtype), ("chunks", a.chunks),
+             ("blocks", a.blocks), ("codec", f"{a.cparams.cname} "
+                                                f"level {a.cparams.clevel}"),
+             ("nbytes", human(a.nbytes)), ("cbytes", human(a.cbytes)),
+             ("ratio", f"{ratio:.2f}"), ("rootdir", a.rootdir or "memory")]
+    if not a.ndim:  # a 0-d array: its one value is the preview
+        return summary_html("carray", [*facts, ("value", a[()])])
+    head = [[i, v] for i, v in zip(first, a[first.start:first.stop], strict=True)]
+    tail = [[i, v] for i, v in zip(last, a[last.start:last.stop], strict=True)]
+    return summary_html("carray", facts, ["", "value"], head, tail)

@@ -1,6 +1,7 @@
 """Carrays and ctables leaving this process: pickling, and dask collections.
 
-Mixed into :class:`carray.array.carray` and :class:`carray.table.ctable`.  A
+:func:`reduce_array` pickles a :class:`carray.array.carray`; :class:`PortableTable` is
+mixed into :class:`carray.table.ctable`.  A
 stored container pickles as where and how to reopen it, never as its data, so
 handles travel cheaply to worker processes; one in memory pickles its data.
 """
@@ -10,28 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 
-class PortableArray:
-    """Pickling and :meth:`to_dask` for :class:`carray.array.carray` (public API only)."""
-
-    def __reduce__(self) -> tuple:
-        """Pickle a stored array as what reopens it, an in-memory one as its data.
-
-        A stored array is flushed first.  A handle opened for writing reopens in
-        mode 'a' (never 'w', which would wipe the data); mode 'r' stays 'r'.
-        """
-        a: Any = self
-        if a.rootdir is None:
-            kwargs = dict(array=a[:], cparams=a.cparams, chunks=a.chunks, blocks=a.blocks,
-                          dflt=a.dflt, expectedlen=a.expectedlen)
-            return _unpickle, (type(self), kwargs, a.attrs.getall())
-        a.flush()
-        return _unpickle, (type(self), a.reopen_args(), None)
-
-    def to_dask(self, chunks: Any = None) -> Any:
-        """A dask array whose tasks each read one region (see :mod:`carray.integrations.dask`)."""
-        from carray.integrations.dask_read import to_dask
-
-        return to_dask(self, chunks)
+def reduce_array(a: Any) -> tuple:
+    """What pickles carray ``a``: a stored array as what reopens it (flushed first; a
+    handle opened for writing reopens in mode 'a', never 'w', which would wipe the data),
+    an in-memory one as its data."""
+    if a.rootdir is None:
+        kwargs = dict(array=a[:], cparams=a.cparams, chunks=a.chunks, blocks=a.blocks,
+                      dflt=a.dflt, expectedlen=a.expectedlen)
+        return _unpickle, (type(a), kwargs, a.attrs.getall())
+    a.flush()
+    return _unpickle, (type(a), a.reopen_args(), None)
 
 
 class PortableTable:

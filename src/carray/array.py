@@ -10,40 +10,31 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
 
-from carray._bcolz_array import BcolzArrayAPI
+from carray import _bcolz_array, _portable, _rows
+from carray._array_meta import fortran_meta, new_meta, object_items, object_meta, wants_objects
+from carray._indexer import Indexer, is_int, plain
 from carray._order import check_order, stored_ckey, stored_okey
-from carray._portable import PortableArray
-from carray._rows import RowIteration
 from carray.attrs import Attrs
 from carray.compute import ComputeMixin, register_array_type
 from carray.container import Container, check_mode, refuse_own_source
-from carray.defaults import resolve_cparams
 from carray.engine import ArrayEngine
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     IndexingError,
     StorageError,
-    UnsupportedDTypeError,
 )
 from carray.grid import NDGrid
 from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, default_format
-from carray.layouts.base import ArrayMeta
 from carray.params import CParams
-from carray.shapes import choose_grid
 from carray.stores import LOCAL, resolve
 from carray.zonemap import ZoneMap
-
-# An array started empty without expectedlen is assumed to grow this long, so
-# row-by-row appends fill chunks of a useful size (bcolz would pick 16 KiB).
-_DEFAULT_EXPECTEDLEN = 2**20
-
 
 _T = TypeVar("_T")
 # Reads redone in mode 'r' when files changed under a reader, and what that raises.
@@ -51,66 +42,7 @@ _REREADS = 3
 _CHANGED_UNDER_US = (FormatError, StorageError, FileNotFoundError)
 
 
-def _wants_objects(array: Any, dtype: Any) -> bool:
-    """Whether a new array is to hold Python objects (dtype object, asked or found)."""
-    if dtype is not None:
-        return np.dtype(dtype) == np.dtype(object)
-    if isinstance(array, carray):
-        return array.dtype == np.dtype(object)
-    return isinstance(array, np.ndarray) and array.dtype == np.dtype(object)
-
-
-def _object_items(values: Any) -> np.ndarray:
-    """``values`` (a sequence, or a carray) as a 1-d object array, one item per element:
-    lists and tuples stay whole items, as bcolz keeps them."""
-    seq = values[:] if isinstance(values, carray) else values
-    if seq is None:
-        return np.empty(0, dtype=object)
-    items = list(seq) if not isinstance(seq, np.ndarray) or seq.ndim else [seq[()]]
-    out = np.empty(len(items), dtype=object)
-    for i, item in enumerate(items):
-        out[i] = item
-    return out
-
-
-def _is_int(k: Any) -> bool:
-    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
-
-
-def _plain(key: Any) -> Any:
-    """A key with carrays in it replaced by their values."""
-    if isinstance(key, carray):
-        return key[:]
-    if isinstance(key, tuple):
-        return tuple(k[:] if isinstance(k, carray) else k for k in key)
-    return key
-
-
-class Indexer:
-    """``a.oindex[...]`` / ``a.vindex[...]``: one indexing rule, named explicitly."""
-
-    def __init__(self, array: carray, kind: str) -> None:
-        self._array, self._kind = array, kind
-
-    def __getitem__(self, key: Any) -> Any:
-        a = self._array
-        if self._kind == "v":
-            out = a.read_points(coordinate_key(_plain(key), a.shape))
-        else:
-            out = a.read_selection(orthogonal_key(_plain(key), a.shape))
-        return out[()] if out.ndim == 0 else out
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        a = self._array
-        values = a.as_values(value)
-        if self._kind == "v":
-            a.write_points(coordinate_key(_plain(key), a.shape), values)
-        else:
-            a.write_selection(orthogonal_key(_plain(key), a.shape), values)
-
-
-class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801 - bcolz's name
-             BcolzArrayAPI):
+class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     """A compressed, chunked N-d array.
 
     Parameters
@@ -206,7 +138,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         self._storage_options = storage_options
         store, path = resolve(rootdir, storage_options) if rootdir is not None \
             else (LOCAL, None)
-        objects = allow_pickle and _wants_objects(array, dtype)
+        objects = allow_pickle and wants_objects(array.dtype if isinstance(array, (carray, np.ndarray)) else None, dtype)
         if format is None:
             # '.b2nd' paths are frames; pickled objects live in bcolz directories only.
             format = "bcolz" if objects and rootdir is not None else \
@@ -223,13 +155,14 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
                 raise ValueError("mode 'r' needs an existing rootdir")
             raise ContainerNotFoundError(f"{rootdir}: no such carray directory")
         if objects:
-            data = _object_items(array)
-            meta = self._object_meta(cparams, expectedlen, format if rootdir else None)
+            data = object_items(array[:] if isinstance(array, carray) else array)
+            meta = object_meta(cparams, expectedlen, format if rootdir else None)
         else:
-            data, meta = self._new_meta(array, cparams, dtype, dflt, expectedlen, chunklen,
-                                        chunks, blocks, format)
+            data = self._initial_data(array, dtype)
+            meta = new_meta(data, np.dtype(dtype) if dtype is not None else data.dtype,
+                            cparams, dflt, expectedlen, chunklen, chunks, blocks, format)
         if order == "F":
-            meta = self._fortran_meta(meta, format)
+            meta = fortran_meta(meta, format)
         refuse_own_source(rootdir, [array])
         engine = ArrayEngine.create(path, meta, store=store, format=format, mode=mode,
                                     fsync=fsync, storage=self._storage)
@@ -248,79 +181,21 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     # -- construction ---------------------------------------------------------------------
 
-    def _new_meta(self, array: Any, cparams: Any, dtype: Any, dflt: Any,
-                  expectedlen: int | None, chunklen: int | None, chunks: Any, blocks: Any,
-                  format: str | None) -> tuple[Any, ArrayMeta]:  # noqa: A002
-        """The initial data and the metadata of a new array."""
+    @staticmethod
+    def _initial_data(array: Any, dtype: Any) -> Any:
+        """What a new array starts with: a carray to copy block by block, else an ndarray."""
         data: Any
         if array is None:
             data = np.empty(0, dtype=np.dtype(dtype) if dtype is not None else np.float64)
         elif isinstance(array, carray) and array.shape:
             data = array
+            if dtype is not None and np.dtype(dtype) != array.dtype:
+                data = array[:].astype(dtype)
         elif isinstance(array, carray):
             data = np.asarray(array[()], dtype=array.dtype)
         else:
             data = np.asarray(array, dtype=dtype)
-        dt = np.dtype(dtype) if dtype is not None else data.dtype
-        if isinstance(data, carray) and dtype is not None and dt != data.dtype:
-            data = data[:].astype(dt)
-        base, atom = dt.subdtype or (dt, ())  # ('i4', (3,)): rows of shape (3,) of int32
-        if isinstance(data, np.ndarray) and data.ndim == 0 and not atom:
-            return data, self._scalar_meta(data, base, cparams, dflt, format)
-        atomshape = tuple(atom) + tuple(data.shape[1:])
-        if base == np.dtype(object):
-            raise UnsupportedDTypeError(
-                "object arrays cannot be stored: their items would have to be pickled")
-        if base.itemsize == 0 and base.kind in "SUV":
-            raise UnsupportedDTypeError(f"dtype {base} has zero-size items")
-        cp = resolve_cparams(cparams)
-        length = len(data)
-        expected = int(expectedlen) if expectedlen is not None else \
-            (length or _DEFAULT_EXPECTEDLEN)
-        chunks, blocks = choose_grid(base, atomshape, expected, chunklen=chunklen, chunks=chunks,
-                                     blocks=blocks, rows_only=format == "bcolz",
-                                     needs_blocks=format in ("b2nd", "caterva"))
-        dflt_arr = np.zeros((), dtype=base) if dflt is None else np.asarray(dflt, dtype=base)
-        if dflt_arr.ndim:
-            raise ValueError("dflt must be a scalar")
-        meta = ArrayMeta(dtype=base, shape=(0, *atomshape), chunks=chunks, blocks=blocks,
-                         cparams=cp, dflt=dflt_arr, expectedlen=expected)
-        meta.grid  # noqa: B018 - validates the shapes before anything is created
-        return data, meta
-
-    @staticmethod
-    def _object_meta(cparams: Any, expectedlen: int | None,
-                     format: str | None) -> ArrayMeta:  # noqa: A002
-        """The metadata of a new array of Python objects (its creator opted in to pickles)."""
-        if format not in (None, "bcolz"):
-            raise UnsupportedDTypeError(f"object arrays are stored only as bcolz directories "
-                                        f"(one pickle per file), not as {format}")
-        return ArrayMeta(dtype=np.dtype(object), shape=(0,), chunks=(1,), blocks=None,
-                         cparams=resolve_cparams(cparams), dflt=None,
-                         expectedlen=int(expectedlen or 0))
-
-    @staticmethod
-    def _fortran_meta(meta: ArrayMeta, format: str | None) -> ArrayMeta:  # noqa: A002
-        """``meta`` of a new array for the stored array of an order-'F' one: its transpose."""
-        if format in ("bcolz", "b2nd", "caterva"):
-            raise ValueError(f"the {format} format has no Fortran order (python-blosc2 and "
-                             "bcolz read C order only); use the superchunk format")
-        blocks = None if meta.blocks is None else tuple(meta.blocks)[::-1]
-        return meta.replace(shape=tuple(meta.shape)[::-1], chunks=tuple(meta.chunks)[::-1],
-                            blocks=blocks, order="F")
-
-    @staticmethod
-    def _scalar_meta(data: np.ndarray, base: np.dtype, cparams: Any, dflt: Any,
-                     format: str | None) -> ArrayMeta:  # noqa: A002
-        """The metadata of a 0-d array: one chunk of one item."""
-        if format == "bcolz":
-            raise ValueError("the bcolz layout stores rows: a 0-d array needs another format")
-        if base == np.dtype(object):
-            raise UnsupportedDTypeError("object arrays cannot be stored: their items would "
-                                        "have to be pickled")
-        dflt_arr = np.zeros((), dtype=base) if dflt is None else np.asarray(dflt, dtype=base)
-        return ArrayMeta(dtype=base, shape=(), chunks=(), blocks=(), cparams=resolve_cparams(
-            cparams), dflt=dflt_arr, expectedlen=1)
+        return data
 
     def _attach(self, engine: ArrayEngine) -> None:
         self._engine = engine
@@ -567,7 +442,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             raise TypeError("string (expression) keys need a ctable; use carray.eval")
-        key = _plain(key)
+        key = plain(key)
         try:  # the first try inline: a[i] in a loop is a few microseconds in all
             return self._get(key)
         except _CHANGED_UNDER_US:
@@ -581,13 +456,13 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         if engine.objects is not None:
             return engine.objects[key]
         shape = self.shape
-        if _is_int(key) and len(shape) == 1:
+        if is_int(key) and len(shape) == 1:
             n = shape[0]
             if not -n <= key < n:
                 raise IndexingError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
             return engine.read_item((int(key) % n,))
         if isinstance(key, tuple) and len(key) == len(shape) and len(key) > 1 \
-                and all(_is_int(k) for k in key):
+                and all(is_int(k) for k in key):
             index = []
             for ax, (k, n) in enumerate(zip(key, shape, strict=True)):
                 if not -n <= k < n:
@@ -610,7 +485,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     def as_values(self, value: Any) -> np.ndarray:
         """``value`` as an array of this array's dtype (carrays read whole)."""
-        return np.asarray(_plain(value), dtype=self.dtype)
+        return np.asarray(plain(value), dtype=self.dtype)
 
     def _as_rows(self, array: Any) -> np.ndarray:
         arr = np.asarray(array[:] if isinstance(array, carray) else array, dtype=self.dtype)
@@ -634,8 +509,8 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
             raise TypeError("cannot append to a 0-d carray (it has no rows)")
         objects = self._engine.objects
         if objects is not None:
-            self._engine.replace_objects(np.concatenate([objects, _object_items(array)]),
-                                         len(objects))
+            items = object_items(array[:] if isinstance(array, carray) else array)
+            self._engine.replace_objects(np.concatenate([objects, items]), len(objects))
             return
         rows = self._as_rows(array)
         if self._engine.order == "C" or self.ndim == 1:
@@ -653,7 +528,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._engine.check_writable()
-        key = _plain(key)
+        key = plain(key)
         objects = self._engine.objects
         if objects is not None:
             changed = objects.copy()
@@ -678,8 +553,8 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         """
         self._engine.check_writable()
         old = self.shape
-        new = (int(shape), *old[1:]) if _is_int(shape) else tuple(shape)  # type: ignore[arg-type]
-        if len(new) != len(old) or not all(_is_int(n) for n in new):
+        new = (int(shape), *old[1:]) if is_int(shape) else tuple(shape)  # type: ignore[arg-type]
+        if len(new) != len(old) or not all(is_int(n) for n in new):
             raise ValueError(f"cannot resize a {self.ndim}-d carray to {shape!r}")
         new = tuple(int(n) for n in new)
         if any(n < 0 for n in new):
@@ -789,21 +664,92 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     def _repr_html_(self) -> str:
         """An HTML summary for notebooks: shape, chunks, sizes and the first and last rows
         (only those are read)."""
-        from carray._html import edge_rows, summary_html
-        from carray._util import human
+        return _bcolz_array.html_summary(self)
 
-        first, last = edge_rows(len(self) if self.ndim else 0)
-        ratio = self.nbytes / self.cbytes if self.cbytes else 0.0
-        facts = [("shape", self.shape), ("dtype", self.dtype), ("chunks", self.chunks),
-                 ("blocks", self.blocks), ("codec", f"{self.cparams.cname} "
-                                                    f"level {self.cparams.clevel}"),
-                 ("nbytes", human(self.nbytes)), ("cbytes", human(self.cbytes)),
-                 ("ratio", f"{ratio:.2f}"), ("rootdir", self.rootdir or "memory")]
-        if not self.ndim:  # a 0-d array: its one value is the preview
-            return summary_html("carray", [*facts, ("value", self[()])])
-        head = [[i, v] for i, v in zip(first, self[first.start:first.stop], strict=True)]
-        tail = [[i, v] for i, v in zip(last, self[last.start:last.stop], strict=True)]
-        return summary_html("carray", facts, ["", "value"], head, tail)
+    # -- bcolz's row API, pickling, display ---------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.ndim:
+            raise TypeError("iteration over a 0-d carray")
+        return _rows.iter_rows(self)
+
+    def iter(self, start: int = 0, stop: int | None = None, step: int = 1,
+             limit: int | None = None, skip: int = 0) -> Iterator[Any]:
+        """Iterate over rows ``start:stop:step``, skipping ``skip`` and yielding at most
+        ``limit``."""
+        return _rows.iter_rows(self, start, stop, step, limit, skip)
+
+    def iterblocks(self, blen: int | None = None, start: int = 0,
+                   stop: int | None = None) -> Iterator[np.ndarray]:
+        """Iterate over consecutive blocks of ``blen`` rows (default: the chunk length)."""
+        return _rows.iter_blocks(self, blen, start, stop)
+
+    def where(self, boolarr: Any, limit: int | None = None, skip: int = 0) -> Iterator[Any]:
+        """Iterate over the values where ``boolarr`` (same length, bool) is true."""
+        return _rows.where(self, boolarr, limit, skip)
+
+    def wheretrue(self, limit: int | None = None, skip: int = 0) -> Iterator[int]:
+        """Iterate over the indices where this (bool) array is true."""
+        return _rows.wheretrue(self, limit, skip)
+
+    def reshape(self, *newshape: Any, **kwargs: Any) -> carray:
+        """A new carray holding the same items (in C order) in shape ``newshape``.
+
+        Parameters
+        ----------
+        *newshape : int or tuple of int
+            The new shape, as one tuple or as ints; one axis may be -1 (worked out
+            from the size).
+        **kwargs
+            As for :class:`carray` (``rootdir``, ``cparams``, ...); the default is an
+            array in memory with this array's cparams.
+
+        Notes
+        -----
+        Items are copied a block at a time, never all decoded at once.  Unlike
+        bcolz, the original array on disk is left as it is: the result goes where
+        ``rootdir`` says.
+        """
+        return _bcolz_array.reshape(self, newshape[0] if len(newshape) == 1 else newshape,
+                                    **kwargs)
+
+    @property
+    def leftover_array(self) -> np.ndarray:
+        """The decoded last partial chunk of rows, ``chunklen`` rows long (read-only;
+        rows past :attr:`leftover_elements` are not items)."""
+        return _bcolz_array.leftover_array(self)
+
+    @property
+    def leftover_elements(self) -> int:
+        """Rows in the last, partial chunk."""
+        return self.leftover
+
+    @property
+    def leftover_bytes(self) -> int:
+        """Bytes of items in the last, partial chunk."""
+        return self.leftover * math.prod(self.shape[1:]) * self.dtype.itemsize
+
+    @property
+    def leftover_ptr(self) -> int:
+        """The address of :attr:`leftover_array`'s data (valid while the array is
+        unchanged)."""
+        return int(self.leftover_array.ctypes.data)
+
+    def __reduce__(self) -> tuple:
+        """Pickle a stored array as what reopens it, an in-memory one as its data."""
+        return _portable.reduce_array(self)
+
+    def to_dask(self, chunks: Any = None) -> Any:
+        """A dask array whose tasks each read one region (see :mod:`carray.integrations.dask`)."""
+        from carray.integrations.dask_read import to_dask
+
+        return to_dask(self, chunks)
+
+    def __repr__(self) -> str:
+        return _bcolz_array.described(self)
+
+    def __str__(self) -> str:
+        return _bcolz_array.printed(self)
 
     # -- chunk summaries ------------------------------------------------------------------
 
