@@ -201,5 +201,29 @@ class TableBase(Container):
     def column_names(self, outcols: Any = None) -> list[str]:
         """Names picked by ``outcols`` (None: all; a list or a comma/space-separated str)."""
 
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """The number of rows."""
+
     def _parts(self) -> list[Any]:
         return list(self.cols.values())
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    @property
+    def len(self) -> int:
+        return len(self)
+
+    @property
+    def size(self) -> int:
+        return len(self) * len(self.names)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self.cols.values())
+
+    @property
+    def cbytes(self) -> int:
+        return sum(c.cbytes for c in self.cols.values())

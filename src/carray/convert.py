@@ -312,6 +312,23 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
     out.close()
 
 
+def _destination(src: str, dst: str, fmt: str, overwrite: bool,
+                 storage_options: dict | None) -> tuple[Store, str, dict | None]:
+    """Where ``dst`` is (its store, path and options), once it may be written."""
+    if fmt == "npy":
+        _local_only(dst, ".npy files")
+    sstore, spath = resolve(src, options_for(src, storage_options))
+    dst_options = options_for(dst, storage_options)
+    store, path = resolve(dst, dst_options)
+    store.invalidate(path)
+    if store.exists(path) and not overwrite:
+        raise ContainerExistsError(f"{store.url(path)}: already exists "
+                                   "(pass overwrite=True / --force)")
+    if _place(sstore, spath) == _place(store, path):
+        raise ValueError("source and destination are the same path")
+    return store, path, dst_options
+
+
 def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
                   chunks: tuple[int, ...] | None = None,
                   blocks: tuple[int, ...] | None = None, cparams: Any = None,
@@ -359,17 +376,7 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     """
     src, dst = os.fspath(src), os.fspath(dst)
     fmt = array_format_for(dst, to)
-    if fmt == "npy":
-        _local_only(dst, ".npy files")
-    sstore, spath = resolve(src, options_for(src, storage_options))
-    dst_options = options_for(dst, storage_options)
-    store, path = resolve(dst, dst_options)
-    store.invalidate(path)
-    if store.exists(path) and not overwrite:
-        raise ContainerExistsError(f"{store.url(path)}: already exists "
-                                   "(pass overwrite=True / --force)")
-    if _place(sstore, spath) == _place(store, path):
-        raise ValueError("source and destination are the same path")
+    store, path, dst_options = _destination(src, dst, fmt, overwrite, storage_options)
     source = open_array(src, storage_options)
     shape = tuple(source.shape)
     tmp = _temporary(store, path)

@@ -23,11 +23,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from carray import _table_refresh as refresh
-from carray import table_query
-from carray._bcolz_array import bcolz_cparams, bcolz_size
-from carray._portable import PortableTable
+from carray import table_query, table_rows
+from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
-from carray._util import skip_and_limit
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import TableBase, check_mode, refuse_own_source
@@ -37,7 +35,6 @@ from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
-    VersionsUnsupportedError,
 )
 from carray.keys import select
 from carray.params import CParams
@@ -48,21 +45,19 @@ from carray.table_columns import (
     Cols,
     as_rows,
     clip_column,
-    empty_like,
+    column_engines,
     field_dtype,
     read_any,
 )
+from carray.table_dir import create_storage, open_storage
+from carray.table_history import TableHistory
 from carray.table_store import (
     ARRAY,
     NESTED,
-    ROOTDIRS,
     STRING,
-    TABLE_FILE,
     MemoryTable,
     TableStorage,
     VersionedTable,
-    is_bcolz_table,
-    is_versioned_table,
 )
 from carray.tables_interop import (
     TableConversions,
@@ -85,14 +80,6 @@ def _commit_all() -> None:
     for table in list(_open_tables):
         with contextlib.suppress(Exception):  # nothing can be reported at exit
             table.flush()
-
-
-def column_engines(col: Any) -> Iterator[Any]:
-    """The engines of the arrays a column is made of."""
-    if isinstance(col, carray):
-        yield col.engine
-    else:
-        yield from col.engines()
 
 
 class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
@@ -198,25 +185,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if self._given is not None:  # a nested column: inside its table's directory
             self._store.makedirs(self._path)
             return self._given
-        # Mode 'w' replaces: not while another process writes it (ours are taken over).
-        old = WriteLock.acquire(self._store, self._path, take_over=self._mode == "w")
-        if self._store.exists(self._path):
-            self._store.rmtree(self._path)
-        if old is not None:
-            old.release()  # it locked the removed directory; the new one is locked next
-        self._store.makedirs(self._path)
-        # A later mode='w' open here closes this table (abandon).
-        lock = WriteLock.acquire(self._store, self._path, on_takeover=self.abandon)
-        try:
-            if self._format == "bcolz":
-                return BcolzTable(self._store, self._path, "a", self._fsync, self,
-                                  NestedColumn, lock, self._storage_options)
-            return VersionedTable.create(self._store, self._path, self._fsync, lock,
-                                         self._options.get("versions"))
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            raise
+        return create_storage(self._store, self._path, self._mode, self._fsync,
+                              self._format == "bcolz", self._options.get("versions"), self,
+                              NestedColumn, self._storage_options, self.abandon)
 
     def _new_column(self, name: str, values: Any, **kwargs: Any) -> Any:
         where = self._storage.column_args(name) if self._rootdir is not None else {}
@@ -276,32 +247,16 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
                       storage_options=self._storage_options)
 
     def _open(self, at: dict[str, Any]) -> None:
-        store, root = self._store, self._path
         readonly = self._mode == "r"
         if self._given is not None:
             self._storage = self._given
-        elif is_versioned_table(root, store) or is_bcolz_table(root, store):
-            lock = None if readonly else \
-                WriteLock.acquire(store, root, on_takeover=self.abandon)
-            try:
-                if is_versioned_table(root, store):
-                    self._storage = VersionedTable.open(store, root, readonly, self._fsync,
-                                                        lock, at, self._options.get("versions"))
-                else:
-                    if at:
-                        raise VersionsUnsupportedError(f"{store.url(root)}: a bcolz table "
-                                                       "keeps no versions")
-                    self._storage = BcolzTable(store, root, self._mode, self._fsync, self,
-                                               NestedColumn, lock, self._storage_options)
-                    if not readonly and self._upgrade(lock):
-                        return
-            except BaseException:
-                if lock is not None:
-                    lock.release()
-                raise
         else:
-            raise FormatError(f"not a table directory (no {TABLE_FILE} or {ROOTDIRS})",
-                              store.url(root))
+            self._storage, lock = open_storage(
+                self._store, self._path, self._mode, self._fsync, at,
+                self._options.get("versions"), self, NestedColumn, self._storage_options,
+                self.abandon)
+            if not readonly and isinstance(self._storage, BcolzTable) and self._upgrade(lock):
+                return
         self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
         if isinstance(self._storage, VersionedTable):
             self._storage.own(self)
@@ -382,7 +337,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         return NESTED
 
     def _history(self) -> Any:
-        return self._storage.history(self)
+        self._storage.refuse_versions()
+        assert isinstance(self._storage, VersionedTable)
+        return TableHistory(self, self._storage)
 
     @property
     def version(self) -> str | None:
@@ -416,24 +373,6 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             args["version"] = self.version  # the version it holds, not whatever is newest
         return args
 
-    def memory_state(self) -> dict[str, Any]:
-        """What rebuilds this in-memory table elsewhere (see :meth:`from_memory_state`)."""
-        # Numeric columns pickle themselves; string columns travel as their values.
-        cols = {n: c.read_rows(range(self._len), as_object=True)
-                if isinstance(c, StringColumn) else c for n, c in self._cols.items()}
-        return dict(cols=cols, length=self._len, new_kwargs=self._new_kwargs,
-                    auto_flush=self._auto_flush, attrs=self._attrs.getall())
-
-    @classmethod
-    def from_memory_state(cls, state: dict[str, Any]) -> ctable:
-        cparams = state["new_kwargs"]["cparams"]
-        cols = {n: StringColumn(c, cparams=cparams) if isinstance(c, np.ndarray) else c
-                for n, c in state["cols"].items()}
-        t = cls.over_columns(cols, state["length"])
-        t._new_kwargs, t._auto_flush = state["new_kwargs"], state["auto_flush"]
-        t._attrs.update(state["attrs"])
-        return t
-
     def file_rows(self) -> int:
         """Rows of one stored file (a run of chunks) of the first fixed-width column."""
         for col in self._cols.values():
@@ -465,29 +404,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     def shape(self) -> tuple[int]:
         return (self._len,)
 
-    @property
-    def ndim(self) -> int:
-        return 1
-
-    @property
-    def len(self) -> int:
-        return len(self)
-
     @refresh.fresh
     def __len__(self) -> int:
         return self._len
-
-    @property
-    def size(self) -> int:
-        return self._len * len(self._cols)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(c.nbytes for c in self._cols.values())
-
-    @property
-    def cbytes(self) -> int:
-        return sum(c.cbytes for c in self._cols.values())
 
     @property
     def cparams(self) -> CParams:
@@ -516,7 +435,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         """Rows (a range or int positions) of column ``name``; strings as ``str`` objects."""
         return read_any(self._cols[name], rows)
 
-    def _records(self, key: Any, names: list[str]) -> Any:
+    def records(self, key: Any, names: list[str]) -> Any:
         """Rows ``key`` of columns ``names`` as a structured array (or one record)."""
         dtype = np.dtype([(n, field_dtype(self._cols[n])) for n in names])
         sel = select(key, self.shape)
@@ -541,7 +460,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
                 {k: self._cols[k] for k in self.column_names(key)}, self._len))
         if isinstance(key, carray):
             key = key[:]
-        return self.read_committed(lambda: self._records(key, self.names))
+        return self.read_committed(lambda: self.records(key, self.names))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self[:]
@@ -554,29 +473,14 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
              outcols: Any = None, limit: int | None = None, skip: int = 0,
              out_flavor: Any = namedtuple) -> Iterator[Any]:
         """Rows ``start:stop:step`` as namedtuples (``out_flavor=tuple`` for tuples)."""
-        names = self.column_names(outcols)
-        blen = max(min((c.chunklen for c in self._cols.values()), default=1024), 1)
-
-        def block(i: int) -> list | None:  # block i of the rows of the state read now
-            part = range(self._len)[start:stop:step][i * blen:(i + 1) * blen]
-            values = [list(part) if n == "nrow__" else read_any(self._cols[n], part).tolist()
-                      for n in names]
-            return (list(zip(*values, strict=True)) if values else [()] * len(part)) or None
-
-        return as_rows(skip_and_limit(refresh.blockwise(self.read_committed, block), skip,
-                                      limit), names, out_flavor)
+        return table_rows.iter_rows(self, range(self._len)[start:stop:step],
+                                    self.column_names(outcols), limit, skip, out_flavor)
 
     def iterblocks(self, blen: int | None = None, start: int = 0, stop: int | None = None,
                    outcols: Any = None) -> Iterator[np.ndarray]:
         """Consecutive blocks of ``blen`` rows as structured arrays."""
         names = [n for n in self.column_names(outcols) if n != "nrow__"]
-        size = blen or min((c.chunklen for c in self._cols.values()), default=1024)
-
-        def block(i: int) -> np.ndarray | None:  # block i of the rows of the state read now
-            part = range(self._len)[start:stop][i * size:(i + 1) * size]
-            return self._records(slice(part.start, part.stop), names) if part else None
-
-        return refresh.blockwise(self.read_committed, block)
+        return table_rows.iter_blocks(self, range(self._len)[start:stop], names, blen)
 
     # -- queries --------------------------------------------------------------------------
 
@@ -604,23 +508,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         """Structured arrays of up to ``blen`` matching rows each."""
         names = self.column_names(outcols)
         ev = table_query.evaluator(self, expression, user_dict, vm, 1, prune=prune)
-        blen = blen or ev.blen
-        dtype = table_query.result_dtype(self, names)
-        pending: list[np.ndarray] = []
-        npending = 0
-        for block in table_query.matches(self, ev, names, skip, limit):
-            n = len(next(iter(block.values())))
-            arr = np.empty(n, dtype=dtype)
-            for name in names:
-                arr[name] = block[name]
-            pending.append(arr)
-            npending += n
-            while npending >= blen:
-                merged = np.concatenate(pending)
-                yield merged[:blen]
-                pending, npending = [merged[blen:]], npending - blen
-        if npending:
-            yield np.concatenate(pending)
+        return table_query.match_blocks(self, ev, names, blen or ev.blen, skip, limit)
 
     @refresh.query
     def fetchwhere(self, expression: str, outcols: Any = None, limit: int | None = None,
@@ -632,15 +520,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         ev = table_query.evaluator(self, expression, user_dict, vm, 1 + _depth, prune=prune)
         if out_flavor not in ("numpy", "ctable", "bcolz", "carray"):
             raise ValueError(f"out_flavor must be 'numpy' or 'ctable', got {out_flavor!r}")
-        parts: dict[str, list] = {n: [] for n in names}
-        for block in table_query.matches(self, ev, names, skip, limit):
-            for n in names:
-                parts[n].append(block[n])
-        dtype = table_query.result_dtype(self, names)
-        out = np.empty(sum(len(p) for p in parts[names[0]]) if names else 0, dtype=dtype)
-        for n in names:
-            if parts[n]:  # straight into the result: one copy, not two
-                np.concatenate(parts[n], out=out[n])
+        out = table_query.fetch(self, ev, names, skip, limit)
         if out_flavor != "numpy":
             return ctable({n: out[n] for n in names}, **kwargs)
         return out
@@ -830,9 +710,6 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         self._check_open()
         self._storage.commit(self, message)
 
-    def _parts(self) -> list[Any]:
-        return list(self._cols.values())
-
     def _release(self) -> None:
         _open_tables.discard(self)
         for col in self._cols.values():
@@ -846,32 +723,13 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     def copy(self, **kwargs: Any) -> ctable:
         """A copy, attributes included (keyword arguments as for the constructor, ``rootdir``)."""
         refuse_own_source(kwargs.get("rootdir"), [self])
-        attrs = self.attrs.checked()  # refused before anything is written
-        col_attrs = {n: c.attrs.checked() for n, c in self._cols.items() if hasattr(c, "attrs")}
-        kwargs.setdefault("cparams", self.cparams)
-        kwargs.setdefault("expectedlen", max(self._len, 1))
-        out = ctable({n: empty_like(c) for n, c in self._cols.items()}, **kwargs)
-        blen = min((c.chunklen for c in self._cols.values()), default=1)
-        for i in range(0, self._len, blen):
-            out.append({n: read_any(c, range(i, min(i + blen, self._len)))
-                        for n, c in self._cols.items()})
-        out.attrs.update(attrs)
-        for name, checked in col_attrs.items():  # nested columns have none
-            out.cols[name].attrs.update(checked)
-        out.flush()
-        return out
+        return table_rows.copy_table(self, ctable, kwargs)
 
     def __repr__(self) -> str:
-        where = f"\n  rootdir := {self._rootdir!r}" if self._rootdir else ""
-        ratio = self.nbytes / self.cbytes if self.cbytes else 0.0
-        return (f"ctable({self.shape}, {self.dtype})\n  nbytes: {bcolz_size(self.nbytes)}; "
-                f"cbytes: {bcolz_size(self.cbytes)}; ratio: {ratio:.2f}\n"
-                f"  cparams := {bcolz_cparams(self.cparams)}{where}\n{self}")
+        return table_rows.described(self)
 
     def __str__(self) -> str:
-        if self._len <= 20:
-            return str(self[:])
-        return f"{str(self[:3])[:-1]} ..., {str(self[-3:])[1:]}"
+        return table_rows.printed(self)
 
 
 # -- nested columns: a column of records stored field by field ------------------------------

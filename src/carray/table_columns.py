@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from carray.array import carray
 from carray.vlstring import StringColumn
 
 
@@ -80,3 +81,11 @@ def as_rows(rows: Any, names: list[str], out_flavor: Any) -> Iterator[Any]:
     row = namedtuple("row", names, rename=True)  # type: ignore[misc]
     for values in rows:
         yield row(*values)
+
+
+def column_engines(col: Any) -> Iterator[Any]:
+    """The engines of the arrays a column is made of."""
+    if isinstance(col, carray):
+        yield col.engine
+    else:
+        yield from col.engines()

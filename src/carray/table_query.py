@@ -100,3 +100,41 @@ def result_dtype(t: Any, names: list[str]) -> np.dtype:
     """The dtype of result rows of columns ``names`` (``nrow__``: the row number)."""
     return np.dtype([(n, np.int64) if n == "nrow__" else (n, field_dtype(t.cols[n]))
                      for n in names])
+
+
+def match_blocks(t: Any, ev: BlockEvaluator, names: list[str], blen: int, skip: int,
+                 limit: int | None) -> Iterator[np.ndarray]:
+    """Structured arrays of ``blen`` matching rows of table ``t`` (the last one shorter),
+    columns ``names``."""
+    dtype = result_dtype(t, names)
+    pending: list[np.ndarray] = []
+    npending = 0
+    for block in matches(t, ev, names, skip, limit):
+        n = len(next(iter(block.values())))
+        arr = np.empty(n, dtype=dtype)
+        for name in names:
+            arr[name] = block[name]
+        pending.append(arr)
+        npending += n
+        while npending >= blen:
+            merged = np.concatenate(pending)
+            yield merged[:blen]
+            pending, npending = [merged[blen:]], npending - blen
+    if npending:
+        yield np.concatenate(pending)
+
+
+def fetch(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
+          limit: int | None) -> np.ndarray:
+    """Every matching row of table ``t`` at once, columns ``names``, as a structured
+    array."""
+    parts: dict[str, list] = {n: [] for n in names}
+    for block in matches(t, ev, names, skip, limit):
+        for n in names:
+            parts[n].append(block[n])
+    out = np.empty(sum(len(p) for p in parts[names[0]]) if names else 0,
+                   dtype=result_dtype(t, names))
+    for n in names:
+        if parts[n]:  # straight into the result: one copy, not two
+            np.concatenate(parts[n], out=out[n])
+    return out

@@ -148,8 +148,10 @@ class TableStorage(abc.ABC):
     def attrs_layout(self) -> Any:
         """What keeps the table's attributes (``load_attrs``/``save_attrs``)."""
 
-    def history(self, table: Any) -> Any:
-        """What answers the table's version methods."""
+    def refuse_versions(self) -> None:
+        """Raise VersionsUnsupportedError unless the table keeps versions."""
+        if isinstance(self, VersionedTable):
+            return
         raise VersionsUnsupportedError("this table keeps no versions (only tables stored in "
                                        "carray's own format do)")
 
@@ -433,10 +435,6 @@ class VersionedTable(TableStorage):
         self.dataset.meta = meta
         if not self.dataset.in_transaction:
             self.dataset.publish(kind="attrs")
-
-    def history(self, table: Any) -> Any:
-        from carray.table_history import TableHistory
-        return TableHistory(table, self)
 
     def release(self) -> None:
         if self._top is not None:

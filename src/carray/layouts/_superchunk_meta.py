@@ -192,32 +192,7 @@ class StorageInfo:
         spare = obj.get("spare", 0.0)
         need(isinstance(spare, (int, float)) and not isinstance(spare, bool)
              and 0 <= spare <= 10, f"spare must be a number in [0, 10], got {spare!r}")
-        codec = obj.get("codec")
-        need(isinstance(codec, dict), "codec must be a JSON object")
-        library = codec.get("library")
-        need(library in ("blosc1", "blosc2"), f"unknown codec library {library!r}")
-        need(codec.get("cname") in CNAMES, f"unknown codec {codec.get('cname')!r}")
-        filters = obj.get("filters", [])
-        need(isinstance(filters, list) and all(isinstance(f, str) for f in filters),
-             "filters must be a list of names")
-        pipeline, quantize = [], 0
-        for f in filters:
-            name, _, meta = f.partition(":")
-            if name == "quantize" and meta.isdigit():
-                quantize = int(meta)
-            elif name in FILTER_CODES and (meta.isdigit() or not meta):
-                pipeline.append((name, int(meta or 0)))
-            else:
-                raise FormatError(f"unknown filter {f!r}", path)
-        need(library == "blosc2" or pipeline in ([], [("shuffle", 0)], [("bitshuffle", 0)]),
-             f"Blosc1 chunks cannot hold the filters {filters!r}")
-        try:
-            cparams = CParams(clevel=codec.get("clevel", 5), cname=codec["cname"],
-                              quantize=quantize, filters=tuple(pipeline))
-        except (TypeError, ValueError) as exc:
-            raise FormatError(f"bad codec parameters: {exc}", path) from None
-        typesize = codec.get("typesize", 1)
-        need(_is_int(typesize) and 1 <= typesize <= 255, f"bad typesize {typesize!r}")
+        cparams, library, typesize = _codec_from_json(obj, path)
         expectedlen = obj.get("expectedlen", 0)
         page_size = obj.get("page_size", 0) if version >= 3 else 0
         need(page_size == 0 or (_is_int(page_size) and 512 <= page_size <= 2**20
@@ -230,6 +205,42 @@ class StorageInfo:
                    cparams=cparams, dflt=decode_dflt(obj.get("dflt"), dtype, path),
                    expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize,
                    order=order, page_size=page_size, version=version)
+
+
+def _codec_from_json(obj: dict[str, Any], path: str) -> tuple[CParams, str, int]:
+    """The codec parameters, Blosc library and typesize ``meta/storage`` records."""
+
+    def need(cond: bool, message: str) -> None:
+        if not cond:
+            raise FormatError(message, path)
+
+    codec: Any = obj.get("codec")
+    need(isinstance(codec, dict), "codec must be a JSON object")
+    library = codec.get("library")
+    need(library in ("blosc1", "blosc2"), f"unknown codec library {library!r}")
+    need(codec.get("cname") in CNAMES, f"unknown codec {codec.get('cname')!r}")
+    filters = obj.get("filters", [])
+    need(isinstance(filters, list) and all(isinstance(f, str) for f in filters),
+         "filters must be a list of names")
+    pipeline, quantize = [], 0
+    for f in filters:
+        name, _, meta = f.partition(":")
+        if name == "quantize" and meta.isdigit():
+            quantize = int(meta)
+        elif name in FILTER_CODES and (meta.isdigit() or not meta):
+            pipeline.append((name, int(meta or 0)))
+        else:
+            raise FormatError(f"unknown filter {f!r}", path)
+    need(library == "blosc2" or pipeline in ([], [("shuffle", 0)], [("bitshuffle", 0)]),
+         f"Blosc1 chunks cannot hold the filters {filters!r}")
+    try:
+        cparams = CParams(clevel=codec.get("clevel", 5), cname=codec["cname"],
+                          quantize=quantize, filters=tuple(pipeline))
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"bad codec parameters: {exc}", path) from None
+    typesize = codec.get("typesize", 1)
+    need(_is_int(typesize) and 1 <= typesize <= 255, f"bad typesize {typesize!r}")
+    return cparams, library, typesize
 
 
 # -- meta/sizes ------------------------------------------------------------------------------

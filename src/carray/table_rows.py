@@ -1,0 +1,84 @@
+"""A table a block of rows at a time: iterating, copying and printing it, over one
+committed state (see :mod:`carray._table_refresh`); functions of a ctable's public API,
+which :class:`carray.table.ctable` calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from carray import _table_refresh as refresh
+from carray._bcolz_array import bcolz_cparams, bcolz_size
+from carray._util import skip_and_limit
+from carray.table_columns import as_rows, empty_like, read_any
+
+
+def _block_rows(t: Any) -> int:
+    """Rows read at a time: the shortest chunk of the table's columns."""
+    return max(min((c.chunklen for c in t.column_objects()), default=1024), 1)
+
+
+def iter_rows(t: Any, rows: range, names: list[str], limit: int | None, skip: int,
+              out_flavor: Any) -> Iterator[Any]:
+    """Rows ``rows`` of table ``t``, columns ``names`` (``'nrow__'``: the row number), as
+    ``out_flavor`` (namedtuples, tuples)."""
+    blen = _block_rows(t)
+    cols = t.column_dict()
+
+    def block(i: int) -> list | None:  # block i of the rows of the state read now
+        part = rows[i * blen:(i + 1) * blen]
+        values = [list(part) if n == "nrow__" else read_any(cols[n], part).tolist()
+                  for n in names]
+        return (list(zip(*values, strict=True)) if values else [()] * len(part)) or None
+
+    return as_rows(skip_and_limit(refresh.blockwise(t.read_committed, block), skip, limit),
+                   names, out_flavor)
+
+
+def iter_blocks(t: Any, rows: range, names: list[str],
+                blen: int | None) -> Iterator[np.ndarray]:
+    """Rows ``rows`` of table ``t`` (step 1), columns ``names``, as structured arrays of
+    ``blen`` rows (default: the shortest chunk)."""
+    size = blen or min((c.chunklen for c in t.column_objects()), default=1024)
+
+    def block(i: int) -> np.ndarray | None:  # block i of the rows of the state read now
+        part = rows[i * size:(i + 1) * size]
+        return t.records(slice(part.start, part.stop), names) if part else None
+
+    return refresh.blockwise(t.read_committed, block)
+
+
+def copy_table(t: Any, cls: Any, kwargs: dict[str, Any]) -> Any:
+    """A copy of table ``t`` made by ``cls(**kwargs)``, attributes included."""
+    attrs = t.attrs.checked()  # refused before anything is written
+    cols = t.column_dict()
+    col_attrs = {n: c.attrs.checked() for n, c in cols.items() if hasattr(c, "attrs")}
+    kwargs.setdefault("cparams", t.cparams)
+    kwargs.setdefault("expectedlen", max(len(t), 1))
+    out = cls({n: empty_like(c) for n, c in cols.items()}, **kwargs)
+    blen = min((c.chunklen for c in cols.values()), default=1)
+    for i in range(0, len(t), blen):
+        out.append({n: read_any(c, range(i, min(i + blen, len(t)))) for n, c in cols.items()})
+    out.attrs.update(attrs)
+    for name, checked in col_attrs.items():  # nested columns have none
+        out.cols[name].attrs.update(checked)
+    out.flush()
+    return out
+
+
+def described(t: Any) -> str:
+    """``repr(t)``, as bcolz prints it."""
+    where = f"\n  rootdir := {t.rootdir!r}" if t.rootdir else ""
+    ratio = t.nbytes / t.cbytes if t.cbytes else 0.0
+    return (f"ctable({t.shape}, {t.dtype})\n  nbytes: {bcolz_size(t.nbytes)}; "
+            f"cbytes: {bcolz_size(t.cbytes)}; ratio: {ratio:.2f}\n"
+            f"  cparams := {bcolz_cparams(t.cparams)}{where}\n{printed(t)}")
+
+
+def printed(t: Any) -> str:
+    """``str(t)``: its rows, only the first and last ones of a long table."""
+    if len(t) <= 20:
+        return str(t[:])
+    return f"{str(t[:3])[:-1]} ..., {str(t[-3:])[1:]}"
