@@ -218,3 +218,15 @@ def test_versions_on_an_object_store(remote_root):
     old = ca.open(url, version=v0, storage_options=opts)
     assert old[0] == 0  # kept: a replaced version stays for the grace period here
     assert ca.open(url, mode="r", storage_options=opts)[0] == -1
+
+
+def test_a_file_freed_whole_inside_a_change_is_written_again(tmp_path):
+    # resize(0) publishes a version in which no record of the file is kept, so the file
+    # goes; a record written and dropped before that must not come back as free space.
+    root = str(tmp_path / "a")
+    a = ca.carray(np.array([-7]), chunklen=1, rootdir=root)
+    a.append(np.array([1]))
+    a.resize(0)
+    a.append(np.array([2]))
+    a.close()
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], [2])

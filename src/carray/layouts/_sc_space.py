@@ -290,6 +290,8 @@ class SpaceKeeper:
         if space.free_bytes(key) >= info.size - info.data_start:
             self._files.delete(key)  # nothing refers to any of its records any more
             space.drop(key)
+            # Records freed when the change under way is done were in it: gone with it.
+            self._deferred = [d for d in self._deferred if d[0] != key]
             return
         end = space.tail(key, info.size)
         if end < info.size:
