@@ -49,6 +49,9 @@ from carray.params import CParams
 _WHOLE_SHARE = 0.5
 _BLOSC1_LOCK = threading.Lock()
 
+# Chunks smaller than this are compressed on the calling thread alone.
+_THREADED_CHUNK = 512 * 2**10
+
 
 class ChunkReader:
     """Ranged reads of one stored chunk of ``size`` bytes: ``reader(offset, length)``.
@@ -168,6 +171,8 @@ class ChunkIO:
         if self.layout.blosc1:
             return blosc.compress1(data, self.typesize, self.cparams)
         blocksize = grid.block_nbytes if self.blocks is not None else None
+        if nthreads is None and data.nbytes < _THREADED_CHUNK:
+            nthreads = 1  # waking Blosc's threads costs more than a small chunk takes
         return blosc.compress2(data, self.typesize, self.cparams, blocksize=blocksize,
                                nthreads=nthreads)
 

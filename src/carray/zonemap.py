@@ -155,7 +155,7 @@ class ZoneMap:
     # that changed (appending to a dataset of a million chunks touches one), and
     # loaded only when first needed, so opening a large dataset does not read them.
 
-    SEGMENT = 4096
+    SEGMENT = 512
     _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8")]
 
     @classmethod

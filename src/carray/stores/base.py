@@ -137,6 +137,12 @@ class Store(abc.ABC):
         """Replace (or create) the object at ``path`` with ``data`` (bytes, or an iterable
         of bytes-like parts written in order), atomically."""
 
+    def overwrite(self, path: str, data: bytes) -> None:
+        """Write ``data`` over the start of ``path`` (created if missing), neither atomic
+        nor durable: for hints a reader checks, which a rename would make slower to
+        write (some file systems flush a file renamed over another)."""
+        self.put(path, data, fsync=False)
+
     @abc.abstractmethod
     def size(self, path: str) -> int:
         """The object's size in bytes.  FileNotFoundError if none."""

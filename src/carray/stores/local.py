@@ -109,6 +109,14 @@ class LocalStore(Store):
         atomic_write(path, data, fsync=fsync)
 
     @_typed
+    def overwrite(self, path: str, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
+
+    @_typed
     def size(self, path: str) -> int:
         return os.stat(path).st_size
 

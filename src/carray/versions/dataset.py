@@ -297,7 +297,7 @@ class VersionedDataset:
         members = [states.pop(m.name, m) for m in (head.members if head else ())
                    if m.name not in self._dropped_members]
         members += list(states.values())
-        manifest = Manifest(new_id(seq), seq, head.id if head else None, time.time(),
+        manifest = Manifest(new_id(seq), seq, head.id if head else None, self._now(),
                             message, tuple(members), kind=kind, meta=self.meta,
                             retention={"keep_last": self.keep}, txn=txn)
         failure = None
@@ -322,6 +322,12 @@ class VersionedDataset:
             raise failure
         return manifest.id
 
+    def _now(self) -> float:
+        """A new version's time: never before its parent's (``as_of`` searches by time),
+        whatever the clock did."""
+        now = time.time()
+        return now if self.head is None else max(now, self.head.time)
+
     def abandon(self) -> None:
         """Forget what was staged or described for the next version (its publish failed:
         the owner reloads its members from the newest version)."""
@@ -343,7 +349,7 @@ class VersionedDataset:
         self.check_writable()
         assert self.head is not None
         seq = self.head.seq + 1
-        manifest = Manifest(new_id(seq), seq, self.head.id, time.time(), message, old.members,
+        manifest = Manifest(new_id(seq), seq, self.head.id, self._now(), message, old.members,
                             kind="restore", meta=old.meta, retention={"keep_last": self.keep})
         self.repo.publish(manifest)
         self.head, self._known[seq] = manifest, manifest
@@ -409,10 +415,12 @@ class VersionedDataset:
         referred to; returns how many were dropped."""
         if self.readonly or self.head is None:
             return 0
-        manifests = self.manifests()
         keep = self.keep if use_retention else None
         if keep_last is not None:
             keep = keep_last if keep is None else min(keep, keep_last)
+        if keep is None and older_than is None:
+            return 0  # every version is kept: nothing to drop, nothing to free
+        manifests = self.manifests()
         kept = kept_seqs(manifests, self.repo.tags(), keep, older_than)
         dropped = 0
         remaining = []

@@ -126,8 +126,9 @@ class Repository:
 
     @staticmethod
     def exists_at(store: Store, root: str) -> bool:
-        """Whether ``root`` holds published versions."""
-        return any(_MF.fullmatch(n) for n in store.listdir(store.join(root, VERSIONS_DIR)))
+        """Whether ``root`` holds published versions (the HEAD hint's, when it is right:
+        listing thousands of versions costs more than the rest of an open)."""
+        return Repository(store, root).latest_seq() is not None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -203,15 +204,34 @@ class Repository:
                                    "kept (see versions(); tag a version to keep it)")
             return manifest
         if as_of is not None:
-            when = _timestamp(as_of)
-            for seq in reversed(self.seqs()):
-                with contextlib.suppress(VersionError):
-                    manifest = self.load(seq)
-                    if manifest.time <= when and self.committed(manifest):
-                        return manifest
-            raise VersionError(f"{self.store.url(self.root)}: no version kept made at or "
-                               f"before {as_of.isoformat()}")
+            return self._as_of(as_of)
         return self.latest()
+
+    def _as_of(self, as_of: _dt.datetime) -> Manifest:
+        """The newest version made at or before ``as_of``: versions' times never go back
+        (see :meth:`VersionedDataset.publish`), so a binary search over the kept ones
+        finds it, loading a few manifests of thousands."""
+        when = _timestamp(as_of)
+        seqs = self.seqs()
+        lo, hi = 0, len(seqs)  # the answer is among seqs[:hi], at or after seqs[lo - 1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            try:
+                made = self.load(seqs[mid]).time
+            except VersionError:  # dropped meanwhile: look below it
+                hi = mid
+                continue
+            if made <= when:
+                lo = mid + 1
+            else:
+                hi = mid
+        for seq in reversed(seqs[:lo]):
+            with contextlib.suppress(VersionError):
+                manifest = self.load(seq)
+                if manifest.time <= when and self.committed(manifest):
+                    return manifest
+        raise VersionError(f"{self.store.url(self.root)}: no version kept made at or "
+                           f"before {as_of.isoformat()}")
 
     def hold(self, manifest: Manifest) -> Hold | None:
         """Hold ``manifest``'s version for a reader; None when it was dropped meanwhile
@@ -314,8 +334,8 @@ class Repository:
             store.sync_dir(self.dir)
         # A hint only: a lost or stale HEAD is corrected by looking for newer names.
         with contextlib.suppress(OSError):
-            store.put(store.join(self.dir, HEAD_FILE), f"{manifest.seq}\n".encode("ascii"),
-                      fsync=False)
+            store.overwrite(store.join(self.dir, HEAD_FILE),
+                            f"{manifest.seq:020d}\n".encode("ascii"))
 
     def holds(self, manifest: Manifest) -> bool:
         """Whether ``manifest`` is published (after a publish that raised)."""
