@@ -21,7 +21,8 @@ LAYERS: list[set[str]] = [
     {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
      "table_columns", "tables_interop", "query", "compute", "_table_verify",
      "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
-     "_table_refresh", "table_store", "_table_bcolz", "table_history"},
+     "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
+     "_indexer", "table_rows", "table_dir", "_portable_table"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]
@@ -30,7 +31,8 @@ LAYERS: list[set[str]] = [
 ALLOWED_UPWARD = {
     # ``carray.to_dask()`` / ``ctable.to_dask()``: conveniences over the dask reader, which
     # knows containers only by their public API.
-    ("_portable", "integrations"),
+    ("array", "integrations"),
+    ("_portable_table", "integrations"),
 }
 
 
