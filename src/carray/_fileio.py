@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -10,12 +11,16 @@ _TMP_SUFFIX = ".tmp"
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[Any],
-                 *, fsync: bool = True, finish: Callable[[int], None] | None = None) -> None:
+                 *, fsync: bool = True, finish: Callable[[int], None] | None = None,
+                 gap: bool = False) -> None:
     """Replace ``path`` with ``data`` so a reader sees either the old or the new file.
 
     ``data`` may be one bytes-like object or an iterable of them (written in order).
     ``finish(fd)``, if given, runs after the last part and before the fsync, to patch
     bytes whose values were only known at the end (e.g. an index written up front).
+    ``gap``: remove the old file before the new one takes its name, so a reader may
+    find neither for a moment (caches: renaming over a file makes some file systems
+    write the new one out at once, which costs more than the rest).
     """
     path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}{_TMP_SUFFIX}"
@@ -35,6 +40,9 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview |
                 os.fsync(fd)
         finally:
             os.close(fd)
+        if gap:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -417,7 +417,7 @@ class Sidecars:
             with contextlib.suppress(FileNotFoundError):
                 self.store.delete(path)
         else:
-            self.store.put(path, data, fsync=False)
+            self.store.put_cache(path, data)
 
 
 class SidecarFiles:
@@ -454,4 +454,4 @@ class SidecarFiles:
             with contextlib.suppress(FileNotFoundError):
                 self.store.delete(path)
         else:
-            self.store.put(path, data, fsync=False)
+            self.store.put_cache(path, data)

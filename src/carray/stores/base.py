@@ -137,6 +137,11 @@ class Store(abc.ABC):
         """Replace (or create) the object at ``path`` with ``data`` (bytes, or an iterable
         of bytes-like parts written in order), atomically."""
 
+    def put_cache(self, path: str, data: bytes) -> None:
+        """Replace a cache file: never half-written, possibly missing for a moment, not
+        durable."""
+        self.put(path, data, fsync=False)
+
     def overwrite(self, path: str, data: bytes) -> None:
         """Write ``data`` over the start of ``path`` (created if missing), neither atomic
         nor durable: for hints a reader checks, which a rename would make slower to

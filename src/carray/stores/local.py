@@ -109,6 +109,10 @@ class LocalStore(Store):
         atomic_write(path, data, fsync=fsync)
 
     @_typed
+    def put_cache(self, path: str, data: bytes) -> None:
+        atomic_write(path, data, fsync=False, gap=True)
+
+    @_typed
     def overwrite(self, path: str, data: bytes) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
