@@ -228,8 +228,9 @@ class SuperchunkLayout(Layout):
 
     def _start_writing(self, base: Any) -> None:
         self._index = WorkingIndex(base)
-        self._keeper = SpaceKeeper(self.files, self._S, reuse=not self.files.compat,
-                                   used=self._used_extents)
+        # Keeping every version frees nothing a version refers to: no free space to learn.
+        reuse = not self.files.compat and self.dataset.keep is not None
+        self._keeper = SpaceKeeper(self.files, self._S, reuse=reuse, used=self._used_extents)
 
     def _url(self) -> str:
         return self.store.url(self.rootdir)
@@ -565,16 +566,17 @@ class SuperchunkLayout(Layout):
 
     def _used_extents(self) -> dict[Key, list[tuple[int, int]]]:
         """Extents of records that the kept versions or the working index refer to."""
-        used: dict[Key, list[tuple[int, int]]] = {}
-        seen: set[tuple[int, int]] = set()
+        found: list[np.ndarray] = []  # rows of (superchunk, gen, off, room)
 
         def note(first: int, entries: np.ndarray) -> None:
-            for i in np.flatnonzero(entries["off"] >= 0).tolist():
-                e = entries[i]
-                key = ((first + i) // self._S, int(e["gen"]))
-                used.setdefault(key, []).append((int(e["off"]), int(e["room"])))
+            live = np.flatnonzero(entries["off"] >= 0)
+            if live.size:
+                e = entries[live]
+                found.append(np.stack([(first + live) // self._S, e["gen"], e["off"],
+                                       e["room"]], axis=1).astype(np.int64))
 
         pages = self.dataset.repo.pages
+        seen: set[tuple[int, int]] = set()
         for m in self.dataset.manifests():
             try:
                 st = m.member(self.member_name)
@@ -582,7 +584,7 @@ class SuperchunkLayout(Layout):
                 continue
             for p, ref in enumerate(st.pages):
                 ident = (int(ref["seq"]), int(ref["off"]))
-                if ident not in seen:
+                if ident not in seen:  # versions share the pages they did not change
                     seen.add(ident)
                     n = min(PAGE_ENTRIES, st.nchunks - p * PAGE_ENTRIES)
                     note(p * PAGE_ENTRIES, pages.page(ref, n))
@@ -591,7 +593,14 @@ class SuperchunkLayout(Layout):
                 note(p * PAGE_ENTRIES, entries)
         for p, entries in self._index.changed_pages().items():
             note(p * PAGE_ENTRIES, entries)
-        return used
+        if not found:
+            return {}
+        rows = np.concatenate(found)
+        rows = rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]  # by file, offset
+        cuts = np.flatnonzero(np.any(np.diff(rows[:, :2], axis=0) != 0, axis=1)) + 1
+        return {(int(g[0, 0]), int(g[0, 1])): list(zip(g[:, 2].tolist(), g[:, 3].tolist(),
+                                                         strict=True))
+                for g in np.split(rows, cuts)}
 
     def _finish_upgrade(self) -> None:
         """The first version is published: record the new format, remove the old files."""
