@@ -175,3 +175,14 @@ def test_repr_html_of_empty_and_0d_arrays():
     assert "5.0" in ca.carray(np.array(5.0))._repr_html_()
     assert "&hellip;" not in ca.carray(np.arange(0))._repr_html_()
     assert "<td>0</td>" in ca.ctable({"a": np.arange(0)})._repr_html_()  # 0 rows
+
+
+def test_text_arrow_cannot_hold_raises_a_carray_error(tmp_path):
+    pytest.importorskip("pyarrow")
+    from carray.errors import UnsupportedDTypeError
+
+    # numpy's 'U' items hold any 32-bit value; UTF-8 has no code point above 0x10FFFF.
+    u = np.frombuffer(b"u\0\0\0\xff\xff\xff\xff1\0\0\0", "<U3").repeat(4)
+    t = ca.ctable({"i": np.arange(4), "u": u})
+    with pytest.raises(UnsupportedDTypeError, match="UTF-8"):
+        t.to_arrow()

@@ -17,6 +17,7 @@ import numpy as np
 from carray import hdf5
 from carray.array import carray
 from carray.container import TableBase, refuse_own_source
+from carray.errors import UnsupportedDTypeError
 from carray.table_store import check_name
 from carray.vlstring import StringColumn
 
@@ -270,10 +271,14 @@ def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
     if isinstance(col, StringColumn):
         return col.arrow_rows(lo, hi)
     values = np.asarray(col[lo:hi])
-    if values.ndim > 1:
-        width = int(np.prod(values.shape[1:]))
-        return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), width)
-    return pa.array(values)
+    try:
+        if values.ndim > 1:
+            width = int(np.prod(values.shape[1:]))
+            return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), width)
+        return pa.array(values)
+    except UnicodeError as exc:  # numpy's 'U' items hold any code point, Arrow's UTF-8 not
+        raise UnsupportedDTypeError(f"rows {lo}..{hi} hold text Arrow cannot store as "
+                                    f"UTF-8: {exc}") from None
 
 
 def arrow_batches(table: Any, columns: list[str] | None = None,
