@@ -225,18 +225,8 @@ def to_arrow(table: Any, columns: list[str] | None = None):
     import pyarrow as pa
 
     names = table.column_names(columns)
-    arrays = []
-    for n in names:
-        col = table.cols[n]
-        if isinstance(col, StringColumn):
-            arrays.append(col.to_arrow())
-        elif col.ndim > 1:
-            values = col[:]
-            width = int(np.prod(values.shape[1:]))
-            arrays.append(pa.FixedSizeListArray.from_arrays(
-                pa.array(values.reshape(-1)), width))
-        else:
-            arrays.append(pa.array(col[:]))
+    arrays = [table.cols[n].to_arrow() if isinstance(table.cols[n], StringColumn)
+              else _arrow_slice(table.cols[n], 0, len(table)) for n in names]
     return pa.table(arrays, names=names)
 
 
