@@ -473,14 +473,14 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
              outcols: Any = None, limit: int | None = None, skip: int = 0,
              out_flavor: Any = namedtuple) -> Iterator[Any]:
         """Rows ``start:stop:step`` as namedtuples (``out_flavor=tuple`` for tuples)."""
-        return table_rows.iter_rows(self, range(self._len)[start:stop:step],
+        return table_rows.iter_rows(self, lambda: range(self._len)[start:stop:step],
                                     self.column_names(outcols), limit, skip, out_flavor)
 
     def iterblocks(self, blen: int | None = None, start: int = 0, stop: int | None = None,
                    outcols: Any = None) -> Iterator[np.ndarray]:
         """Consecutive blocks of ``blen`` rows as structured arrays."""
         names = [n for n in self.column_names(outcols) if n != "nrow__"]
-        return table_rows.iter_blocks(self, range(self._len)[start:stop], names, blen)
+        return table_rows.iter_blocks(self, lambda: range(self._len)[start:stop], names, blen)
 
     # -- queries --------------------------------------------------------------------------
 

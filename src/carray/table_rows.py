@@ -4,7 +4,7 @@ which :class:`carray.table.ctable` calls."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,15 +20,16 @@ def _block_rows(t: Any) -> int:
     return max(min((c.chunklen for c in t.column_objects()), default=1024), 1)
 
 
-def iter_rows(t: Any, rows: range, names: list[str], limit: int | None, skip: int,
-              out_flavor: Any) -> Iterator[Any]:
-    """Rows ``rows`` of table ``t``, columns ``names`` (``'nrow__'``: the row number), as
-    ``out_flavor`` (namedtuples, tuples)."""
+def iter_rows(t: Any, rows: Callable[[], range], names: list[str], limit: int | None,
+              skip: int, out_flavor: Any) -> Iterator[Any]:
+    """The rows ``rows()`` names of table ``t`` (asked again for each block: a reader
+    may have moved to another version), columns ``names`` (``'nrow__'``: the row
+    number), as ``out_flavor`` (namedtuples, tuples)."""
     blen = _block_rows(t)
-    cols = t.column_dict()
 
     def block(i: int) -> list | None:  # block i of the rows of the state read now
-        part = rows[i * blen:(i + 1) * blen]
+        part = rows()[i * blen:(i + 1) * blen]
+        cols = t.column_dict()  # the columns of that state (a reader may have moved on)
         values = [list(part) if n == "nrow__" else read_any(cols[n], part).tolist()
                   for n in names]
         return (list(zip(*values, strict=True)) if values else [()] * len(part)) or None
@@ -37,14 +38,14 @@ def iter_rows(t: Any, rows: range, names: list[str], limit: int | None, skip: in
                    names, out_flavor)
 
 
-def iter_blocks(t: Any, rows: range, names: list[str],
+def iter_blocks(t: Any, rows: Callable[[], range], names: list[str],
                 blen: int | None) -> Iterator[np.ndarray]:
-    """Rows ``rows`` of table ``t`` (step 1), columns ``names``, as structured arrays of
-    ``blen`` rows (default: the shortest chunk)."""
+    """The rows ``rows()`` names of table ``t`` (step 1; see :func:`iter_rows`), columns
+    ``names``, as structured arrays of ``blen`` rows (default: the shortest chunk)."""
     size = blen or min((c.chunklen for c in t.column_objects()), default=1024)
 
     def block(i: int) -> np.ndarray | None:  # block i of the rows of the state read now
-        part = rows[i * size:(i + 1) * size]
+        part = rows()[i * size:(i + 1) * size]
         return t.records(slice(part.start, part.stop), names) if part else None
 
     return refresh.blockwise(t.read_committed, block)
