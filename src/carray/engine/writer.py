@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
@@ -36,9 +37,20 @@ from carray.grid import NDGrid, plan, scatter
 from carray.keys import CoordKey, OrthoKey
 from carray.layouts.base import Layout
 
-# A tail bigger than this is not kept decoded between writes: it is written out
-# and decoded again when needed.
-TAIL_BUDGET = 64 * 2**20
+
+def _tail_budget() -> int:
+    """Bytes of a tail kept decoded between writes: a sixteenth of the machine's memory,
+    within 64 MiB..1 GiB.  A bigger tail is written out and decoded again when needed,
+    so appending a frame at a time to an array of large frames rewrites its last run of
+    chunks every time: the budget decides up to which frame size that never happens."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        memory = 0
+    return min(2**30, max(64 * 2**20, memory // 16))
+
+
+TAIL_BUDGET = _tail_budget()
 
 
 class Writer:
