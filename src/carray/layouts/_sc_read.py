@@ -171,6 +171,9 @@ class RecordReader:
         if not self.verify or not self._dsize:
             head = self.read(key, min(cb, _HEAD_READ), e.off)
             return _Head(key, e.off, cb, head, None, {})
+        if not self._page:
+            raise FormatError(f"chunk {nchunk} has page digests but the metadata gives no "
+                              "page_size", url, e.off)
         ndig = npages(cb, self._page) * self._dsize
         if cb + self._dsize + ndig <= _SMALL_RECORD:
             rec = self.read(key, cb + self._dsize + ndig, e.off)
