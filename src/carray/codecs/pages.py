@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from carray.codecs.checksums import Checksum
@@ -121,4 +122,60 @@ def checked_head(head: bytes, size: int, digests: bytes, checksum: Checksum, pag
     return head[:keep]
 
 
-__all__ = ["PAGE_SIZE", "PagedReader", "checked_head", "npages", "page_digests"]
+@dataclass(frozen=True)
+class ChunkDigests:
+    """What guards one stored chunk of ``size`` bytes: the digest of the whole chunk
+    (checked by whole-chunk reads) and the digest of each of its pages (checked by
+    ranged reads, :class:`PagedReader`), made by ``checksum``."""
+
+    checksum: Checksum
+    page: int
+    size: int
+    digest: bytes
+    pages: bytes
+
+    @classmethod
+    def of(cls, data: Any, checksum: Checksum, page: int = PAGE_SIZE) -> ChunkDigests:
+        """The digests of the stored chunk ``data``."""
+        view = memoryview(data).cast("B")
+        return cls(checksum, page, len(view), checksum.digest(view),
+                   page_digests(view, checksum, page))
+
+    @property
+    def packed(self) -> bytes:
+        """The chunk digest then the page digests, as layouts keep them side by side."""
+        return self.digest + self.pages
+
+    @classmethod
+    def unpack(cls, packed: bytes, size: int, checksum: Checksum,
+               page: int = PAGE_SIZE) -> ChunkDigests:
+        """The inverse of :attr:`packed` for a chunk of ``size`` bytes."""
+        d = checksum.size
+        if len(packed) != d * (1 + npages(size, page)):
+            raise ValueError(f"{len(packed)} bytes of digests do not fit a chunk of {size}")
+        return cls(checksum, page, size, packed[:d], packed[d:])
+
+    def check(self, data: Any, path: str | os.PathLike[str] | None = None,
+              base: int = 0) -> None:
+        """Raise :class:`ChecksumError` unless ``data`` is the chunk these digests guard."""
+        view = memoryview(data).cast("B")
+        if len(view) != self.size:
+            raise FormatError(f"chunk of {len(view)} bytes, {self.size} expected", path, base)
+        if self.checksum.digest(view) != self.digest:
+            raise ChecksumError(f"chunk: {self.checksum.name} checksum mismatch", path, base)
+
+    def check_pages(self, data: Any, path: str | os.PathLike[str] | None = None,
+                    base: int = 0) -> None:
+        """Check every page digest against the whole chunk ``data`` (what a verifier does:
+        a page digest no read would accept is damage too)."""
+        self.reader(lambda o, n: b"", path, base).checked(data, 0)
+
+    def reader(self, read_raw: Callable[[int, int], bytes],
+               path: str | os.PathLike[str] | None = None, base: int = 0) -> PagedReader:
+        """Checked ranged reads of the chunk through ``read_raw(offset, length)``."""
+        return PagedReader(self.size, read_raw, self.pages, self.checksum, self.page,
+                           path, base)
+
+
+__all__ = ["PAGE_SIZE", "ChunkDigests", "PagedReader", "checked_head", "npages",
+           "page_digests"]
