@@ -91,7 +91,8 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
             layout = SuperchunkLayout.create(rootdir, meta, mode=mode, fsync=fsync,
                                              store=store, **storage)
         else:
-            layout = BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store)
+            layout = BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store,
+                                        verify=storage.get("verify", True))
     finally:
         if old_lock is not None:
             old_lock.release()
@@ -123,15 +124,17 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
     lock = WriteLock.acquire(store, rootdir) if not readonly and storage.get("lock", True) \
         else None
     opened: tuple[Layout, ArrayMeta, int]
+    verify = storage.get("verify", True)
     try:
         if kind.cls is B2ndLayout:
-            opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store)
+            opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store,
+                                     verify=verify)
         elif kind.cls is SuperchunkLayout:
             opened = SuperchunkLayout.open(rootdir, readonly=readonly, fsync=fsync,
-                                           verify=storage.get("verify", True), store=store)
+                                           verify=verify, store=store)
         else:
             opened = BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync,
-                                      allow_pickle=allow_pickle, store=store)
+                                      allow_pickle=allow_pickle, store=store, verify=verify)
     except BaseException:
         if lock is not None:
             lock.release()
