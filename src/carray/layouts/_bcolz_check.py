@@ -7,7 +7,9 @@ carray appends a trailer to every chunk file it writes::
 
     | page digests | chunk digest | id u8 | log2 page u8 | version u8 | 0 u8 | length u32 | "caDG" |
 
-(little-endian; ``length`` counts the whole trailer), and adds a last key,
+(little-endian; ``length`` counts the whole trailer; the chunk digest covers the
+Blosc chunk and the page digests after it, so a whole-chunk read, which checks it,
+also finds damage to the page digests that ranged reads rely on), and adds a last key,
 ``carray_check``, to ``meta/sizes``: the checksum's name, the digest of the other
 three keys as bcolz would write them, and the digest of ``meta/storage``.
 
@@ -27,7 +29,7 @@ import struct
 from typing import Any
 
 from carray.codecs.checksums import CHECKSUMS, Checksum, get_checksum
-from carray.codecs.pages import PAGE_SIZE, ChunkDigests, npages
+from carray.codecs.pages import PAGE_SIZE, ChunkDigests, npages, page_digests
 from carray.errors import ChecksumError, FormatError
 
 TRAILER_MAGIC = b"caDG"
@@ -40,10 +42,19 @@ _SIZES_KEYS = ("shape", "nbytes", "cbytes")
 
 def build_trailer(chunk: Any, checksum: Checksum, page: int = PAGE_SIZE) -> bytes:
     """The trailer carray writes after the Blosc chunk ``chunk`` in its chunk file."""
-    digests = ChunkDigests.of(chunk, checksum, page)
-    length = len(digests.pages) + checksum.size + _TAIL.size
-    return digests.pages + digests.digest + _TAIL.pack(
+    pages = page_digests(chunk, checksum, page)
+    length = len(pages) + checksum.size + _TAIL.size
+    return pages + checksum.digest(bytes(chunk) + pages) + _TAIL.pack(
         checksum.id, page.bit_length() - 1, _VERSION, 0, length, TRAILER_MAGIC)
+
+
+def check_chunk(file: memoryview, start: int, digests: ChunkDigests,
+                path: str | os.PathLike[str]) -> None:
+    """Check the chunk at ``file[start:]`` and the page digests after it against the
+    chunk digest of its trailer (``file``: the whole chunk file)."""
+    covered = file[start:start + digests.size + len(digests.pages)]
+    if digests.checksum.digest(covered) != digests.digest:
+        raise ChecksumError(f"chunk: {digests.checksum.name} checksum mismatch", path, start)
 
 
 def trailer_length(cbytes: int, checksum: Checksum, page: int = PAGE_SIZE) -> int:

@@ -55,7 +55,13 @@ from carray.errors import (
     ReadOnlyError,
     UnsafeDataError,
 )
-from carray.layouts._bcolz_check import build_trailer, check_sizes, parse_trailer, seal_sizes
+from carray.layouts._bcolz_check import (
+    build_trailer,
+    check_chunk,
+    check_sizes,
+    parse_trailer,
+    seal_sizes,
+)
 from carray.layouts._bcolz_journal import JOURNAL_FILE, Journal, is_leftover, staged_name
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
 from carray.params import CNAMES, CParams
@@ -440,7 +446,7 @@ class BcolzLayout(SidecarFiles, Layout):
         chunk = buf[CHUNK_HEADER_SIZE:CHUNK_HEADER_SIZE + cbytes]
         digests = self._digests(cbytes, len(buf), lambda o, n: bytes(buf[o:o + n]), path)
         if digests is not None:
-            digests.check(chunk, path, CHUNK_HEADER_SIZE)
+            check_chunk(buf, CHUNK_HEADER_SIZE, digests, path)
         return chunk
 
     def stored_digests(self, nchunk: int) -> ChunkDigests | None:
