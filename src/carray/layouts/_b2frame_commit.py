@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,9 @@ from carray.layouts.base import ArrayMeta
 from carray.params import CParams
 from carray.stores import Handle, Store
 
+#: Seconds a sparse frame's chunk file no commit refers to any more is kept for readers
+#: still reading an older commit (all go when the writer closes).
+GRACE = 5.0
 #: After a commit the frame file is rewritten packed once what no commit refers to any
 #: more (replaced chunks, old offsets and trailers) passes this share of what it does:
 #: a frame never takes more than 1.25 times the space of the same data written at once.
@@ -88,6 +92,7 @@ class FrameParts:
     _vlmeta: dict[str, bytes]
     _committed: np.ndarray
     _committed_files: set[int]
+    _unreferenced: dict[int, float]  # sparse: chunk file -> when commits stopped using it
     _pending: set[int]
     _data_end: int
     _end: int
@@ -298,18 +303,29 @@ class FrameCommits(FrameParts):
         if self.fsync or self.store.remote:
             self._file().sync()
 
-    def _delete_unreferenced(self, offsets: np.ndarray) -> None:
-        """After a sparse commit: remove chunk files the old commit alone referred to."""
+    def _delete_unreferenced(self, offsets: np.ndarray, grace: float = GRACE) -> None:
+        """After a sparse commit: remove chunk files the old commits alone referred to,
+        once no commit has referred to them for ``grace`` seconds.
+
+        A reader in another process reads the chunk files of the commit it opened:
+        deleting them at once would fail reads that began just before this commit
+        (they would open the frame again and retry, and fail again under a writer
+        committing faster than they read).
+        """
         keep = {int(o) for o in offsets[offsets >= 0]}
-        stale = self._committed_files - keep
-        for number in sorted(stale):
+        now = time.monotonic()
+        for number in self._committed_files - keep:
+            self._unreferenced.setdefault(number, now)
+        self._committed_files = keep
+        due = sorted(n for n, since in self._unreferenced.items() if now - since >= grace)
+        for number in due:
             try:
                 self.store.delete(self._chunk_file(number))
             except FileNotFoundError:
                 pass
-        if stale and self.fsync:
+            del self._unreferenced[number]
+        if due and self.fsync:
             self.store.sync_dir(self.path)
-        self._committed_files = keep
 
     def _maybe_compact(self) -> None:
         n = len(self._committed)

@@ -20,12 +20,15 @@ under a temporary name and renamed over the old one, as is any commit of an
 empty frame (c-blosc2 wants its trailer right after the header then) or of a
 header larger than a page.  Readers in other processes therefore never see bytes
 they were given change: what a commit they opened refers to stays where it is
-until a rename replaces the whole file (their handle keeps the old one).  Sparse: every new chunk version goes to a new
-file number (temporary name, then rename); a commit fsyncs them and the
-directory, replaces ``chunks.b2frame`` atomically, fsyncs the directory, and
-only then deletes the files nothing references any more.  A writer killed at
-any point leaves the frame at its last commit; the next writer drops what it
-left behind (bytes past ``frame_len``, orphan chunk files).
+until a rename replaces the whole file (their handle keeps the old one).
+
+Sparse: every new chunk version goes to a new file number (temporary name, then
+rename); a commit fsyncs them and the directory, replaces ``chunks.b2frame``
+atomically, fsyncs the directory, and only then deletes the files no commit has
+referred to for ``GRACE`` seconds (readers of an older commit still read them; the
+rest go when the writer closes).  A writer killed at any point leaves the frame at
+its last commit; the next writer drops what it left behind (bytes past
+``frame_len``, orphan chunk files).
 
 Checks.  Every commit records the digest of each chunk carray wrote, of each 4 KiB
 page of it, and of the frame's header, offsets and trailer, in a vlmeta entry, and
@@ -36,6 +39,7 @@ program wrote or changed since (their header lacks the mark) read unchecked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -266,6 +270,7 @@ class B2ndLayout(FrameCommits, Layout):
             self._tail = hdr.frame_len - self._data_end   # offsets chunk + trailer
         else:
             self._committed_files = {int(o) for o in offsets[offsets >= 0]}
+            self._unreferenced: dict[int, float] = {}
             self._pending: set[int] = set()
             self._next_file = max(self._committed_files, default=-1) + 1
             if not self.readonly:
@@ -644,6 +649,9 @@ class B2ndLayout(FrameCommits, Layout):
 
     def close(self) -> None:
         """Release file handles.  Anything not committed is lost, by design."""
+        if not self.contiguous and not self.readonly and self._unreferenced:
+            with contextlib.suppress(OSError):  # else the next writer's open removes them
+                self._delete_unreferenced(self._committed, grace=0.0)
         with self._lock:
             handles = ([self._fd] if self._fd is not None else []) + self._retired
             self._fd, self._retired = None, []
