@@ -47,8 +47,9 @@ from carray.params import CParams
 from carray.stores import Handle, Store
 
 #: Seconds a sparse frame's chunk file no commit refers to any more is kept for readers
-#: still reading an older commit (all go when the writer closes).
-GRACE = 5.0
+#: still reading an older commit, as long as such files take at most ``DEAD_SHARE`` of
+#: the space the commit uses, or ``GRACE_BYTES`` (all go when the writer closes).
+GRACE, GRACE_BYTES = 5.0, 2**20
 #: After a commit the frame file is rewritten packed once what no commit refers to any
 #: more (replaced chunks, old offsets and trailers) passes this share of what it does:
 #: a frame never takes more than 1.25 times the space of the same data written at once.
@@ -92,7 +93,8 @@ class FrameParts:
     _vlmeta: dict[str, bytes]
     _committed: np.ndarray
     _committed_files: set[int]
-    _unreferenced: dict[int, float]  # sparse: chunk file -> when commits stopped using it
+    # Sparse: chunk file -> (when commits stopped using it, its size).
+    _unreferenced: dict[int, tuple[float, int]]
     _pending: set[int]
     _data_end: int
     _end: int
@@ -305,7 +307,9 @@ class FrameCommits(FrameParts):
 
     def _delete_unreferenced(self, offsets: np.ndarray, grace: float = GRACE) -> None:
         """After a sparse commit: remove chunk files the old commits alone referred to,
-        once no commit has referred to them for ``grace`` seconds.
+        once no commit has referred to them for ``grace`` seconds, or sooner (oldest
+        first) when they take more than ``DEAD_SHARE`` of the space the commit uses and
+        more than ``GRACE_BYTES``.
 
         A reader in another process reads the chunk files of the commit it opened:
         deleting them at once would fail reads that began just before this commit
@@ -314,10 +318,21 @@ class FrameCommits(FrameParts):
         """
         keep = {int(o) for o in offsets[offsets >= 0]}
         now = time.monotonic()
-        for number in self._committed_files - keep:
-            self._unreferenced.setdefault(number, now)
+        for number in sorted(self._committed_files - keep):
+            if number not in self._unreferenced:
+                try:
+                    size = self.store.size(self._chunk_file(number))
+                except FileNotFoundError:
+                    continue
+                self._unreferenced[number] = (now, size)
         self._committed_files = keep
-        due = sorted(n for n, since in self._unreferenced.items() if now - since >= grace)
+        budget = max(DEAD_SHARE * self._live(len(offsets)), GRACE_BYTES)
+        dead = sum(size for _, size in self._unreferenced.values())
+        due = []
+        for number, (since, size) in sorted(self._unreferenced.items(), key=lambda i: i[1]):
+            if now - since >= grace or dead > budget:
+                due.append(number)
+                dead -= size
         for number in due:
             try:
                 self.store.delete(self._chunk_file(number))

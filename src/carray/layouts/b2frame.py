@@ -25,8 +25,9 @@ until a rename replaces the whole file (their handle keeps the old one).
 Sparse: every new chunk version goes to a new file number (temporary name, then
 rename); a commit fsyncs them and the directory, replaces ``chunks.b2frame``
 atomically, fsyncs the directory, and only then deletes the files no commit has
-referred to for ``GRACE`` seconds (readers of an older commit still read them; the
-rest go when the writer closes).  A writer killed at any point leaves the frame at
+referred to for ``GRACE`` seconds, or sooner once they pass both a quarter of the
+space the commit uses and ``GRACE_BYTES`` (readers of an older commit still read
+them; the rest go when the writer closes).  A writer killed at any point leaves the frame at
 its last commit; the next writer drops what it left behind (bytes past
 ``frame_len``, orphan chunk files).
 
@@ -270,7 +271,7 @@ class B2ndLayout(FrameCommits, Layout):
             self._tail = hdr.frame_len - self._data_end   # offsets chunk + trailer
         else:
             self._committed_files = {int(o) for o in offsets[offsets >= 0]}
-            self._unreferenced: dict[int, float] = {}
+            self._unreferenced: dict[int, tuple[float, int]] = {}
             self._pending: set[int] = set()
             self._next_file = max(self._committed_files, default=-1) + 1
             if not self.readonly:
