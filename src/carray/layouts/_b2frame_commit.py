@@ -12,6 +12,7 @@ import contextlib
 import struct
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from carray.formats._b2frame_header import (
 )
 from carray.formats._b2frame_write import offsets_chunk
 from carray.layouts._b2frame_meta import CARRAY_META, carray_meta
-from carray.layouts.base import ArrayMeta
+from carray.layouts.base import ArrayMeta, ChunkReader
 from carray.params import CParams
 from carray.stores import Handle, Store
 
@@ -105,6 +106,7 @@ class FrameParts:
     _table: FrameDigests | None
     _opened: np.ndarray
     _written: dict[int, ChunkDigests]
+    _readers: OrderedDict[int, tuple[int, ChunkReader]]
 
     if TYPE_CHECKING:
         def _check_writable(self) -> None: ...
@@ -407,6 +409,7 @@ class FrameCommits(FrameParts):
         with self._lock:
             self._fd = self.store.open(self.path, "r+")
             self._retired.append(old_fd)  # readers handed out earlier still use it
+            self._readers.clear()
             live = self._offs[:self._n] >= 0
             self._offs[:self._n][live] = [where[int(o)] for o in self._offs[:self._n][live]]
             self._written = {where[o]: d for o, d in known.items() if o in where}

@@ -44,6 +44,7 @@ import contextlib
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,7 @@ from carray.stores import LOCAL, Handle, Store
 __all__ = ["DEAD_SHARE", "B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
 _NOT_STORED = (_chunk.ZERO, _chunk.NAN, _chunk.UNINIT)
+_READERS = 256  # chunk readers kept (see B2ndLayout.chunk_reader)
 _CHUNK_FILE = re.compile(r"([0-9A-F]{8})\.chunk")
 _TMP_FILE = re.compile(r".+\.\d+\.tmp")
 
@@ -112,6 +114,8 @@ class B2ndLayout(FrameCommits, Layout):
         self._ck, self._page = get_checksum("adler32"), PAGE_SIZE
         # Digests of the chunk versions written since opening, by offset (or file number).
         self._written: dict[int, ChunkDigests] = {}
+        # Readers of the chunks read last: nchunk -> (offset, reader), under _lock.
+        self._readers: OrderedDict[int, tuple[int, ChunkReader]] = OrderedDict()
         self.contiguous = frame.contiguous
         self._index_path = path if frame.contiguous else store.join(path, SPARSE_INDEX)
         self._lock = threading.Lock()
@@ -448,13 +452,33 @@ class B2ndLayout(FrameCommits, Layout):
         return view
 
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
-        """``(read_at(offset, length), size)``: reads only the bytes asked for."""
+        """``(read_at(offset, length), size)``: reads only the bytes asked for.
+
+        Readers are kept for the chunks read last (with what decoders parsed from them,
+        their header and block table), so reading a few items of one chunk after
+        another costs one read of the blocks holding them.
+        """
         off = self._offset(nchunk)
         # A plugin chunk is read whole, decoded in its frame; with verify="full" every
         # chunk is, so its digest is checked first.
         if off < 0 or self._plugins or self.verify == "full":
             data = self._special(off) if off < 0 else bytes(self.read_chunk(nchunk))
             return ChunkReader(len(data), lambda o, n: bytes(data[o:o + n])), len(data)
+        with self._lock:
+            cached = self._readers.get(nchunk)
+            if cached is not None and cached[0] == off:
+                self._readers.move_to_end(nchunk)
+                return cached[1], cached[1].size
+        reader = self._new_reader(nchunk, off)
+        with self._lock:
+            self._readers[nchunk] = (off, reader)
+            if len(self._readers) > _READERS:
+                self._readers.popitem(last=False)
+        return reader, reader.size
+
+    def _new_reader(self, nchunk: int, off: int) -> ChunkReader:
+        """Ranged reads of stored chunk ``nchunk`` at ``off``, checked page by page against
+        its digests when it has them."""
         digests = self._checks(nchunk, off)
         if not self.contiguous:
             name = self._chunk_file(off)
@@ -463,12 +487,12 @@ class B2ndLayout(FrameCommits, Layout):
             except FileNotFoundError:
                 raise self._missing(nchunk, off) from None
             if digests is None:
-                return ChunkReader(reader.size, reader, reader.read_into), reader.size
+                return ChunkReader(reader.size, reader, reader.read_into, {})
             if reader.size != digests.size:
                 raise FormatError(f"chunk file of {reader.size} bytes, {digests.size} "
                                   "recorded", name)
-            paged = digests.reader(reader, name)
-            return ChunkReader(paged.size, paged.read, paged.read_into), paged.size
+            paged = digests.reader(reader, name, 0, reader.read_into)
+            return ChunkReader(paged.size, paged.read, paged.read_into, {})
         start, size = self._extent(nchunk, off, digests)
         fd = self._file()  # compaction retires, never closes, a handle in use
 
@@ -481,10 +505,10 @@ class B2ndLayout(FrameCommits, Layout):
             return fd.pread_into(view, start + offset)
 
         if digests is None:
-            return ChunkReader(size, read_at, read_into), size
+            return ChunkReader(size, read_at, read_into, {})
         # Every byte handed out is checked against the digest of its page.
-        paged = digests.reader(read_at, self.path, start)
-        return ChunkReader(size, paged.read, paged.read_into), size
+        paged = digests.reader(read_at, self.path, start, read_into)
+        return ChunkReader(size, paged.read, paged.read_into, {})
 
     # -- writing --------------------------------------------------------------------------
 
@@ -555,6 +579,7 @@ class B2ndLayout(FrameCommits, Layout):
             raise ValueError(f"chunk holds {h.nbytes} bytes decoded; every chunk of this frame "
                              f"holds {self._chunk_nbytes} (edge chunks padded)")
         data = data[:h.cbytes]
+        self._forget_reader(nchunk)
         old = self._release(nchunk)
         code = special_code_of(data)
         if code in _NOT_STORED and h.cbytes == BLOSC2_HEADER:
@@ -578,6 +603,12 @@ class B2ndLayout(FrameCommits, Layout):
         self._stamps[nchunk] = (off, self._serial)
         return size - old
 
+    def _forget_reader(self, nchunk: int) -> None:
+        """Drop the kept reader of chunk ``nchunk`` (its bytes are being replaced: a new
+        version may reuse the offset of one never committed)."""
+        with self._lock:
+            self._readers.pop(nchunk, None)
+
     def chunk_digest(self, data: bytes) -> bytes:
         """The chunk's digest and page digests (recorded at the next commit)."""
         return ChunkDigests.of(data, self._ck, self._page).packed
@@ -598,6 +629,7 @@ class B2ndLayout(FrameCommits, Layout):
         first = max(int(first), 0)
         removed = 0
         for n in range(self._n - 1, first - 1, -1):  # last first, so the tail is reclaimed
+            self._forget_reader(n)
             removed += self._release(n)
             self._stamps.pop(n, None)
         if first < self._n:
@@ -656,6 +688,7 @@ class B2ndLayout(FrameCommits, Layout):
         with self._lock:
             handles = ([self._fd] if self._fd is not None else []) + self._retired
             self._fd, self._retired = None, []
+            self._readers.clear()
         for h in handles:
             h.close()
         self.release_lock()

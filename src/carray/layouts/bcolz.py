@@ -46,7 +46,7 @@ import numpy as np
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
 from carray.codecs.checksums import get_checksum
-from carray.codecs.pages import ChunkDigests
+from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.codecs.pipeline import check_blosc1_filters
 from carray.dtypes import check_dtype, checked_shape, parse_descr
 from carray.errors import (
@@ -501,17 +501,26 @@ class BcolzLayout(SidecarFiles, Layout):
         """Ranged reads of the chunk in the open chunk file ``h``: through its page
         digests when it has them, so every byte handed out is checked."""
         base = CHUNK_HEADER_SIZE
-        cbytes = self._cbytes(h.pread(base + blosc.BLOSC1_HEADER, 0), path, h.size)
+        # The prefix and the chunk's first page (its header and, usually, block table)
+        # in one read; decoders ask for that page first.
+        first = h.pread(base + PAGE_SIZE, 0)
+        cbytes = self._cbytes(first, path, h.size)
+        head = first[base:base + cbytes]
         digests = self._digests(cbytes, h.size, lambda o, n: h.pread(n, o), path)
-        if digests is None:
-            return ChunkReader(cbytes, lambda offset, length: h.pread(
-                                   max(0, min(length, cbytes - offset)), base + offset),
-                               lambda offset, out: h.pread_into(
-                                   memoryview(out).cast("B")[:max(0, cbytes - offset)],
-                                   base + offset), {})
-        paged = digests.reader(lambda offset, length: h.pread(length, base + offset), path,
-                               base)
-        return ChunkReader(cbytes, paged.read, paged.read_into, {})
+        if digests is not None:
+            paged = digests.reader(lambda offset, length: h.pread(length, base + offset),
+                                   path, base, lambda offset, out: h.pread_into(out, base + offset),
+                                   head)
+            return ChunkReader(cbytes, paged.read, paged.read_into, {})
+
+        def read_at(offset: int, length: int) -> bytes:
+            stop = min(offset + length, cbytes)
+            if stop <= len(head):
+                return head[offset:stop]
+            return h.pread(max(0, stop - offset), base + offset)
+
+        return ChunkReader(cbytes, read_at, lambda offset, out: h.pread_into(
+            memoryview(out).cast("B")[:max(0, cbytes - offset)], base + offset), {})
 
     def _forget(self, nchunk: int) -> None:
         with self._files_lock:
