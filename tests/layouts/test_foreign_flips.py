@@ -17,7 +17,7 @@ import pytest
 from flips import Tally, expected, sweep
 
 import carray as ca
-from carray.formats.b2frame import read_frame
+from carray.formats.b2frame import read_frame, write_array
 from carray.layouts.bcolz import CHUNK_HEADER_SIZE
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
@@ -120,3 +120,17 @@ def test_b2nd_flips(tmp_path, name, data, kw):
     ca.carray(data, rootdir=str(path), mode="w", **kw).close()
     np.testing.assert_array_equal(ca.open(str(path), mode="r")[:], data)
     _run(tmp_path, str(path), _b2nd_targets(path))
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["file", "sparse"])
+def test_write_array_flips(tmp_path, contiguous):
+    """Frames ``carray.formats.b2frame.write_array`` writes carry the same record."""
+    data = _RNG.integers(0, 9, (23, 30, 17)).astype("f4")
+    path = tmp_path / "w.b2nd"
+    write_array(data, path, chunks=(10, 12, 9), blocks=(4, 5, 3), contiguous=contiguous,
+                vlmeta={"units": "K"})
+    with read_frame(path) as f:
+        assert f.digests is not None
+    np.testing.assert_array_equal(ca.open(str(path), mode="r")[:], data)
+    targets = _b2nd_targets(path)
+    _run(tmp_path, str(path), targets if SOAK else targets[::3])
