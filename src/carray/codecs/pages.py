@@ -228,7 +228,8 @@ class ChunkDigests:
         if len(view) != self.size:
             raise FormatError(f"chunk of {len(view)} bytes, {self.size} expected", path, base)
         if self.checksum.digest(view) != self.digest:
-            raise ChecksumError(f"chunk: {self.checksum.name} checksum mismatch", path, base)
+            raise ChecksumError(f"{self.checksum.name} checksum mismatch over the chunk's "
+                                f"{self.size} bytes", path, base)
 
     def check_pages(self, data: Any, path: str | os.PathLike[str] | None = None,
                     base: int = 0) -> None:

@@ -54,7 +54,8 @@ def check_chunk(file: memoryview, start: int, digests: ChunkDigests,
     chunk digest of its trailer (``file``: the whole chunk file)."""
     covered = file[start:start + digests.size + len(digests.pages)]
     if digests.checksum.digest(covered) != digests.digest:
-        raise ChecksumError(f"chunk: {digests.checksum.name} checksum mismatch", path, start)
+        raise ChecksumError(f"{digests.checksum.name} checksum mismatch over the chunk and "
+                            "its page digests", path, start)
 
 
 def trailer_length(cbytes: int, checksum: Checksum, page: int = PAGE_SIZE) -> int:
