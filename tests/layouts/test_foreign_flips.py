@@ -21,6 +21,8 @@ from carray.formats.b2frame import read_frame, write_array
 from carray.layouts.bcolz import CHUNK_HEADER_SIZE
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
+# Every byte of a dataset takes minutes: the per-test timeout is for CI's sample.
+pytestmark = [pytest.mark.timeout(0)] if SOAK else []
 # Bytes flipped per dataset in CI, spread evenly over each kind: headers, tables,
 # trailers and JSON metadata; chunk data.
 META_SAMPLE, DATA_SAMPLE = 160, 40
