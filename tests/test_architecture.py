@@ -12,16 +12,16 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
 # Bottom to top: a module may import from its own layer and the layers below it.
 LAYERS: list[set[str]] = [
     {"errors", "problems", "params", "_util", "safejson", "dtypes", "_fileio", "defaults",
-     "_html"},
+     "_html", "attrvalues", "attrpack"},
     {"stores"},
     {"codecs", "_parallel"},
     {"geometry", "grid", "keys", "shapes", "chunkio"},
-    {"formats", "layouts"},
+    {"formats", "layouts", "versions"},
     {"engine"},
     {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
      "table_columns", "tables_interop", "query", "compute", "_table_verify",
      "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
-     "_table_refresh"},
+     "_table_refresh", "table_store", "_table_bcolz", "table_history"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -114,9 +114,8 @@ def test_storage_records_chunk_and_block_shapes(tmp_path, cube):
     ca.carray(cube, chunks=(20, 33, 21), blocks=(4, 11, 7), rootdir=tmp_path / "a").close()
     storage = json.loads((tmp_path / "a" / "meta" / "storage").read_text())
     assert storage["chunkshape"] == [20, 33, 21] and storage["blockshape"] == [4, 11, 7]
-    sizes = json.loads((tmp_path / "a" / "meta" / "sizes").read_text())
-    assert sizes["shape"] == [40, 33, 21]
     a = ca.open(tmp_path / "a", mode="r")
+    assert a.shape == (40, 33, 21) and a.versions()[0].shape == (40, 33, 21)
     assert a.chunks == (20, 33, 21) and a.blocks == (4, 11, 7)
 
 

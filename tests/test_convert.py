@@ -111,8 +111,93 @@ def test_cli_convert_with_options_and_bar(tmp_path, cube, capsys):
     np.testing.assert_array_equal(d[:], cube)
     assert main(argv) == 1
     assert "already exists" in capsys.readouterr().err
-    assert main([*argv, "--force", "--to", "npy"]) == 0
+    # A .npy file has no chunks, blocks or codec: refused, not ignored.
+    assert main([*argv, "--force", "--to", "npy"]) == 1
+    assert "neither chunked nor compressed" in capsys.readouterr().err
+    assert main([*argv[:3], "--force", "--to", "npy"]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "d.b2nd"), cube)
+
+
+@pytest.mark.parametrize(("dst", "options", "message"), [
+    ("x.npy", ["--chunks", "10,17,11"], "a .npy file is neither chunked nor compressed"),
+    ("x.npy", ["--clevel", "3"], "a .npy file is neither chunked nor compressed"),
+    ("x.carray", ["--chunks", "10,10"], "chunks (10, 10) is for a 2-d array, but the array is "
+                                        "3-d (shape (30, 17, 11))"),
+    ("x.b2nd", ["--blocks", "5"], "blocks (5,) is for a 1-d array"),
+    ("x.zarr", ["--chunks", "10"], "chunks (10,) is for a 1-d array"),
+    ("x.carray", ["--chunks", "10,0,11"], "every size must be at least 1"),
+    ("x.bcolz", ["--chunks", "10,5,11"], "chunk by whole rows: chunks (10, 5, 11) must be "
+                                         "N,17,11"),
+    ("x.bcolz", ["--blocks", "5,17,11"], "bcolz directories have no blocks"),
+    ("x.zarr", ["--blocks", "5,17,11"], "Zarr arrays have no blocks"),
+    ("x.carray", ["--unlimited", "t"], "--unlimited: only a dataset converted to NetCDF"),
+])
+def test_cli_convert_refuses_options_the_output_cannot_take(tmp_path, cube, capsys, dst,
+                                                             options, message):
+    if dst.endswith(".zarr"):
+        pytest.importorskip("zarr")
+    np.save(tmp_path / "s.npy", cube)
+    assert main(["convert", str(tmp_path / "s.npy"), str(tmp_path / dst), *options]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / dst).exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["s.npy"]  # no temporary left either
+
+
+def test_bcolz_chunks_of_whole_rows_are_its_chunklen(tmp_path, cube):
+    np.save(tmp_path / "s.npy", cube)
+    convert(tmp_path / "s.npy", tmp_path / "x.bcolz", chunks=(4, 17, 11))
+    with ca.open(tmp_path / "x.bcolz", mode="r") as x:
+        assert x.chunklen == 4 and x.chunks == (4, 17, 11)
+        np.testing.assert_array_equal(x[:], cube)
+
+
+@pytest.mark.parametrize("kind", ["dataset", "table"])
+def test_cli_convert_refuses_array_options_for_datasets_and_tables(tmp_path, capsys, kind):
+    if kind == "table":
+        pytest.importorskip("pyarrow")
+        src, dst = DATA / "bcolz" / "t_basic.bcolz", tmp_path / "t.parquet"
+    else:
+        src, dst = DATA / "ds" / "medium.ds", tmp_path / "m.ds"
+    assert main(["convert", str(src), str(dst), "--chunks", "10", "--codec", "zstd"]) == 1
+    assert f"--chunks, --codec: only array conversions take these; this one converts a " \
+           f"{kind}" in capsys.readouterr().err
+    assert not dst.exists()
+
+
+def test_cli_convert_keeps_an_existing_dataset_unless_forced(tmp_path, capsys):
+    (tmp_path / "m.ds").write_bytes(b"old")
+    assert main(["convert", str(DATA / "ds" / "medium.ds"), str(tmp_path / "m.ds")]) == 1
+    assert "already exists (pass --force)" in capsys.readouterr().err
+    assert (tmp_path / "m.ds").read_bytes() == b"old"
+    assert main(["convert", "--force", str(DATA / "ds" / "medium.ds"), str(tmp_path / "m.ds")]) == 0
+    assert ca.ds.read_header(tmp_path / "m.ds") == ca.ds.read_header(DATA / "ds" / "medium.ds")
+
+
+def test_a_bloscpack_source_keeps_its_codec_and_shuffle(tmp_path, cube):
+    ca.bloscpack.pack_array(cube, tmp_path / "s.blp",
+                            cparams=ca.CParams(cname="zstd", clevel=8, shuffle=ca.BITSHUFFLE))
+    convert(tmp_path / "s.blp", tmp_path / "d.carray")
+    with ca.open(tmp_path / "d.carray", mode="r") as d:
+        # Blosc headers do not record the level: Blosc's default stands for it.
+        assert (d.cparams.cname, d.cparams.shuffle, d.cparams.clevel) == \
+            ("zstd", ca.BITSHUFFLE, 5)
+        np.testing.assert_array_equal(d[:], cube)
+
+
+def test_a_blosc2_frame_source_keeps_its_codec(tmp_path, capsys):
+    data = np.arange(1000, dtype="u8")
+    blosc2.SChunk(chunksize=800, data=data, urlpath=str(tmp_path / "s.b2frame"), mode="w",
+                  cparams=blosc2.CParams(codec=blosc2.Codec.ZLIB, clevel=3, typesize=8,
+                                         filters=[blosc2.Filter.BITSHUFFLE]))
+    assert main(["info", str(tmp_path / "s.b2frame")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert {"codec   : zlib", "clevel  : 3", "shuffle : bitshuffle"} <= set(out)
+    convert(tmp_path / "s.b2frame", tmp_path / "d.carray")
+    with ca.open(tmp_path / "d.carray", mode="r") as d:
+        assert (d.cparams.cname, d.cparams.clevel, d.cparams.shuffle) == \
+            ("zlib", 3, ca.BITSHUFFLE)
+        np.testing.assert_array_equal(d[:], data)
 
 
 @pytest.mark.parametrize(("argv", "message"), [

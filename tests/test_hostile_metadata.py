@@ -35,6 +35,22 @@ def _superchunk(tmp_path: Path, name: str = "a") -> Path:
     return root
 
 
+def _legacy(tmp_path: Path, name: str = "old") -> Path:
+    """A superchunk directory written before versions (format 2): meta/sizes, meta/attrs."""
+    root = tmp_path / name
+    shutil.copytree(DATA / "carray_v2" / "a1d.carray", root)
+    return root
+
+
+def _edit_manifest(root: Path, **changes) -> None:
+    """Replace the newest manifest by a well-formed one whose array has ``changes``."""
+    from carray.versions import Manifest
+
+    path = sorted((root / "versions").glob("*.mf"))[-1]
+    m = Manifest.decode(path.read_bytes())
+    path.write_bytes(m.replace(members=(m.members[0].replace(**changes),)).encode())
+
+
 def _edit_json(path: Path, **changes) -> None:
     obj = json.loads(path.read_text())
     obj.update(changes)
@@ -108,21 +124,38 @@ def test_bloscpack_metadata_object_dtype(descr):
 
 
 def test_superchunk_attribute_holding_objects(tmp_path):
-    root = _superchunk(tmp_path)
     attrs = {"x": {"type": "array", "dtype": [["a", "|O"]], "shape": [1],
                    "encoding": "base64", "value": "AAAAAAAAAAA="}}
-    (root / "meta" / "attrs").write_text(json.dumps(attrs))
-    with pytest.raises(UnsafeDataError, match="attrs"):
+    root = _superchunk(tmp_path)
+    _edit_manifest(root, attrs=attrs)  # in a version
+    with pytest.raises(UnsafeDataError, match="attribute 'x'"):
         dict(ca.open(root, mode="r").attrs)
+    old = _legacy(tmp_path)
+    (old / "meta" / "attrs").write_text(json.dumps(attrs))  # in a directory of format 2
+    with pytest.raises(UnsafeDataError, match="attrs"):
+        dict(ca.open(old, mode="r").attrs)
 
 
 # -- the untyped errors of issue 14 -------------------------------------------------------------
 
 def test_deeply_nested_superchunk_attrs(tmp_path):
     root = _superchunk(tmp_path)
-    (root / "meta" / "attrs").write_text("[" * 100_000)
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises((FormatError, RecursionError, ValueError)):
+        _edit_manifest(root, attrs={"x": deep})  # no such manifest can even be written
+    mf = sorted((root / "versions").glob("*.mf"))[-1]
+    from carray.codecs.checksums import crc32
+
+    body = b"CAVERS01" + (200_002).to_bytes(4, "little") + b"[" * 100_000 + b"]" * 100_002
+    mf.write_bytes(body + crc32(body).to_bytes(4, "little"))
+    with pytest.raises(FormatError, match="manifest"):
+        ca.open(root, mode="r")
+    old = _legacy(tmp_path)
+    (old / "meta" / "attrs").write_text("[" * 100_000)
     with pytest.raises(FormatError, match="meta/attrs"):
-        dict(ca.open(root, mode="r").attrs)
+        dict(ca.open(old, mode="r").attrs)
 
 
 @pytest.mark.parametrize("name", ["__attrs__", "meta/storage", "meta/sizes"])
@@ -187,9 +220,13 @@ def test_lengths_beyond_the_files_are_refused_before_allocating(tmp_path, length
     _edit_json(root / "meta" / "sizes", shape=[length])
     with pytest.raises(FormatError, match="meta/sizes"):
         ca.open(root, mode="r")[:]
-    sc = _superchunk(tmp_path)
-    _edit_json(sc / "meta" / "sizes", shape=[length], length=length)
+    old = _legacy(tmp_path)
+    _edit_json(old / "meta" / "sizes", shape=[length], length=length)
     with pytest.raises(FormatError, match="meta/sizes"):
+        ca.open(old, mode="r")[:]
+    sc = _superchunk(tmp_path)
+    _edit_manifest(sc, shape=(length,))
+    with pytest.raises(FormatError, match="chunks for shape"):
         ca.open(sc, mode="r")[:]
 
 

@@ -55,10 +55,10 @@ def test_bcolz_cbytes_are_its_chunk_files(tmp_path):
 
 
 def test_superchunk_cbytes_are_the_chunks_in_its_files(tmp_path):
-    # No spare room: each superchunk file is a plain Bloscpack file whose chunks we can
-    # count with the Bloscpack reader.
+    # Blosc1 chunks and no spare room: each superchunk file is a plain Bloscpack file whose
+    # chunks we can count with the Bloscpack reader.
     a = ca.carray(_values(), rootdir=tmp_path / "a", mode="w",
-                  storage={"spare": 0, "checksum": "none"})
+                  storage={"spare": 0, "checksum": "none", "blosc1": True})
     a.close()
     files = sorted((tmp_path / "a" / "data").iterdir())
     in_files = sum(bloscpack.info(f)["cbytes"] for f in files)

@@ -105,8 +105,21 @@ def test_unsafe_column_names_are_refused(tmp_path, bad):
         t.addcol(np.arange(3), name=bad)
 
 
-def test_unsafe_names_on_disk_are_refused(tmp_path):
+def test_unsafe_names_in_a_version_are_refused(tmp_path):
+    from carray.versions import Manifest
+
     t = ca.ctable({"a": np.arange(3)}, rootdir=str(tmp_path / "t"))
+    t.close()
+    newest = sorted((tmp_path / "t" / "versions").glob("*.mf"))[-1]
+    m = Manifest.decode(newest.read_bytes())
+    for columns in ({"../evil": "array"}, {"a": "array", "missing": "array"}, ["a"]):
+        newest.write_bytes(m.replace(meta={**m.meta, "columns": columns}).encode())
+        with pytest.raises(ca.FormatError):
+            ca.open(str(tmp_path / "t"))
+
+
+def test_unsafe_names_on_disk_are_refused(tmp_path):
+    t = ca.ctable({"a": np.arange(3)}, rootdir=str(tmp_path / "t"), format="bcolz")
     t.close()
     (tmp_path / "t" / "__rootdirs__").write_text(json.dumps({"names": ["../evil"]}) + "\n")
     with pytest.raises(ca.FormatError, match="bad column name"):
@@ -204,9 +217,9 @@ def test_addcol_delcol_persist_at_once(where):
     t2 = reopen(t)  # no flush needed for structure: reopen sees it
     assert t2.names == ["f", "s", "f4"]
     np.testing.assert_array_equal(t2["f4"][:], rec["u"])
-    if where:
-        assert sorted(os.listdir(where["rootdir"])) == ["__attrs__", "__commits__",
-                                                        "__rootdirs__", "f", "f4", "s"]
+    if where:  # the directories of dropped columns go once no kept version has them
+        assert sorted(os.listdir(where["rootdir"])) == ["__table__", "f", "f4", "s",
+                                                        "versions"]
 
 
 def test_addcol_move_takes_an_existing_carray_directory(tmp_path):
@@ -280,11 +293,26 @@ def test_modes(tmp_path):
         ca.ctable(rootdir=str(tmp_path / "none"), mode="r")
 
 
+def test_a_column_alone_keeps_the_table_length(tmp_path):
+    root = str(tmp_path / "t")
+    ca.ctable({"a": np.arange(10), "b": np.arange(10.0)}, rootdir=root).close()
+    a = ca.open(os.path.join(root, "a"))  # a writer of the column, holding the table's lock
+    a[3] = -3  # edits are versions of the table
+    a.flush()
+    a.append(np.arange(10, 16))
+    with pytest.raises(ValueError, match="table's length"):
+        a.flush()
+    a.resize(10)
+    a.close()
+    t = ca.open(root, mode="r")
+    assert len(t) == 10 and t["a"][3] == -3
+
+
 def test_interrupted_append_never_shows_uneven_columns(tmp_path):
-    """A crash between column flushes: readers see the shorter length."""
+    """A bcolz table: a crash between column flushes: readers see the shorter length."""
     root = str(tmp_path / "t")
     t = ca.ctable({"a": np.arange(10), "b": np.arange(10.0), "s": np.array(
-        ["x"] * 10, dtype=object)}, rootdir=root, chunklen=4)
+        ["x"] * 10, dtype=object)}, rootdir=root, chunklen=4, format="bcolz")
     t.close()
     # Simulate the crash: one column got the new rows, the others did not.
     a = ca.open(os.path.join(root, "a"))

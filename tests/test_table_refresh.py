@@ -189,14 +189,16 @@ def test_a_reader_after_a_kill_sees_the_last_commit(tmp_path, op, fmt):
         assert _values(rw) == got, f"{root}: the reader and the recovery disagree"
         rw.close()
         assert not os.path.exists(os.path.join(root, TXN_FILE))
-    assert with_record, "no kill point left an undo record behind"
+    # A bcolz table makes a change whole with an undo record; a versioned one publishes
+    # each change in one step, so a kill leaves no record to read through.
+    assert bool(with_record) == (fmt == "bcolz"), "undo records where there should be none"
 
 
 @pytest.mark.parametrize("op", ["setitem", "trim", "addcol"])
 def test_a_reader_after_a_kill_at_any_rename_sees_the_last_commit(tmp_path, op):
     states = _states(op)
     copies = _killed_copies(tmp_path, op, "rename", None)
-    assert len(copies) >= 2
+    assert copies  # a versioned table renames few files: its commit is one rename
     for root in copies:
         before = _snapshot(root)
         ro = ca.ctable(rootdir=root, mode="r")
@@ -209,11 +211,12 @@ def test_a_reader_after_a_kill_at_any_rename_sees_the_last_commit(tmp_path, op):
         rw.close()
 
 
-# -- in one process: a reader follows a writer's commits ------------------------------------
+# -- in one process: a reader of a bcolz table follows a writer's commits --------------------
+# (a reader of a versioned table holds its version until refresh(): tests/test_versions.py)
 
 def test_a_reader_follows_commits(tmp_path):
     root = str(tmp_path / "t")
-    w = ca.ctable(_base(), rootdir=root, chunklen=16)
+    w = ca.ctable(_base(), rootdir=root, chunklen=16, format="bcolz")
     r = ca.ctable(rootdir=root, mode="r")
     x_col = r["x"]
     assert len(r) == N
@@ -237,7 +240,7 @@ def test_a_reader_follows_commits(tmp_path):
 
 def test_iteration_continues_across_commits(tmp_path):
     root = str(tmp_path / "t")
-    w = ca.ctable(_base(), rootdir=root, chunklen=16)
+    w = ca.ctable(_base(), rootdir=root, chunklen=16, format="bcolz")
     r = ca.ctable(rootdir=root, mode="r")
     rows = r.iter()
     first = [next(rows) for _ in range(5)]
@@ -254,7 +257,7 @@ def test_iteration_continues_across_commits(tmp_path):
 
 def test_a_reader_follows_a_change_that_goes_on_without_reopening(tmp_path):
     root = str(tmp_path / "t")
-    ca.ctable(_base(), rootdir=root, chunklen=16).close()
+    ca.ctable(_base(), rootdir=root, chunklen=16, format="bcolz").close()
     w = ca.ctable(rootdir=root, mode="a", auto_flush=False)
     w[0:5] = (-1, -2.0, "a")  # recorded, then written to every column, not committed
     for name in w.names:
@@ -276,7 +279,7 @@ def test_a_reader_follows_a_change_that_goes_on_without_reopening(tmp_path):
 
 def test_a_read_overlapping_a_commit_is_read_again(tmp_path):
     root = str(tmp_path / "t")
-    w = ca.ctable(_base(), rootdir=root, chunklen=16)
+    w = ca.ctable(_base(), rootdir=root, chunklen=16, format="bcolz")
     r = ca.ctable(rootdir=root, mode="r")
     calls = []
 
@@ -303,7 +306,7 @@ def test_a_reader_errors_of_its_own_are_not_retried(tmp_path):
 
 def test_the_writer_counts_commits(tmp_path):
     root = str(tmp_path / "t")
-    t = ca.ctable(_base(), rootdir=root)
+    t = ca.ctable(_base(), rootdir=root, format="bcolz")
 
     def count() -> int:
         with open(os.path.join(root, COMMITS_FILE), "rb") as f:
@@ -322,7 +325,7 @@ def test_the_writer_counts_commits(tmp_path):
 
 def test_committed_view_puts_old_values_back_in_memory(tmp_path):
     root = str(tmp_path / "t")
-    t = ca.ctable(_base(), rootdir=root, chunklen=16)
+    t = ca.ctable(_base(), rootdir=root, chunklen=16, format="bcolz")
     t.append({"x": [1, 2], "y": [2.0, 4.0], "s": ["a", "b"]})
     t.close()
     cols = open_columns(LOCAL, root, "r", True, None, ca.ctable)[0]
@@ -342,7 +345,7 @@ def test_committed_view_puts_old_values_back_in_memory(tmp_path):
 
 def test_a_finishing_shrink_shows_its_new_length(tmp_path):
     root = str(tmp_path / "t")
-    ca.ctable(_base(), rootdir=root, chunklen=16).close()
+    ca.ctable(_base(), rootdir=root, chunklen=16, format="bcolz").close()
     cols = open_columns(LOCAL, root, "r", True, None, ca.ctable)[0]
     view, n = committed_view(dict(cols), Record("finish", 25, []))
     assert n == 25 and all(len(c) == 25 for c in view.values())

@@ -150,7 +150,7 @@ _UNFLUSHED = textwrap.dedent("""
 
 def test_a_column_flushed_alone_is_rolled_back(tmp_path):
     root = str(tmp_path / "u")
-    ca.ctable(_base(), rootdir=root, chunklen=16).close()
+    ca.ctable(_base(), rootdir=root, chunklen=16, format="bcolz").close()
     subprocess.run([sys.executable, "-c", _UNFLUSHED, root], check=True)
     assert os.path.exists(os.path.join(root, TXN_FILE))
     ro = ca.ctable(rootdir=root, mode="r")
@@ -160,6 +160,18 @@ def test_a_column_flushed_alone_is_rolled_back(tmp_path):
     assert _rows(t) == _rows(ca.ctable(_base()))
     t.close()
     assert not os.path.exists(os.path.join(root, TXN_FILE))
+
+
+def test_a_column_of_a_versioned_table_flushed_alone_waits_for_the_table(tmp_path):
+    root = str(tmp_path / "v")
+    ca.ctable(_base(), rootdir=root, chunklen=16).close()
+    subprocess.run([sys.executable, "-c", _UNFLUSHED, root], check=True)
+    ro = ca.ctable(rootdir=root, mode="r")
+    assert len(ro.versions()) == 1  # the columns' flushes published nothing
+    assert _rows(ro) == _rows(ca.ctable(_base()))
+    t = ca.ctable(rootdir=root, mode="a")
+    assert _rows(t) == _rows(ca.ctable(_base()))
+    t.close()
 
 
 _EXIT_UNFLUSHED = textwrap.dedent("""

@@ -47,10 +47,10 @@ def test_opening_reads_no_summaries(tmp_path, monkeypatch):
     root = str(tmp_path / "a")
     ca.carray(np.arange(1000), chunklen=10, rootdir=root).close()
     calls = []
-    from carray.layouts.base import SidecarFiles
+    from carray.layouts.base import Sidecars
 
-    original = SidecarFiles.load_sidecar
-    monkeypatch.setattr(SidecarFiles, "load_sidecar",
+    original = Sidecars.load
+    monkeypatch.setattr(Sidecars, "load",
                         lambda self, name: calls.append(name) or original(self, name))
     a = ca.open(root, mode="r")
     assert a[500] == 500 and calls == []

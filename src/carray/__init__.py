@@ -26,7 +26,9 @@ from carray.errors import (
     FormatError,
     ReadOnlyError,
     UnsafeDataError,
+    UnstorableAttributeError,
     UnsupportedDTypeError,
+    UnsupportedOptionError,
 )
 from carray.formats import bloscpack, ds
 from carray.params import (
@@ -47,6 +49,8 @@ from carray.toplevel import (
     open,
     open_array,
     open_table,
+    prune,
+    transaction,
     zeros,
 )
 from carray.vlstring import StringColumn
@@ -73,9 +77,10 @@ __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
     "AlignmentError", "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
-    "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnsupportedDTypeError",
+    "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",
+    "UnsupportedDTypeError", "UnsupportedOptionError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
-    "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "set_nthreads",
+    "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "prune", "transaction", "set_nthreads",
     "zeros",
     # bcolz's module-level API
     "blosc_compressor_list", "blosc_set_nthreads", "blosc_version", "defaults", "defaults_ctx",

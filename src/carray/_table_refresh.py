@@ -49,7 +49,7 @@ from carray.layouts.bcolz import read_json
 from carray.query import caller_scope
 from carray.stores import LOCAL, Store
 from carray.table_columns import clip_column
-from carray.tables_interop import ROOTDIRS, check_name
+from carray.table_store import ROOTDIRS, check_name, is_ctable
 from carray.vlstring import StringColumn, is_string_column
 
 _T = TypeVar("_T")
@@ -60,13 +60,9 @@ _T = TypeVar("_T")
 MAX_ATTEMPTS = 100
 
 
-def is_ctable(path: str | os.PathLike, store: Store = LOCAL) -> bool:
-    """Whether ``path`` holds a table (or nested column) directory."""
-    return store.isfile(store.join(os.fspath(path), ROOTDIRS))
-
-
 def is_nested_column(path: str | os.PathLike, store: Store = LOCAL) -> bool:
-    """Whether ``path`` holds a nested column (a directory of field columns)."""
+    """Whether ``path`` holds a nested column of a bcolz table (a directory of field
+    columns)."""
     return is_ctable(path, store)
 
 

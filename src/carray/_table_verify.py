@@ -13,15 +13,60 @@ from collections.abc import Iterator
 
 from carray.errors import CArrayError
 from carray.layouts import sniff_layout
+from carray.layouts._superchunk_verify import verify_dataset
 from carray.layouts.bcolz import ATTRS_FILE, BcolzLayout, read_json
 from carray.problems import Checked, Finding, Problem, tally
 from carray.stores import Store
-from carray.table import ROOTDIRS, check_name
+from carray.table_store import ROOTDIRS, check_name, is_versioned_table, member_names
+from carray.versions import Repository
 from carray.vlstring import MARKER, StringColumn, is_string_column
 
 
 def verify_table(store: Store, root: str) -> Iterator[Finding]:
     """Yield every problem of the table at ``root`` (and each chunk of its columns checked)."""
+    if is_versioned_table(root, store):
+        yield from verify_versioned_table(store, root)
+        return
+    yield from verify_bcolz_table(store, root)
+
+
+def verify_versioned_table(store: Store, root: str) -> Iterator[Finding]:
+    """Every kept version of a versioned table: its arrays (as every member of a dataset
+    is checked), and what each version says of its columns against its members."""
+    yield from verify_dataset(store, root)
+    repo = Repository(store, root)
+    for seq in repo.seqs():
+        try:
+            manifest = repo.load(seq)
+        except CArrayError:
+            continue  # reported above
+        where = repo.url(seq)
+        meta = manifest.meta if isinstance(manifest.meta, dict) else {}
+        columns = meta.get("columns")
+        if meta.get("kind") != "table" or not isinstance(columns, dict):
+            yield Problem(where, "", "the version does not describe a table")
+            continue
+        try:
+            for name in columns:
+                check_name(name)
+            expected = set(member_names(columns))
+        except (TypeError, ValueError, KeyError) as exc:
+            yield Problem(where, "", f"bad column description: {exc}")
+            continue
+        present = {m.name for m in manifest.members}
+        if expected != present:
+            yield Problem(where, "", f"columns need arrays {sorted(expected)}, the version "
+                          f"holds {sorted(present)}")
+        length = meta.get("length")
+        lengths = {m.name: (m.shape[0] if m.shape else 1) for m in manifest.members
+                   if not m.name.endswith(("/offsets", "/values"))}
+        if any(n != length for n in lengths.values()):
+            yield Problem(where, "", f"columns of {sorted(set(lengths.values()))} rows in a "
+                          f"table of {length}")
+
+
+def verify_bcolz_table(store: Store, root: str) -> Iterator[Finding]:
+    """A bcolz table directory: ``__rootdirs__``, ``__attrs__`` and every column."""
     names_path = store.url(store.join(root, ROOTDIRS))
     try:
         meta = read_json(store.join(root, ROOTDIRS), ROOTDIRS, store)
@@ -59,7 +104,7 @@ def _verify_column(store: Store, key: str, name: str) -> Iterator[Finding]:
         return
     kind = sniff_layout(key, store)
     if kind is None and store.exists(store.join(key, ROOTDIRS)):
-        yield from verify_table(store, key)  # a nested column: a table of its fields
+        yield from verify_bcolz_table(store, key)  # a nested column: a table of its fields
         return
     if kind is None:
         yield Problem(url, "", f"column {name!r} has no carray directory")

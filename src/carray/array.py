@@ -160,6 +160,9 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     storage_options : dict, optional
         Passed to the fsspec file system of a URL ``rootdir`` (credentials,
         endpoint, ...).
+    version, tag, as_of : optional
+        Open an earlier version of a stored array, read-only: by its id, by a tag
+        :meth:`snapshot` gave it, or the newest made at or before a datetime.
 
     Notes
     -----
@@ -185,7 +188,12 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
                  allow_pickle: bool = False, fsync: bool = True,
                  format: str | None = None,  # noqa: A002
                  storage: dict | None = None, storage_options: dict | None = None,
-                 order: str = "C") -> None:
+                 order: str = "C", version: str | None = None, tag: str | None = None,
+                 as_of: Any = None) -> None:
+        at = {k: v for k, v in (("version", version), ("tag", tag), ("as_of", as_of))
+              if v is not None}
+        if at:  # an earlier version: read-only
+            mode = "r"
         check_mode(mode)
         check_order(order)
         self._safe = bool(safe)
@@ -206,7 +214,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
                 default_format(rootdir)  # noqa: A001
         if rootdir is not None and array is None and path is not None and store.exists(path):
             engine = ArrayEngine.open(path, store=store, mode=mode, fsync=fsync,
-                                      allow_pickle=allow_pickle, storage=self._storage)
+                                      allow_pickle=allow_pickle, storage=self._storage, at=at)
             self._attach(engine)
             if mode == "w":
                 self.resize(0)
@@ -319,6 +327,18 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         self._attrs = Attrs(engine, self._mode)
         self._zones = ZoneMap.attach(engine)
 
+    def _history(self) -> Any:
+        return self._engine.history
+
+    def storage_kind(self) -> str:
+        """What this array is as a table's column (see :mod:`carray.table_store`)."""
+        return "array"
+
+    @property
+    def version(self) -> str | None:
+        """The id of the version this array shows (None where there are no versions)."""
+        return self._engine.version_id
+
     @property
     def engine(self) -> ArrayEngine:
         """The engine holding this array's storage state (for integrations and tables)."""
@@ -339,9 +359,12 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     def reopen_args(self) -> dict[str, Any]:
         """Keyword arguments that open this stored array again (mode 'a' or 'r')."""
-        return dict(rootdir=self._rootdir, mode="r" if self._mode == "r" else "a",
+        # A table's column reopens on its own (read-only): its table is not sent along.
+        storage = {k: v for k, v in self._storage.items() if k != "member"}
+        return dict(rootdir=self._rootdir, mode="r" if self._mode == "r" or
+                    "member" in self._storage else "a",
                     allow_pickle=self._engine.objects is not None, fsync=self._engine.fsync,
-                    storage=self._storage, storage_options=self._storage_options)
+                    storage=storage, storage_options=self._storage_options)
 
     # -- properties -----------------------------------------------------------------------
 
@@ -690,6 +713,10 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         if self._view_of is None:  # a view leaves the storage to the array it views
             self._engine.close()
 
+    def discard(self) -> None:
+        if self._view_of is None:
+            self._engine.release()
+
     @property
     def safe(self) -> bool:
         """bcolz's safe mode: values are always converted and checked, whatever it says."""
@@ -724,8 +751,14 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         self._engine.drop_cache()
 
     def copy(self, **kwargs: Any) -> carray:
-        """A new carray with the same items; keyword arguments as for the constructor
-        (``cparams=`` recompresses every chunk, ``rootdir=`` puts the copy on disk)."""
+        """A new carray with the same items and attributes; keyword arguments as for the
+        constructor (``cparams=`` recompresses every chunk, ``rootdir=`` puts it on disk)."""
+        attrs = self.attrs.checked()  # refused before anything is written
+        out = self._copy_items(**kwargs)
+        out.attrs.update(attrs)
+        return out
+
+    def _copy_items(self, **kwargs: Any) -> carray:
         if self._engine.objects is not None:
             kwargs.setdefault("cparams", self.cparams)
             return type(self)(self[:], dtype=object, allow_pickle=True, **kwargs)

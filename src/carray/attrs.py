@@ -1,10 +1,15 @@
-"""User attributes of a container: a dict persisted through its layout."""
+"""User attributes of a container: a dict persisted through its layout.
+
+Values are checked and copied when set (:func:`carray.attrvalues.normalise`), so
+what a container holds in memory is what every layout stores and reads back.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Protocol
 
+from carray.attrvalues import normalise
 from carray.errors import ReadOnlyError
 
 
@@ -37,11 +42,34 @@ class Attrs(MutableMapping):
         return self._load()[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
+        """Store ``value`` (a copy of it) under ``key``.
+
+        Raises
+        ------
+        UnstorableAttributeError
+            ``key`` is not a str, or ``value`` is not of a type carray stores
+            exactly (see :mod:`carray.attrvalues`); nothing is changed.
+        ReadOnlyError
+            The container is open in mode 'r'.
+        """
         self._writable()
+        value = normalise(key, value)
         data = dict(self._load())
-        data[key] = value
+        data[str(key)] = value
         self._layout.save_attrs(data)
         self._data = data
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        """Set several attributes with one write; none is set when one is refused."""
+        self._writable()
+        items = dict(other, **kwargs)
+        new: dict[str, Any] = {}
+        for key, value in items.items():
+            new[str(key)] = normalise(key, value)
+        if new:
+            data = {**self._load(), **new}
+            self._layout.save_attrs(data)
+            self._data = data
 
     def __delitem__(self, key: str) -> None:
         self._writable()
@@ -59,6 +87,17 @@ class Attrs(MutableMapping):
     def getall(self) -> dict:
         """A copy of every attribute."""
         return dict(self._load())
+
+    def checked(self) -> dict:
+        """A copy of every attribute, each checked as when set (values read from other
+        programs' files may be of types carray does not store).
+
+        Raises
+        ------
+        UnstorableAttributeError
+            An attribute carray cannot store, named.
+        """
+        return {k: normalise(k, v) for k, v in self._load().items()}
 
     def __repr__(self) -> str:
         return f"Attrs({self._load()!r})"

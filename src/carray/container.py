@@ -63,6 +63,51 @@ class Container(abc.ABC):
         self.flush()
         self._release()
 
+    def discard(self) -> None:  # noqa: B027 - containers without handles keep none
+        """Release file handles without flushing: changes not committed are dropped (the
+        container's storage was put back to its last commit)."""
+
+    # -- versions (carray's own layout keeps them) -----------------------------------------
+
+    def _history(self) -> Any:
+        """What answers the version methods (see :class:`carray.engine.history.History`)."""
+        raise NotImplementedError
+
+    def commit(self, message: str | None = None) -> str:
+        """Flush, and return the id of the newest version (a new one when anything changed).
+
+        Raises :class:`carray.errors.VersionsUnsupportedError` for formats that keep no
+        versions (bcolz directories, Blosc2 frames).
+        """
+        return str(self._history().commit(message))
+
+    def snapshot(self, tag: str, message: str | None = None) -> str:
+        """Commit, then name the newest version ``tag`` (kept until :meth:`untag`)."""
+        return str(self._history().snapshot(tag, message))
+
+    def untag(self, tag: str) -> None:
+        """Remove a tag; the version it named is kept only if something else keeps it."""
+        self._history().untag(tag)
+
+    def versions(self) -> list[Any]:
+        """Kept versions, newest first: each with ``id``, ``time``, ``message``, ``tags``,
+        ``shape``, ``nbytes`` and ``cbytes``."""
+        return list(self._history().versions())
+
+    def restore(self, version: str) -> str:
+        """Make an earlier version the newest again, as a new commit; returns its id."""
+        return str(self._history().restore(version))
+
+    def refresh(self) -> bool:
+        """A reader (mode 'r') moves to the newest version; False when it had it."""
+        return bool(self._history().refresh())
+
+    def prune(self, keep_last: int | None = None, older_than: Any = None) -> int:
+        """Drop the versions past the newest ``keep_last`` or made before ``older_than``
+        (a datetime, or a timedelta back from now), except tagged ones and those readers
+        hold, and reuse their bytes; returns how many were dropped."""
+        return int(self._history().prune(keep_last, older_than))
+
     def __enter__(self) -> Self:
         return self
 

@@ -25,8 +25,11 @@ import numpy as np
 
 from carray import registry
 from carray.array import carray
-from carray.errors import ContainerExistsError
+from carray.errors import ContainerExistsError, UnsupportedOptionError
+from carray.integrations import zarr_arrays
 from carray.integrations.table_files import table_format_for
+from carray.integrations.zarr_arrays import cparams_of
+from carray.params import CParams
 from carray.stores import Store, is_url, resolve
 
 # Rows copied per step: whole source chunks, about this many bytes.
@@ -184,6 +187,22 @@ def close_array(src: Any) -> None:
         close()
 
 
+def source_cparams(src: Any, path: str | os.PathLike | None = None,
+                   storage_options: dict | None = None) -> CParams | None:
+    """How ``src`` (from :func:`open_array` of ``path``) is compressed, as carray's
+    parameters: a carray's own; the nearest Blosc ones of a Zarr array
+    (:func:`carray.integrations.zarr_arrays.cparams_of`); a Bloscpack file's or a Blosc2
+    frame's (:func:`carray.registry.file_cparams`).  None when it is not compressed or
+    carray cannot tell (the destination then takes carray's defaults)."""
+    own = getattr(src, "cparams", None)
+    if isinstance(own, CParams):
+        return own
+    zarr = cparams_of(src)
+    if zarr is not None or path is None:
+        return zarr
+    return registry.file_cparams(os.fspath(path), options_for(path, storage_options))
+
+
 def _grid_of(src: Any, fmt: str) -> dict[str, Any]:
     """Chunk keywords for the destination: the source's where the format can hold them."""
     chunks = getattr(src, "chunks", None)
@@ -196,6 +215,46 @@ def _grid_of(src: Any, fmt: str) -> dict[str, Any]:
     if fmt == "bcolz":
         return {"chunklen": chunks[0]} if rows else {}
     return {"chunks": tuple(chunks), "blocks": blocks}
+
+
+def _given_grid(fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...] | None,
+                blocks: tuple[int, ...] | None, cparams: Any) -> dict[str, Any]:
+    """The chunk keywords of a destination in format ``fmt`` that ``chunks`` and
+    ``blocks`` ask for (empty when neither is given).
+
+    Raises
+    ------
+    UnsupportedOptionError
+        A shape does not have one positive size per axis of ``shape``, or the format
+        cannot hold it (``.npy`` files are neither chunked nor compressed, bcolz chunks
+        are runs of whole rows without blocks, Zarr arrays have no blocks).
+    """
+    given = {name: tuple(value) for name, value in (("chunks", chunks), ("blocks", blocks))
+             if value is not None}
+    if fmt == "npy" and (given or cparams is not None):
+        asked = ", ".join([*given, *(["compression"] if cparams is not None else [])])
+        raise UnsupportedOptionError(f"a .npy file is neither chunked nor compressed: "
+                                     f"{asked} cannot apply")
+    for name, value in given.items():
+        if len(value) != len(shape):
+            raise UnsupportedOptionError(f"{name} {value} is for a {len(value)}-d array, "
+                                         f"but the array is {len(shape)}-d (shape {shape})")
+        if min(value, default=1) < 1:
+            raise UnsupportedOptionError(f"{name} {value}: every size must be at least 1")
+    if fmt == "bcolz":
+        if "blocks" in given:
+            raise UnsupportedOptionError("bcolz directories have no blocks (Blosc splits "
+                                         "their chunks itself): leave out blocks")
+        if "chunks" in given:
+            if given["chunks"][1:] != shape[1:]:
+                rows = ",".join(map(str, ("N", *shape[1:])))
+                raise UnsupportedOptionError(f"bcolz directories chunk by whole rows: chunks "
+                                             f"{given['chunks']} must be {rows} for an array "
+                                             f"of shape {shape}")
+            return {"chunklen": given["chunks"][0]}
+    if fmt == "zarr" and "blocks" in given:
+        raise UnsupportedOptionError("Zarr arrays have no blocks: leave out blocks")
+    return given
 
 
 def _temporary(store: Store, dst: str) -> str:
@@ -214,26 +273,34 @@ def _place(store: Store, path: str) -> str:
     return store.url(path) if store.remote else os.path.abspath(path)
 
 
-def _copy_to_carray(source: Any, target: str, fmt: str, chunks: tuple[int, ...] | None,
-                    blocks: tuple[int, ...] | None, cparams: Any,
+def _attrs_of(source: Any) -> dict[str, Any]:
+    """The attributes of an array to copy from, as they were set (a Zarr array's read
+    back from their JSON form); none for numpy arrays."""
+    attrs = getattr(source, "attrs", None)
+    if attrs is None:
+        return {}
+    return zarr_arrays.read_attrs(source) if zarr_arrays.is_zarr(source) \
+        else dict(attrs.items())
+
+
+def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
                     progress: Callable[[int, int], None] | None,
                     storage_options: dict | None) -> None:
     """Copy ``source`` into a new carray dataset of format ``fmt`` at ``target``, keeping
-    its chunk and block shapes and compression unless given, and its attributes."""
+    its chunk and block shapes and compression unless ``given`` (chunk keywords from
+    :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes."""
     shape, dtype = tuple(source.shape), source.dtype
     grid = _grid_of(source, fmt)
-    if chunks is not None:
-        grid = {"chunks": tuple(chunks), "blocks": blocks}
-    elif blocks is not None:
-        grid["blocks"] = tuple(blocks)
-    if cparams is None:
-        cparams = getattr(source, "cparams", None)
+    if "chunks" in given or "chunklen" in given:  # the source's blocks may not fit them
+        grid = {"blocks": None, **given} if fmt != "bcolz" else given
+    else:
+        grid.update(given)
     out = carray(np.empty((0, *shape[1:]), dtype=dtype), rootdir=target,
                  mode="w", format="superchunk" if fmt == "carray" else fmt,
                  cparams=cparams, expectedlen=shape[0], storage_options=storage_options,
                  **grid)
     try:
-        for key, value in (getattr(source, "attrs", None) or {}).items():
+        for key, value in _attrs_of(source).items():
             out.attrs[key] = value
         for _, block in _row_blocks(source, progress):
             out.append(block)
@@ -262,7 +329,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         Destination format (default: from ``dst``'s extension; see :data:`ARRAY_FORMATS`).
     chunks, blocks, cparams : optional
         Override the destination's chunk and block shapes and compression
-        (defaults: the source's, where the format can hold them).
+        (defaults: the source's, where the format can hold them).  bcolz takes
+        chunks of whole rows, ``(n, *shape[1:])``, as its ``chunklen`` ``n``.
     overwrite : bool
         Replace an existing ``dst`` (the old one stays until the copy is complete).
     progress : callable, optional
@@ -281,6 +349,10 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     ------
     ContainerExistsError
         ``dst`` exists and ``overwrite`` is false.
+    UnsupportedOptionError
+        ``chunks`` or ``blocks`` do not have one size per axis, or the destination
+        cannot hold them or ``cparams`` (``.npy`` files are neither chunked nor
+        compressed; bcolz chunks are whole rows without blocks; Zarr has no blocks).
     ValueError
         Source and destination are the same, the source is a table or 0-d, or a
         ``.npy`` file is given as a URL.
@@ -305,15 +377,15 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     try:
         if not shape:
             raise ValueError(f"{src}: a 0-d array has no rows to copy")
+        try:
+            given = _given_grid(fmt, shape, chunks, blocks, cparams)
+        except UnsupportedOptionError as exc:
+            raise UnsupportedOptionError(f"cannot convert to {dst}: {exc}") from None
+        if cparams is None and fmt != "npy":
+            cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
-        if fmt == "npy":
-            _copy_to_npy(source, tmp, progress)
-        elif fmt == "zarr":
-            _copy_to_zarr(source, store.url(tmp) if store.remote else tmp, chunks, cparams,
-                          progress, dst_options)
-        else:
-            _copy_to_carray(source, store.url(tmp), fmt, chunks, blocks, cparams, progress,
-                            dst_options)
+        _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
+              progress, dst_options)
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -326,6 +398,17 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         raise
     finally:
         close_array(source)
+
+
+def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
+          progress: Callable[[int, int], None] | None, storage_options: dict | None) -> None:
+    """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``)."""
+    if fmt == "npy":
+        _copy_to_npy(source, tmp, progress)
+    elif fmt == "zarr":
+        _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress, storage_options)
+    else:
+        _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options)
 
 
 def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
@@ -355,8 +438,8 @@ def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams
     chunks = chunks or getattr(source, "chunks", None)
     write_zarr(tmp, tuple(source.shape), source.dtype, _row_blocks(source, progress),
                chunks=None if chunks is None else tuple(chunks),
-               cparams=cparams if cparams is not None else getattr(source, "cparams", None),
-               attrs=dict((getattr(source, "attrs", None) or {}).items()),
+               cparams=cparams,
+               attrs=_attrs_of(source),
                storage_options=storage_options)
 
 

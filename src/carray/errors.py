@@ -50,6 +50,11 @@ class BroadcastError(CArrayError, ValueError):
     """Operands of an expression have shapes that do not broadcast together."""
 
 
+class UnsupportedOptionError(CArrayError, ValueError):
+    """An option the destination cannot take: a chunk or block shape that does not fit
+    the array or the format, or compression for a format that stores none."""
+
+
 class ReadOnlyError(CArrayError, PermissionError):
     """A write was attempted on something opened read-only."""
 
@@ -98,8 +103,24 @@ class StorageError(CArrayError, OSError):
         return out
 
 
+class UnstorableAttributeError(CArrayError, TypeError):
+    """An attribute name or value that carray cannot store exactly, refused when set.
+
+    The message names the attribute and the type refused (an arbitrary object, an
+    object array, a dict with keys that are not strings, ...).
+    """
+
+
 class LockError(CArrayError, BlockingIOError):
     """A dataset is already open for writing (by this or another process)."""
+
+
+class VersionError(CArrayError, LookupError):
+    """A version or tag asked for does not exist, or is no longer kept."""
+
+
+class VersionsUnsupportedError(CArrayError, NotImplementedError):
+    """The dataset's format keeps no versions (bcolz directories, Blosc2 frames)."""
 
 
 __all__ = [
@@ -117,5 +138,9 @@ __all__ = [
     "ReadOnlyError",
     "StorageError",
     "UnsafeDataError",
+    "UnstorableAttributeError",
     "UnsupportedDTypeError",
+    "UnsupportedOptionError",
+    "VersionError",
+    "VersionsUnsupportedError",
 ]

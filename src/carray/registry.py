@@ -29,12 +29,16 @@ from carray.formats import _b2frame_verify, _blp_verify, _ds_verify
 from carray.formats._b2frame_header import SPARSE_INDEX
 from carray.formats._blp_frame import MAGIC as BLP_MAGIC
 from carray.formats._ds_header import MAGIC as DS_MAGIC
+from carray.formats._ds_header import unescape
 from carray.integrations import table_files, zarr_arrays
 from carray.layouts import LAYOUTS, LayoutKind, sniff_layout
+from carray.layouts._b2frame_meta import cparams_of as frame_cparams
 from carray.layouts.bcolz import META_DIR, STORAGE_FILE
+from carray.params import CNAMES, CParams, Shuffle
 from carray.problems import Checked, Finding, Problem, guarded
 from carray.stores import Store, is_url, resolve
-from carray.table import ROOTDIRS, ctable, is_ctable
+from carray.table import ctable
+from carray.table_store import ROOTDIRS, is_ctable
 
 Kind = Literal["array", "table", "dataset", "file"]
 Location = str | os.PathLike
@@ -327,16 +331,43 @@ def _blp_head(path: str, rows: int, storage_options: dict | None) -> dict[str, A
     return {"value": a[:rows] if a.ndim else a}
 
 
+def file_cparams(path: str, storage_options: dict | None = None) -> CParams | None:
+    """How the chunks of a Bloscpack file or a Blosc2 frame (SChunk) at ``path`` are
+    compressed (None for other formats, or a Bloscpack file without chunks).
+
+    A frame's header records its codec, level and filters.  A Bloscpack file's chunks
+    are Blosc1 chunks, whose headers record the codec and shuffle but no level: Blosc's
+    default (5) stands for it, 0 for chunks stored uncompressed.
+    """
+    name = guess(path, storage_options).name
+    if name == "b2frame":
+        with _dataset_module("b2frame").read_frame(path, storage_options=storage_options) as f:
+            h = f.header
+            return frame_cparams(h.compcode, h.clevel, h.filters, h.filters_meta)
+    if name != "bloscpack":
+        return None
+    from carray.formats import bloscpack
+
+    first = bloscpack.info(path, storage_options=storage_options)["first_chunk"]
+    if first is None or first["codec"] not in CNAMES:
+        return None
+    shuffle = Shuffle.BITSHUFFLE if first["bitshuffle"] else \
+        Shuffle.SHUFFLE if first["shuffle"] else Shuffle.NOSHUFFLE
+    return CParams(clevel=0 if first["memcpyed"] else 5, cname=first["codec"], shuffle=shuffle)
+
+
 def _open_frame(path: str, mode: str, storage_options: dict | None) -> np.ndarray:
     return _dataset_module("b2frame").read_array(path, storage_options=storage_options)
 
 
 def _frame_info(path: str, storage_options: dict | None) -> dict:
     with _dataset_module("b2frame").read_frame(path, storage_options=storage_options) as f:
+        h = f.header
+        cp = frame_cparams(h.compcode, h.clevel, h.filters, h.filters_meta)
         return {"type": "b2frame", "kind": f.kind, "shape": list(f.shape),
                 "dtype": str(f.dtype), "chunks": list(f.chunkshape), "nchunks": f.nchunks,
-                "nbytes": f.header.nbytes, "cbytes": f.header.cbytes,
-                "vlmeta": sorted(f.vlmeta_raw)}
+                "codec": cp.cname, "clevel": cp.clevel, "shuffle": cp.shuffle.name.lower(),
+                "nbytes": h.nbytes, "cbytes": h.cbytes, "vlmeta": sorted(f.vlmeta_raw)}
 
 
 def _dataset_module(name: str) -> Any:
@@ -350,20 +381,23 @@ def _open_ds(path: str, mode: str, storage_options: dict | None) -> dict:
 
 
 def _ds_info(path: str, storage_options: dict | None) -> dict:
-    return describe_dataset(_dataset_module("ds").read_header(
-        path, storage_options=storage_options), "ds")
+    ds = _dataset_module("ds")
+    header = ds.read_header(path, storage_options=storage_options)
+    return describe_dataset({k: ds.decode_attrs(v, path) for k, v in header.items()}, "ds")
 
 
 def _ds_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:
-    ds = _dataset_module("ds")
-    header = ds.read_header(path, storage_options=storage_options)
+    from carray.formats._ds_read import Reader
+
     out = {}
-    for key, entry in header.items():
-        if key.startswith(".") or entry.get(".size") is None:
-            continue
-        index = (slice(0, rows),) if entry.get(".size") else None
-        out[ds.unescape(key)] = ds.read_variable(path, key, index,
-                                                 storage_options=storage_options)
+    with Reader(path, storage_options) as reader:  # one open, one header for every variable
+        for key, v in reader.header.layouts.items():
+            if v.shape is None:
+                continue
+            # The first block reads only its own bits of a mask, not the whole mask.
+            first = next(reader.iter_rows(v, rows), None) if rows else None
+            out[unescape(key)] = first if first is not None else \
+                reader.read_variable(v, (slice(0, rows),) if v.shape else None)
     return out
 
 
@@ -543,5 +577,5 @@ def verify(path: Location, storage_options: dict | None = None) -> Iterator[Find
 
 
 __all__ = ["FORMATS", "HEAD_BYTES", "Format", "Probe", "describe_array", "describe_dataset", "describe_table",
-           "extension_of", "for_extension", "get", "guess", "locate", "open_any", "sniff",
+           "extension_of", "file_cparams", "for_extension", "get", "guess", "locate", "open_any", "sniff",
            "verify"]

@@ -1,26 +1,21 @@
 """``ctable``: equal-length columns, each a carray (or a variable-length string column).
 
-On disk a table is a bcolz 1.x table directory: one column directory directly
-under the root, ``__rootdirs__`` (``{"names": [...]}``, the column order) and
-the table's ``__attrs__``.  ``__rootdirs__`` is written last when a table is
-made and rewritten atomically on ``addcol``/``delcol``, so a reader sees the old
-or the new set of columns, never a half-built one.
-
-Columns use the superchunk layout unless ``format="bcolz"`` asks for bcolz's own.
-They are flushed one after another, so a table-wide change is a transaction: ``__txn__`` records
-how to undo it before the first column changes and is deleted once every
-column has flushed (see :mod:`carray._table_txn`).  A crash never leaves
-columns of different lengths or half an edit to the next writer.  A writable
-open takes the table's writer's lock.
+Where the columns live and how a change of them is made whole is the table's
+storage (:mod:`carray.table_store`): in memory; a versioned table directory
+(carray's own, the default: every change of the table is one version, and readers
+hold the version they opened); or a bcolz 1.x table directory (``format="bcolz"``,
+and tables written before versions), whose changes an undo record makes whole.
+A writable open takes the table's writer's lock.
 
 Queries: :mod:`carray.table_query`; conversions: :mod:`carray.tables_interop`."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
-import json
 import os
+import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -31,8 +26,7 @@ from carray import _table_refresh as refresh
 from carray import table_query
 from carray._bcolz_array import bcolz_cparams, bcolz_size
 from carray._portable import PortableTable
-from carray._table_refresh import is_ctable
-from carray._table_txn import TableTxn
+from carray._table_bcolz import BcolzTable
 from carray._util import skip_and_limit
 from carray.array import carray
 from carray.attrs import Attrs
@@ -43,10 +37,9 @@ from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
+    VersionsUnsupportedError,
 )
 from carray.keys import select
-from carray.layouts.bcolz import BcolzLayout
-from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
@@ -59,8 +52,19 @@ from carray.table_columns import (
     field_dtype,
     read_any,
 )
-from carray.tables_interop import (
+from carray.table_store import (
+    ARRAY,
+    NESTED,
     ROOTDIRS,
+    STRING,
+    TABLE_FILE,
+    MemoryTable,
+    TableStorage,
+    VersionedTable,
+    is_bcolz_table,
+    is_versioned_table,
+)
+from carray.tables_interop import (
     TableConversions,
     check_name,
     column_values,
@@ -70,6 +74,25 @@ from carray.tables_interop import (
 from carray.vlstring import StringColumn, wants_string_column
 
 _T = TypeVar("_T")
+
+# Tables with changes their columns staged, committed at interpreter exit (before the
+# engines: a versioned table's columns wait for its commit).
+_open_tables: weakref.WeakSet[ctable] = weakref.WeakSet()
+
+
+@atexit.register
+def _commit_all() -> None:
+    for table in list(_open_tables):
+        with contextlib.suppress(Exception):  # nothing can be reported at exit
+            table.flush()
+
+
+def column_engines(col: Any) -> Iterator[Any]:
+    """The engines of the arrays a column is made of."""
+    if isinstance(col, carray):
+        yield col.engine
+    else:
+        yield from col.engines()
 
 
 class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
@@ -99,17 +122,22 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         'bcolz' keeps the table readable by bcolz 1.x).
     """
 
-    _reader: refresh.TableReader | None = None  # mode 'r': keeps reads at one committed state
-
     def __init__(self, columns: Any = None, names: list[str] | None = None, *,
                  cparams: CParams | dict | None = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
                  mode: str | None = None, auto_flush: bool = True, fsync: bool = True,
-                 storage_options: dict | None = None, format: str | None = None  # noqa: A002
-                 ) -> None:
-        self._format = format  # None: superchunk, or what an opened table's columns use
-        self._txn: TableTxn | None = None
-        self._lock: WriteLock | None = None
+                 storage_options: dict | None = None, format: str | None = None,  # noqa: A002
+                 storage: dict | None = None, version: str | None = None,
+                 tag: str | None = None, as_of: Any = None,
+                 _storage: TableStorage | None = None) -> None:
+        self._format = format  # None: versioned, or 'bcolz'
+        self._options = dict(storage or {})  # {"versions": N}: commits kept
+        self._given = _storage  # a nested column's: a view of its table's storage
+        self._storage: TableStorage = MemoryTable()
+        at = {k: v for k, v in (("version", version), ("tag", tag), ("as_of", as_of))
+              if v is not None}
+        if at:  # an earlier version: read-only
+            mode = "r"
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
         self._storage_options = storage_options
         self._store: Store = LOCAL
@@ -127,7 +155,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
                 raise ValueError(f"{self._rootdir}: mode 'w' replaces a table, so it needs "
                                  "columns")
             try:
-                self._open()
+                self._open(at)
             except BaseException:
                 # Hold no lock: a traceback (an interactive session's last one) keeps this.
                 with contextlib.suppress(Exception):
@@ -150,106 +178,184 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if len(lengths) > 1:
             raise ValueError(f"columns have different lengths: {sorted(lengths)}")
         if self._rootdir is not None:
-            # Mode 'w' replaces: not while another writer holds the old table.
-            old = WriteLock.acquire(self._store, self._path)
-            if self._store.exists(self._path):
-                self._store.rmtree(self._path)
-            if old is not None:
-                old.release()  # it locked the removed directory; the new one is locked next
-            self._store.makedirs(self._path)
-            self._hold_table()
-        for name, values in pairs:
-            self._cols[name] = self._new_column(name, values)
-        self._attrs = Attrs(self._attrs_layout(), self._mode)
-        if self._rootdir is not None:
-            self._attrs_layout().save_attrs({})
-            self._write_names()  # last: the table exists from here on
-        self._len = lengths.pop() if lengths else 0
+            self._storage = self._new_storage()
+            if isinstance(self._storage, VersionedTable):
+                self._storage.own(self)
+        with self._storage.batch():  # one version, or __rootdirs__ written last
+            for name, values in pairs:
+                self._cols[name] = self._new_column(name, values)
+            self._len = lengths.pop() if lengths else 0
+            self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
+            if self._rootdir is not None:
+                self._storage.attrs_layout().save_attrs({})
+                self._storage.columns_changed(self)  # last: the table exists from here on
+        if isinstance(self._storage, VersionedTable) and self._given is None:
+            _open_tables.add(self)
 
-    def _column_location(self, name: str) -> str:
-        """Where column ``name`` lives: a path, or a URL the same store resolves."""
-        return self._store.url(self._store.join(self._path, name))
+    def _new_storage(self) -> TableStorage:
+        """The storage of a new table at ``rootdir`` (replacing what is there: mode 'w')."""
+        if self._given is not None:  # a nested column: inside its table's directory
+            self._store.makedirs(self._path)
+            return self._given
+        # Mode 'w' replaces: not while another writer holds the old table.
+        old = WriteLock.acquire(self._store, self._path)
+        if self._store.exists(self._path):
+            self._store.rmtree(self._path)
+        if old is not None:
+            old.release()  # it locked the removed directory; the new one is locked next
+        self._store.makedirs(self._path)
+        lock = WriteLock.acquire(self._store, self._path)
+        try:
+            if self._format == "bcolz":
+                return BcolzTable(self._store, self._path, "a", self._fsync, self,
+                                  NestedColumn, lock, self._storage_options)
+            return VersionedTable.create(self._store, self._path, self._fsync, lock,
+                                         self._options.get("versions"))
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
 
     def _new_column(self, name: str, values: Any, **kwargs: Any) -> Any:
-        path = self._column_location(name) if self._rootdir is not None else None
+        where = self._storage.column_args(name) if self._rootdir is not None else {}
         args = {**self._new_kwargs, **kwargs}
+        common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
+                                      fsync=self._fsync, storage_options=self._storage_options)
         col: Any
         if wants_nested_column(values):
-            col = NestedColumn(values, rootdir=path, mode="w", fsync=self._fsync,
-                               format=self._format, storage_options=self._storage_options,
-                               **args)
+            col = NestedColumn(values, format=self._format, _storage=where.get("storage_sub",
+                               lambda n: None)(name), **common, **args)
         elif wants_string_column(values):
-            col = StringColumn(values, rootdir=path, mode="w", cparams=args["cparams"],
-                               expectedlen=args["expectedlen"], fsync=self._fsync,
-                               storage_options=self._storage_options, format=self._format)
+            col = StringColumn(values, cparams=args["cparams"], expectedlen=args["expectedlen"],
+                               format=self._format, membership=where.get("membership"),
+                               **common)
         else:
-            col = carray(values, rootdir=path, mode="w", fsync=self._fsync,
-                         format=self._format, storage_options=self._storage_options, **args)
+            member = where.get("membership")
+            col = carray(values, format=self._format, **common, **args,
+                         storage={"member": member} if member is not None else None)
         return col
 
-    def _attrs_layout(self):
-        if self._rootdir is None:
-            if not hasattr(self, "_memory_attrs"):
-                self._memory_attrs = MemoryLayout()
-            return self._memory_attrs
-        return BcolzLayout(self._path, readonly=self._mode == "r", fsync=self._fsync,
-                           store=self._store)
-
-    def _hold_table(self) -> None:
-        """Take the writer's lock on the table directory and start its transactions."""
-        if self._lock is None:
-            self._lock = WriteLock.acquire(self._store, self._path)
-        self._txn = TableTxn(self._store, self._path, self._fsync, self)
-
-    def _guard(self) -> contextlib.AbstractContextManager[None]:
-        """A table change: on an error the columns go back to the last commit."""
-        if self._txn is None:
-            return contextlib.nullcontext()
-        return self._txn.guard(self._cols, self._set_length)
+    def _open_column(self, name: str, kind: str) -> Any:
+        """Column ``name`` of a versioned table, of ``kind`` (see :mod:`.table_store`)."""
+        where = self._storage.column_args(name)
+        if not self._store.isdir(self._store.join(self._path, name)):
+            raise FormatError(f"column {name!r} has no directory", where["rootdir"])
+        common: dict[str, Any] = dict(rootdir=where["rootdir"],
+                                      mode="r" if self._mode == "r" else "a",
+                                      fsync=self._fsync, storage_options=self._storage_options)
+        if kind == STRING:
+            return StringColumn(membership=where["membership"], **common)
+        if kind == NESTED:
+            return NestedColumn(_storage=where["storage_sub"](name), **common)
+        if kind != ARRAY:
+            raise FormatError(f"column {name!r} is of unknown kind {kind!r}", self._rootdir)
+        return carray(storage={"member": where["membership"]}, **common)
 
     def _set_length(self, length: int) -> None:
         self._len = length
 
-    def _begin(self) -> None:
-        """A change to the columns follows: record how to undo it (see :mod:`._table_txn`)."""
-        if self._txn is not None:
-            self._txn.begin(self._len)
+    def _moved_in(self, source: carray, name: str) -> Any:
+        """Column ``name`` made of the stored array ``source``, whose directory is moved
+        into the table (a bcolz table: renamed; a versioned one: copied as a member,
+        then the source removed)."""
+        source.flush()
+        assert source.rootdir is not None
+        src_store, src = resolve(source.rootdir, source.reopen_args()["storage_options"])
+        if type(src_store) is not type(self._store):
+            raise ValueError("move=True moves a column within one store; copy it instead")
+        if not isinstance(self._storage, BcolzTable):
+            col = self._new_column(name, source)
+            source.close()
+            src_store.rmtree(src)
+            return col
+        source.close()
+        self._store.rename(src, self._store.join(self._path, name))
+        return carray(**self._storage.column_args(name), mode="a", fsync=self._fsync,
+                      storage_options=self._storage_options)
 
-    def _write_names(self) -> None:
-        data = (json.dumps({"names": list(self._cols)}, ensure_ascii=True) + "\n").encode()
-        self._store.put(self._store.join(self._path, ROOTDIRS), data, fsync=self._fsync)
-        assert self._txn is not None  # a stored table open for writing
-        self._txn.bump()  # live readers reopen the columns
+    def _open(self, at: dict[str, Any]) -> None:
+        store, root = self._store, self._path
+        readonly = self._mode == "r"
+        if self._given is not None:
+            self._storage = self._given
+        elif is_versioned_table(root, store) or is_bcolz_table(root, store):
+            lock = None if readonly else WriteLock.acquire(store, root)
+            try:
+                if is_versioned_table(root, store):
+                    self._storage = VersionedTable.open(store, root, readonly, self._fsync,
+                                                        lock, at, self._options.get("versions"))
+                else:
+                    if at:
+                        raise VersionsUnsupportedError(f"{store.url(root)}: a bcolz table "
+                                                       "keeps no versions")
+                    self._storage = BcolzTable(store, root, self._mode, self._fsync, self,
+                                               NestedColumn, lock, self._storage_options)
+            except BaseException:
+                if lock is not None:
+                    lock.release()
+                raise
+        else:
+            raise FormatError(f"not a table directory (no {TABLE_FILE} or {ROOTDIRS})",
+                              store.url(root))
+        self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
+        if isinstance(self._storage, VersionedTable):
+            self._storage.own(self)
+        self.open_columns()
+        if not readonly and isinstance(self._storage, VersionedTable):
+            _open_tables.add(self)
 
-    def _open(self) -> None:
-        store, root, mode = self._store, self._path, "r" if self._mode == "r" else "a"
-        if not is_ctable(root, store):
-            raise FormatError(f"not a table directory (no {ROOTDIRS})", store.url(root))
-        if mode == "a":
-            self._hold_table()
-        self._attrs = Attrs(self._attrs_layout(), self._mode)
+    def open_columns(self) -> None:
+        """(Re)open the stored columns: the table's state is its storage's."""
+        self._cols, self._len = self._storage.open_columns(self._open_column)
+        if isinstance(self._storage, BcolzTable):
+            self._format = self._format or self._storage.format
 
-        def columns() -> dict[str, Any]:
-            cols, fmt = refresh.open_columns(store, root, mode, self._fsync,
-                                             self._storage_options, NestedColumn)
-            self._format = self._format or fmt  # new columns stay readable by bcolz too
-            return cols
+    def close_columns(self, flush: bool = True) -> None:
+        """Close every column (the storage is about to change under them); without
+        ``flush``, what they did not commit is dropped."""
+        for col in self._cols.values():
+            if flush:
+                col.close()
+            else:
+                col.discard()
+        self._cols = {}
 
-        if mode == "r":  # the last commit, through the record of a change under way
-            self._reader = refresh.TableReader(store, root, columns)
-            self._reader.run(lambda: None, self._adopt)  # loads: nothing seen yet
-            return
-        self._cols = columns()
-        assert self._txn is not None
-        self._len = self._txn.recover_columns(self._cols)
+    def discard(self) -> None:
+        self.close_columns(flush=False)
+        self._storage.release()
 
     def read_committed(self, read: Callable[[], _T]) -> _T:
-        """``read()``; in mode 'r' over the last committed state, again when a writer
-        committed meanwhile (:mod:`carray._table_refresh`)."""
-        return read() if self._reader is None else self._reader.run(read, self._adopt)
+        """``read()`` over one committed state (in mode 'r' a bcolz table reads again
+        when a writer committed meanwhile: :mod:`carray._table_refresh`)."""
+        return self._storage.read_committed(read)
 
     def _adopt(self, cols: dict[str, Any], length: int) -> None:
         self._cols, self._len = cols, length
+
+    # -- what the storage asks of the table ----------------------------------------------------
+
+    def column_dict(self) -> dict[str, Any]:
+        return self._cols
+
+    def column_objects(self) -> list[Any]:
+        return list(self._cols.values())
+
+    def engines(self) -> Iterator[Any]:
+        """The engines of every array of every column."""
+        for col in self._cols.values():
+            yield from column_engines(col)
+
+    def storage_kind(self) -> str:
+        return NESTED
+
+    def _history(self) -> Any:
+        return self._storage.history(self)
+
+    @property
+    def version(self) -> str | None:
+        """The id of the version this table shows (None where there are no versions)."""
+        head = getattr(getattr(self._storage, "dataset", None), "head", None)
+        return None if head is None else head.id
 
     @classmethod
     def over_columns(cls, cols: dict[str, Any], length: int) -> ctable:
@@ -260,18 +366,22 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
 
     def _init_view(self, cols: dict[str, Any], length: int) -> None:
         self._rootdir, self._mode, self._auto_flush, self._fsync = None, "a", False, True
-        self._storage_options = None
+        self._storage_options, self._storage, self._given = None, MemoryTable(), None
+        self._format, self._options = None, {}
         self._new_kwargs = dict(cparams=CParams(), expectedlen=None, chunklen=None)
         self._cols, self._len = dict(cols), length
-        self._attrs = Attrs(self._attrs_layout(), "a")
+        self._attrs = Attrs(self._storage.attrs_layout(), "a")
 
     # -- leaving this process -------------------------------------------------------------
 
     def reopen_args(self) -> dict[str, Any]:
         """Keyword arguments that open this stored table again (mode 'a' or 'r')."""
-        return dict(rootdir=self._rootdir, mode="r" if self._mode == "r" else "a",
+        args = dict(rootdir=self._rootdir, mode="r" if self._mode == "r" else "a",
                     auto_flush=self._auto_flush, fsync=self._fsync,
                     storage_options=self._storage_options)
+        if self._mode == "r" and self.version is not None:
+            args["version"] = self.version  # the version it holds, not whatever is newest
+        return args
 
     def memory_state(self) -> dict[str, Any]:
         """What rebuilds this in-memory table elsewhere (see :meth:`from_memory_state`)."""
@@ -545,13 +655,13 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if n == 0:
             return
         old = self._len
-        self._begin()
-        with self._guard():
+        self._storage.begin(self._len)
+        with self._storage.guard(self):
             try:
                 for name, col in self._cols.items():
                     col.append(cols[name])
             except BaseException:
-                if self._txn is None:
+                if isinstance(self._storage, MemoryTable):
                     self._cut_back(old)
                 raise
             self._len = old + n
@@ -559,16 +669,15 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
                 self.flush()
 
     def _note_edit(self, key: Any, cols: dict[str, Any]) -> None:
-        """Record the old values of the rows ``key`` selects, before an edit changes them."""
-        if self._txn is None:
-            return
-        rows = np.atleast_1d(np.arange(self._len, dtype=np.int64)[key])
-        self._begin()
-        self._txn.note_edit(cols, rows, self._len)
+        """Record the old values of the rows ``key`` selects, before an edit changes them
+        (storages that undo with records of old values)."""
+        if self._storage.undo_records:
+            rows = np.atleast_1d(np.arange(self._len, dtype=np.int64)[key])
+            self._storage.note_edit(cols, rows, self._len)
 
     def _commit_pending(self) -> None:
         """Flush first when changes are not committed yet (before a change of columns)."""
-        if self._txn is not None and self._txn.active:
+        if self._storage.pending():
             self.flush()
 
     def _cut_back(self, length: int) -> None:
@@ -580,7 +689,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         self._writable()
         if isinstance(key, str) and (key in self._cols or key.isidentifier()):
             if key in self._cols:
-                with self._guard():
+                with self._storage.guard(self):
                     self._note_edit(slice(None), {key: self._cols[key]})
                     self._cols[key][:] = value
                     if self._auto_flush:
@@ -598,7 +707,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         arr = np.asarray(value)
         if arr.dtype.names is None:
             arr = np.asarray(value, dtype=self.dtype)
-        with self._guard():
+        with self._storage.guard(self):
             self._note_edit(key, self._cols)
             for name, col in self._cols.items():
                 col[key] = arr[name]
@@ -619,28 +728,22 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             raise ValueError(f"a column named {name!r} already exists")
         if self._cols and len(newcol) != self._len:
             raise ValueError(f"the new column has {len(newcol)} rows, the table {self._len}")
-        if move and isinstance(newcol, carray) and newcol.rootdir and self._rootdir:
-            newcol.flush()
-            newcol.close()
-            src_store, src = resolve(newcol.rootdir, newcol.reopen_args()["storage_options"])
-            if type(src_store) is not type(self._store):
-                raise ValueError("move=True moves a column within one store; copy it instead")
-            self._store.rename(src, self._store.join(self._path, name))
-            col = carray(rootdir=self._column_location(name), mode="a", fsync=self._fsync,
-                         storage_options=self._storage_options)
-        else:
-            if hasattr(newcol, "to_numpy") and not isinstance(newcol, np.ndarray):
-                newcol = column_values(newcol)
-            elif isinstance(newcol, carray):
-                newcol = newcol.copy(rootdir=None) if self._rootdir is None else newcol
-            col = self._new_column(name, newcol, **kwargs)
-        items = list(self._cols.items())
-        items.insert(pos, (name, col))
-        self._cols = dict(items)
-        if not self._len:
-            self._len = len(col)
-        if self._rootdir is not None:
-            self._write_names()
+        if hasattr(newcol, "to_numpy") and not isinstance(newcol, np.ndarray):
+            newcol = column_values(newcol)
+        with self._storage.batch():
+            if move and isinstance(newcol, carray) and newcol.rootdir and self._rootdir:
+                col = self._moved_in(newcol, name)
+            else:
+                if isinstance(newcol, carray):
+                    newcol = newcol.copy(rootdir=None) if self._rootdir is None else newcol
+                col = self._new_column(name, newcol, **kwargs)
+            items = list(self._cols.items())
+            items.insert(pos, (name, col))
+            self._cols = dict(items)
+            if not self._len:
+                self._len = len(col)
+            if self._rootdir is not None:
+                self._storage.columns_changed(self)
 
     def delcol(self, name: str | None = None, pos: int | None = None,
                keep: bool = False) -> None:
@@ -656,26 +759,24 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             name = self.names[pos]
         if name not in self._cols:
             raise KeyError(f"no column {name!r}")
-        col = self._cols.pop(name)
-        if self._rootdir is not None:
-            self._write_names()  # first: the table no longer refers to it
-            col.close()
-            if not keep:
-                self._store.rmtree(self._store.join(self._path, name))
-        if not self._cols:
-            self._len = 0
+        with self._storage.batch():
+            col = self._cols.pop(name)
+            if self._rootdir is not None:
+                self._storage.column_dropped(self, name, col, keep)
+            if not self._cols:
+                self._len = 0
 
     def resize(self, nitems: int) -> None:
         """Grow (with each column's default) or shrink every column to ``nitems`` rows."""
         self._writable()
         if nitems < 0:
             raise ValueError("nitems must be >= 0")
-        if self._txn is not None and nitems < self._len:
+        if nitems < self._len:
             self._commit_pending()
-            self._txn.begin_shrink(nitems)  # finished, not undone, after a crash
+            self._storage.begin_shrink(nitems)  # a bcolz table's: finished after a crash
         else:
-            self._begin()
-        with self._guard():
+            self._storage.begin(self._len)
+        with self._storage.guard(self):
             for col in self._cols.values():
                 col.resize(nitems)
             self._len = nitems
@@ -687,28 +788,27 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             raise ValueError(f"cannot trim {nitems} rows from a table of {self._len}")
         self.resize(self._len - nitems)
 
-    def flush(self) -> None:
-        """Flush every column, then commit the table (see :mod:`carray._table_txn`)."""
+    def flush(self, message: str | None = None) -> None:
+        """Flush every column and commit the table as one step (one version of a
+        versioned table, with ``message``)."""
         if self._mode == "r":
             return
-        for col in self._cols.values():
-            col.flush()
-        if self._txn is not None:
-            self._txn.commit()
+        self._storage.commit(self, message)
 
     def _release(self) -> None:
+        _open_tables.discard(self)
         for col in self._cols.values():
             col.close()
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        self._storage.release()
 
     def free_cachemem(self) -> None:
         for col in self._cols.values():
             col.free_cachemem()
 
     def copy(self, **kwargs: Any) -> ctable:
-        """A copy (keyword arguments as for the constructor, e.g. ``rootdir``, ``cparams``)."""
+        """A copy, attributes included (keyword arguments as for the constructor, ``rootdir``)."""
+        attrs = self.attrs.checked()  # refused before anything is written
+        col_attrs = {n: c.attrs.checked() for n, c in self._cols.items() if hasattr(c, "attrs")}
         kwargs.setdefault("cparams", self.cparams)
         kwargs.setdefault("expectedlen", max(self._len, 1))
         out = ctable({n: empty_like(c) for n, c in self._cols.items()}, **kwargs)
@@ -716,6 +816,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         for i in range(0, self._len, blen):
             out.append({n: read_any(c, range(i, min(i + blen, self._len)))
                         for n, c in self._cols.items()})
+        out.attrs.update(attrs)
+        for name, checked in col_attrs.items():  # nested columns have none
+            out.cols[name].attrs.update(checked)
         out.flush()
         return out
 

@@ -17,24 +17,8 @@ import numpy as np
 from carray import hdf5
 from carray.array import carray
 from carray.container import TableBase
+from carray.table_store import check_name
 from carray.vlstring import StringColumn
-
-#: A table directory's list of column names (bcolz's name), and its attributes file.
-ROOTDIRS = "__rootdirs__"
-ATTRS_FILE = "__attrs__"
-_RESERVED = {ROOTDIRS, ATTRS_FILE}
-
-
-def check_name(name: Any) -> str:
-    """A column name that is safe as a directory name under the table's root."""
-    if not isinstance(name, str):
-        raise TypeError(f"column names must be str, got {name!r}")
-    if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or name in _RESERVED \
-            or (os.altsep and os.altsep in name):
-        raise ValueError(f"column name {name!r} is not allowed: names become directory names, "
-                         "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
-                         "or NUL")
-    return name
 
 
 def _is_dataframe(obj: Any) -> bool:

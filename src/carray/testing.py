@@ -3,7 +3,9 @@
 ``with s3_server() as s3:`` starts moto's S3 API on 127.0.0.1 at a free port,
 creates the bucket ``s3.bucket``, and stops everything on exit;
 ``s3.storage_options`` is what ``carray.open``/``carray.carray`` (and s3fs)
-need to talk to it as to AWS.  Nothing leaves the machine.
+need to talk to it as to AWS.  Nothing leaves the machine.  moto, its server
+and s3fs come with the ``s3test`` extra (``pip install 'carray[s3test]'``, or
+``all``).
 """
 
 from __future__ import annotations
@@ -67,7 +69,12 @@ def s3_server(bucket: str = "carray-test", *, process: bool = False,
         Serve from a child process (so the server does not share this process's
         interpreter lock; what benchmarks want) instead of a thread.
     """
-    import s3fs  # noqa: F401 - fail early with the real reason when missing
+    try:
+        import moto.server  # noqa: F401 - fail early with the real reason when missing
+        import s3fs  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"s3_server needs moto[s3], flask, flask-cors and s3fs ({exc}): "
+                          "pip install 'carray[s3test]'") from exc
 
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
     port = _free_port()

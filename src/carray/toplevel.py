@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Iterable, Iterator
@@ -228,5 +229,41 @@ def open_table(rootdir: str | os.PathLike, mode: str = "a", *,
     return ctable(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
 
 
+@contextlib.contextmanager
+def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
+    """Changes made inside to several arrays and tables commit as one version each, all
+    or none, when the block ends (nothing commits when it raises; the changes then stay
+    pending in memory, as after a failed flush).
+
+    The containers must be writable and kept in carray's own layout under one directory
+    tree on this machine (a table's columns count with their table).
+
+    Examples
+    --------
+    >>> with ca.transaction(temperature, events, message="day 12"):  # doctest: +SKIP
+    ...     temperature.append(frames)
+    ...     events.append(rows)
+    """
+    from carray.versions.transaction import transaction as run
+
+    datasets = [c._history().dataset for c in containers]
+
+    def flush() -> None:
+        for c in containers:
+            c.flush()
+
+    with run(datasets, flush, message):
+        yield
+
+
+def prune(rootdir: str | os.PathLike, keep_last: int | None = None, older_than: Any = None,
+          *, storage_options: dict | None = None) -> int:
+    """Drop the versions of a stored array or table past its newest ``keep_last`` or made
+    before ``older_than`` (a datetime, or a timedelta back from now) -- never the newest,
+    a tagged one or one a reader holds -- and reuse their bytes; returns how many went."""
+    with open(rootdir, mode="a", storage_options=storage_options) as c:
+        return c.prune(keep_last, older_than)
+
+
 __all__ = ["arange", "calc_chunklen", "eval", "fill", "fromiter", "iterblocks", "ones", "open",
-           "open_array", "open_table", "zeros"]
+           "open_array", "open_table", "prune", "transaction", "zeros"]

@@ -32,6 +32,7 @@ from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store, resolve
+from carray.versions.dataset import Membership
 
 MARKER = "__vlstring__"
 _MARKER_TEXT = json.dumps({"format": "utf8", "offsets": "int64", "version": 1}) + "\n"
@@ -186,8 +187,11 @@ class StringColumn(Container):
     def __init__(self, values: Any = None, *, rootdir: str | os.PathLike | None = None,
                  mode: str = "a", cparams: Any = None, expectedlen: int | None = None,
                  fsync: bool = True, storage_options: dict | None = None,
-                 format: str | None = None) -> None:  # noqa: A002
+                 format: str | None = None,  # noqa: A002
+                 membership: Membership | None = None) -> None:
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
+        # A column of a versioned table: its two arrays are members of the table's dataset.
+        self._membership = membership
         self._storage_options = storage_options
         self._store: Store = LOCAL
         self._path = ""  # in memory
@@ -211,9 +215,10 @@ class StringColumn(Container):
             self._store.makedirs(self._path)
             kw["mode"] = "a"
         self._offsets = carray(np.zeros(1, np.int64), expectedlen=expected + 1,
-                               rootdir=self._sub("offsets"), **kw)
+                               rootdir=self._sub("offsets"), storage=self._member("offsets"),
+                               **kw)
         self._values = carray(np.zeros(0, np.uint8), expectedlen=max(expected * 16, 1024),
-                              rootdir=self._sub("values"), **kw)
+                              rootdir=self._sub("values"), storage=self._member("values"), **kw)
         if self._rootdir is not None:
             self._store.put(self._store.join(self._path, MARKER), _MARKER_TEXT.encode(),
                             fsync=fsync)
@@ -223,6 +228,18 @@ class StringColumn(Container):
         if values is not None:
             self.append(values)
             self.flush()
+
+    def _member(self, name: str) -> dict[str, Any] | None:
+        """The storage option that makes array ``name`` a member of the table's dataset."""
+        m = self._membership
+        return None if m is None else {"member": Membership(m.dataset, f"{m.name}/{name}")}
+
+    def engines(self) -> list[Any]:
+        """The engines of the column's two arrays."""
+        return [self._offsets.engine, self._values.engine]
+
+    def storage_kind(self) -> str:
+        return "string"
 
     def _sub(self, name: str) -> str | None:
         if self._rootdir is None:
@@ -246,9 +263,9 @@ class StringColumn(Container):
         mode = "r" if self._mode == "r" else "a"
         opts = self._storage_options
         self._offsets = carray(rootdir=self._sub("offsets"), mode=mode, fsync=fsync,
-                               storage_options=opts)
+                               storage_options=opts, storage=self._member("offsets"))
         self._values = carray(rootdir=self._sub("values"), mode=mode, fsync=fsync,
-                              storage_options=opts)
+                              storage_options=opts, storage=self._member("values"))
         if self._offsets.dtype != np.int64 or self._values.dtype != np.uint8 or \
                 len(self._offsets) < 1 or self._offsets.ndim != 1:
             raise FormatError("string column offsets/values have the wrong dtype or shape",
@@ -439,6 +456,10 @@ class StringColumn(Container):
         self._values.close()
         self._offsets.close()
 
+    def discard(self) -> None:
+        self._values.discard()
+        self._offsets.discard()
+
     def clip(self, nitems: int) -> None:
         """Hide rows past ``nitems`` without writing anything (read-only table views)."""
         self._offsets.engine.clip(nitems + 1)
@@ -448,11 +469,15 @@ class StringColumn(Container):
         self._offsets.free_cachemem()
 
     def copy(self, **kwargs: Any) -> StringColumn:
+        """A copy, attributes included (``rootdir``, ``mode``, ``cparams`` as for the
+        constructor)."""
+        attrs = self.attrs.checked()  # refused before anything is written
         out = StringColumn(rootdir=kwargs.get("rootdir"), mode=kwargs.get("mode", "a"),
                            cparams=kwargs.get("cparams", self.cparams),
                            expectedlen=max(len(self), 1))
         for block in self.iterblocks():
             out.append(block)
+        out.attrs.update(attrs)
         out.flush()
         return out
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from carray.cli.main import main
+from carray.convert import read_any
 from carray.formats import ds
 
 netCDF4 = pytest.importorskip("netCDF4", reason="netCDF4 is the 'netcdf' extra (CI has it)")
@@ -78,6 +79,34 @@ def test_select_variables_and_ranges_between_formats(capsys, tmp_path):
                      tmp_path / "t0.ds")
     d = ds.read(tmp_path / "t0.ds")
     assert d["cube4"].shape == (3, 4, 2) and d["."]["cube4"][".dims"] == ["y", "x", "c"]
+
+
+def _grid(path) -> None:
+    ds.write(path, {"time": np.arange(4.0), "lat": np.array([-10.0, 0.0, 10.0]),
+                    "temp": np.arange(12.0).reshape(4, 3), "n": np.arange(5), "other": np.ones(5),
+                    ".": {"time": {".dims": ["time"], "units": "s"}, "lat": {".dims": ["lat"]},
+                          "temp": {".dims": ["time", "lat"]}, "n": {".dims": ["n"]},
+                          "other": {".dims": ["n"]}}})
+
+
+@pytest.mark.parametrize("ext", [".ds", ".nc"])
+def test_select_keeps_the_coordinates_of_the_variables_dimensions(capsys, tmp_path, ext):
+    _grid(tmp_path / "grid.ds")
+    code, _, err = run(capsys, "ds", "select", "temp", "time=1:3", tmp_path / "grid.ds",
+                       tmp_path / f"part{ext}")
+    assert code == 0, err
+    back = read_any(str(tmp_path / f"part{ext}"))
+    assert sorted(k for k in back if k != ".") == ["lat", "temp", "time"]  # not n, other
+    assert back["time"].tolist() == [1.0, 2.0] and back["lat"].tolist() == [-10.0, 0.0, 10.0]
+    assert back["."]["time"]["units"] == "s"
+    np.testing.assert_array_equal(back["temp"], np.arange(12.0).reshape(4, 3)[1:3])
+
+
+def test_select_of_a_coordinate_alone(capsys, tmp_path):
+    _grid(tmp_path / "grid.ds")
+    code, _, err = run(capsys, "ds", "select", "time", tmp_path / "grid.ds", tmp_path / "t.ds")
+    assert code == 0, err
+    assert [k for k in ds.read(tmp_path / "t.ds") if k != "."] == ["time"]
 
 
 def test_merge_along_a_dimension(capsys, tmp_path):

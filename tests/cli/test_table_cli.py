@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import carray as ca
 from carray.cli.main import main
@@ -53,3 +54,36 @@ def test_head_on_a_carray_and_errors(capsys, tmp_path):
     assert capsys.readouterr().out.split() == ["value", "0", "1"]
     assert main(["head", str(tmp_path / "missing")]) == 1
     assert "no such dataset" in capsys.readouterr().err
+
+
+DS = Path(__file__).parent.parent / "data" / "ds"
+
+
+def test_head_shows_missing_values_of_a_ds_file_as_missing(capsys):
+    assert main(["head", str(DS / "missing_values.ds")]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["count"] == "[0, --, 2, 3, 4, --, 6, 7, 8, --]"
+    assert lines["temp"] == "[[0., --, 2., 3.], [--, --, 6., 7.], [8., 9., 10., --]]"
+    assert lines["zlabel"] == "[--, 'bb', 'ccc', --, '', 'f', --, 'h', 'i', --]"
+    assert lines["nomask"] == "[0., 1., 2., 3., 4., 5., 6., 7., 8., 9.]"
+
+
+def test_head_shows_missing_values_of_a_netcdf_file_as_missing(capsys):
+    pytest.importorskip("netCDF4", reason="netCDF4 is the 'netcdf' extra (CI has it)")
+    assert main(["head", "-n", "2", str(DS / "missing_values.nc")]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    # Not the fill values (-999, -2**63 + 2) the file stores in their place.
+    assert lines["temp"] == "[[0., --, 2., 3.], [--, --, 6., 7.]]"
+    assert lines["count"] == "[0, --]"
+
+
+def test_head_shows_nulls_of_a_parquet_file_as_missing(capsys, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"i": pa.array([7, None, 9], pa.int32()),
+                             "f": pa.array([1.5, None, float("nan")]),
+                             "s": pa.array(["a", None, "c"])}), tmp_path / "n.parquet")
+    assert main(["head", str(tmp_path / "n.parquet")]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    # Integers stay integers; a null is missing, a NaN stays a NaN.
+    assert rows == [["i", "f", "s"], ["7", "1.5", "a"], ["--", "--", "--"], ["9", "nan", "c"]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -52,8 +51,7 @@ def test_zeros_writes_no_chunk_and_reads_decode_nothing(tmp_path, no_codec):
                  blocks=(16, 32, 32))
     a.flush()
     assert _data_files(root) == []
-    sizes = json.loads((root / "meta" / "sizes").read_text())
-    assert sizes["fill_chunks"] == 4 * 5 * 5 and sizes["cbytes"] == 0
+    assert all(_absent(root)) and len(_absent(root)) == 4 * 5 * 5 and a.cbytes == 0
     assert a[199, 299, 299] == 0 and a[:].sum() == 0
     assert a[3:150:7, 5, ::11].shape == (21, 28)
     b = ca.open(str(root), mode="r")
@@ -212,34 +210,38 @@ def test_zone_map_summary_of_fill_chunks(tmp_path):
     assert (a[:] == 3).all()
 
 
+def _rewrite_manifest(root: Path, **changes) -> None:
+    """Replace the newest manifest by a well-formed one with its member changed."""
+    from carray.versions import Manifest
+
+    path = sorted((root / "versions").glob("*.mf"))[-1]
+    m = Manifest.decode(path.read_bytes())
+    member = m.members[0].replace(**changes)
+    path.write_bytes(m.replace(members=(member,)).encode())
+
+
 def test_hostile_sizes_still_refused(tmp_path):
     root = tmp_path / "h.carray"
     a = ca.carray(np.arange(100), rootdir=str(root), chunklen=10)
-    a.flush()
-    sizes_path = root / "meta" / "sizes"
-    sizes = json.loads(sizes_path.read_text())
-    sizes.update(shape=[2**40], length=2**40, fill_chunks=10)  # covers only what exists
-    sizes_path.write_text(json.dumps(sizes))
-    with pytest.raises(FormatError, match="meta/sizes"):
-        ca.open(str(root), mode="r")
-    sizes.update(fill_chunks=-1)
-    sizes_path.write_text(json.dumps(sizes))
-    with pytest.raises(FormatError, match="fill_chunks"):
+    a.close()
+    _rewrite_manifest(root, shape=(2**40,))  # its index still holds 10 chunks
+    with pytest.raises(FormatError, match="chunks for shape"):
         ca.open(str(root), mode="r")
 
 
-def test_absent_chunk_past_the_fill_bound_is_an_error(tmp_path):
+def test_a_lost_file_of_stored_chunks_is_an_error_not_fill(tmp_path):
     root = tmp_path / "e.carray"
     a = ca.zeros((40, 40), dtype="i4", rootdir=str(root), chunks=(20, 20), blocks=(10, 10))
-    a[39, 39] = 1
-    a.flush()
-    sizes_path = root / "meta" / "sizes"
-    sizes = json.loads(sizes_path.read_text())
-    del sizes["fill_chunks"]  # what an older writer would leave
-    sizes_path.write_text(json.dumps(sizes))
+    a[:] = np.arange(1600).reshape(40, 40)  # every chunk stored now: none is fill any more
+    a.close()
+    assert not any(_absent(root))
+    for f in _data_files(root):
+        os.unlink(root / "data" / f)
     b = ca.open(str(root), mode="r")
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="missing"):
         b[:]
+    with pytest.raises(FormatError, match="missing"):
+        b[0, 0]
 
 
 def test_verify_accepts_absent_chunks_and_reports_lost_files(tmp_path):
@@ -254,12 +256,9 @@ def test_verify_accepts_absent_chunks_and_reports_lost_files(tmp_path):
     a[39, 39] = 1
     a.flush()
     assert not [f for f in verify(LOCAL, str(root)) if isinstance(f, Problem)]
-    sizes_path = root / "meta" / "sizes"
-    sizes = json.loads(sizes_path.read_text())
-    del sizes["fill_chunks"]
-    sizes_path.write_text(json.dumps(sizes))
+    os.unlink(root / "data" / _data_files(root)[-1])
     problems = [f for f in verify(LOCAL, str(root)) if isinstance(f, Problem)]
-    assert problems
+    assert len(problems) == 1 and "missing" in problems[0].what
 
 
 def test_blosc1_datasets_keep_real_chunks(tmp_path):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from carray.errors import FormatError, UnsupportedDTypeError
 from carray.formats import _ds_header, _local_write, ds
+from carray.formats._ds_read import Reader
 
 DATA = Path(__file__).parent.parent / "data" / "ds"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
@@ -265,11 +266,18 @@ def test_attributes_round_trip(tmp_path):
              "n": None, "np": np.float32(1.5), "arr": np.arange(3), "nan": float("nan")}
     d, path = roundtrip(tmp_path, {"x": np.arange(2), ".": {"x": dict(attrs), ".": {"t": 1}}})
     got = d["."]["x"]
-    assert got["np"] == 1.5 and got["arr"] == [0, 1, 2] and np.isnan(got["nan"])
+    # numpy values and NaN come back exactly (marked typed values in the header).
+    assert type(got["np"]) is np.float32 and got["np"] == 1.5
+    assert got["arr"].dtype == attrs["arr"].dtype and got["arr"].tolist() == [0, 1, 2]
+    assert type(got["nan"]) is float and np.isnan(got["nan"])
     for key in ("s", "i", "f", "l", "d", "b", "n"):
         assert got[key] == attrs[key]
     assert d["."]["."] == {"t": 1}
     assert b"\\u00e9" in path.read_bytes()  # ASCII header, as ds-format writes it
+    # Plain JSON values stay plain, as ds-format writes and reads them.
+    header = ds.read_header(path)["x"]
+    assert header["f"] == 2.5 and header["l"] == [1, "a"] and header["d"] == {"k": [1]}
+    assert header["np"] == {"__carray__": {"type": "scalar", "dtype": "<f4", "value": 1.5}}
 
 
 def test_header_format_matches_ds_format_byte_for_byte(tmp_path):
@@ -444,6 +452,42 @@ def test_select_and_merge_in_memory(tmp_path):
         ds.merge([a, {"c": 1}], "t")
 
 
+def test_merge_takes_paths_as_well_as_datasets(tmp_path):
+    for i in range(2):
+        ds.write(tmp_path / f"p{i}.ds", {"t": np.arange(2) + 2 * i, "x": np.ma.MaskedArray(
+            [i, i], mask=[i, 0]), ".": {"t": {".dims": ["t"]}, "x": {".dims": ["t"]}}})
+    m = ds.merge([tmp_path / "p0.ds", str(tmp_path / "p1.ds")], "t")
+    assert m["t"].tolist() == [0, 1, 2, 3] and m["x"].tolist() == [0, 0, None, 1]
+    mixed = ds.merge([ds.read(tmp_path / "p0.ds"), tmp_path / "p1.ds"], "t")
+    assert mixed["t"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(TypeError, match="a sequence of datasets or paths"):
+        ds.merge(str(tmp_path / "p0.ds"), "t")
+    with pytest.raises(FileNotFoundError):
+        ds.merge([tmp_path / "missing.ds"], "t")
+
+
+def test_iter_rows_reads_a_block_at_a_time_what_read_reads():
+    for name in ("missing_values", "all_types", "objects_empty_none", "endianness",
+                 "masked_string_offset_bug", "multidim_scalars", "bool_not_multiple_of_8"):
+        path = DATA / f"{name}.ds"
+        full = ds.read(path)
+        with Reader(path) as reader:
+            for key, v in reader.header.layouts.items():
+                for step in (1, 3, 1000):
+                    blocks = list(reader.iter_rows(v, step))
+                    if v.shape is None or not v.shape or not v.shape[0]:
+                        assert len(blocks) == (v.shape is not None and not v.shape)
+                        continue
+                    assert [len(b) for b in blocks[:-1]] == [step] * (len(blocks) - 1)
+                    assert {b.dtype for b in blocks} == {full[key].dtype}
+                    assert {isinstance(b, np.ma.MaskedArray) for b in blocks} == {v.missing}
+                    joined = np.ma.concatenate(blocks)
+                    np.testing.assert_array_equal(np.ma.getmaskarray(joined),
+                                                  np.ma.getmaskarray(full[key]))
+                    assert joined.compressed().tolist() == \
+                        np.ma.asarray(full[key]).compressed().tolist()
+
+
 # -- writing: errors and atomicity ------------------------------------------------------------
 
 def test_write_rejects_what_ds_cannot_hold(tmp_path):
@@ -459,7 +503,7 @@ def test_write_rejects_what_ds_cannot_hold(tmp_path):
     with pytest.raises(ValueError, match="dimension 'n'"):
         ds.write(path, {"a": np.zeros(3), "b": np.zeros(4),
                         ".": {"a": {".dims": ["n"]}, "b": {".dims": ["n"]}}})
-    with pytest.raises(TypeError, match="JSON"):
+    with pytest.raises(TypeError, match="attribute 'bad': values of type object"):
         ds.write(path, {"a": np.zeros(1), ".": {"a": {"bad": object()}}})
     with pytest.raises(TypeError, match="variable names"):
         ds.write(path, {1: np.zeros(1)})

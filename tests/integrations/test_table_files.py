@@ -10,6 +10,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import carray as ca  # noqa: E402
 from carray import registry  # noqa: E402
+from carray.cli._ui import human  # noqa: E402
 from carray.cli.main import main  # noqa: E402
 from carray.convert import convert  # noqa: E402
 from carray.integrations import table_files  # noqa: E402
@@ -85,6 +86,54 @@ def test_cli_info_head_verify_on_parquet(table, tmp_path, capsys):
     assert main(["head", str(tmp_path / "t.parquet")]) == 0
     assert "n1" in capsys.readouterr().out
     assert main(["verify", str(tmp_path / "t.parquet")]) == 0
+
+
+def _metadata_sizes(path) -> tuple[int, int]:
+    """Uncompressed and compressed bytes of every leaf column, from pyarrow's metadata."""
+    meta = pq.ParquetFile(path).metadata
+    chunks = [meta.row_group(g).column(i) for g in range(meta.num_row_groups)
+              for i in range(meta.num_columns)]
+    return (sum(c.total_uncompressed_size for c in chunks),
+            sum(c.total_compressed_size for c in chunks))
+
+
+def test_parquet_info_sizes_are_the_files_metadata(tmp_path):
+    n = 3_000
+    pq.write_table(pa.table({
+        "point": pa.array([{"x": i, "y": i / 2} for i in range(n)]),  # two leaf columns
+        "tags": pa.array([[i, i + 1] for i in range(n)]),
+        "label": pa.array([f"l{i % 5}" for i in range(n)]),
+        "z": pa.array(np.arange(n)),
+    }), tmp_path / "nested.parquet", row_group_size=1_000)
+    info = table_files.parquet_info(str(tmp_path / "nested.parquet"))
+    meta = pq.ParquetFile(tmp_path / "nested.parquet").metadata
+    assert (info["rows"], info["row_groups"], info["leaf_columns"]) == (n, 3, 5)
+    assert [c["name"] for c in info["columns"]] == ["point", "tags", "label", "z"]
+    assert (info["nbytes"], info["cbytes"]) == _metadata_sizes(tmp_path / "nested.parquet")
+    assert info["nbytes"] == sum(meta.row_group(g).total_byte_size for g in range(3))
+    by_name = {c["name"]: c for c in info["columns"]}
+    # 'z' is the last leaf (after point.x, point.y, tags.list.element, label), not the third.
+    z = [meta.row_group(g).column(4) for g in range(3)]
+    assert z[0].path_in_schema == "z"
+    assert by_name["z"]["nbytes"] == sum(c.total_uncompressed_size for c in z)
+    assert by_name["z"]["cbytes"] == sum(c.total_compressed_size for c in z)
+    assert info["disk_bytes"] == (tmp_path / "nested.parquet").stat().st_size
+
+
+def test_cli_info_on_parquet_names_it_and_its_sizes(tmp_path, capsys):
+    pq.write_table(pa.table({"a": pa.array(np.arange(2_000)),
+                             "p": pa.array([{"x": i, "y": 1.0} for i in range(2_000)])}),
+                   tmp_path / "t.parquet", row_group_size=500)
+    assert main(["info", str(tmp_path / "t.parquet")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "parquet: 2000 rows x 2 columns (3 leaf columns), 4 row groups"
+    assert lines[1].split() == ["column", "dtype", "uncompressed", "compressed", "ratio",
+                                "on", "disk"]
+    nbytes, cbytes = _metadata_sizes(tmp_path / "t.parquet")
+    total = lines[-1].split()
+    assert total[0] == "(total)" and " ".join(total[1:3]) == human(nbytes)
+    assert " ".join(total[3:5]) == human(cbytes)
+    assert " ".join(total[6:]) == human((tmp_path / "t.parquet").stat().st_size)
 
 
 def test_existing_destination_needs_force(table, tmp_path, capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -94,3 +96,90 @@ def test_interrupted_conversion_leaves_nothing(values, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         convert(tmp_path / "a.carray", tmp_path / "a.zarr")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.carray"]
+
+
+def _zarr_with(path, values, compressors):
+    z = zarr.create_array(str(path), shape=values.shape, dtype=values.dtype, chunks=(100, 70),
+                          compressors=compressors)
+    z[:] = values
+
+
+@pytest.mark.parametrize("dst", ["y.carray", "y.b2nd", "y.bcolz"])
+def test_convert_keeps_a_blosc_codec(values, tmp_path, dst):
+    from zarr.codecs import BloscCodec
+
+    _zarr_with(tmp_path / "x.zarr", values,
+               BloscCodec(cname="zstd", clevel=7, shuffle="bitshuffle"))
+    assert main(["convert", str(tmp_path / "x.zarr"), str(tmp_path / dst)]) == 0
+    with ca.open(tmp_path / dst, mode="r") as y:
+        assert (y.cparams.cname, y.cparams.clevel, y.cparams.shuffle) == \
+            ("zstd", 7, ca.BITSHUFFLE)
+        assert np.array_equal(y[:], values)
+
+
+def test_convert_changes_only_the_level_asked_for(values, tmp_path):
+    from zarr.codecs import BloscCodec
+
+    _zarr_with(tmp_path / "x.zarr", values, BloscCodec(cname="zlib", clevel=4, shuffle="noshuffle"))
+    assert main(["convert", str(tmp_path / "x.zarr"), str(tmp_path / "y"), "--clevel", "1"]) == 0
+    with ca.open(tmp_path / "y", mode="r") as y:
+        assert (y.cparams.cname, y.cparams.clevel, y.cparams.shuffle) == \
+            ("zlib", 1, ca.NOSHUFFLE)
+
+
+@pytest.mark.parametrize(("codec", "expected"), [
+    (lambda: zarr.codecs.ZstdCodec(level=12), ("zstd", 9, ca.NOSHUFFLE)),
+    (lambda: zarr.codecs.ZstdCodec(level=0), ("zstd", 3, ca.NOSHUFFLE)),  # zstd's default
+    (lambda: zarr.codecs.GzipCodec(level=6), ("zlib", 6, ca.NOSHUFFLE)),
+    (lambda: None, ("lz4", 0, ca.SHUFFLE)),  # nothing compressed: level 0
+])
+def test_other_zarr_compressors_become_the_nearest_blosc_codec(values, tmp_path, codec,
+                                                                expected):
+    _zarr_with(tmp_path / "x.zarr", values, codec())
+    convert(tmp_path / "x.zarr", tmp_path / "y.carray")
+    with ca.open(tmp_path / "y.carray", mode="r") as y:
+        assert (y.cparams.cname, y.cparams.clevel, y.cparams.shuffle) == expected
+        assert np.array_equal(y[:], values)
+
+
+def test_info_shows_the_codecs_configuration(values, tmp_path, capsys):
+    from zarr.codecs import BloscCodec
+
+    _zarr_with(tmp_path / "x.zarr", values, BloscCodec(cname="zstd", clevel=7, shuffle="shuffle"))
+    assert main(["info", str(tmp_path / "x.zarr")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("codecs"))
+    assert "blosc(" in line and "cname=zstd" in line and "clevel=7" in line
+    assert "shuffle=shuffle" in line
+
+
+def test_convert_help_says_what_becomes_of_a_zarr_codec(capsys):
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "A Zarr input's Blosc codec is kept as it is" in text
+    assert "nearest Blosc codec: zstd as zstd, gzip and zlib as zlib, lz4 as lz4" in text
+
+
+def test_numpy_attributes_to_zarr_and_back(tmp_path, capsys):
+    attrs = {"_FillValue": np.float64("nan"), "scale": np.float32(0.25), "top": np.inf,
+             "z": np.complex64(1 - 2j), "when": np.datetime64("2020-01-01T00:00"),
+             "span": (1, np.timedelta64(3, "s")), "units": "K", "levels": [1, 2.5]}
+    with ca.carray(np.arange(10.0), rootdir=tmp_path / "a.carray", mode="w") as a:
+        a.attrs.update(attrs)
+    assert main(["convert", str(tmp_path / "a.carray"), str(tmp_path / "a.zarr")]) == 0
+    stored = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())["attributes"]
+    assert stored["_FillValue"] == {"__carray__": {"type": "scalar", "dtype": "<f8",
+                                                   "value": "NaN"}}
+    assert stored["top"] == {"__carray__": {"type": "float", "value": "Infinity"}}
+    assert stored["units"] == "K" and stored["levels"] == [1, 2.5]  # plain stays plain
+    assert main(["info", str(tmp_path / "a.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "attr _FillValue : nan" in out and "(1-2j)" in out
+    convert(tmp_path / "a.zarr", tmp_path / "b.carray")
+    with ca.open(tmp_path / "b.carray", mode="r") as b:
+        got = b.attrs.getall()
+    assert list(got) == list(attrs)
+    assert type(got["_FillValue"]) is np.float64 and np.isnan(got["_FillValue"])
+    for k in ("scale", "top", "z", "when", "units", "levels", "span"):
+        assert type(got[k]) is type(attrs[k]) and got[k] == attrs[k], k
+    assert got["z"].dtype == np.complex64 and got["when"].dtype == attrs["when"].dtype

@@ -82,9 +82,7 @@ def test_typed_attrs_round_trip(tmp_path):
     for k, v in values.items():
         a.attrs[k] = v
     a.close()
-    stored = json.loads((tmp_path / "a" / "meta" / "attrs").read_text())
-    assert stored["ids"] == {"type": "array", "dtype": "<i4", "shape": [4],
-                             "value": [1, 3, 6, 10]}
+    assert not (tmp_path / "a" / "meta" / "attrs").exists()  # they are part of each version
     back = ca.open(tmp_path / "a", mode="r").attrs.getall()
     for k, v in values.items():
         got = back[k]
@@ -97,29 +95,41 @@ def test_typed_attrs_round_trip(tmp_path):
             assert got == v and type(got) is type(v), k
 
 
-def test_in_place_rewrite_touches_only_that_chunk(tmp_path):
+def test_a_rewrite_never_touches_the_published_record(tmp_path):
     walk = np.cumsum(np.random.default_rng(2).integers(-3, 4, 2000))
     a = ca.carray(walk, chunklen=CHUNKLEN, rootdir=tmp_path / "a",
                   storage={"superchunksize": 4}, fsync=False)
     path = sc_file(tmp_path / "a", 1)
     before = open(path, "rb").read()
     others = snapshot(tmp_path / "a" / "data")
-    span = open_layout(tmp_path / "a").chunk_span(6)
-    off, room = span.offset, span.room
+    _, off, cbytes, room = open_layout(tmp_path / "a").chunk_location(6)
     a[650] = walk[650] + 1
     a.flush()
     after = open(path, "rb").read()
-    assert len(after) == len(before)
-    diff = np.flatnonzero(np.frombuffer(before, "u1") != np.frombuffer(after, "u1"))
-    assert diff.size and diff.min() >= off and diff.max() < off + room
+    # The published record of chunk 6 is untouched: the new one went elsewhere.
+    assert after[off:off + room] == before[off:off + room]
+    _, new_off, _, _ = open_layout(tmp_path / "a").chunk_location(6)
+    assert new_off != off
     now = snapshot(tmp_path / "a" / "data")
     assert {k: v for k, v in now.items() if k != "sc_000001.blp"} == \
         {k: v for k, v in others.items() if k != "sc_000001.blp"}
     b = ca.open(tmp_path / "a", mode="r")
     assert b[650] == walk[650] + 1 and b[651] == walk[651]
+    # While a reader holds the version before, its record stays.
+    a[651] = 0
+    a.flush()
+    assert open_layout(tmp_path / "a").chunk_location(6)[1] not in (off, new_off)
+    assert b[650] == walk[650] + 1 and b[651] == walk[651]
+    b.close()
+    # Once nothing holds them, the next edits reuse the room of records no version keeps.
+    size = os.path.getsize(path)
+    for i in range(4):
+        a[652] = i
+        a.flush()
+    assert os.path.getsize(path) <= size
 
 
-def test_chunk_that_outgrows_its_room_moves_to_the_end(tmp_path):
+def test_chunk_that_outgrows_every_hole_goes_to_the_end(tmp_path):
     a = make_array(tmp_path / "a", 2000)
     a.flush()
     path = sc_file(tmp_path / "a", 0)
@@ -129,7 +139,8 @@ def test_chunk_that_outgrows_its_room_moves_to_the_end(tmp_path):
     a.flush()
     assert os.path.getsize(path) > size0
     layout = open_layout(tmp_path / "a")
-    assert layout.chunk_span(1).offset == max(layout.chunk_span(i).offset for i in range(4))
+    offs = [layout.chunk_location(i)[1] for i in range(4)]
+    assert offs[1] == max(offs)
     b = ca.open(tmp_path / "a", mode="r")
     np.testing.assert_array_equal(b[100:200], noise)
     np.testing.assert_array_equal(b[200:400], np.arange(200, 400))
@@ -147,7 +158,7 @@ def test_every_checksum_kind(tmp_path, checksum):
         return
     # Flip one byte inside chunk 0's compressed body.
     path = sc_file(tmp_path / "a")
-    off = open_layout(tmp_path / "a").chunk_span(0).offset
+    off = open_layout(tmp_path / "a").chunk_location(0)[1]
     buf = bytearray(open(path, "rb").read())
     buf[off + 40] ^= 0x5A
     open(path, "wb").write(bytes(buf))
@@ -171,7 +182,7 @@ def test_blosc1_files_are_read_by_bloscpack(tmp_path, bloscpack_peer):
     data[150] = -1
     a.close()
     files = sorted(os.listdir(tmp_path / "a" / "data"))
-    assert len(files) == 7
+    assert len(files) == 7  # one generation of each superchunk left
     got, metas = [], []
     for f in files:
         raw, meta_obj = bloscpack_peer.unpack_bytes_from_file(str(tmp_path / "a" / "data" / f))
@@ -201,7 +212,8 @@ def test_readonly_refuses_writes_and_writes_nothing(tmp_path):
 def test_shrink_removes_whole_superchunks(tmp_path):
     a = make_array(tmp_path / "a", 2000)
     a.resize(450)
-    assert sorted(os.listdir(tmp_path / "a" / "data")) == ["sc_000000.blp", "sc_000001.blp"]
+    assert sorted(os.listdir(tmp_path / "a" / "data"))[-1].startswith("sc_000001")
+    assert len(os.listdir(tmp_path / "a" / "data")) == 2
     a.append(np.arange(5))
     a.close()
     b = ca.open(tmp_path / "a", mode="r")
@@ -408,31 +420,46 @@ def test_truncated_superchunk_files(tmp_path):
         np.testing.assert_array_equal(got, expect)  # only spare room was cut
 
 
-@pytest.mark.parametrize("region", ["header", "metadata", "offsets", "chunk", "digest"])
+def _regions(root) -> dict[str, tuple[str, int, int]]:
+    """Where each kind of byte of a small dataset lies: (file, start, stop)."""
+    layout = open_layout(root)
+    file, off, cbytes, _ = layout.chunk_location(0)
+    pages = -(-cbytes // layout.page_size)
+    versions = root / "versions"
+    mf = next(str(p) for p in sorted(versions.glob("*.mf")))
+    ix = next(str(p) for p in sorted(versions.glob("*.ix")))
+    start = layout.files.file((0, 0)).data_start
+    layout.close()
+    return {"header": (file, 0, 32), "metadata": (file, 32, start),
+            "chunk": (file, off, off + cbytes), "digest": (file, off + cbytes, off + cbytes + 4),
+            "pages": (file, off + cbytes + 4, off + cbytes + 4 + 4 * pages),
+            "manifest": (mf, 0, os.path.getsize(mf)), "index": (ix, 0, os.path.getsize(ix))}
+
+
+@pytest.mark.parametrize("region", ["header", "metadata", "chunk", "digest", "pages",
+                                    "manifest", "index"])
 def test_flipped_bytes(tmp_path, region):
-    a = make_array(tmp_path / "a", 800)
+    a = make_array(tmp_path / "a", 4000, superchunksize=16)
     a.close()
-    sc = open_layout(tmp_path / "a").chunk_span(0)
-    off0, cbytes = sc.offset, sc.cbytes
-    span = {"header": (0, 32), "metadata": (32, sc.offsets_pos),
-            "offsets": (sc.offsets_pos, sc.data_start), "chunk": (off0, off0 + cbytes),
-            "digest": (off0 + cbytes, off0 + cbytes + 4)}[region]
-    path = sc_file(tmp_path / "a")
+    path, lo, hi = _regions(tmp_path / "a")[region]
     good = open(path, "rb").read()
     rng = np.random.default_rng(5)
-    positions = range(*span) if span[1] - span[0] <= 40 else \
-        rng.choice(np.arange(*span), 40, replace=False)
+    positions = range(lo, hi) if hi - lo <= 40 else rng.choice(np.arange(lo, hi), 40,
+                                                               replace=False)
     for pos in positions:
         bad = bytearray(good)
         bad[int(pos)] ^= 1 << int(rng.integers(8))
         open(path, "wb").write(bytes(bad))
-        try:
-            got = _read_all(tmp_path / "a")
-        except (FormatError, CodecError):
-            assert verify_path(tmp_path / "a")[0]
-            continue
-        # A bit that no reader depends on (reserved/padding, unused slots of a free area).
-        np.testing.assert_array_equal(got, np.arange(800))
+        for read in (_read_all, lambda r: ca.open(r, mode="r")[0:10],
+                     lambda r: np.asarray(ca.open(r, mode="r"))):
+            try:
+                got = read(tmp_path / "a")
+            except (FormatError, CodecError):
+                assert verify_path(tmp_path / "a")[0]
+                continue
+            # A bit that no reader depends on (reserved, padding).
+            np.testing.assert_array_equal(got, np.arange(len(got)))
+    open(path, "wb").write(good)
 
 
 def test_metadata_size_larger_than_the_file(tmp_path):
@@ -445,20 +472,25 @@ def test_metadata_size_larger_than_the_file(tmp_path):
         _read_all(tmp_path / "a")
 
 
-def test_offset_past_the_end(tmp_path):
+def test_index_entry_past_the_end(tmp_path):
+    from carray.versions.index import ENTRY, encode_page
+
     a = make_array(tmp_path / "a", 500)
     a.close()
-    pos = open_layout(tmp_path / "a").chunk_span(0).offsets_pos + 8
-    path = sc_file(tmp_path / "a")
-    buf = bytearray(open(path, "rb").read())
-    buf[pos:pos + 8] = (10**12).to_bytes(8, "little")
-    open(path, "wb").write(bytes(buf))
-    with pytest.raises(FormatError, match="outside the chunk area"):
+    ix = next((tmp_path / "a" / "versions").glob("*.ix"))
+    layout = open_layout(tmp_path / "a")
+    entries = np.array([tuple(layout.index_entry(n)) for n in range(layout.nchunks)],
+                       dtype=ENTRY)
+    layout.close()
+    entries[1]["off"] = 10**12
+    ix.write_bytes(encode_page(entries))  # a well-formed page that lies
+    with pytest.raises(FormatError):
         _read_all(tmp_path / "a")
+    assert verify_path(tmp_path / "a")[0]
 
 
 @pytest.mark.parametrize("field,value,match", [
-    ("format_version", 3, "format version"), ("checksum", "crc64", "unknown checksum"),
+    ("format_version", 4, "format version"), ("checksum", "crc64", "unknown checksum"),
     ("superchunksize", 0, "superchunksize")])
 def test_bad_storage(tmp_path, field, value, match):
     make_array(tmp_path / "a", 500).close()
@@ -484,17 +516,18 @@ def test_verify_reports_every_problem(tmp_path, capsys):
     make_array(tmp_path / "a", 2000).close()
     layout = open_layout(tmp_path / "a")
     for k in (0, 2, 4):
-        off = layout.chunk_span(k * 4 + 1).offset
+        _, off, _, _ = layout.chunk_location(k * 4 + 1)
         path = sc_file(tmp_path / "a", k)
         buf = bytearray(open(path, "rb").read())
         buf[off + 30] ^= 0xFF
         open(path, "wb").write(bytes(buf))
+    layout.close()
     os.unlink(sc_file(tmp_path / "a", 3))
     assert cli_main(["verify", str(tmp_path / "a")]) == 1
     out = capsys.readouterr().out
     assert out.count("checksum mismatch") == 3
-    assert "sc_000003.blp: missing" in out
-    assert "problems;" in out and "13 chunks OK" in out
+    assert sum("sc_000003.blp" in line and "missing" in line for line in out.splitlines()) == 1
+    assert "4 problems;" in out and "13 chunks OK" in out
 
 
 def test_verify_bcolz_directory(tmp_path, capsys):
@@ -510,24 +543,32 @@ def test_verify_bcolz_directory(tmp_path, capsys):
     assert "__3.blp" in out and "__5.blp" in out
 
 
-def test_journal_replayed_or_discarded(tmp_path):
+def test_journal_of_a_format_2_directory_replayed_or_discarded(tmp_path):
+    import shutil
+
     from carray.layouts._superchunk_meta import Journal
 
-    a = make_array(tmp_path / "a", 500)
-    a.close()
-    sizes = json.loads((tmp_path / "a" / "meta" / "sizes").read_text())
-    jpath = tmp_path / "a" / "meta" / "journal"
+    root = tmp_path / "a"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "data", "carray_v2",
+                                 "a1d.carray"), root)
+    sizes = json.loads((root / "meta" / "sizes").read_text())
+    jpath = root / "meta" / "journal"
     # A complete journal of the next generation that shrinks the length: replayed.
     new = dict(sizes, length=300, shape=[300], nbytes=2400, generation=sizes["generation"] + 1)
     body = (json.dumps(new) + "\n").encode()
     jpath.write_bytes(Journal(sizes["generation"] + 1, (), body).encode())
-    assert len(ca.open(tmp_path / "a", mode="r")) == 300
+    assert len(ca.open(root, mode="r")) == 300
     assert jpath.exists()  # mode 'r' does not write
-    assert len(ca.open(tmp_path / "a", mode="a")) == 300
+    a = ca.open(root, mode="a")
+    assert len(a) == 300
     assert not jpath.exists()
-    # A torn journal: discarded.
+    a.close()
+    # A torn journal left beside a directory written before versions: discarded.
+    shutil.rmtree(root)
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "data", "carray_v2",
+                                 "a1d.carray"), root)
     jpath.write_bytes(Journal(sizes["generation"] + 2, (), body).encode()[:-3])
-    assert len(ca.open(tmp_path / "a", mode="a")) == 300
+    assert len(ca.open(root, mode="a")) == 2500
     assert not jpath.exists()
 
 

@@ -32,6 +32,9 @@ EDGE_ITEMS = 3
 #: Arrays with more items than this are summarised (numpy's ``threshold``).
 THRESHOLD = 10
 
+#: How a missing (masked) value prints: as numpy's masked arrays print it.
+MISSING = "--"
+
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -71,7 +74,10 @@ def print_fields(rows: Sequence[tuple[str, Any]]) -> None:
 
 
 def cell(value: Any) -> str:
-    """One value on one line: byte strings decoded, arrays summarised like numpy does."""
+    """One value on one line: byte strings decoded, arrays summarised like numpy does, a
+    missing (masked) value as :data:`MISSING`."""
+    if value is np.ma.masked:
+        return MISSING
     if isinstance(value, bytes):
         return value.decode("utf-8", "backslashreplace")
     if isinstance(value, np.ndarray):
@@ -79,14 +85,39 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def summary(a: np.ndarray, *, one_line: bool = True) -> str:
-    """numpy's summarised repr of ``a``: at most ``EDGE_ITEMS`` at each end of an axis."""
-    text = np.array2string(np.asarray(a), threshold=THRESHOLD, edgeitems=EDGE_ITEMS,
-                           separator=", ", max_line_width=10**6 if one_line else 100)
+def summary(a: Any, *, one_line: bool = True) -> str:
+    """numpy's summarised repr of ``a``: at most ``EDGE_ITEMS`` at each end of an axis;
+    missing (masked) items show as :data:`MISSING`, as numpy's masked arrays show them."""
+    if np.ma.is_masked(a):
+        if not np.ndim(a):
+            return MISSING
+        items: np.ndarray = _masked_items(a)
+        formatter: Any = {"object": str}  # the items are their text already
+    else:
+        items, formatter = np.asarray(np.ma.getdata(a)), None
+    text = np.array2string(items, threshold=THRESHOLD, edgeitems=EDGE_ITEMS,
+                           separator=", ", max_line_width=10**6 if one_line else 100,
+                           formatter=formatter)
     if not one_line:
         return text
     # numpy pads items to a common width; on one line the padding only gets in the way.
     return " ".join(text.split()).replace("[ ", "[").replace(" ,", ",").replace(" ]", "]")
+
+
+def _masked_items(a: np.ma.MaskedArray) -> np.ndarray:
+    """The items of ``a`` as text in an object array of its shape, :data:`MISSING` where
+    masked.  Only the items a summary shows are formatted (each as numpy formats it):
+    the rest are never printed."""
+    shown = [np.arange(n) if a.size <= THRESHOLD or n <= 2 * EDGE_ITEMS else
+             np.r_[0:EDGE_ITEMS, n - EDGE_ITEMS:n] for n in a.shape]
+    region = np.ix_(*shown)
+    part = a[region]
+    texts = [MISSING if missing else np.array2string(np.asarray(value))
+             for value, missing in zip(np.ma.getdata(part).flat,
+                                       np.ma.getmaskarray(part).flat, strict=True)]
+    out = np.full(a.shape, "", dtype=object)
+    out[region] = np.array(texts, dtype=object).reshape(part.shape)
+    return out
 
 
 @contextlib.contextmanager

@@ -13,9 +13,19 @@ import argparse
 
 from carray.cli._ui import progress
 from carray.cli.main import add_storage_options
-from carray.convert import ARRAY_FORMATS, FORMATS, convert, format_for, read_any, write_any
+from carray.convert import (
+    ARRAY_FORMATS,
+    FORMATS,
+    convert,
+    format_for,
+    options_for,
+    read_any,
+    write_any,
+)
+from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations.table_files import TABLE_EXTENSIONS
 from carray.params import CParams
+from carray.stores import resolve
 
 __all__ = ["clean_errors", "format_for", "read_any", "register", "write_any"]
 
@@ -29,13 +39,25 @@ def clean_errors(func):
     return func
 
 
-def _shape(text: str | None) -> tuple[int, ...] | None:
+def _shape(text: str | None, option: str) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise ValueError(f"expected comma-separated ints, got {text!r}") from None
+        raise ValueError(f"{option}: expected comma-separated ints, got {text!r}") from None
+
+
+def _exists(path: str, storage_options: dict | None) -> bool:
+    store, key = resolve(path, options_for(path, storage_options))
+    store.invalidate(key)
+    return store.exists(key)
+
+
+def _refuse(options: list[str], why: str) -> None:
+    """Fail on options this kind of conversion cannot use, rather than ignore them."""
+    if options:
+        raise UnsupportedOptionError(f"{', '.join(options)}: {why}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,11 +76,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--to", metavar="FORMAT",
                    choices=[*ARRAY_FORMATS, *(f.name for f in FORMATS), *TABLE_EXTENSIONS],
                    help="output format, instead of guessing it from DST's extension")
-    p.add_argument("--chunks", metavar="C0,C1,...", help="chunk shape of the output array")
-    p.add_argument("--blocks", metavar="B0,B1,...", help="block shape of the output array")
+    p.add_argument("--chunks", metavar="C0,C1,...",
+                   help="chunk shape of the output array, one size per axis (bcolz: whole "
+                        "rows, N followed by the other axes' sizes; .npy: none)")
+    p.add_argument("--blocks", metavar="B0,B1,...",
+                   help="block shape of the output array, one size per axis (carray and "
+                        ".b2nd outputs only)")
     p.add_argument("--codec", choices=["blosclz", "lz4", "lz4hc", "zlib", "zstd"],
-                   help="codec of the output array (default: the input's)")
-    p.add_argument("--clevel", type=int, help="compression level of the output array")
+                   help="Blosc codec of the output array (default: the input's codec, "
+                        "level and shuffle. A Zarr input's Blosc codec is kept as it is; "
+                        "its other compressors become the nearest Blosc codec: zstd as "
+                        "zstd, gzip and zlib as zlib, lz4 as lz4, at their level and "
+                        "without shuffle; no compressor gives level 0, any other lz4 at "
+                        "level 5. Bloscpack inputs keep their codec and shuffle, at level "
+                        "5 as their chunks record none; .npy inputs get lz4 at level 5)")
+    p.add_argument("--clevel", type=int,
+                   help="compression level of the output array, 0-9 (default: the input's)")
     p.add_argument("--force", action="store_true", help="replace an existing output")
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("--progress", action="store_true", default=None,
@@ -73,33 +106,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @clean_errors
 def run(args: argparse.Namespace) -> int:
-    from carray.convert import _is_dataset, close_array, is_table_conversion, open_array
+    from carray.convert import _is_dataset, is_table_conversion
 
     storage = args.storage_options
+    array_options = [f"--{name}" for name in ("chunks", "blocks", "codec", "clevel")
+                     if getattr(args, name) is not None]
+    unlimited = ["--unlimited"] if args.unlimited else []
     if is_table_conversion(args.src, args.dst, args.to, storage):
+        _refuse(array_options + unlimited, "only array conversions take these; this one "
+                                          "converts a table")
         with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
                       always=bool(args.progress), unit="rows") as report:
             convert(args.src, args.dst, args.to, overwrite=args.force, progress=report,
                     storage_options=storage)
         return 0
     if _is_dataset(args.src, None):
+        _refuse(array_options, "only array conversions take these; this one converts a "
+                               "dataset")
+        if not args.force and _exists(args.dst, storage):
+            raise ContainerExistsError(f"{args.dst}: already exists (pass --force)")
         options = {"unlimited": args.unlimited} if args.unlimited else {}
         convert(args.src, args.dst, args.to, storage_options=storage, **options)
         return 0
-    cparams = None
-    if args.codec or args.clevel is not None:
-        src = open_array(args.src, storage)
-        try:
-            base = getattr(src, "cparams", None) or CParams()
-        finally:
-            close_array(src)
-        cparams = base.replace(**{k: v for k, v in (("cname", args.codec),
-                                                     ("clevel", args.clevel)) if v is not None})
+    _refuse(unlimited, "only a dataset converted to NetCDF has unlimited dimensions; this "
+                       "converts an array")
     # A bar only for copies big enough to wait for, unless asked (--progress) or refused.
     with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
                   min_total=0 if args.progress else _BAR_BYTES,
                   always=bool(args.progress)) as report:
-        convert(args.src, args.dst, args.to, chunks=_shape(args.chunks),
-                blocks=_shape(args.blocks), cparams=cparams, overwrite=args.force,
-                progress=report, storage_options=storage)
+        convert(args.src, args.dst, args.to, chunks=_shape(args.chunks, "--chunks"),
+                blocks=_shape(args.blocks, "--blocks"), cparams=_cparams(args, storage),
+                overwrite=args.force, progress=report, storage_options=storage)
     return 0
+
+
+def _cparams(args: argparse.Namespace, storage: dict | None) -> CParams | None:
+    """The output's compression when --codec or --clevel change the input's (None: the
+    input's as it is)."""
+    if not args.codec and args.clevel is None:
+        return None
+    from carray.convert import close_array, open_array, source_cparams
+
+    src = open_array(args.src, storage)
+    try:
+        base = source_cparams(src, args.src, storage) or CParams()
+    finally:
+        close_array(src)
+    return base.replace(**{k: v for k, v in (("cname", args.codec), ("clevel", args.clevel))
+                           if v is not None})

@@ -18,6 +18,7 @@ import numpy as np
 from carray.cli.convert import clean_errors, format_for, read_any, write_any
 from carray.formats import ds
 from carray.formats._ds_header import default_dims
+from carray.formats.merge import merge_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,11 +44,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.set_defaults(func=run_cat)
 
     q = verbs.add_parser("select", help="copy variables and/or a selection to a new file",
-                         description="carray ds select [VAR...] [dim=i:j ...] IN OUT")
+                         description="carray ds select [VAR...] [dim=i:j ...] IN OUT. "
+                                     "The variables named keep the coordinates of their "
+                                     "dimensions (variables named as a dimension).")
     q.add_argument("items", nargs="+", metavar="[VAR|dim=SEL]... IN OUT")
     q.set_defaults(func=run_select)
 
-    q = verbs.add_parser("merge", help="concatenate files along a dimension")
+    q = verbs.add_parser("merge", help="concatenate files along a dimension",
+                         description="Concatenate IN files along DIM into OUT, a block of "
+                                     "rows at a time (memory does not grow with the "
+                                     "files). Variables along DIM are joined; the others, "
+                                     "and the attributes, are the first file's.")
     q.add_argument("dim", metavar="DIM")
     q.add_argument("files", nargs="+", metavar="IN... OUT")
     q.set_defaults(func=run_merge)
@@ -165,9 +172,28 @@ def run_select(args: argparse.Namespace) -> int:
         else:
             names.append(item)
     format_for(dst)  # fail on an unknown output type before reading anything
+    if names:
+        names = with_coordinates(_header(src), names)
     d = read_any(src, names or None, sel or None)
     write_any(dst, d)
     return 0
+
+
+def with_coordinates(header: dict, names: list[str]) -> list[str]:
+    """``names`` and, after them, the coordinates of their dimensions: the variables of
+    ``header`` named as a dimension, which label its positions."""
+    out = list(names)
+    for name in names:
+        key = name if name in header else ds.escape(name)
+        entry = header.get(key)
+        if not isinstance(entry, dict):
+            continue  # not a variable: the reader says so
+        dims = entry.get(".dims") or default_dims(key, len(entry.get(".size") or []))
+        for dim in dims:
+            coord = ds.escape(dim)
+            if coord in header and coord not in out and dim not in out:
+                out.append(coord)
+    return out
 
 
 @clean_errors
@@ -175,6 +201,7 @@ def run_merge(args: argparse.Namespace) -> int:
     if len(args.files) < 2:
         raise ValueError("merge needs at least one input and an output file")
     *inputs, dst = args.files
-    format_for(dst)
-    write_any(dst, ds.merge([read_any(path) for path in inputs], args.dim))
+    for path in (*inputs, dst):
+        format_for(path)  # an unknown type fails before anything is read
+    merge_files(inputs, args.dim, dst)  # a block of rows at a time, whatever the sizes
     return 0

@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from carray import registry
+from carray import attrvalues, registry
 from carray.cli._ui import human, print_fields, print_table
 from carray.cli.main import add_storage_options
 from carray.convert import options_for
@@ -56,8 +56,23 @@ def _array_rows(info: dict) -> list[tuple[str, Any]]:
     if info.get("disk_bytes") is not None:
         rows.append(("on disk", f"{human(info['disk_bytes'])} (every file: chunks, framing, "
                                 "metadata, spare room)"))
-    rows += [(f"attr {k}", json.dumps(v, ensure_ascii=False)) for k, v in info["attrs"].items()]
-    return rows
+    return rows + _attr_rows(info["attrs"])
+
+
+def _attr_rows(attrs: dict) -> list[tuple[str, str]]:
+    """One ``attr NAME`` row per attribute, its value readable (numpy scalars as values)."""
+    return [(f"attr {k}", attrvalues.display(v)) for k, v in attrs.items()]
+
+
+def _jsonable(info: dict) -> dict:
+    """``info`` with its attributes in carray's plain JSON form (exact, and valid JSON)."""
+    out = dict(info)
+    if isinstance(out.get("attrs"), dict):
+        out["attrs"] = {k: attrvalues.to_json(v) for k, v in out["attrs"].items()}
+    if isinstance(out.get("variables"), list):
+        out["variables"] = [_jsonable(v) if isinstance(v, dict) else v
+                            for v in out["variables"]]
+    return out
 
 
 def _disk_text(nbytes: int | None) -> str:
@@ -81,7 +96,16 @@ def _chunks_line(info: dict) -> str:
 
 def print_table_info(info: dict) -> None:
     """A table's description: a line, then its columns as an aligned table."""
-    print(f"ctable: {info['rows']} rows x {len(info['columns'])} columns")
+    line = f"{info['type']}: {info['rows']} rows x {len(info['columns'])} columns"
+    if "row_groups" in info:  # a Parquet file
+        leaves = info["leaf_columns"]
+        extra = f" ({leaves} leaf columns)" if leaves != len(info["columns"]) else ""
+        groups = info["row_groups"]
+        line += f"{extra}, {groups} row group{'' if groups == 1 else 's'}"
+        sizes = ("uncompressed", "compressed")  # the file's metadata's two sizes
+    else:
+        sizes = ("nbytes", "cbytes")
+    print(line)
     rows = [(c["name"], c["dtype"], human(c["nbytes"]), human(c["cbytes"]),
              _ratio_text(c["ratio"]), _disk_text(c.get("disk_bytes")))
             for c in info["columns"]]
@@ -89,10 +113,8 @@ def print_table_info(info: dict) -> None:
     rows.append(("(total)", "", human(info["nbytes"]), human(info["cbytes"]),
                  _ratio_text(total), _disk_text(info.get("disk_bytes"))))
     # cbytes: the compressed chunks; on disk: every file (framing, metadata, spare room).
-    print_table(("column", "dtype", "nbytes", "cbytes", "ratio", "on disk"), rows,
-                right=(2, 3, 4, 5))
-    print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False))
-                  for k, v in info["attrs"].items()])
+    print_table(("column", "dtype", *sizes, "ratio", "on disk"), rows, right=(2, 3, 4, 5))
+    print_fields(_attr_rows(info["attrs"]))
 
 
 def print_dataset_info(info: dict) -> None:
@@ -102,8 +124,7 @@ def print_dataset_info(info: dict) -> None:
              "no data" if v["shape"] is None else "x".join(map(str, v["shape"])) or "scalar")
             for v in info["variables"]]
     print_table(("variable", "type", "dims", "shape"), rows)
-    print_fields([(f"attr {k}", json.dumps(v, ensure_ascii=False, default=str))
-                  for k, v in info["attrs"].items()])
+    print_fields(_attr_rows(info["attrs"]))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = registry.guess(args.path, storage)
     info = fmt.info(args.path, storage)
     if args.json:
-        print(json.dumps(info, indent=2, default=str))
+        print(json.dumps(_jsonable(info), indent=2, default=str))
     elif fmt.kind == "table":
         print_table_info(info)
     elif fmt.kind == "dataset":
@@ -123,5 +144,6 @@ def run(args: argparse.Namespace) -> int:
     elif info.get("type") == "carray":
         print_fields(_array_rows(info))
     else:
-        print_fields([(k, v) for k, v in info.items()])
+        print_fields([(k, v) for k, v in info.items() if k != "attrs"]
+                     + _attr_rows(info.get("attrs") or {}))
     return 0

@@ -34,11 +34,13 @@ def run_head(args: argparse.Namespace) -> int:
     columns = fmt.head(args.path, args.rows, storage)
     if fmt.kind == "dataset":
         for name, values in columns.items():
-            text = summary(np.asarray(values)) if values is not None else "no data"
+            text = summary(values) if values is not None else "no data"
             print(f"{name}: {text}")
         return 0
     names = list(columns)
-    arrays = [np.asarray(columns[n]) for n in names]
+    # Masked arrays stay masked: their missing values print as such.
+    arrays = [c if isinstance(c, np.ma.MaskedArray) else np.asarray(c)
+              for c in (columns[n] for n in names)]
     if arrays and arrays[0].ndim == 0:  # a 0-d array has no rows: its value
         print(summary(arrays[0]))
         return 0

@@ -32,6 +32,7 @@ from carray.chunkio import ChunkIO
 from carray.engine.boxes import BoxReader, is_box
 from carray.engine.description import ArrayDescription
 from carray.engine.handoff import Handing, Handoff
+from carray.engine.history import History
 from carray.engine.points import decode_for, point_groups
 from carray.engine.resizing import Resizing
 from carray.engine.txn import ChunkListener, atomic
@@ -95,6 +96,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         self._listeners: list[ChunkListener] = []
         self._undo: dict[int, bytes | None] | None = None
         self._saved: tuple[Any, ...] | None = None
+        self._savepoint: Any = None  # the layout's, for layouts that undo their own writes
         self._closed = False
         self._handoff = Handoff(2 * _parallel.workers())
         self._spare: np.ndarray | None = None  # a tail buffer to use again
@@ -113,11 +115,12 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
 
     @classmethod
     def open(cls, path: str, *, store: Store, mode: str, fsync: bool, allow_pickle: bool,
-             storage: dict[str, Any]) -> ArrayEngine:
-        """The array stored at ``path`` (any layout)."""
+             storage: dict[str, Any], at: dict[str, Any] | None = None) -> ArrayEngine:
+        """The array stored at ``path`` (any layout); ``at``: the ``version``, ``tag`` or
+        ``as_of`` of an earlier version to read."""
         layout, meta, cbytes = open_layout(path, readonly=(mode == "r"), fsync=fsync,
                                            allow_pickle=allow_pickle, storage=storage,
-                                           store=store)
+                                           store=store, **(at or {}))
         objects = layout.read_objects(meta.length) if meta.dtype == np.dtype(object) else None
         return cls(layout, meta, cbytes, mode, objects)
 
@@ -243,19 +246,23 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
             return
         self._saved = self._state()
         self._undo = {}
+        self._savepoint = self._layout.savepoint()
         try:
             yield
         except BaseException:
             self._rollback(self._saved)
             raise
+        else:
+            self._layout.release_savepoint()
         finally:
-            self._undo = self._saved = None
+            self._undo = self._saved = self._savepoint = None
 
     def _committed(self) -> None:
         """A commit inside a transaction: a later failure goes back to here, not to the
         start (the files already record this state)."""
         if self._undo is not None:
             self._saved, self._undo = self._state(), {}
+            self._savepoint = self._layout.savepoint()
 
     def _state(self) -> tuple[Any, ...]:
         return (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache,
@@ -265,6 +272,10 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache, self._cbytes,
          self._grid_memo, handed) = saved
         self._handoff.restore(handed)
+        if self._layout.savepoints:  # the layout undoes its own writes
+            with contextlib.suppress(Exception):
+                self._layout.rollback(self._savepoint)
+            return
         undo = self._undo or {}
         new = [n for n, old in undo.items() if old is None]
         with contextlib.suppress(Exception):  # best effort: the layout may keep failing
@@ -277,10 +288,22 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         if self._tail is not None and self._nleft and any(n in tail_run for n in new):
             self._tail_dirty = True  # the tail's stored chunks were among those dropped
 
+    def _own_tail(self, first_row: int) -> None:
+        """Rows from ``first_row`` of the tail are about to be overwritten: inside a
+        transaction whose saved state holds this very buffer with those rows in it, work
+        on a copy, so a rollback finds the rows as they were."""
+        saved = self._saved
+        if saved is None or saved[2] is not self._tail or self._tail is None:
+            return
+        shape, nfull = saved[0], saved[1]
+        kept = shape[0] - nfull * self._chunks[0] if shape else 0
+        if first_row < kept:
+            self._tail = self._tail.copy()
+
     def _remember(self, nchunk: int) -> None:
         """Keep what chunk ``nchunk`` holds now, to put it back if the operation fails."""
         undo = self._undo
-        if undo is None or nchunk in undo:
+        if undo is None or nchunk in undo or self._layout.savepoints:
             return
         stored_runs = self._nfull + (1 if self._nleft else 0)
         old: bytes | None = None
@@ -291,7 +314,10 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
 
     def check_writable(self) -> None:
         if self._mode == "r":
-            raise ReadOnlyError(f"{self.describe()}: opened in mode 'r'")
+            pinned = self._layout.pinned_version
+            raise ReadOnlyError(f"{self.describe()}: opened in mode 'r'" if pinned is None
+                                else f"{self.describe()}: version {pinned} is read-only (open "
+                                "the newest with mode='a' to change the array)")
         if self._objects is not None and not (self._layout.in_memory
                                               or self._layout.rows_only):
             raise UnsupportedDTypeError(f"{self.describe()}: object arrays are stored only "
@@ -567,6 +593,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         c0 = self._chunks[0]
         nleft = self._nleft
         if self._tail is not None and nleft + n < c0:  # the common case: fill the tail
+            self._own_tail(nleft)
             self._tail[nleft:nleft + n] = arr
             self._shape = (self._shape[0] + n, *self._shape[1:])
             self._mark_dirty()
@@ -576,6 +603,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
             self._ensure_tail()
             assert self._tail is not None
             take = min(c0 - nleft, n)
+            self._own_tail(nleft)
             self._tail[nleft:nleft + take] = arr[:take]
             pos = take
             self._shape = (self._shape[0] + take, *self._shape[1:])
@@ -604,6 +632,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
             self._ensure_tail()
             assert self._tail is not None
             rest = n - pos
+            self._own_tail(0)
             self._tail[:rest] = arr[pos:]
             self._shape = (self._shape[0] + rest, *self._shape[1:])
             self._mark_dirty()
@@ -640,6 +669,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
             self._cache = (piece.nchunk, raw)
         if in_tail:
             self._ensure_tail()
+            self._own_tail(0)
             for piece in in_tail:
                 scatter(piece, values, self._tail_view(piece.coords))
             self._mark_dirty()
@@ -664,6 +694,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
             self._cache = (nchunk, raw)
         if in_tail:
             self._ensure_tail()
+            self._own_tail(0)
             for pos, local, coords in in_tail:
                 self._tail_view(coords)[tuple(local)] = flat[pos]
             self._mark_dirty()
@@ -671,8 +702,9 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
 
     # -- persistence ----------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Write the partial last run of chunks and record the sizes; nothing in mode 'r'.
+    def flush(self, message: str | None = None) -> None:
+        """Write the partial last run of chunks and record the sizes (as a version with
+        ``message`` where the layout keeps versions); nothing in mode 'r'.
 
         In memory a partial chunk of rows stays decoded; the several chunks of a
         partial run of N-d chunks are compressed, so the decoded tail lives only
@@ -692,9 +724,38 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         self._flush_tail()
         for listener in self._listeners:
             listener.committing(self)
-        self._layout.commit(self.meta(), self._cbytes)
-        self._committed()
+        before = self._layout.version_id
+        try:
+            published = self._layout.commit(self.meta(), self._cbytes, message)
+        except BaseException:
+            if self._layout.version_id != before:  # published, then a later step failed
+                self._committed()
+            raise
+        if published is not False:
+            self._committed()  # published: a later failure cannot go back past it
         _unflushed.discard(self)
+
+    @property
+    def version_id(self) -> str | None:
+        """The id of the version the committed state is (None: no versions)."""
+        return self._layout.version_id
+
+    @property
+    def history(self) -> History:
+        """Commits, tags, restores and reader refreshes of this array's versions."""
+        return History(self, self._layout)
+
+    def reload(self, meta: ArrayMeta, cbytes: int) -> None:
+        """Take the layout's state as this engine's (the layout moved to another version):
+        the shape and sizes of ``meta``, nothing kept decoded."""
+        self._shape = tuple(meta.shape)
+        self._nfull = self._shape[0] // self._chunks[0] if self._shape else 1
+        self._tail, self._tail_dirty, self._cache = None, False, None
+        self._cbytes, self._grid_memo, self._boxes = cbytes, None, None
+        for listener in self._listeners:
+            listener.chunks_dropped(0)
+        if self._objects is None and self._nleft and self.per_row == 1:
+            self._ensure_tail()
 
     def replace_objects(self, objects: np.ndarray, first: int) -> None:
         """Make ``objects`` (1-d, dtype object) the items of this object array; items from

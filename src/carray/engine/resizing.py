@@ -167,9 +167,11 @@ class Resizing:
         keep = 1 if new_left else 0
         self._nfull = new_full
         self._shape = (nitems, *self._shape[1:])
-        # Record the shorter length before deleting files, so a crash in between
-        # leaves a readable array (readers ignore chunks past the length).
-        self.flush()
+        if not self._layout.savepoints:
+            # Record the shorter length before deleting files, so a crash in between
+            # leaves a readable array (readers ignore chunks past the length).  Layouts
+            # that publish versions record both at once, at the flush that follows.
+            self.flush()
         self._cbytes += self._layout.drop_chunks((new_full + keep) * per_row)
         for listener in self._listeners:
             listener.chunks_dropped(new_full * per_row)

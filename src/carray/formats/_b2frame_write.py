@@ -21,6 +21,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from carray import attrpack
 from carray import geometry as geo
 from carray.codecs.blosc import BLOSC2_HEADER, compress2
 from carray.codecs.checksums import get_checksum
@@ -78,9 +79,15 @@ def pack_value(value: Any) -> bytes:
 
 
 def encode_vlmeta(value: Any, cparams: CParams) -> bytes:
-    """A vlmeta entry as python-blosc2's ``vlmeta[k] = v`` stores it: msgpack, then a
-    Blosc2 chunk of typesize 1."""
-    return compress2(np.frombuffer(pack_value(value), np.uint8), 1, cparams.lossless)
+    """A vlmeta entry as python-blosc2's ``vlmeta[k] = v`` stores it: msgpack
+    (:mod:`carray.attrpack`), then a Blosc2 chunk of typesize 1.
+
+    Raises
+    ------
+    UnstorableAttributeError
+        A value carray does not store.
+    """
+    return compress2(np.frombuffer(attrpack.pack(value), np.uint8), 1, cparams.lossless)
 
 
 class _ChunkMaker:

@@ -23,6 +23,7 @@ What is read for a selection (``index``, one key per axis, applied per axis as
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,9 @@ from carray.errors import FormatError
 from carray.formats import _ds_header as H
 from carray.formats._ds_header import NUMERIC_TYPES, STRING_TYPES, VarLayout, unescape
 from carray.stores import Location, resolve
+
+#: Mask bits unpacked at a time when a whole mask is counted (1 MiB of bools).
+_MASK_SLICE = 1 << 20
 
 
 class Reader:
@@ -168,12 +172,15 @@ class Reader:
             if actual > v.length:
                 raise self._fail(v, f".len {v.length} is smaller than its data "
                                     f"({actual} bytes)")
+        first = int(lengths[:s0].sum(dtype=np.uint64))
+        return self._strings(v, offset + 8 * n_stored + first, lengths[s0:s1])
+
+    def _strings(self, v: VarLayout, start: int, lengths: np.ndarray) -> np.ndarray:
+        """The strings of ``lengths`` bytes each stored one after another from ``start``,
+        as an object array (of str for unicode, bytes for str)."""
         ends = np.cumsum(lengths, dtype=np.uint64).tolist()
-        first = ends[s0 - 1] if s0 else 0
-        start = offset + 8 * n_stored + first
-        blob = self.read_array(v, np.uint8, ends[-1] - first, start).tobytes()
-        bounds = [e - first for e in ends[s0:s1]]
-        raw = [blob[a:b] for a, b in zip([0, *bounds[:-1]], bounds, strict=True)]
+        blob = self.read_array(v, np.uint8, ends[-1] if ends else 0, start).tobytes()
+        raw = [blob[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
         pieces: list[bytes] | list[str] = raw
         if v.type == "unicode":
             try:
@@ -183,6 +190,82 @@ class Reader:
         out = np.empty(len(pieces), dtype=object)
         out[:] = pieces
         return out
+
+    # -- rows in order, a block at a time ---------------------------------------------
+
+    def iter_rows(self, v: VarLayout, step: int) -> Iterator[Any]:
+        """``v``'s rows (along its first axis), ``step`` of them at a time and in order,
+        as :meth:`read_variable` returns them (masked where the file has a mask).
+
+        Each block reads only its own bytes: its bits of the mask, its stored values
+        (and, for strings, its entries of the length table), keeping count of the values
+        stored before it.  Memory follows ``step``, never the variable's size (but for a
+        first pass counting a mask's missing values, a slice of it at a time).  A 0-d
+        variable is one block; a variable without data, none.
+        """
+        if v.shape is None:
+            return
+        if not v.shape:
+            yield self.read_variable(v)
+            return
+        rows = v.shape[0]
+        rowsize = v.count // rows if rows else 0
+        offset = self.data_offset(v)
+        n_stored = self._stored_count(v, offset) if v.missing else v.count
+        values_at = offset + v.mask_len
+        s0 = first = 0  # values stored before the block; for strings, their bytes
+        for r0 in range(0, rows, max(step, 1)):
+            r1 = min(r0 + max(step, 1), rows)
+            e0, e1 = r0 * rowsize, r1 * rowsize
+            keep = ~self._mask_bits(v, offset, e0, e1) if v.missing else None
+            s1 = s0 + (int(np.count_nonzero(keep)) if keep is not None else e1 - e0)
+            if v.type in STRING_TYPES:
+                lengths = self._lengths_run(v, values_at, n_stored, s0, s1)
+                values = self._strings(v, values_at + 8 * n_stored + first, lengths) \
+                    if s1 > s0 else np.empty(0, dtype=object)
+                first += int(lengths.sum(dtype=np.uint64))
+            else:
+                values = self._stored(v, values_at, n_stored, s0, s1)
+            s0 = s1
+            shape = (r1 - r0, *v.shape[1:])
+            if keep is None:
+                yield values.reshape(shape)
+                continue
+            out = np.full(e1 - e0, "" if v.type == "unicode" else b"", dtype=object) \
+                if v.type in STRING_TYPES else np.zeros(e1 - e0, values.dtype)
+            out[keep] = values
+            yield np.ma.MaskedArray(out, mask=~keep).reshape(shape)
+
+    def _mask_bits(self, v: VarLayout, offset: int, e0: int, e1: int) -> np.ndarray:
+        """Bits ``e0:e1`` of ``v``'s missing-value mask (True: missing)."""
+        b0 = e0 // 8
+        packed = self.read_array(v, np.uint8, (e1 + 7) // 8 - b0, offset + b0)
+        return np.unpackbits(packed).view(np.bool_)[e0 - 8 * b0:e1 - 8 * b0]
+
+    def _stored_count(self, v: VarLayout, offset: int) -> int:
+        """How many values ``v`` stores (its mask's zero bits), counted a slice of the
+        mask at a time, and checked against ``.len`` and the file's size."""
+        missing = 0
+        for e0 in range(0, v.count, _MASK_SLICE):
+            missing += int(np.count_nonzero(
+                self._mask_bits(v, offset, e0, min(e0 + _MASK_SLICE, v.count))))
+        n_stored = v.count - missing
+        if v.length is not None and v.type not in STRING_TYPES \
+                and v.length != v.mask_len + v.payload(n_stored):
+            raise self._fail(v, f".len {v.length} disagrees with its mask "
+                                f"({v.mask_len + v.payload(n_stored)} bytes expected)")
+        if offset + v.mask_len + v.payload(n_stored) > self.header.file_size:
+            raise self._fail(v, "data runs past the end of the file", offset)
+        return n_stored
+
+    def _lengths_run(self, v: VarLayout, offset: int, n_stored: int, s0: int,
+                     s1: int) -> np.ndarray:
+        """Entries ``s0:s1`` of a string variable's length table (at ``offset``)."""
+        lengths = self.read_array(v, np.dtype("u8").newbyteorder(v.byteorder), s1 - s0,
+                                  offset + 8 * s0)
+        if s1 > s0 and int(lengths.max()) > self.header.file_size:
+            raise self._fail(v, "string lengths run past the end of the file", offset)
+        return lengths
 
     def read_variable(self, v: VarLayout, index: tuple | None = None):
         """Values of ``v``: all of them, or the outer selection ``index`` (one key per axis).

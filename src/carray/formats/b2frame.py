@@ -35,11 +35,12 @@ import msgpack
 import numpy as np
 from numpy.typing import DTypeLike
 
+from carray import attrpack
 from carray import geometry as geo
 from carray.chunkio import ChunkIO, ChunkReader
 from carray.codecs.blosc import BLOSC2_HEADER, read_header
 from carray.codecs.pages import ChunkDigests
-from carray.errors import ContainerNotFoundError, FormatError
+from carray.errors import ContainerNotFoundError, FormatError, UnsafeDataError
 from carray.formats import _b2frame_chunk as _chunk
 from carray.formats._b2frame_digests import RECORD_NAME, FrameDigests, is_marked
 from carray.formats._b2frame_header import (
@@ -80,7 +81,8 @@ def _unpack(raw: bytes) -> Any:
 
 
 def decode_vlmeta(raw: bytes, where: str) -> Any:
-    """One vlmeta value as python-blosc2 stores it: a Blosc2 chunk of a msgpack value.
+    """One vlmeta value as python-blosc2 stores it: a Blosc2 chunk of a msgpack value
+    (:mod:`carray.attrpack`).
 
     Checked before decoding (``where`` names the file and entry in errors);
     values that are not msgpack come back as raw bytes.
@@ -88,7 +90,12 @@ def decode_vlmeta(raw: bytes, where: str) -> Any:
     h, _ = _chunk.check_chunk(raw, where, None)
     data = np.empty(h.nbytes, np.uint8)
     _chunk.decode_into(raw, data, where, None)
-    return _unpack(data.tobytes())
+    try:
+        return attrpack.unpack(data.tobytes())
+    except UnsafeDataError as exc:
+        raise UnsafeDataError(f"{where}: {exc}") from None
+    except ValueError as exc:
+        raise FormatError(f"vlmeta value does not decode: {exc}"[:400], where) from None
 
 
 class Frame:

@@ -29,6 +29,10 @@ reads it; the byte-level details were checked against files that package wrote):
   hidden (not written).
 * ds-format writes variables in sorted name order, back to back (each ``.offset`` is the
   sum of the ``.len`` before it), keys with default JSON separators and ASCII escapes.
+* Attribute values JSON holds exactly are written as ds-format writes them; others (numpy
+  scalars and arrays, NaN, tuples, ...) as carray's marked typed values
+  (:mod:`carray.attrvalues`, docs/formats/ds.md), which read back exactly here and as a
+  one-key dict in ds-format.
 
 What ds-format 5.0.2 gets wrong, and what this module does about it:
 
@@ -73,7 +77,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from carray.errors import UnsupportedDTypeError
+from carray import attrvalues
+from carray.errors import UnstorableAttributeError, UnsupportedDTypeError
 from carray.formats._ds_header import (
     LAYOUT_KEYS,
     NUMERIC_TYPES,
@@ -187,7 +192,9 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
         The dataset: variable -> numpy array (masked array if the file marks missing
         values; numpy scalar for an unmasked 0-d variable; None for a variable with
         ``.size: null``), and ``'.'`` -> the header entries of the variables read (with
-        ``.size``/``.dims`` updated by ``sel``) and ``'.'`` -> dataset attributes.
+        ``.size``/``.dims`` updated by ``sel``) and ``'.'`` -> dataset attributes
+        (attribute values read back from carray's plain JSON form: see
+        :func:`decode_attrs`).
 
     Raises
     ------
@@ -222,9 +229,38 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
             else:
                 data = reader.read_variable(v)
             d[key] = data
-            metadata[key] = entry
-        metadata["."] = header.meta.get(".", {})
+            metadata[key] = decode_attrs(entry, reader.path)
+        metadata["."] = decode_attrs(header.meta.get(".", {}), reader.path)
     return d
+
+
+def decode_attrs(entry: Mapping, source: str) -> dict:
+    """A header entry with its attributes read back from their plain JSON form
+    (:mod:`carray.attrvalues`); layout keys (starting with ``.``) as stored.
+
+    Raises
+    ------
+    carray.errors.FormatError
+        A marked attribute value that does not decode, naming ``source`` and the key.
+    """
+    attrs = attrvalues.load_plain({k: v for k, v in entry.items() if not k.startswith(".")},
+                                  source)
+    return {k: v if k.startswith(".") else attrs[k] for k, v in entry.items()}
+
+
+def _encode_attrs(attrs: Mapping, where: str, keep_layout: bool = True) -> dict:
+    """Attributes in their plain JSON form: as ds-format writes them where JSON holds them
+    exactly, marked typed values otherwise."""
+    out = {}
+    for k, v in attrs.items():
+        if keep_layout and isinstance(k, str) and k.startswith("."):
+            out[k] = v
+            continue
+        try:
+            out[k] = attrvalues.to_json(v)
+        except UnstorableAttributeError as exc:
+            raise UnstorableAttributeError(f"{where}: attribute {k!r}: {exc}") from None
+    return out
 
 
 def read_variable(path: PathLike, name: str, index: tuple | None = None, *,
@@ -314,14 +350,40 @@ def select(d: Mapping, variables_: Iterable[str] | None = None,
     return out
 
 
-def merge(datasets: Sequence[Mapping], dim: str) -> Dataset:
+def merge(datasets: Sequence[Mapping | PathLike], dim: str, *,
+          storage_options: dict | None = None) -> Dataset:
     """Concatenate datasets along ``dim``.
 
     Variables with ``dim`` are joined along it (they must be in every dataset); the others
     are taken from the first dataset, as are the attributes. Masked arrays stay masked.
+
+    Parameters
+    ----------
+    datasets : sequence of dict or path
+        Datasets (as :func:`read` returns them) or ``.ds`` files (local paths or URLs,
+        read whole), in order.
+    dim : str
+        The dimension to join along.
+    storage_options : dict, optional
+        Options of the file system of the paths that are URLs.
+
+    Returns
+    -------
+    dict
+        The merged dataset, in memory.  To merge files into a file without holding them
+        in memory, see :func:`carray.formats.merge.merge_files` (``carray ds merge``).
     """
+    if isinstance(datasets, str | os.PathLike | Mapping):
+        raise TypeError("merge takes a sequence of datasets or paths, not a single one")
     if not datasets:
         raise ValueError("merge needs at least one dataset")
+    opened = [read(d, storage_options=storage_options) if isinstance(d, str | os.PathLike)
+              else _mapping(d, "a dataset") for d in datasets]
+    return _merged(opened, dim)
+
+
+def _merged(datasets: Sequence[Mapping], dim: str) -> Dataset:
+    """The datasets (in memory) joined along ``dim``, as :func:`merge` says."""
     first = datasets[0]
     out = select(first)
     for name in variables(first):
@@ -492,7 +554,8 @@ def encode(d: Mapping) -> list:
         data = _as_array(name, d[name])
         user = _mapping(metadata.get(name, {}), f"metadata of variable {unescape(name)!r}")
         # User attributes and .dims first, then the layout keys: ds-format's key order.
-        entry = {k: v for k, v in user.items() if k not in _LAYOUT_KEYS}
+        entry = _encode_attrs({k: v for k, v in user.items() if k not in _LAYOUT_KEYS},
+                              f"variable {unescape(name)!r}")
         names_ = entry.get(".dims")
         ndim = 0 if data is None else data.ndim
         if names_ is None:
@@ -522,7 +585,7 @@ def encode(d: Mapping) -> list:
         # unchanged.
         header[name] = entry
         body.extend(parts)
-    header["."] = dict(attrs)
+    header["."] = _encode_attrs(attrs, "dataset", keep_layout=False)
     try:
         text = _JSON.encode(header)
     except (TypeError, ValueError) as exc:

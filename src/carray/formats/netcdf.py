@@ -28,17 +28,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from carray._fileio import atomic_write
+from carray._fileio import atomic_write, fsync_path
 from carray.dtypes import checked_dtype
 from carray.errors import FormatError
 from carray.formats import ds
+from carray.formats._ds_header import NUMERIC_TYPES
 from carray.formats._ds_read import apply_outer, normalize_index
+from carray.formats._local_write import temporary_name
 
-__all__ = ["read", "read_header", "write"]
+__all__ = ["Reader", "StreamWriter", "read", "read_header", "write"]
 
 PathLike = str | os.PathLike
 
@@ -119,6 +121,60 @@ def _join_chars(chars: np.ndarray) -> np.ndarray:
     return out
 
 
+def _dims(var) -> list[str]:
+    """A variable's dimensions as ds sees them: a char array's last one is its strings'."""
+    dims = list(var.dimensions)
+    return dims[:-1] if var.dtype == np.dtype("S1") and var.ndim >= 1 else dims
+
+
+def _values(var, attrs: dict, index: tuple | None):
+    """``var``'s values picked by the outer ``index`` (None: all) and the keys applied:
+    char arrays joined into byte strings, bools (stored as int8) back to bool, a 0-d
+    result a scalar (a 0-d masked array when missing)."""
+    data, keys = _read_var(var, index)
+    if attrs.get("dtype") == "bool" and np.asarray(data).dtype.kind in "iu":
+        data = data.astype(bool)
+    if np.ndim(data) == 0:
+        data = data[()] if isinstance(data, np.ndarray) else data
+        if data is np.ma.masked:
+            data = np.ma.masked_array(np.zeros((), var.dtype), mask=True)
+    return data, keys
+
+
+class Reader:
+    """An open NetCDF file whose variables are read a block of rows at a time.
+
+    ``header`` is what :func:`read_header` returns; :meth:`iter_rows` gives a variable's
+    rows (first axis) ``step`` at a time, each a hyperslab netCDF4 reads on its own.
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = os.fspath(path)
+        self._file = _open(self.path)
+        self._file.set_auto_scale(False)
+        self.header = _header_of(self._file)
+
+    def iter_rows(self, key: str, step: int) -> Iterator:
+        """Rows of the variable ``key`` (a dataset key), ``step`` at a time, in order."""
+        var = self._file.variables[ds.unescape(key)]
+        attrs = _read_attrs(var)
+        shape = self.header[key][".size"]
+        if not shape:
+            yield _values(var, attrs, None)[0]
+            return
+        for r0 in range(0, shape[0], max(step, 1)):
+            yield _values(var, attrs, (slice(r0, r0 + max(step, 1)),))[0]
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def read(path: PathLike, variables: Iterable[str] | str | None = None,
          sel: Mapping[str, object] | None = None) -> ds.Dataset:
     """Read a NetCDF file into a ds dataset.
@@ -156,21 +212,13 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
                 raise KeyError(f"{path}: no variable {name!r}")
             var = f.variables[name]
             attrs = _read_attrs(var)
-            dims = list(var.dimensions)
-            char = var.dtype == np.dtype("S1") and var.ndim >= 1
-            if char:
-                dims = dims[:-1]
+            dims = _dims(var)
             index = tuple(sel.get(dim, slice(None)) for dim in dims) \
                 if sel and any(dim in sel for dim in dims) else None
-            data, keys = _read_var(var, index)
+            data, keys = _values(var, attrs, index)
             dims = [dim for dim, k in zip(dims, keys, strict=True) if not isinstance(k, int)]
-            if attrs.get("dtype") == "bool" and np.asarray(data).dtype.kind in "iu":
-                del attrs["dtype"]
-                data = data.astype(bool)
-            if np.ndim(data) == 0:
-                data = data[()] if isinstance(data, np.ndarray) else data
-                if data is np.ma.masked:
-                    data = np.ma.masked_array(np.zeros((), var.dtype), mask=True)
+            if attrs.get("dtype") == "bool" and np.asarray(data).dtype == bool:
+                del attrs["dtype"]  # NetCDF has no bools: _values made them of int8
             key = ds.escape(name)
             d[key] = data
             attrs[".dims"] = dims
@@ -183,25 +231,28 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
 def read_header(path: PathLike) -> dict:
     """Metadata of a NetCDF file in the shape of a ds header (no data read): variable ->
     attributes with ``.dims``, ``.size`` and ``.type``; ``'.'`` -> dataset attributes."""
-    path = os.fspath(path)
-    f = _open(path)
-    with f:
-        out = {}
-        for name, var in f.variables.items():
-            attrs = _read_attrs(var)
-            dims, shape = list(var.dimensions), list(var.shape)
-            type_: str | None
-            if var.dtype == str:
-                type_ = "unicode"
-            elif var.dtype == np.dtype("S1") and var.ndim >= 1:
-                type_, dims, shape = "str", dims[:-1], shape[:-1]
-            elif attrs.get("dtype") == "bool":
-                type_ = "bool"
-                del attrs["dtype"]
-            else:
-                type_ = _ds_type(np.zeros(0, var.dtype))
-            out[ds.escape(name)] = {**attrs, ".dims": dims, ".size": shape, ".type": type_}
-        out["."] = _read_attrs(f)
+    with _open(os.fspath(path)) as f:
+        return _header_of(f)
+
+
+def _header_of(f) -> dict:
+    """The ds-shaped header of the open NetCDF file ``f`` (see :func:`read_header`)."""
+    out = {}
+    for name, var in f.variables.items():
+        attrs = _read_attrs(var)
+        dims, shape = list(var.dimensions), list(var.shape)
+        type_: str | None
+        if var.dtype == str:
+            type_ = "unicode"
+        elif var.dtype == np.dtype("S1") and var.ndim >= 1:
+            type_, dims, shape = "str", dims[:-1], shape[:-1]
+        elif attrs.get("dtype") == "bool":
+            type_ = "bool"
+            del attrs["dtype"]
+        else:
+            type_ = _ds_type(np.zeros(0, var.dtype))
+        out[ds.escape(name)] = {**attrs, ".dims": dims, ".size": shape, ".type": type_}
+    out["."] = _read_attrs(f)
     return out
 
 
@@ -344,3 +395,116 @@ def _write_var(f, name: str, data, dims: list[str], attrs: dict, netCDF4) -> Non
         var[...] = out
     else:
         var[()] = out
+
+
+class StreamWriter:
+    """A NetCDF-4 file written a variable at a time, each variable a block of rows at a
+    time, straight into a temporary file beside ``path`` that :meth:`close` renames into
+    place (leaving a ``with`` block without :meth:`close` leaves nothing at ``path``).
+
+    ``sizes`` are the dimensions (name -> size; ``unlimited`` ones are created so).
+    Variables are stored as :func:`write` stores them; a variable that may hold missing
+    values is given its fill value up front (its ``_FillValue`` attribute, else
+    netCDF4's default for its type), as it cannot be given one once written.
+    """
+
+    def __init__(self, path: PathLike, sizes: Mapping[str, int], *,
+                 unlimited: Iterable[str] = (), fsync: bool = True) -> None:
+        netCDF4 = _netcdf4()
+        self._path, self._fsync = os.fspath(path), fsync
+        self._tmp = temporary_name(self._path)
+        self._file = netCDF4.Dataset(self._tmp, "w", format="NETCDF4")
+        unlimited = set(unlimited)
+        for dim, n in sizes.items():
+            self._file.createDimension(dim, None if dim in unlimited else n)
+
+    def add(self, key: str, attrs: Mapping, dims: list[str], type_: str,
+            shape: list[int] | None, blocks: Iterable, *, maybe_missing: bool,
+            strlen: int = 1) -> None:
+        """Write the variable ``key`` from ``blocks`` (its rows in order, as for
+        :meth:`carray.formats._ds_stream.StreamWriter.add`); ``strlen`` is the longest of
+        a ``str`` variable's byte strings."""
+        netCDF4, name = _netcdf4(), ds.unescape(key)
+        attrs = {k: v for k, v in attrs.items() if not k.startswith(".")}
+        if shape is None:
+            _write_var(self._file, name, None, dims, {**attrs, ".type": type_}, netCDF4)
+            return
+        var = self._define(name, type_, dims, attrs, maybe_missing, strlen)
+        row = 0
+        for block in blocks:
+            values = self._stored(type_, block, strlen)
+            if not shape:
+                var[()] = values
+                continue
+            var[row:row + len(values)] = values
+            row += len(values)
+
+    def _define(self, name: str, type_: str, dims: list[str], attrs: dict,
+                maybe_missing: bool, strlen: int):
+        netCDF4 = _netcdf4()
+        fill = attrs.pop("_FillValue", None)
+        if type_ in ("unicode", "str"):
+            if type_ == "unicode":
+                var = self._file.createVariable(name, str, tuple(dims))
+            else:
+                strdim = f"{name}_strlen"
+                if strdim not in self._file.dimensions:
+                    self._file.createDimension(strdim, max(strlen, 1))
+                var = self._file.createVariable(name, "S1", (*dims, strdim))
+                var.set_auto_chartostring(False)
+            _set_attrs(var, attrs, f"variable {name!r}")
+            return var
+        if type_ == "bool":
+            dtype, attrs["dtype"] = np.dtype("i1"), "bool"
+            fill = -1 if maybe_missing and fill is None else fill
+        else:
+            dtype = NUMERIC_TYPES[type_]
+            if maybe_missing and fill is None:
+                fill = netCDF4.default_fillvals[dtype.str[1:]]
+        var = self._file.createVariable(name, dtype, tuple(dims),
+                                        fill_value=None if fill is None else dtype.type(fill))
+        _set_attrs(var, attrs, f"variable {name!r}")
+        return var
+
+    @staticmethod
+    def _stored(type_: str, block, strlen: int):
+        """A block as the variable stores it: strings without missing values (NetCDF
+        strings have none: ``""``), byte strings as chars, bools as int8."""
+        if isinstance(block, str | bytes):
+            block = np.array(block, dtype=object)
+        mask = np.ma.getmaskarray(block)
+        data = np.ma.getdata(block)
+        if type_ == "unicode":
+            values = np.asarray(data, dtype=object).copy()
+            values[mask] = ""
+            return values if values.ndim else values.item()
+        if type_ == "str":
+            items = [b"" if m else bytes(x) for x, m in
+                     zip(np.ravel(data).tolist(), np.ravel(mask), strict=True)]
+            fixed = np.array(items, dtype=f"S{max(strlen, 1)}")
+            return fixed.view("S1").reshape((*np.shape(data), max(strlen, 1)))
+        values = np.asarray(data).astype("i1" if type_ == "bool" else NUMERIC_TYPES[type_])
+        return np.ma.MaskedArray(values, mask=mask) if mask.any() else values
+
+    def close(self, attrs: Mapping) -> None:
+        """Write the dataset attributes and put the file in place."""
+        _set_attrs(self._file, attrs, "dataset")
+        self._file.close()
+        if self._fsync:
+            fsync_path(self._tmp)
+        os.replace(self._tmp, self._path)
+        if self._fsync:
+            fsync_path(os.path.dirname(os.path.abspath(self._path)))
+
+    def discard(self) -> None:
+        """Close and remove the temporary file, if still there."""
+        if self._file.isopen():
+            self._file.close()
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+    def __enter__(self) -> StreamWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from carray import tables_interop
+from carray import attrvalues, tables_interop
 from carray.errors import FormatError
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
@@ -57,21 +57,51 @@ def parquet_file(path: str) -> Any:
         raise FormatError(f"not a readable Parquet file: {exc}", path) from None
 
 
+def _leaf_count(arrow_type: Any) -> int:
+    """How many Parquet columns (leaves) a field of this Arrow type is stored as: a struct
+    one per field, a list its items', a map its keys' and values'."""
+    import pyarrow as pa
+
+    t = arrow_type.storage_type if isinstance(arrow_type, pa.ExtensionType) else arrow_type
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if isinstance(t, pa.ListType | pa.LargeListType | pa.FixedSizeListType):
+        return _leaf_count(t.value_type)
+    return 1
+
+
 def parquet_info(path: str, storage_options: dict | None = None) -> dict:
-    """What ``carray info`` shows for a Parquet file (a table: its columns and sizes)."""
-    meta = parquet_file(path).metadata
-    columns = []
-    for i, field in enumerate(parquet_file(path).schema_arrow):
-        nbytes = sum(meta.row_group(g).column(i).total_uncompressed_size
-                     for g in range(meta.num_row_groups))
-        cbytes = sum(meta.row_group(g).column(i).total_compressed_size
-                     for g in range(meta.num_row_groups))
+    """What ``carray info`` shows for a Parquet file (a table: its columns and sizes).
+
+    Sizes are the file's own metadata summed over row groups: ``nbytes`` is what a
+    column's pages take uncompressed (``total_uncompressed_size``), ``cbytes`` what they
+    take in the file (``total_compressed_size``). A nested column (struct, list, map) is
+    stored as several leaf columns: its sizes are theirs added up.
+    """
+    f = parquet_file(path)
+    meta = f.metadata
+    fields = list(f.schema_arrow)
+    counts = [_leaf_count(field.type) for field in fields]
+    if sum(counts) != meta.num_columns:
+        raise FormatError(f"{len(fields)} Arrow fields make {sum(counts)} leaf columns, but "
+                          f"the file's metadata has {meta.num_columns}", path)
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+    columns, first = [], 0
+    for field, count in zip(fields, counts, strict=True):
+        leaves = [g.column(i) for g in groups for i in range(first, first + count)]
+        first += count
+        nbytes = sum(c.total_uncompressed_size for c in leaves)
+        cbytes = sum(c.total_compressed_size for c in leaves)
         columns.append({"name": field.name, "dtype": str(field.type), "nbytes": nbytes,
-                        "cbytes": cbytes, "ratio": round(nbytes / cbytes, 3) if cbytes else 0.0})
+                        "cbytes": cbytes, "ratio": round(nbytes / cbytes, 3) if cbytes else None})
+    size = os.path.getsize(path)
     return {"type": "parquet", "rows": meta.num_rows, "row_groups": meta.num_row_groups,
-            "columns": columns, "nbytes": sum(c["nbytes"] for c in columns),
-            "cbytes": sum(c["cbytes"] for c in columns), "file_size": os.path.getsize(path),
-            "attrs": {}}
+            "leaf_columns": meta.num_columns, "columns": columns,
+            "nbytes": sum(c["nbytes"] for c in columns),
+            "cbytes": sum(c["cbytes"] for c in columns), "file_size": size,
+            "disk_bytes": size, "attrs": {}}
 
 
 def parquet_head(path: str, rows: int, storage_options: dict | None = None) -> dict[str, Any]:
@@ -80,8 +110,21 @@ def parquet_head(path: str, rows: int, storage_options: dict | None = None) -> d
     batch = next(f.iter_batches(batch_size=max(rows, 1)), None)
     if batch is None:
         return {field.name: np.zeros(0) for field in f.schema_arrow}
-    return {name: batch.column(name).to_numpy(zero_copy_only=False)[:rows]
-            for name in batch.schema.names}
+    return {name: _with_nulls_masked(batch.column(name))[:rows] for name in batch.schema.names}
+
+
+def _with_nulls_masked(column: Any) -> np.ndarray:
+    """A pyarrow array as numpy, nulls masked (as missing values are everywhere else),
+    not turned into NaN or None, and integers kept integers."""
+    if not column.null_count:
+        return column.to_numpy(zero_copy_only=False)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = column.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+        column = pc.fill_null(column, pa.scalar(0).cast(column.type))
+    return np.ma.MaskedArray(column.to_numpy(zero_copy_only=False), mask=mask)
 
 
 def open_parquet(path: str, mode: str = "r", storage_options: dict | None = None) -> Any:
@@ -127,9 +170,12 @@ def _parquet_batches(path: str) -> tuple[Any, int, None, dict]:
         attrs = json.loads((schema.metadata or {}).get(ATTRS_KEY, b"{}"))
     except ValueError:
         attrs = {}
+    # Written in carray's plain JSON form (carray.attrvalues): read back exactly.
+    attrs = attrvalues.load_plain(attrs, f"{path} ({ATTRS_KEY.decode()})") \
+        if isinstance(attrs, dict) else {}
     batches = f.iter_batches(batch_size=tables_interop.STREAM_ROWS)  # looked up now: tunable
     reader = pa.RecordBatchReader.from_batches(schema.remove_metadata(), batches)
-    return reader, f.metadata.num_rows, None, attrs if isinstance(attrs, dict) else {}
+    return reader, f.metadata.num_rows, None, attrs
 
 
 def _dataset_columns(d: dict, where: str) -> dict[str, np.ndarray]:
@@ -189,7 +235,8 @@ def _write_parquet(reader: Any, tmp: str, total: int, progress: Progress | None,
     pq = _pq()
     schema = reader.schema
     if attrs:
-        schema = schema.with_metadata({ATTRS_KEY: json.dumps(attrs, default=str)})
+        plain = {k: attrvalues.to_json(v) for k, v in attrs.items()}
+        schema = schema.with_metadata({ATTRS_KEY: json.dumps(plain)})
     with pq.ParquetWriter(tmp, schema) as writer:
         for batch in _reported(reader, total, progress):
             writer.write_batch(batch)

@@ -91,8 +91,9 @@ def _variable_spec(key: str, entry: dict) -> tuple[np.dtype, dict, Any]:
             dtype, fill = np.dtype(np.int8), -1
         elif type_ in NUMERIC_TYPES:
             fill = entry.get("_FillValue", entry.get("missing_value"))
-            if isinstance(fill, list):  # CF allows several missing values; any one will do
-                fill = fill[0] if fill else None
+            if isinstance(fill, (list, tuple, np.ndarray)):
+                # CF allows several missing values; any one will do.
+                fill = np.ravel(np.asarray(fill))[0] if np.size(fill) else None
             if fill is None:
                 fill = np.nan if type_.startswith("float") else _INT_FILLS[type_]
         if fill is not None:
@@ -112,6 +113,7 @@ class DsDataStore(AbstractDataStore):
         for key, entry in self.header.items():
             if key.startswith(".") or entry.get(".size", []) is None:
                 continue
+            entry = ds.decode_attrs(entry, self.path)
             shape = tuple(entry.get(".size", []))
             named = entry.get(".dims")
             dims = tuple(default_dims(key, len(shape)) if named is None else named)
@@ -124,7 +126,7 @@ class DsDataStore(AbstractDataStore):
         return out
 
     def get_attrs(self) -> dict:
-        return dict(self.header.get(".", {}))
+        return ds.decode_attrs(self.header.get(".", {}), self.path)
 
     def get_dimensions(self) -> dict:
         sizes: dict[str, int] = {}
@@ -338,8 +340,10 @@ class CarrayDataStore(AbstractDataStore):
                 self._attrs = dict(c.attrs.getall())
                 for name in c.names:
                     col = c.cols[name]
+                    col_attrs = getattr(col, "attrs", None)  # nested columns have none
                     self._variables[name] = _variable(
-                        self.path, name, name, col, {}, storage_options, ROW_DIM)
+                        self.path, name, name, col, dict(col_attrs or {}), storage_options,
+                        ROW_DIM)
             else:
                 attrs = dict(c.attrs.getall())
                 name = str(attrs.pop("name", None) or _stem(self.path))
@@ -373,8 +377,8 @@ class CarrayBackendEntrypoint(BackendEntrypoint):
 
     An array becomes one variable named by its ``name`` attribute (else the path's
     stem), with dimensions from its ``dims`` (or ``_ARRAY_DIMENSIONS``) attribute;
-    a table becomes one variable per column along the ``row`` dimension, its
-    attributes the dataset's.  Variables are lazy; ``chunks={}`` gives dask arrays
+    a table becomes one variable per column along the ``row`` dimension (with the
+    column's attributes), its attributes the dataset's.  Variables are lazy; ``chunks={}`` gives dask arrays
     chunked as carray's chunks.
     """
 

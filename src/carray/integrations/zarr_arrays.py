@@ -6,6 +6,12 @@ A Zarr v3 array is a directory (or a prefix on an object store) holding a
 describes, previews and verifies it, and converts to and from it
 (:func:`carray.convert.convert`); the chunk bytes are always the ``zarr``
 package's business.
+
+Attributes are written in carray's plain JSON form (:mod:`carray.attrvalues`):
+values JSON holds exactly as themselves, others (numpy scalars and arrays, NaN
+and infinities, complex numbers, datetimes, tuples, ...) as
+``{"__carray__": <typed value>}``, whose floats follow Zarr v3's fill values
+(``"NaN"``, ``"Infinity"``, ``"-Infinity"``, ``"0x..."`` bits).
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import FormatError
+from carray import attrvalues
+from carray.errors import FormatError, UnstorableAttributeError
+from carray.params import CNAMES, CParams, Shuffle
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
@@ -66,10 +74,63 @@ def open_zarr(path: str, mode: str = "r", storage_options: dict | None = None) -
         raise FormatError(f"not a readable Zarr v3 array: {exc}", path) from None
 
 
+def _codec_text(codec: Any) -> str:
+    """A codec as its Zarr name and configuration: ``blosc(cname=zstd, clevel=7, ...)``."""
+    doc = codec.to_dict()
+    config = ", ".join(f"{k}={v}" for k, v in (doc.get("configuration") or {}).items())
+    return f"{doc['name']}({config})"
+
+
 def _codecs(z: Any) -> str:
-    names = [type(c).__name__.removesuffix("Codec").lower()
-             for c in (*z.filters, z.serializer, *z.compressors) if c is not None]
-    return ", ".join(names) or "none"
+    return ", ".join(_codec_text(c) for c in (*z.filters, z.serializer, *z.compressors)
+                     if c is not None) or "none"
+
+
+#: Zarr compressors (by name; numcodecs' without their ``numcodecs.`` prefix) and the
+#: Blosc codec nearest each; a Zarr Blosc codec keeps its own parameters.
+NEAREST_BLOSC = {"zstd": "zstd", "gzip": "zlib", "zlib": "zlib", "lz4": "lz4"}
+_SHUFFLES = {"noshuffle": Shuffle.NOSHUFFLE, "shuffle": Shuffle.SHUFFLE,
+             "bitshuffle": Shuffle.BITSHUFFLE}
+
+
+def cparams_of(array: Any) -> CParams | None:
+    """The Blosc parameters nearest to how a Zarr array's chunks are compressed (None when
+    ``array`` is not a Zarr array).
+
+    * A Blosc codec keeps its cname, clevel and shuffle (``snappy``, which carray's
+      Blosc lacks, becomes ``lz4``).
+    * zstd, gzip or zlib, and lz4 become that codec in Blosc (gzip as zlib) at the same
+      level (at most 9, Blosc's highest; lz4 at Blosc's default 5), without shuffle, as
+      Zarr applied none (byte shuffle when a numcodecs shuffle precedes them).
+    * No compressor gives level 0: chunks stored uncompressed.
+    * Any other compressor gives carray's defaults (lz4, level 5, byte shuffle).
+    """
+    if type(array).__module__.split(".")[0] != "zarr":
+        return None
+    docs = [c.to_dict() for c in array.compressors]
+    names = [doc["name"].removeprefix("numcodecs.") for doc in docs]
+    shuffle = Shuffle.SHUFFLE if "shuffle" in names else Shuffle.NOSHUFFLE
+    for name, doc in zip(names, docs, strict=True):
+        config = doc.get("configuration") or {}
+        if name == "blosc":
+            return _from_blosc(config)
+        if name in NEAREST_BLOSC:
+            level = int(config.get("level", 5)) if name != "lz4" else 5
+            if name == "zstd":
+                level = 3 if level == 0 else max(level, 1)  # zstd's 0 is its default, 3
+            return CParams(clevel=min(level, 9), cname=NEAREST_BLOSC[name], shuffle=shuffle)
+    return CParams(clevel=0) if not docs else CParams()
+
+
+def _from_blosc(config: dict) -> CParams:
+    """A Zarr (or numcodecs) Blosc codec's configuration as carray's parameters."""
+    cname = str(config.get("cname", "lz4"))
+    raw = config.get("shuffle", "shuffle")
+    # numcodecs spells shuffles as ints (-1: automatic, a byte shuffle for wide items).
+    shuffle = _SHUFFLES.get(raw, Shuffle.SHUFFLE) if isinstance(raw, str) else \
+        Shuffle(raw) if raw in (0, 1, 2) else Shuffle.SHUFFLE
+    return CParams(clevel=min(int(config.get("clevel", 5)), 9),
+                   cname=cname if cname in CNAMES else "lz4", shuffle=shuffle)
 
 
 def info(path: str, storage_options: dict | None = None) -> dict:
@@ -81,7 +142,41 @@ def info(path: str, storage_options: dict | None = None) -> dict:
             "shards": None if z.shards is None else list(z.shards),
             "codecs": _codecs(z), "nbytes": int(z.nbytes), "stored bytes": stored,
             "ratio": round(z.nbytes / stored, 3) if stored else 0.0,
-            "attrs": dict(z.attrs)}
+            "attrs": read_attrs(z, path)}
+
+
+def read_attrs(z: Any, source: str | None = None) -> dict[str, Any]:
+    """The attributes of the Zarr array ``z``, read back from carray's plain JSON form.
+
+    Raises
+    ------
+    FormatError
+        A marked value that does not decode, naming the array and the attribute.
+    """
+    where = source or str(getattr(z, "store_path", "") or getattr(z, "path", "zarr array"))
+    return attrvalues.load_plain(dict(z.attrs), where)
+
+
+def is_zarr(obj: Any) -> bool:
+    """Whether ``obj`` is an array of the ``zarr`` package (as :func:`open_zarr` returns)."""
+    return type(obj).__module__.split(".")[0] == "zarr"
+
+
+def encode_attrs(attrs: dict) -> dict[str, Any]:
+    """Attributes as Zarr stores them: carray's plain JSON form.
+
+    Raises
+    ------
+    UnstorableAttributeError
+        A value carray does not store, naming the attribute.
+    """
+    out = {}
+    for key, value in attrs.items():
+        try:
+            out[attrvalues.check_name(key)] = attrvalues.to_json(value)
+        except UnstorableAttributeError as exc:
+            raise UnstorableAttributeError(f"attribute {key!r}: {exc}") from None
+    return out
 
 
 def head(path: str, rows: int, storage_options: dict | None = None) -> dict[str, Any]:
@@ -140,13 +235,15 @@ def write_zarr(path: str, shape: tuple[int, ...], dtype: np.dtype,
     """Write a new Zarr v3 array at ``path`` from ``(first row, rows)`` blocks.
 
     ``chunks`` default to Zarr's choice; ``cparams`` (a :class:`carray.CParams`)
-    become a Blosc codec with the same codec, level and shuffle.
+    become a Blosc codec with the same codec, level and shuffle; ``attrs`` are
+    written by :func:`encode_attrs`.
     """
     zarr = _zarr()
     kwargs: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     z = zarr.create_array(store=path, shape=shape, dtype=dtype,
                           chunks=tuple(chunks) if chunks else "auto",
-                          compressors=_compressors(cparams), attributes=dict(attrs or {}),
+                          compressors=_compressors(cparams),
+                          attributes=encode_attrs(dict(attrs or {})),
                           overwrite=True, **kwargs)
     for start, block in blocks:
         z[start:start + len(block)] = block

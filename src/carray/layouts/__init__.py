@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from carray.errors import FormatError
+from carray.errors import FormatError, VersionsUnsupportedError
 from carray.layouts import _b2frame_verify, _bcolz_verify, _superchunk_verify
 from carray.layouts.b2frame import B2ndLayout, is_b2nd_frame
 from carray.layouts.base import ArrayMeta, Layout
@@ -79,7 +79,8 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
     rootdir = os.fspath(rootdir)
     fmt = format or default_format(rootdir)
     storage = dict(storage or {})
-    locking = storage.pop("lock", True)
+    # A member of a dataset of several arrays (a table's column) is locked with it.
+    locking = storage.pop("lock", True) and storage.get("member") is None
     # A dataset being replaced (mode 'w') must not be open for writing elsewhere.
     old_lock = WriteLock.acquire(store, rootdir) if locking else None
     try:
@@ -112,17 +113,29 @@ def _lock(layout: Layout, store: Store, rootdir: str) -> None:
 
 def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool = True,
                 allow_pickle: bool = False, storage: dict[str, Any] | None = None,
-                store: Store = LOCAL) -> tuple[Layout, ArrayMeta, int]:
-    """Open an existing dataset (directory or Blosc2 frame file), whichever layout it is in."""
+                store: Store = LOCAL, version: str | None = None, tag: str | None = None,
+                as_of: Any = None) -> tuple[Layout, ArrayMeta, int]:
+    """Open an existing dataset (directory or Blosc2 frame file), whichever layout it is in.
+
+    ``version``, ``tag`` or ``as_of`` open an earlier version read-only (carray's own
+    layout only: the others keep none).
+    """
     rootdir = os.fspath(rootdir)
+    pinned = version is not None or tag is not None or as_of is not None
     store.invalidate(rootdir)  # other processes may have written since we last looked
     kind = sniff_layout(rootdir, store)
     if kind is None:
         raise FormatError("not a carray directory (no meta/storage)", store.url(rootdir))
     storage = storage or {}
+    if pinned and kind.cls is not SuperchunkLayout:
+        raise VersionsUnsupportedError(
+            f"{store.url(rootdir)}: a {kind.name} dataset keeps no versions (only carray's "
+            "own superchunk layout does)")
+    readonly = readonly or pinned
     # Taken before anything is read: opening for writing may recover an interrupted commit.
+    # A member of a dataset of several arrays (a table's column) is locked with it.
     lock = WriteLock.acquire(store, rootdir) if not readonly and storage.get("lock", True) \
-        else None
+        and storage.get("member") is None else None
     opened: tuple[Layout, ArrayMeta, int]
     verify = storage.get("verify", True)
     try:
@@ -130,8 +143,11 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
             opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store,
                                      verify=verify)
         elif kind.cls is SuperchunkLayout:
-            opened = SuperchunkLayout.open(rootdir, readonly=readonly, fsync=fsync,
-                                           verify=verify, store=store)
+            opened = SuperchunkLayout.open(
+                rootdir, readonly=readonly, fsync=fsync, verify=verify,
+                store=store, version=version, tag=tag, as_of=as_of,
+                versions=storage.get("versions"), member=storage.get("member"),
+                **({"grace": storage["grace"]} if "grace" in storage else {}))
         else:
             opened = BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync,
                                       allow_pickle=allow_pickle, store=store, verify=verify)

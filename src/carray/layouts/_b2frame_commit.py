@@ -123,8 +123,9 @@ class FrameParts:
 class FrameCommits(FrameParts):
     """Making a frame's writes durable (see the layout's module doc)."""
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
-        """Make every chunk written so far durable, then record ``meta.shape``.
+    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> None:
+        """Make every chunk written so far durable, then record ``meta.shape`` (frames
+        keep no versions: ``message`` is not recorded).
 
         Chunks past the new shape's chunk count are dropped; missing ones
         become zero chunks (b2nd's own growth).  ``meta`` must keep the dtype,

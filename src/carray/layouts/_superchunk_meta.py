@@ -5,16 +5,16 @@
   atomically (temporary name + rename) by every commit; the only authority on
   the length.
 * ``meta/attrs``: user attributes, each stored with its type (and dtype for
-  numpy values), e.g. ``{"value": 23.5, "type": "scalar", "dtype": "float32"}``
-  (docs/formats/superchunk.md, "meta/attrs"), so
-  ints, floats, strings, lists, dicts and numpy scalars/arrays round-trip.
+  numpy values), e.g. ``{"value": 23.5, "type": "scalar", "dtype": "<f4"}``
+  (docs/formats/superchunk.md, "meta/attrs"); the encoding is
+  :mod:`carray.attrvalues`'s typed form.
 * ``meta/journal``: a redo log of the byte writes one commit makes to
   superchunk files that the last committed state still references.
 """
 
 from __future__ import annotations
 
-import base64
+import dataclasses
 import json
 import math
 import struct
@@ -26,7 +26,7 @@ import numpy as np
 
 from carray.codecs.blosc import MAX_BUFFERSIZE
 from carray.codecs.pipeline import check_blosc1_filters
-from carray.dtypes import MAX_DESCR_CHARS, check_dtype, checked_dtype, checked_shape
+from carray.dtypes import checked_shape
 from carray.errors import FormatError
 from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
 from carray.params import CNAMES, FILTER_CODES, CParams
@@ -35,9 +35,12 @@ FORMAT_NAME = "carray-superchunk"
 DATA_DIR, META_DIR = "data", "meta"
 STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
 JOURNAL_FILE = "journal"
-#: 2 added ``blockshape`` (chunks stored block by block); 1 is read too.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: 3 keeps versions (manifests and index pages in ``versions/``) and page digests;
+#: 2 added ``blockshape`` (chunks stored block by block); 1 and 2 are read and upgraded.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+#: Bytes per digested page of a stored chunk in new records (see codecs/pages.py).
+DEFAULT_PAGE_SIZE = 4096
 
 
 def dumps(obj: Any) -> bytes:
@@ -85,6 +88,10 @@ class StorageInfo:
     expectedlen: int
     typesize: int
     order: str = "C"  # 'F': the stored array is the transpose of the one users see
+    #: Page digest size of new records (0: none, Bloscpack-compatible files).
+    page_size: int = DEFAULT_PAGE_SIZE
+    #: The format version the directory is in (below 3: upgraded by the first commit).
+    version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
         if self.blosc1:  # a Blosc1 chunk records one shuffle: refuse more, before any write
@@ -93,6 +100,9 @@ class StorageInfo:
     @property
     def chunklen(self) -> int:
         return self.chunkshape[0] if self.chunkshape else 1  # a 0-d array: one item
+
+    def replace(self, **changes: Any) -> StorageInfo:
+        return dataclasses.replace(self, **changes)
 
     @property
     def chunk_nbytes(self) -> int:
@@ -114,7 +124,7 @@ class StorageInfo:
             order, "little" if np.little_endian else "big")
         return {
             "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
+            "format_version": self.version,
             "dtype": str(self.dtype),
             "chunkshape": list(self.chunkshape),
             "blockshape": None if self.blockshape is None else list(self.blockshape),
@@ -130,6 +140,7 @@ class StorageInfo:
             "spare": self.spare,
             "dflt": encode_dflt(np.asarray(self.dflt)),
             "expectedlen": self.expectedlen,
+            **({"page_size": self.page_size} if self.version >= 3 else {}),
         }
 
     @classmethod
@@ -144,7 +155,7 @@ class StorageInfo:
         need(isinstance(obj, dict), "meta/storage must hold a JSON object")
         need(obj.get("format") == FORMAT_NAME, f"not a {FORMAT_NAME} dataset")
         version = obj.get("format_version")
-        need(version in READABLE_VERSIONS,
+        need(_is_int(version) and version in READABLE_VERSIONS,
              f"unsupported {FORMAT_NAME} format version {version!r} (this build reads "
              f"{', '.join(map(str, READABLE_VERSIONS))})")
         dtype = parse_dtype(obj.get("dtype"), path)
@@ -205,13 +216,17 @@ class StorageInfo:
         typesize = codec.get("typesize", 1)
         need(_is_int(typesize) and 1 <= typesize <= 255, f"bad typesize {typesize!r}")
         expectedlen = obj.get("expectedlen", 0)
+        page_size = obj.get("page_size", 0) if version >= 3 else 0
+        need(page_size == 0 or (_is_int(page_size) and 512 <= page_size <= 2**20
+                                and not page_size & (page_size - 1)),
+             f"page_size must be 0 or a power of two in 512..2**20, got {page_size!r}")
         return cls(dtype=dtype, chunkshape=tuple(chunkshape),
                    blockshape=None if blockshape is None else tuple(blockshape),
                    superchunksize=sc,
                    checksum=checksum, spare=float(spare), blosc1=library == "blosc1",
                    cparams=cparams, dflt=decode_dflt(obj.get("dflt"), dtype, path),
                    expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize,
-                   order=order)
+                   order=order, page_size=page_size, version=version)
 
 
 # -- meta/sizes ------------------------------------------------------------------------------
@@ -260,127 +275,6 @@ class Sizes:
         nbytes, cbytes, generation = vals[1:]
         return cls(checked_shape(shape, itemsize=1, source=path), nbytes, cbytes, generation,
                    fill_chunks=fill)
-
-
-# -- meta/attrs: typed values ----------------------------------------------------------------
-
-def _plain_array(arr: np.ndarray) -> bool:
-    # Nested JSON lists are readable, but only exact for these kinds of values.
-    if arr.dtype.kind in "biu":
-        return True
-    return arr.dtype.kind == "f" and bool(np.isfinite(arr).all())
-
-
-def encode_attr(value: Any) -> dict[str, Any]:
-    """One attribute value as ``{"type": ..., "value": ..., ["dtype": ...]}``."""
-    if value is None:
-        return {"type": "none", "value": None}
-    if isinstance(value, bool):
-        return {"type": "bool", "value": value}
-    if isinstance(value, int):
-        return {"type": "int", "value": value}
-    if isinstance(value, float):
-        return {"type": "float", "value": value if math.isfinite(value) else repr(value)}
-    if isinstance(value, complex):
-        return {"type": "complex", "value": [repr(value.real), repr(value.imag)]}
-    if isinstance(value, str):
-        return {"type": "string", "value": value}
-    if isinstance(value, bytes):
-        return {"type": "bytes", "value": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, (np.generic, np.ndarray)):
-        arr = np.asarray(value)
-        if arr.dtype.hasobject:
-            raise TypeError("attribute arrays of dtype object cannot be stored")
-        entry: dict[str, Any] = {"type": "scalar" if isinstance(value, np.generic) else "array",
-                                 "dtype": np.lib.format.dtype_to_descr(arr.dtype)}
-        if arr.ndim:
-            entry["shape"] = list(arr.shape)
-        if _plain_array(arr) and not arr.dtype.names:
-            entry["value"] = arr.tolist()
-        else:
-            entry["encoding"] = "base64"
-            entry["value"] = base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode()
-        return entry
-    if isinstance(value, (list, tuple)):
-        return {"type": "list" if isinstance(value, list) else "tuple",
-                "value": [encode_attr(v) for v in value]}
-    if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise TypeError("attribute dicts must have string keys")
-        return {"type": "dict", "value": {k: encode_attr(v) for k, v in value.items()}}
-    raise TypeError(f"attribute values of type {type(value).__name__} cannot be stored")
-
-
-def _descr(d: Any) -> np.dtype:
-    # Checked like every dtype from a file: never objects, never absurd sizes.
-    if isinstance(d, list):  # JSON turned the tuples of a structured descr into lists
-        if len(repr(d)) > MAX_DESCR_CHARS:
-            raise ValueError("attribute dtype descr is too long")
-        d = [tuple(_descr_item(x) for x in f) for f in d]
-        return check_dtype(np.lib.format.descr_to_dtype(d), source=ATTRS_FILE)
-    if isinstance(d, str):
-        return checked_dtype(d, source=ATTRS_FILE)
-    raise TypeError(f"bad dtype {d!r}")
-
-
-def _descr_item(x: Any) -> Any:
-    if isinstance(x, list) and x and all(isinstance(i, int) for i in x):
-        return tuple(x)
-    if isinstance(x, list):
-        return [tuple(_descr_item(i) for i in f) for f in x]
-    return x
-
-
-def decode_attr(entry: Any) -> Any:
-    """Inverse of :func:`encode_attr`; raises ValueError/TypeError/KeyError on bad input."""
-    if not isinstance(entry, dict) or "type" not in entry:
-        raise ValueError(f"not a typed attribute: {entry!r}")
-    kind = entry["type"]
-    value: Any = entry.get("value")
-    if kind == "none":
-        return None
-    if kind in ("bool", "int", "string"):
-        want = {"bool": bool, "int": int, "string": str}[kind]
-        if not isinstance(value, want) or (kind == "int" and isinstance(value, bool)):
-            raise ValueError(f"{kind} attribute holds {value!r}")
-        return value
-    try:
-        if kind == "float":
-            return float(value)
-        if kind == "complex":
-            return complex(float(value[0]), float(value[1]))
-    except OverflowError as exc:  # an integer beyond any float
-        raise ValueError(f"{kind} attribute holds {value!r:.80}: {exc}") from None
-    if kind == "bytes":
-        return base64.b64decode(value, validate=True)
-    if kind in ("scalar", "array"):
-        dtype = _descr(entry.get("dtype"))
-        shape = tuple(entry.get("shape", ()))
-        if entry.get("encoding") == "base64":
-            raw = base64.b64decode(value, validate=True)
-            arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-        else:
-            # Only numbers are stored as JSON lists; this keeps what a list may
-            # allocate near the size of the list itself.
-            if dtype.kind not in "biufc" or dtype.itemsize > 16:
-                raise ValueError(f"attribute of dtype {dtype} stored as a JSON list")
-            try:
-                arr = np.array(value, dtype=dtype)
-            except OverflowError as exc:  # a number too large for the dtype
-                raise ValueError(f"attribute value does not fit {dtype}: {exc}") from None
-            if shape and arr.shape != shape:
-                arr = arr.reshape(shape)
-        return arr[()] if kind == "scalar" else arr
-    if kind in ("list", "tuple"):
-        if not isinstance(value, list):
-            raise ValueError(f"{kind} attribute holds {value!r:.80}")
-        items = [decode_attr(v) for v in value]
-        return items if kind == "list" else tuple(items)
-    if kind == "dict":
-        if not isinstance(value, dict):
-            raise ValueError(f"dict attribute holds {value!r:.80}")
-        return {k: decode_attr(v) for k, v in value.items()}
-    raise ValueError(f"unknown attribute type {kind!r}")
 
 
 # -- meta/journal ----------------------------------------------------------------------------

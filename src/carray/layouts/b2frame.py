@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from carray import attrvalues
 from carray import geometry as geo
 from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, ChunkBytes, read_header
 from carray.codecs.checksums import get_checksum
@@ -640,7 +641,8 @@ class B2ndLayout(FrameCommits, Layout):
     # -- metadata -------------------------------------------------------------------------
 
     def load_attrs(self) -> dict[str, Any]:
-        """The frame's vlmeta, decoded as python-blosc2 does (msgpack values)."""
+        """The frame's vlmeta, decoded as python-blosc2 does (msgpack values), carray's
+        own typed values included (:mod:`carray.attrpack`)."""
         return {name: decode_vlmeta(raw, f"{self._index_path} (vlmeta {name!r})")
                 for name, raw in self._vlmeta.items()}
 
@@ -649,17 +651,15 @@ class B2ndLayout(FrameCommits, Layout):
 
         Raises
         ------
-        TypeError
-            A key that is not a string, or a value msgpack cannot store.
+        UnstorableAttributeError
+            A key that is not a string, or a value carray does not store.
         ValueError
             More than 16 entries, or a key longer than 31 bytes (c-blosc2's limits).
         """
         self._check_writable()
         vlmeta = {}
         for key, value in attrs.items():
-            if not isinstance(key, str):
-                raise TypeError(f"attribute names must be strings, got {key!r}")
-            vlmeta[key] = encode_vlmeta(value, self._cparams)
+            vlmeta[attrvalues.check_name(key)] = encode_vlmeta(value, self._cparams)
         build_trailer(list(vlmeta.items()))  # the limits, checked before anything is written
         self._write_state(bytearray(self._header), self._committed.copy(), vlmeta, None)
         self._vlmeta = vlmeta

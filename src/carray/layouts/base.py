@@ -15,7 +15,7 @@ import numpy as np
 from carray import _parallel
 from carray.chunkio import ChunkReader as ChunkReader  # re-exported: layouts build them
 from carray.codecs.blosc import ChunkBytes
-from carray.errors import ContainerExistsError, ReadOnlyError
+from carray.errors import ContainerExistsError, ReadOnlyError, VersionsUnsupportedError
 from carray.grid import NDGrid
 from carray.params import CParams
 from carray.shapes import row_chunk_tail
@@ -134,12 +134,19 @@ class Layout(abc.ABC):
 
     #: The writer's lock (see :mod:`carray.stores.lock`), held until :meth:`close`.
     write_lock: WriteLock | None = None
+    #: True when :meth:`savepoint` / :meth:`rollback` undo chunk writes themselves (the
+    #: engine then keeps no copies of the chunks an operation replaces).
+    savepoints: bool = False
 
     def __init__(self, readonly: bool = False) -> None:
         self.readonly = readonly
 
     def hold_lock(self, lock: WriteLock | None) -> None:
-        """Keep ``lock`` until :meth:`close` (a writable open took it)."""
+        """Keep ``lock`` until :meth:`close` (a writable open took it), besides any held."""
+        if lock is None:
+            return
+        if self.write_lock is not None and self.write_lock is not lock:
+            self._more_locks = [*getattr(self, "_more_locks", []), self.write_lock]
         self.write_lock = lock
 
     def remove_leftovers(self) -> None:  # noqa: B027 - layouts without staged files
@@ -147,10 +154,12 @@ class Layout(abc.ABC):
         by a writable open that holds the writer's lock."""
 
     def release_lock(self) -> None:
-        """Let the writer's lock go (layouts call this from :meth:`close`)."""
-        lock, self.write_lock = self.write_lock, None
-        if lock is not None:
-            lock.release()
+        """Let the writer's locks go (layouts call this from :meth:`close`)."""
+        locks = [self.write_lock, *getattr(self, "_more_locks", [])]
+        self.write_lock, self._more_locks = None, []
+        for lock in locks:
+            if lock is not None:
+                lock.release()
 
     @property
     def remote(self) -> bool:
@@ -210,8 +219,70 @@ class Layout(abc.ABC):
     def drop_chunks(self, first: int) -> int:
         """Forget chunks numbered ``first`` and above; returns the change in stored bytes."""
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:  # noqa: B027 - optional
-        """Make everything written so far durable, recording ``meta`` last."""
+    def commit(self, meta: ArrayMeta, cbytes: int,  # noqa: B027 - optional
+               message: str | None = None) -> bool | None:
+        """Make everything written so far durable, recording ``meta`` last (as a version
+        with ``message``, where the layout keeps versions).  False: only staged, for a
+        commit of several arrays at once to publish."""
+        return None
+
+    # -- versions (carray's own layout keeps them; the others raise) ------------------------
+
+    #: True when commits are versions a reader can hold and a user can go back to.
+    versioned: bool = False
+
+    @property
+    def version_id(self) -> str | None:
+        """The id of the version the committed state is (None: no versions)."""
+        return None
+
+    @property
+    def pinned_version(self) -> str | None:
+        """The version a reader opened by id, tag or time (None: the newest, or none)."""
+        return None
+
+    def _no_versions(self) -> VersionsUnsupportedError:
+        return VersionsUnsupportedError(
+            f"{self.describe()}: this format keeps no versions (only carray's own superchunk "
+            "layout does; copy the array into it to keep versions)")
+
+    def versions(self) -> list[Any]:
+        """Kept versions, newest first (:class:`carray.versions.VersionInfo`)."""
+        raise self._no_versions()
+
+    def versioned_dataset(self) -> Any:
+        """The :class:`carray.versions.dataset.VersionedDataset` the layout commits to."""
+        raise self._no_versions()
+
+    def tag(self, name: str, version_id: str) -> None:
+        raise self._no_versions()
+
+    def untag(self, name: str) -> None:
+        raise self._no_versions()
+
+    def restore(self, version: str) -> tuple[ArrayMeta, int]:
+        """Make ``version`` the newest again (a new commit); returns its meta and cbytes."""
+        raise self._no_versions()
+
+    def refresh(self) -> tuple[ArrayMeta, int] | None:
+        """A reader moves to the newest version; returns its meta and cbytes (None: not a
+        reader of versions, nothing to do)."""
+        return None
+
+    def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
+        """Drop versions past ``keep_last`` or made before ``older_than``; returns how many."""
+        raise self._no_versions()
+
+    def savepoint(self) -> Any:
+        """Start undoable changes (layouts with :attr:`savepoints`); a token for
+        :meth:`rollback`."""
+        return None
+
+    def rollback(self, token: Any) -> None:  # noqa: B027 - optional
+        """Undo the chunk writes and drops made since :meth:`savepoint` gave ``token``."""
+
+    def release_savepoint(self) -> None:  # noqa: B027 - optional
+        """The outermost change finished: what it replaced need not be kept for undo."""
 
     def write_unit(self, unit: int, chunks: Sequence[bytes]) -> int:
         """Write the file holding chunks ``[unit*U, unit*U + len(chunks))`` (U =
@@ -311,6 +382,42 @@ def clear_for_create(store: Store, path: str, mode: str) -> None:
 def _remove_quietly(store: Store, path: str) -> None:
     with contextlib.suppress(OSError):
         store.rmtree(path)
+
+
+class Sidecars:
+    """Sidecars as files ``<directory>/<name>``, for a layout to delegate to.
+
+    Not fsynced: sidecars hold data derived from the chunks (zone maps), checked
+    against each chunk's stamp when used, so a lost or stale one only costs a re-read.
+    """
+
+    def __init__(self, store: Store, directory: str, readonly: bool) -> None:
+        self.store, self.directory, self.readonly = store, directory, readonly
+
+    def _path(self, name: str) -> str:
+        if not _SIDECAR_NAME.fullmatch(name):
+            raise ValueError(f"sidecar name {name!r} is not a plain file name")
+        return self.store.join(self.directory, name)
+
+    def names(self) -> list[str]:
+        return sorted(n for n in self.store.listdir(self.directory)
+                      if _SIDECAR_NAME.fullmatch(n))
+
+    def load(self, name: str) -> bytes | None:
+        try:
+            return self.store.get(self._path(name))
+        except FileNotFoundError:
+            return None
+
+    def save(self, name: str, data: bytes | None) -> None:
+        if self.readonly:
+            raise ReadOnlyError("sidecars cannot change: opened read-only")
+        path = self._path(name)
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                self.store.delete(path)
+        else:
+            self.store.put(path, data, fsync=False)
 
 
 class SidecarFiles:

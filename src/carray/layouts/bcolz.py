@@ -6,7 +6,8 @@ Facts relied on (docs/formats/bcolz-dir.md):
   dtype, cparams, chunklen, expectedlen, dflt, in that key order),
   ``meta/sizes`` (JSON ``{"shape", "nbytes", "cbytes"}``, rewritten by every
   flush; ``shape[0]`` is the only authoritative length), ``__attrs__`` (a JSON
-  object) and ``data/__N.blp`` (N in decimal, no padding).
+  object: values in :mod:`carray.attrvalues`'s plain form) and ``data/__N.blp``
+  (N in decimal, no padding).
 * Every JSON file is ``json.dumps(obj, ensure_ascii=True)`` plus one newline;
   ``storage`` may hold the bare tokens ``NaN``/``Infinity`` in ``dflt``.
 * A chunk file is a 16-byte Bloscpack version-1 header (``b"blpk"``, u8 1, three
@@ -43,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from carray import attrvalues
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
 from carray.codecs.checksums import get_checksum
@@ -586,7 +588,7 @@ class BcolzLayout(SidecarFiles, Layout):
 
     # -- metadata -------------------------------------------------------------------------
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
+    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> None:
         """Make the chunks written since the last commit durable and record ``meta``,
         through the journal when committed chunk files are replaced (see
         :mod:`._bcolz_journal`)."""
@@ -654,14 +656,13 @@ class BcolzLayout(SidecarFiles, Layout):
         attrs = load_json(text, path, what="__attrs__")
         if not isinstance(attrs, dict):
             raise FormatError("__attrs__ must hold a JSON object", path)
-        return attrs
+        return attrvalues.load_plain(attrs, path)
 
     def save_attrs(self, attrs: dict[str, Any]) -> None:
-        try:
-            data = _dumps(attrs)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"attribute values must be JSON-serialisable: {exc}") from None
-        self.store.put(self.store.join(self.rootdir, ATTRS_FILE), data, fsync=self.fsync)
+        # Plain JSON where it is exact, as bcolz reads it; a marked typed value elsewhere.
+        plain = {attrvalues.check_name(k): attrvalues.to_json(v) for k, v in attrs.items()}
+        self.store.put(self.store.join(self.rootdir, ATTRS_FILE), _dumps(plain),
+                       fsync=self.fsync)
 
     def _close_files(self) -> None:
         with self._files_lock:

@@ -1,102 +1,99 @@
-"""The superchunk layout: carray's own directory format, crash-safe and checksummed.
+"""The superchunk layout: carray's own directory format, versioned and checksummed.
 
-The format is described in docs/formats/superchunk.md: ``meta/`` (storage, sizes,
-attrs, journal) and ``data/sc_NNNNNN.blp``, superchunk ``k`` a Bloscpack file holding
-chunks ``[k*S, (k+1)*S)``, each followed by its digest and some room for rewrites;
-absent chunks (offset -1, or no file) below ``fill_chunks`` hold the fill value.
+The format is described in docs/formats/superchunk.md: ``meta/storage`` (written
+once), ``data/sc_KKKKKK[_G].blp`` (superchunk ``k`` holds chunks ``[k*S, (k+1)*S)``;
+each record is a Blosc chunk, its digest, the digests of its 4 KiB pages and spare
+room) and ``versions/`` (manifests and index pages: :mod:`carray.versions`).
 
-Crash safety (the journal's bytes: docs/formats/superchunk.md).  The committed state is
-``meta/sizes`` plus the superchunk files' offsets tables and headers; between commits
-chunk bytes only go where it does not look (the end of a file, a new file under a
-temporary name, or what was written since), and rewrites of committed room wait in
-memory.  A commit fsyncs the new bytes, writes ``meta/journal`` (every write it is about
-to make to committed bytes, the new sizes, a generation and a CRC) atomically, applies
-it, replaces ``meta/sizes`` and deletes the journal; a writable open replays a complete
-journal of the next generation: interrupted anywhere, it reopens at its last commit.
+Writes never touch a byte that a kept version refers to: a chunk written goes to
+free space or the end of its file, and the working index (:class:`WorkingIndex`)
+records where.  A commit makes the new records durable, writes the index pages it
+changed, then publishes a manifest in one atomic step; afterwards the records only
+dropped versions referred to become free (:class:`SpaceKeeper`).  A reader holds the
+version it opened, so a writer never changes what it reads; a crash leaves the last
+published version, whatever it interrupted.
 
-Checksums are verified on every read that decodes a whole chunk (``verify=True``).  A ranged read
-(a few items or blocks of a chunk) fetches only the Blosc header, block table
-and blocks it needs, so it checks those structures, not the digest; with
-``verify="full"`` it fetches and checks the whole chunk first.
+Every read checks what it decodes: a whole chunk against its digest, a ranged read
+(a few blocks) against the digests of the pages it fetched.  Records written before
+page digests existed are read whole when a ranged read needs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from carray import attrvalues
 from carray.codecs import blosc
-from carray.codecs.blosc import ChunkBytes
-from carray.codecs.checksums import get_checksum
+from carray.codecs.checksums import Checksum, crc32, get_checksum
 from carray.codecs.fill import special_item
+from carray.codecs.pages import PagedReader, checked_head, npages, page_digests
 from carray.dtypes import checked_shape
 from carray.errors import (
     ChecksumError,
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
-    UnsafeDataError,
+    VersionError,
 )
-from carray.formats._blp_frame import (
-    HEADER_SIZE,
-    METADATA_HEADER_SIZE,
-    BlpHeader,
-    MetadataHeader,
-    decode_metadata,
-    dumps_metadata,
-    encode_metadata_bytes,
-)
-from carray.layouts._superchunk_absent import AbsentChunks, absent_chunk
-from carray.layouts._superchunk_commit import Committing, _patch
-from carray.layouts._superchunk_fetch import Prefetching
-from carray.layouts._superchunk_fill import Filling
+from carray.layouts import _sc_compact
+from carray.layouts import _superchunk_v2 as legacy
+from carray.layouts._sc_files import DataFiles, Key
+from carray.layouts._sc_space import SpaceKeeper
+from carray.layouts._superchunk_absent import absent_chunk
 from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
     DATA_DIR,
+    DEFAULT_PAGE_SIZE,
     FORMAT_NAME,
     JOURNAL_FILE,
     META_DIR,
     SIZES_FILE,
     STORAGE_FILE,
-    Journal,
-    Sizes,
     StorageInfo,
-    decode_attr,
     dumps,
-    encode_attr,
 )
-from carray.layouts._superchunk_state import (
-    CachedHead,
-    ChunkSpan,
-    Prefetched,
-    Superchunk,
-    chunk_stamp_of,
-    crc_stamp,
-)
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars, clear_for_create
 from carray.layouts.bcolz import read_json
 from carray.safejson import load_json
-from carray.stores import LOCAL, Handle, Store
+from carray.stores import LOCAL, Store
+from carray.stores.lock import WriteLock
+from carray.versions import (
+    FILL,
+    FILL_ENTRY,
+    HAS_PAGES,
+    PAGE_ENTRIES,
+    Entry,
+    IndexView,
+    MemberState,
+    Repository,
+    WorkingIndex,
+)
+from carray.versions.dataset import (
+    Membership,
+    Staged,
+    VersionedDataset,
+    open_dataset,
+    retention_of,
+)
+from carray.versions.repo import DEFAULT_GRACE
 
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
 DEFAULT_SUPERCHUNK_NBYTES = 16 * 2**20
 MAX_DEFAULT_SUPERCHUNKSIZE = 8192
 DEFAULT_SPARE = 0.1
-# In-place rewrites waiting for the next commit are held in memory up to this much.
-INPLACE_LIMIT = 64 * 2**20
-_OPEN_FILES = 64
-_HEAD_READ = 4096
-# Metadata bytes read with a superchunk file's header (more are read when there are).
-_META_GUESS = 1024
-# Chunk headers (with their block tables) kept for partial reads.
+# Bytes a ranged read fetches first: the chunk's header and block table.
+_HEAD_READ = blosc.HEAD_READ
+# A record this small is read (and checked) whole by the first ranged read.
+_SMALL_RECORD = 2 * _HEAD_READ
 _CACHED_HEADS = 1024
-_BLOSC_HEAD = blosc.BLOSC1_HEADER
 
 
 def superchunk_name(k: int) -> str:
@@ -118,15 +115,32 @@ def default_superchunksize(chunk_nbytes: int) -> int:
     return max(1, min(MAX_DEFAULT_SUPERCHUNKSIZE, DEFAULT_SUPERCHUNK_NBYTES // max(chunk_nbytes, 1)))
 
 
-class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFiles, Layout):
-    """Chunks grouped into Bloscpack-framed superchunk files with offsets and checksums.
-    Use :meth:`create` or :meth:`open`; see the module docstring for the format."""
+class _Head(NamedTuple):
+    """What ranged reads keep of a chunk: where it is, its checked first bytes, its page
+    digests and the decoder's memo (parsed header and block table)."""
+
+    key: Key
+    off: int
+    cbytes: int
+    head: bytes
+    digests: bytes | None
+    memo: dict[str, Any]
+
+
+class SuperchunkLayout(Layout):
+    """Chunks in superchunk files, a version at a time (see the module docstring).
+
+    Use :meth:`create` or :meth:`open`.  A layout is one *member* of a
+    :class:`VersionedDataset`: the dataset itself for an array, one column of a table.
+    """
 
     concurrent_reads = True
     in_memory = False
+    savepoints = True
 
     def __init__(self, rootdir: str, info: StorageInfo, readonly: bool, fsync: bool,
-                 verify: bool | str, store: Store = LOCAL) -> None:
+                 verify: bool | str, store: Store, dataset: VersionedDataset,
+                 member: str = "", member_path: str = "") -> None:
         super().__init__(readonly)
         self.store = store
         self.rootdir = rootdir
@@ -134,35 +148,30 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
         self.fsync = fsync
         self.verify = verify
         self.blosc1 = info.blosc1
+        self.dataset = dataset
+        self.member_name = member
+        self.member_path = member_path
         self._S = info.superchunksize
         self._ck = get_checksum(info.checksum)
         self._dsize = self._ck.size
-        self._datadir = store.join(rootdir, DATA_DIR)
-        self._metadir = store.join(rootdir, META_DIR)
-        self._sidecar_dir = self._metadir
-        self._scs: dict[int, Superchunk] = {}
-        self._fds: OrderedDict[int, Handle] = OrderedDict()
-        self._read_lock = threading.RLock()
-        self._inplace: dict[int, bytes] = {}  # chunk -> chunk + digest, applied at commit
-        self._inplace_bytes = 0
-        self._overlay: dict[int, list[tuple[int, bytes]]] = {}  # mode 'r' journal replay
-        self._stamps: dict[int, tuple[int, int]] = {}
-        # nchunk -> (superchunk, offset, cbytes, first bytes, decoder memo), for
-        # partial reads.
-        self._heads: OrderedDict[int, CachedHead] = OrderedDict()
-        self._count = 0
-        self._generation = 0
-        self._dropped = False
-        self._touched: set[int] = set()  # superchunks changed since the last commit
-        # nchunk -> (superchunk, offset, cbytes, chunk + digest) fetched for the read
-        # under way (see Prefetching).
-        self._prefetched: dict[int, Prefetched] = {}
-        # Chunks below this bound may be absent (meta/sizes ``fill_chunks``): they hold
-        # only the fill value, which reads get from ``_absent`` (a special chunk).
-        self._fill_bound = 0
-        self._no_file: set[int] = set()  # superchunks known to have no file
-        self._filling = {}  # new superchunk files kept until written whole (see Filling)
+        self._page = info.page_size if self._dsize else 0
+        self.files = DataFiles(store, rootdir, info, self._ck, readonly, fsync)
+        self._sidecars = Sidecars(store, store.join(rootdir, META_DIR), readonly)
         self._fill_item, self._absent = absent_chunk(info)
+        self._lock = threading.RLock()
+        self._heads: OrderedDict[int, _Head] = OrderedDict()
+        self._stamps: dict[int, tuple[int, int]] = {}
+        self._index: Any = IndexView.empty()
+        self._legacy: legacy.LegacyIndex | None = None
+        self._keeper: SpaceKeeper | None = None
+        self._attrs: dict[str, Any] = {}
+        self._stored_attrs: Any = {}
+        self._pending: tuple[ArrayMeta, int] | None = None
+        self._committed: tuple[tuple[int, ...], int, Any] | None = None
+        self._staged_attrs_only = False
+        self._touched: set[int] = set()  # superchunks a commit changed (compatible files)
+        self._base_pages: np.ndarray | None = None  # a restored version's, until committed
+        self._alone = False  # a table's column opened on its own (keeps the table's length)
 
     # -- creation and opening ---------------------------------------------------------------
 
@@ -171,8 +180,10 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
                fsync: bool = True, superchunksize: int | None = None,
                checksum: str | int | None = "adler32", spare: float | None = None,
                blosc1: bool = False, verify: bool | str = True,
-               store: Store = LOCAL) -> SuperchunkLayout:
-        """Make a new, empty dataset directory holding ``meta``.
+               store: Store = LOCAL, versions: Any = None,
+               grace: float = DEFAULT_GRACE, member: Membership | None = None
+               ) -> SuperchunkLayout:
+        """Make a new, empty dataset directory holding ``meta`` (its first version).
 
         Parameters
         ----------
@@ -187,571 +198,708 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
             sha256, sha384 or sha512.
         spare : float, optional
             Room left after each chunk, as a fraction of its compressed size
-            (default 0.1; 0 on object stores, where every write replaces whole
-            objects and the room would only be fetched and stored for nothing).
+            (default 0.1; 0 on object stores, where every write replaces whole objects).
         blosc1 : bool
             Store Blosc1 chunks (with ``spare=0`` every superchunk file is then a
             Bloscpack file that bloscpack 0.16 reads).
+        versions : int or 'all', optional
+            Commits kept besides the newest, tagged and held ones (default 1: the newest).
+        grace : float
+            Seconds a replaced version stays readable on object stores.
+        member : Membership, optional
+            The array is a member of a dataset of several (a table's column): its
+            versions are that dataset's.
         """
         rootdir = os.fspath(rootdir)
-        if spare is None:
-            spare = 0.0 if store.remote else DEFAULT_SPARE
-        if not isinstance(spare, (int, float)) or not 0 <= spare <= 10:
-            raise ValueError(f"spare must be a fraction in [0, 10], got {spare!r}")
-        ck = get_checksum(checksum)  # ValueError for unknown names
-        chunk_nbytes = meta.chunk_nbytes
-        if superchunksize is None:
-            superchunksize = default_superchunksize(chunk_nbytes)
-        if not isinstance(superchunksize, int) or not 1 <= superchunksize <= 2**24:
-            raise ValueError(f"superchunksize must be an int in 1..2**24, got {superchunksize!r}")
-        info = StorageInfo(
-            dtype=meta.dtype, chunkshape=tuple(meta.chunks), blockshape=meta.blocks,
-            superchunksize=superchunksize, checksum=ck.name, spare=float(spare),
-            blosc1=bool(blosc1), cparams=meta.cparams, dflt=meta.dflt,
-            expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype),
-            order=meta.order)
+        info = cls._new_info(meta, superchunksize, checksum, spare, blosc1, store)
+        keep = retention_of(versions)
         clear_for_create(store, rootdir, mode)
         store.makedirs(store.join(rootdir, DATA_DIR))
         store.makedirs(store.join(rootdir, META_DIR))
         store.put(store.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
                   fsync=fsync)
-        layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify, store=store)
-        layout.save_attrs({})
-        layout._generation = -1  # the first commit writes generation 0
-        layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
+        if member is None:
+            dataset = VersionedDataset(Repository(store, rootdir, fsync, grace), False, None,
+                                       keep=keep)
+            name = ""
+        else:
+            dataset, name = member.dataset, member.name
+            write_member_note(store, rootdir, dataset.repo.root, name, fsync)
+        layout = cls(rootdir, info, readonly=False, fsync=fsync, verify=verify, store=store,
+                     dataset=dataset, member=name, member_path=name)
+        layout._start_writing(IndexView.empty())
+        dataset.attach(layout)
+        if meta.shape:  # a 0-d array is one chunk: its first version comes with its item
+            layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
         return layout
+
+    @staticmethod
+    def _new_info(meta: ArrayMeta, superchunksize: int | None, checksum: str | int | None,
+                  spare: float | None, blosc1: bool, store: Store) -> StorageInfo:
+        if spare is None:
+            spare = 0.0 if store.remote else DEFAULT_SPARE
+        if not isinstance(spare, (int, float)) or not 0 <= spare <= 10:
+            raise ValueError(f"spare must be a fraction in [0, 10], got {spare!r}")
+        ck = get_checksum(checksum)  # ValueError for unknown names
+        if superchunksize is None:
+            superchunksize = default_superchunksize(meta.chunk_nbytes)
+        if not isinstance(superchunksize, int) or not 1 <= superchunksize <= 2**24:
+            raise ValueError(f"superchunksize must be an int in 1..2**24, got {superchunksize!r}")
+        compatible = bool(blosc1) and spare == 0
+        return StorageInfo(
+            dtype=meta.dtype, chunkshape=tuple(meta.chunks), blockshape=meta.blocks,
+            superchunksize=superchunksize, checksum=ck.name, spare=float(spare),
+            blosc1=bool(blosc1), cparams=meta.cparams, dflt=meta.dflt,
+            expectedlen=meta.expectedlen, typesize=blosc.blosc_typesize(meta.dtype),
+            order=meta.order, page_size=0 if compatible or not ck.size else DEFAULT_PAGE_SIZE)
 
     @classmethod
     def open(cls, rootdir: str, readonly: bool = False, fsync: bool = True,
-             verify: bool | str = True, store: Store = LOCAL
+             verify: bool | str = True, store: Store = LOCAL, version: str | None = None,
+             tag: str | None = None, as_of: Any = None, versions: Any = None,
+             grace: float = DEFAULT_GRACE, member: Membership | None = None
              ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
         """Open a dataset; returns the layout, its metadata and its cbytes.
 
-        In mode 'a' a complete journal left by an interrupted commit is replayed
-        first; with ``readonly`` it is applied in memory only.
+        A reader holds the version it opens (the newest, or the one asked for by
+        ``version`` id, ``tag`` or ``as_of`` time); a writer works on the newest.
+        Directories written before versions are read as they are; a writer's first
+        commit turns them into the first version.
         """
         rootdir = os.fspath(rootdir)
         if not store.isdir(rootdir):
             raise ContainerNotFoundError(f"{store.url(rootdir)}: no such carray directory")
-        storage_key = store.join(rootdir, META_DIR, STORAGE_FILE)
-        storage_path = store.url(storage_key)
-        info = StorageInfo.from_json(read_json(storage_key, "meta/storage", store), storage_path)
-        layout = cls(rootdir, info, readonly=readonly, fsync=fsync, verify=verify, store=store)
-        sizes = layout._recover()
-        layout._generation = sizes.generation
-        if len(sizes.shape) != len(info.chunkshape):
-            raise FormatError(f"meta/sizes shape {list(sizes.shape)} and meta/storage "
-                              f"chunkshape {list(info.chunkshape)} differ in length",
-                              store.url(store.join(rootdir, META_DIR, SIZES_FILE)))
-        meta = ArrayMeta(dtype=info.dtype, shape=sizes.shape, chunks=info.chunkshape,
+        info = read_info(store, rootdir)
+        if member is not None:
+            return cls.open_member(member.dataset, rootdir, info, member.name, member.name,
+                                   readonly, fsync, verify)
+        note = read_member_note(store, rootdir)
+        if note is not None:  # a column of a table, opened on its own
+            return cls._open_alone(rootdir, info, note, readonly, fsync, verify, store,
+                                   version, tag, as_of, grace)
+        repo = Repository(store, rootdir, fsync, grace)
+        if Repository.exists_at(store, rootdir):
+            dataset = open_dataset(repo, readonly, version, tag, as_of, keep=versions)
+            return cls.open_member(dataset, rootdir, info, "", "", readonly, fsync, verify)
+        if version is not None or tag is not None or as_of is not None:
+            raise VersionError(f"{store.url(rootdir)}: written before versions, it has none")
+        keep = retention_of(versions)
+        dataset = VersionedDataset(repo, readonly, None, keep=keep)
+        layout = cls(rootdir, info, readonly, fsync, verify, store, dataset)
+        meta, cbytes = layout._open_legacy()
+        if not readonly:
+            dataset.attach(layout)
+        return layout, meta, cbytes
+
+    @classmethod
+    def _open_alone(cls, rootdir: str, info: StorageInfo, note: tuple[str, str],
+                    readonly: bool, fsync: bool, verify: bool | str, store: Store,
+                    version: str | None, tag: str | None, as_of: Any, grace: float
+                    ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
+        """A member (a table's column) opened on its own: a reader of its dataset's
+        version, or a writer holding its dataset's lock whose commits keep the length
+        (the table's)."""
+        root, name = note
+        lock = None if readonly else WriteLock.acquire(store, root)
+        try:
+            dataset = open_dataset(Repository(store, root, fsync, grace), readonly, version,
+                                   tag, as_of)
+            layout, meta, cbytes = cls.open_member(dataset, rootdir, info, name, name,
+                                                   readonly, fsync, verify)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        layout.hold_lock(lock)
+        layout._alone = True
+        return layout, meta, cbytes
+
+    @classmethod
+    def open_member(cls, dataset: VersionedDataset, rootdir: str, info: StorageInfo,
+                    name: str, path: str, readonly: bool, fsync: bool, verify: bool | str
+                    ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
+        """Member ``name`` (stored under ``rootdir``) of a versioned dataset."""
+        state = dataset.state(name)
+        if state is None:
+            raise FormatError(f"the version held has no member {name!r}",
+                              dataset.repo.url(dataset.head.seq if dataset.head else 0))
+        layout = cls(rootdir, info, readonly, fsync, verify, dataset.repo.store, dataset,
+                     name, path)
+        view = IndexView(state.nchunks, state.pages, dataset.repo.pages)
+        meta = layout._meta_for(state.shape)
+        if view.nchunks != meta.nchunks:
+            raise FormatError(f"the version records {view.nchunks} chunks for shape "
+                              f"{list(state.shape)}, which needs {meta.nchunks}",
+                              dataset.repo.url(dataset.head.seq if dataset.head else 0))
+        layout._attrs = layout._decode_attrs(state.attrs)
+        layout._stored_attrs = state.attrs
+        layout._committed = (tuple(state.shape), state.cbytes, state.attrs)
+        if readonly:
+            layout._index = view
+        else:
+            layout._start_writing(view)
+            dataset.attach(layout)
+        return layout, meta, state.cbytes
+
+    def _meta_for(self, shape: Sequence[int]) -> ArrayMeta:
+        info = self.info
+        if len(shape) != len(info.chunkshape):
+            raise FormatError(f"shape {list(shape)} and meta/storage chunkshape "
+                              f"{list(info.chunkshape)} differ in length", self._url())
+        meta = ArrayMeta(dtype=info.dtype, shape=tuple(shape), chunks=info.chunkshape,
                          blocks=info.blockshape, cparams=info.cparams, dflt=info.dflt,
-                         expectedlen=info.expectedlen or sizes.length, order=info.order)
+                         expectedlen=info.expectedlen or (shape[0] if shape else 1),
+                         order=info.order)
         try:
-            layout._count = meta.nchunks
+            _ = meta.nchunks
         except ValueError as exc:
-            raise FormatError(f"meta/storage: {exc}", storage_path) from None
-        sizes_path = store.url(store.join(rootdir, META_DIR, SIZES_FILE))
-        checked_shape(meta.shape, itemsize=info.dtype.itemsize, source=sizes_path)
-        # The shape is only a claim until the file of the last chunk is seen, or the
-        # run of absent (fill) chunks recorded beside it covers it.
-        layout._fill_bound = min(sizes.fill_chunks, layout._count) if layout._absent else 0
-        last = (layout._count - 1) // info.superchunksize
-        if layout._count > layout._fill_bound and not store.isfile(layout._sc_path(last)):
-            raise FormatError(f"meta/sizes claims {layout._count} chunks, but superchunk file "
+            raise FormatError(f"meta/storage: {exc}", self._url()) from None
+        return meta
+
+    def _open_legacy(self) -> tuple[ArrayMeta, int]:
+        """Open a directory written before versions (see :mod:`._superchunk_v2`)."""
+        store, root = self.store, self.rootdir
+        sizes, patches = legacy.recover(store, root, self.readonly, self.fsync)
+        meta = self._meta_for(sizes.shape)
+        sizes_path = store.url(store.join(root, META_DIR, SIZES_FILE))
+        checked_shape(meta.shape, itemsize=self.info.dtype.itemsize, source=sizes_path)
+        nchunks = meta.nchunks
+        fill = min(sizes.fill_chunks, nchunks) if self._absent else 0
+        last = (nchunks - 1) // self._S
+        if nchunks > fill and not self.files.exists((last, 0)):
+            raise FormatError(f"meta/sizes claims {nchunks} chunks, but superchunk file "
                               f"{superchunk_name(last)} is missing", sizes_path)
-        return layout, meta, sizes.cbytes
-
-    def _read_sizes(self) -> Sizes:
-        path = self.store.join(self._metadir, SIZES_FILE)
-        return Sizes.from_json(read_json(path, "meta/sizes", self.store), self.store.url(path))
-
-    def _recover(self) -> Sizes:
-        """The committed sizes, after replaying (or discarding) a leftover journal."""
-        store = self.store
-        sizes = self._read_sizes()
-        jkey = store.join(self._metadir, JOURNAL_FILE)
-        jpath = store.url(jkey)
-        try:
-            buf = store.get(jkey)
-        except FileNotFoundError:
-            return sizes
-        journal = Journal.decode(buf)
-        if journal is None or journal.generation != sizes.generation + 1:
-            if not self.readonly:  # incomplete, damaged or already applied
-                store.delete(jkey)
-            return sizes
-        try:
-            new_sizes = Sizes.from_json(load_json(journal.sizes, jpath, what="journal sizes"),
-                                        jpath)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise FormatError(f"journal holds bad sizes: {exc}", jpath) from None
-        for k, offset, data in journal.writes:
-            try:
-                size = store.size(self._sc_path(k))
-            except FileNotFoundError:
-                raise FormatError(f"journal writes to missing {superchunk_name(k)}",
-                                  jpath) from None
-            if offset + len(data) > size:
-                raise FormatError(f"journal write [{offset}, {offset + len(data)}) past the "
-                                  f"end of {superchunk_name(k)} ({size} bytes)", jpath)
+        index = legacy.LegacyIndex(self.files, nchunks, fill, self._dsize, patches)
+        self._legacy = index
+        self._attrs = self._legacy_attrs()
+        self._stored_attrs = None  # the first version records them
+        self._committed = (tuple(meta.shape), sizes.cbytes, None)
         if self.readonly:
-            for k, offset, data in journal.writes:
-                self._overlay.setdefault(k, []).append((offset, data))
-            return new_sizes
-        self._apply(journal.writes)
-        store.put(store.join(self._metadir, SIZES_FILE), journal.sizes, fsync=self.fsync)
-        if self.fsync:
-            store.sync_dir(self._metadir)
-        store.delete(jkey)
-        return new_sizes
+            self._index = index
+        else:
+            self._start_writing(index)
+        return meta, sizes.cbytes
 
-    # -- superchunk files -------------------------------------------------------------------
+    def _start_writing(self, base: Any) -> None:
+        self._index = WorkingIndex(base)
+        self._keeper = SpaceKeeper(self.files, self._S, reuse=not self.files.compat,
+                                   used=self._used_extents)
 
-    def _sc_path(self, k: int) -> str:
-        return self.store.join(self._datadir, superchunk_name(k))
+    def _url(self) -> str:
+        return self.store.url(self.rootdir)
 
-    def chunk_path(self, nchunk: int) -> str:
-        """The file holding chunk ``nchunk`` (for messages)."""
-        return self.store.url(self._sc_path(nchunk // self._S))
-
-    def _fd(self, sc: Superchunk) -> Handle:
-        h = self._fds.get(sc.k)
-        if h is not None:
-            self._fds.move_to_end(sc.k)
-            return h
-        try:
-            h = self.store.open(sc.path, "r" if self.readonly else "r+")
-        except FileNotFoundError:
-            raise FormatError(f"superchunk file {superchunk_name(sc.k)} is missing",
-                              sc.url or self.store.url(sc.path)) from None
-        self._fds[sc.k] = h
-        if len(self._fds) > _OPEN_FILES:
-            old_k, old_h = self._fds.popitem(last=False)
-            old = self._scs.get(old_k)
-            if old is not None and old.dirty and (self.fsync or self.store.remote):
-                old_h.sync()  # on object stores, the only copy of what was written
-                old.dirty = False
-            old_h.close()
-        return h
-
-    def _pread(self, sc: Superchunk, n: int, offset: int) -> bytes:
-        data = self._fd(sc).pread(n, offset)
-        patches = self._overlay.get(sc.k)
-        if patches:
-            data = _patch(data, offset, patches)
-        return data
-
-    def _pwrite(self, sc: Superchunk, offset: int, parts: tuple[bytes, ...]) -> None:
-        h = self._fd(sc)
-        for part in parts:
-            h.pwrite(part, offset)
-            offset += memoryview(part).nbytes
-        sc.dirty = True
-
-    def _new_file(self, k: int, chunks: Sequence[bytes] = ()) -> int:
-        """Write superchunk file ``k`` holding ``chunks`` (its first slots) under its name;
-        returns their compressed bytes."""
-        self._no_file.discard(k)
-        raw = dumps_metadata({"format": FORMAT_NAME, "superchunk": k, "first_chunk": k * self._S,
-                              "superchunksize": self._S})
-        section, _ = encode_metadata_bytes(raw, checksum=self._ck.id, codec=None,
-                                           max_meta_size=len(raw))
-        nused = len(chunks)
-        last = min(blosc.read_header(chunks[-1]).nbytes, max(self._chunk_size_field(), 0)) \
-            if nused else 0
-        header = BlpHeader(True, True, self._ck.id, self.info.typesize,
-                           self._chunk_size_field(), last, nused, self._S - nused)
-        table = np.full(self._S, -1, dtype="<i8")
-        records, pos = [], HEADER_SIZE + len(section) + table.nbytes
-        for slot, chunk in enumerate(chunks):
-            spare = bytes(math.ceil(len(chunk) * self.info.spare))
-            records += [chunk, self._ck.digest(chunk), spare]
-            table[slot] = pos
-            pos += len(chunk) + self._dsize + len(spare)
-        self.store.put(self._sc_path(k), (header.pack(), section, table, *records),
-                       fsync=self.fsync)
-        return sum(len(c) for c in chunks)
+    # -- reading --------------------------------------------------------------------------
 
     @property
-    def unit_chunks(self) -> int:  # type: ignore[override]
-        return self._S
+    def nchunks(self) -> int:
+        return int(self._index.nchunks)
 
-    def write_unit(self, unit: int, chunks: Sequence[ChunkBytes]) -> int:
-        if self.readonly:
-            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
-        if not 1 <= len(chunks) <= self._S:
-            raise ValueError(f"a superchunk holds 1 to {self._S} chunks, got {len(chunks)}")
-        return self._new_file(unit, [bytes(c) for c in chunks])
+    def _entry(self, nchunk: int) -> Entry:
+        e: Entry = self._index.entry(nchunk)
+        if e.off < FILL:
+            raise FormatError(f"chunk {nchunk} has no offset", self.chunk_path(nchunk))
+        if e.off == FILL and self._absent is None:
+            raise FormatError(f"chunk {nchunk} is recorded as absent, which this dataset "
+                              "cannot hold", self.chunk_path(nchunk))
+        return e
 
-    def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
-        self._write_all_filled()
-        for k in list(self._fds):
-            self._forget(k)
-        self._scs.clear()
-        self._heads.clear()
-        self._stamps.clear()
-        self._inplace.clear()
-        self._inplace_bytes = 0
-        self._no_file.clear()
-        self.store.invalidate(self.rootdir)
-        self._count = meta.nchunks
-        self._dropped = True  # files past the new end (from an earlier, longer state) go
-        self.commit(meta, cbytes)
+    def _read(self, key: Key, n: int, offset: int) -> bytes:
+        data = self.files.pread(key, n, offset)
+        if self._legacy is not None and key[1] == 0 and self._legacy.patches.get(key[0]):
+            data = legacy.patched(data, offset, self._legacy.patches[key[0]])
+        return data
 
-    def _chunk_size_field(self) -> int:
-        n = self.info.chunk_nbytes
-        return n if n <= 2**31 - 1 else -1
-
-    def _get(self, k: int, create: bool = False) -> Superchunk:
-        sc = self._scs.get(k)
-        if sc is not None:
-            return sc
-        if k in self._filling:
-            self._write_filled(k)
-            return self._scs[k]
-        path = self._sc_path(k)
-        created = False
-        if k not in self._fds:
-            try:  # opening tells whether it exists: no separate request to ask
-                self._fds[k] = self.store.open(path, "r" if self.readonly else "r+")
-            except FileNotFoundError:
-                if not create:
-                    raise FormatError(f"superchunk file {superchunk_name(k)} is missing",
-                                      self.store.url(path)) from None
-                self._new_file(k)
-                created = True
-        sc = self._load(k, path)
-        sc.created = created
-        if not self.readonly:
-            # Slots past the committed length are stale (from a shrink): free them.
-            first = max(0, self._count - k * self._S)
-            if first < self._S:
-                sc.offsets[first:] = -1
-        self._scs[k] = sc
-        return sc
-
-    def _load(self, k: int, key: str) -> Superchunk:
-        path = self.store.url(key)
-        sc = Superchunk(k, key, 0, 0, 0, None, None, None, 0, url=path)  # type: ignore[arg-type]
-        self._scs[k] = sc  # so _fd/_pread can use it
-        try:
-            size = self._fd(sc).size
-            # One read for header, metadata and offsets when the metadata is the usual
-            # few hundred bytes: on object stores each read is a round trip.
-            head = self._pread(sc, HEADER_SIZE + METADATA_HEADER_SIZE + _META_GUESS
-                               + 8 * self._S, 0)
-            header = BlpHeader.unpack(head[:HEADER_SIZE], path)
-            if not (header.offsets and header.metadata):
-                raise FormatError("superchunk file lacks its offsets table or metadata", path, 5)
-            if header.checksum != self._ck.id:
-                raise FormatError(f"checksum id {header.checksum} differs from meta/storage's "
-                                  f"{self._ck.name}", path, 6)
-            if header.total_slots != self._S:
-                raise FormatError(f"{header.total_slots} offset slots, meta/storage says "
-                                  f"superchunksize {self._S}", path, 16)
-            mh = MetadataHeader.unpack(head[HEADER_SIZE:], path)
-            if HEADER_SIZE + mh.section_size > size:
-                raise FormatError(f"metadata section of {mh.section_size} bytes does not fit "
-                                  f"a file of {size}", path, HEADER_SIZE)
-            section = self._slice(sc, head, HEADER_SIZE, mh.section_size)
-            obj, _ = decode_metadata(section, path, HEADER_SIZE, verify=bool(self.verify))
-            if not isinstance(obj, dict) or obj.get("superchunk") != k:
-                raise FormatError(f"metadata does not name superchunk {k}: {obj!r}", path,
-                                  HEADER_SIZE)
-            offsets_pos = HEADER_SIZE + mh.section_size
-            data_start = offsets_pos + 8 * self._S
-            if data_start > size:
-                raise FormatError(f"offsets table ({self._S} slots) runs past the end of the "
-                                  f"file ({size} bytes)", path, offsets_pos)
-            table = np.frombuffer(self._slice(sc, head, offsets_pos, 8 * self._S),
-                                  "<i8").copy()
-            bad = np.flatnonzero((table < -1) | ((table >= 0) & ((table < data_start)
-                                                                 | (table >= size))))
-            if bad.size:
-                i = int(bad[0])
-                raise FormatError(f"offset of slot {i} is {int(table[i])}, outside the chunk "
-                                  f"area [{data_start}, {size})", path, offsets_pos + 8 * i)
-        except BaseException:
-            self._scs.pop(k, None)
-            h = self._fds.pop(k, None)
-            if h is not None:
-                h.close()
-            raise
-        sc.size, sc.offsets_pos, sc.data_start, sc.header = size, offsets_pos, data_start, header
-        sc.offsets, sc.committed, sc.committed_end = table, table.copy(), size
-        return sc
-
-    def _slice(self, sc: Superchunk, head: bytes, offset: int, n: int) -> bytes:
-        """``n`` bytes at ``offset``: from ``head`` (read at 0) when it holds them."""
-        if offset + n <= len(head):
-            return head[offset:offset + n]
-        return self._pread(sc, n, offset)
-
-    # -- chunks ---------------------------------------------------------------------------
-
-    def _locate(self, nchunk: int) -> tuple[Superchunk, int]:
-        if not 0 <= nchunk < self._count:
-            raise IndexError(f"chunk {nchunk} out of range (the dataset has {self._count})")
-        k, slot = divmod(nchunk, self._S)
-        sc = self._get(k)
-        off = int(sc.offsets[slot])
-        if off < 0:
-            raise FormatError(f"chunk {nchunk} has no offset (slot {slot} is -1)", sc.url,
-                              sc.offsets_pos + 8 * slot)
-        return sc, off
-
-    def chunk_span(self, nchunk: int) -> ChunkSpan:
-        """Where chunk ``nchunk`` is stored: its file, offset, size and room (for tools
-        and tests that inspect files)."""
-        with self._read_lock:
-            sc, off = self._locate(nchunk)
-            return ChunkSpan(sc.url, off, self._head(sc, off, nchunk).cbytes,
-                             self._capacity(sc, off), sc.offsets_pos, sc.data_start)
-
-    def _head(self, sc: Superchunk, off: int, nchunk: int, head: bytes = b"") -> blosc.ChunkHeader:
-        head = head or self._pread(sc, _BLOSC_HEAD, off)
-        h = blosc.read_header(head, sc.url, off, size=sc.size - off)
-        if off + h.cbytes + self._dsize > sc.size:
-            raise FormatError(f"chunk {nchunk}: its checksum runs past the end of the file",
-                              sc.url, off + h.cbytes)
-        return h
+    def special_chunk(self, nchunk: int) -> bytes | None:
+        with self._lock:
+            if not 0 <= nchunk < self._index.nchunks:
+                return None
+            return self._absent if self._entry(nchunk).off == FILL else None
 
     def read_chunk(self, nchunk: int) -> memoryview:
-        # Safe from several threads: file handles and caches change under the lock;
-        # the digest, the slow part, is computed outside it.
-        fetched = self._prefetched.pop(nchunk, None)
-        if fetched is not None:
-            return self._verified(nchunk, *fetched)
-        with self._read_lock:
-            rec = self._inplace.get(nchunk)
-            if rec is not None:
-                return memoryview(rec)[:len(rec) - self._dsize]
-            found = self._lookup(nchunk)
-            if found is None:
-                return memoryview(self._absent or b"")  # (None only for Blosc1 datasets)
-            sc, off = found
-            cbytes, buf = sc.sizes.get(nchunk % self._S), None
-            if self._remote_reads(sc):
-                # One request for the chunk's whole room (chunk, digest, spare), made
-                # outside the lock so that other threads fetch at the same time.
-                h, span = self._fd(sc), self._capacity(sc, off)
-            else:
-                if cbytes is None:
-                    cbytes = self._head(sc, off, nchunk).cbytes
-                buf = self._pread(sc, cbytes + self._dsize, off)
-        if cbytes is None or buf is None:
-            buf = h.pread(span if cbytes is None else cbytes + self._dsize, off)
-            if cbytes is None:
-                cbytes = blosc.read_header(buf, sc.url, off, size=len(buf)).cbytes
-                buf = buf[:cbytes + self._dsize]
-        return self._verified(nchunk, sc, off, cbytes, buf)
+        with self._lock:
+            e = self._entry(nchunk)
+        if e.off == FILL:
+            return memoryview(self._absent or b"")
+        key = (nchunk // self._S, e.gen)
+        return self._checked(nchunk, key, e, self._read(key, e.cbytes + self._dsize, e.off))
 
-    def _verified(self, nchunk: int, sc: Superchunk, off: int, cbytes: int,
-                  buf: bytes | memoryview) -> memoryview:
+    def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> memoryview:
+        with self._lock:
+            e = self._entry(nchunk)
+        if e.off == FILL:
+            return memoryview(self._absent or b"")
+        key = (nchunk // self._S, e.gen)
+        n = e.cbytes + self._dsize
+        if self._legacy is not None:
+            return self._checked(nchunk, key, e, self._read(key, n, e.off))
+        buf = scratch(n)[:n]
+        got = self.files.pread_into(key, buf, e.off)
+        return self._checked(nchunk, key, e, buf.data[:got])
+
+    def _checked(self, nchunk: int, key: Key, e: Entry, buf: Any) -> memoryview:
         """Chunk bytes from a record read whole (chunk, then digest), once checked."""
-        n = cbytes + self._dsize
-        if len(buf) != n:
-            raise FormatError(f"chunk {nchunk} truncated: {len(buf)} of {n} bytes", sc.url, off)
-        view = memoryview(buf)
-        if self.verify and self._dsize and \
-                self._ck.digest(view[:cbytes]) != view[cbytes:]:
-            raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch", sc.url,
-                                off + cbytes)
-        return view[:cbytes]
+        n, cb = e.cbytes + self._dsize, e.cbytes
+        view = memoryview(buf).cast("B")
+        if len(view) != n:
+            raise FormatError(f"chunk {nchunk} truncated: {len(view)} of {n} bytes",
+                              self.files.url(key), e.off)
+        if self.verify and self._dsize and self._ck.digest(view[:cb]) != view[cb:]:
+            raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch",
+                                self.files.url(key), e.off + cb)
+        h = blosc.read_header(view[:blosc.BLOSC1_HEADER], self.files.url(key), e.off, size=cb)
+        if h.cbytes != cb:
+            raise FormatError(f"chunk {nchunk}: its header says {h.cbytes} bytes, the index "
+                              f"{cb}", self.files.url(key), e.off)
+        return view[:cb]
 
-    def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
-        fetched = self._prefetched.get(nchunk)
-        rec = self._inplace.get(nchunk) if fetched is None else fetched[3]
-        if rec is None and self.verify == "full":
-            # Ranged reads fetch the whole chunk too, so its digest is checked first.
-            rec = bytes(self.read_chunk(nchunk)) + bytes(self._dsize)
-        if rec is not None:
-            size = len(rec) - self._dsize
-            return ChunkReader(size, lambda o, n: rec[o:min(o + n, size)]), size
-        # File handles and caches change under the lock (see read_chunk).  The first
-        # read takes a few KiB, so the header and block table cost one syscall, and
-        # is kept for the next partial read of the same chunk.
-        with self._read_lock:
+    @contextlib.contextmanager
+    def prefetched(self, nchunks: Sequence[int]) -> Iterator[None]:
+        """On object stores, a read about to decode most (three quarters) of the chunks of
+        a file it has not opened fetches the file whole, in one request, instead of a
+        request per chunk; the bytes serve this read only (each record checked as usual)."""
+        if not self.store.remote:
+            yield
+            return
+        wanted: dict[Key, int] = {}
+        with self._lock:
+            for n in nchunks:
+                if 0 <= n < self._index.nchunks:
+                    e = self._index.entry(n)
+                    if e.stored:
+                        key = (n // self._S, e.gen)
+                        wanted[key] = wanted.get(key, 0) + 1
+            total: dict[Key, int] = {}
+            for key in wanted:
+                k = key[0]
+                total[key] = sum(1 for n in range(k * self._S, min((k + 1) * self._S,
+                                                                    self._index.nchunks))
+                                 if self._index.entry(n).gen == key[1])
+        keys = [key for key, got in wanted.items() if 4 * got >= 3 * total[key]]
+        adopted: list[Key] = []
+        try:
+            if keys:
+                datas = self.store.get_many([self.files.path(key) for key in keys])
+                adopted = [key for key, data in zip(keys, datas, strict=True)
+                           if self.files.adopt_bytes(key, data)]
+            yield
+        finally:
+            for key in adopted:
+                self.files.forget(key)
+
+    def chunk_reader(self, nchunk: int) -> tuple[ChunkReader, int]:
+        if self.verify == "full" or self._needs_whole(nchunk):
+            whole = bytes(self.read_chunk(nchunk))
+            return ChunkReader(len(whole), lambda o, n: whole[o:o + n]), len(whole)
+        with self._lock:
             cached = self._heads.get(nchunk)
             if cached is None:
-                found = self._lookup(nchunk)
-                if found is None:
-                    absent = self._absent or b""  # (None only for Blosc1 datasets)
+                cached = self._head(nchunk)
+                if cached is None:
+                    absent = self._absent or b""
                     return ChunkReader(len(absent), lambda o, n: absent[o:o + n]), len(absent)
-                sc, off = found
-                head = self._pread(sc, min(_HEAD_READ, sc.size - off), off)
-                h = blosc.read_header(head, sc.url, off, size=sc.size - off)
-                cached = self._heads[nchunk] = (sc, off, h.cbytes, head[:h.cbytes], {})
+                self._heads[nchunk] = cached
                 if len(self._heads) > _CACHED_HEADS:
                     self._heads.popitem(last=False)
             else:
                 self._heads.move_to_end(nchunk)
-        sc, off, size, head, memo = cached
+        return self._ranged(cached), cached.cbytes
+
+    def _needs_whole(self, nchunk: int) -> bool:
+        """Whether a ranged read of ``nchunk`` must read it whole to check it (its record
+        has no page digests)."""
+        if not self.verify or not self._dsize or nchunk in self._heads:
+            return False
+        with self._lock:
+            e = self._entry(nchunk)
+        return e.off != FILL and not e.flags & HAS_PAGES
+
+    def _head(self, nchunk: int) -> _Head | None:
+        """The first bytes (checked) and page digests of chunk ``nchunk`` (None: absent)."""
+        e = self._entry(nchunk)
+        if e.off == FILL:
+            return None
+        key, cb, url = (nchunk // self._S, e.gen), e.cbytes, self.files.url((nchunk // self._S, e.gen))
+        if not self.verify or not self._dsize:
+            head = self._read(key, min(cb, _HEAD_READ), e.off)
+            return _Head(key, e.off, cb, head, None, {})
+        ndig = npages(cb, self._page) * self._dsize
+        if cb + self._dsize + ndig <= _SMALL_RECORD:
+            rec = self._read(key, cb + self._dsize + ndig, e.off)
+            whole = bytes(self._checked(nchunk, key, e, rec[:cb + self._dsize]))
+            return _Head(key, e.off, cb, whole, None, {})
+        digests = self._read(key, ndig, e.off + cb + self._dsize)
+        if len(digests) != ndig:
+            raise FormatError(f"chunk {nchunk}: page digests truncated", url, e.off + cb)
+        head = checked_head(self._read(key, min(cb, _HEAD_READ), e.off), cb, digests, self._ck,
+                            self._page, url, e.off)
+        return _Head(key, e.off, cb, head, digests, {})
+
+    def _ranged(self, c: _Head) -> ChunkReader:
+        head, size = c.head, c.cbytes
+
+        def raw(o: int, n: int) -> bytes:
+            return self._read(c.key, n, c.off + o)
+
+        paged = None if c.digests is None else \
+            PagedReader(size, raw, c.digests, self._ck, self._page, self.files.url(c.key), c.off)
 
         def read_at(offset: int, length: int) -> bytes:
             length = max(0, min(length, size - offset))
             if offset + length <= len(head):
                 return bytes(head[offset:offset + length])
-            with self._read_lock:
-                if not self._remote_reads(sc):
-                    return self._pread(sc, length, off + offset)
-                h = self._fd(sc)
-            return h.pread(length, off + offset)
+            return paged.read(offset, length) if paged is not None else raw(offset, length)
 
         def read_into(offset: int, out: Any) -> int:
+            if paged is not None:
+                return paged.read_into(offset, out)
             view = memoryview(out).cast("B")[:max(0, size - offset)]
-            if offset + len(view) <= len(head) or self._overlay.get(sc.k):
-                data = read_at(offset, len(view))
-                view[:len(data)] = data
-                return len(data)
-            with self._read_lock:  # a local handle may be evicted by another thread
-                h = self._fd(sc)
-                if not self._remote_reads(sc):
-                    return h.pread_into(view, off + offset)
-            return h.pread_into(view, off + offset)
+            data = read_at(offset, len(view))
+            view[:len(data)] = data
+            return len(data)
 
-        return ChunkReader(size, read_at, read_into, memo), size
+        return ChunkReader(size, read_at, read_into, c.memo)
 
-    def _remote_reads(self, sc: Superchunk) -> bool:
-        """Whether reads of ``sc`` may run outside the lock: on object stores a handle
-        evicted meanwhile still reads (by ranges), and waiting on the network under
-        the lock would make concurrent fetches take turns."""
-        return self.store.remote and not self._overlay.get(sc.k)
+    # -- writing --------------------------------------------------------------------------
 
-    def _cbytes_of(self, sc: Superchunk, slot: int, off: int) -> int:
-        known = sc.sizes.get(slot)
-        if known is not None:
-            return known
-        rec = self._inplace.get(sc.k * self._S + slot)
-        if rec is not None:
-            return len(rec) - self._dsize
-        try:
-            cbytes = self._head(sc, off, sc.k * self._S + slot).cbytes
-        except FormatError:
-            return 0
-        sc.sizes[slot] = cbytes
-        return cbytes
+    def _check_writable(self) -> None:
+        if self.readonly:
+            self.dataset.check_writable()
+            raise ReadOnlyError(f"{self._url()}: opened read-only")
 
-    def _capacity(self, sc: Superchunk, off: int) -> int:
-        offs = sc.offsets
-        higher = offs[offs > off]
-        return (int(higher.min()) if higher.size else sc.size) - off
+    # What the rewriting helpers (:mod:`._sc_compact`) use.
+
+    @property
+    def working_index(self) -> WorkingIndex:
+        assert isinstance(self._index, WorkingIndex)
+        return self._index
+
+    @property
+    def space(self) -> SpaceKeeper:
+        assert self._keeper is not None
+        return self._keeper
+
+    @property
+    def page_size(self) -> int:
+        return self._page
+
+    @property
+    def digest_size(self) -> int:
+        return self._dsize
+
+    @property
+    def checksum(self) -> Checksum:
+        return self._ck
+
+    def replace_entry(self, nchunk: int, entry: Entry, old: Entry | None) -> None:
+        """Make ``entry`` chunk ``nchunk``'s (a record written already); ``old`` (stored)
+        becomes the space keeper's to free."""
+        with self._lock:
+            self._heads.pop(nchunk, None)
+            self._stamps.pop(nchunk, None)
+            self._set(nchunk, entry, old)
 
     def chunk_digest(self, data: bytes) -> bytes:
-        return self._ck.digest(data)
+        """The chunk's digest, then the digests of its pages (what follows it in its
+        record); safe from any thread."""
+        digest = self._ck.digest(data)
+        return digest + page_digests(data, self._ck, self._page) if self._page else digest
 
     def write_chunk(self, nchunk: int, data: bytes, digest: bytes | None = None) -> int:
-        if self.readonly:
-            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
-        self._heads.pop(nchunk, None)
-        if not 0 <= nchunk <= self._count:
-            raise IndexError(f"chunk {nchunk} written before chunk {self._count}")
-        if self._absent and special_item(data, self.info.dtype) == self._fill_item:
-            return self._write_absent(nchunk)
-        data = bytes(data)
-        digest = self._ck.digest(data) if digest is None else digest
-        filled = self._fill(nchunk, data, digest)
-        if filled is not None:  # the next chunk of a new file, written whole later
-            self._stamps[nchunk] = chunk_stamp_of(filled, data, digest)
-            return len(data)
-        k, slot = divmod(nchunk, self._S)
-        sc = self._get(k, create=True)
-        self._touched.add(k)
-        need = len(data) + self._dsize
-        old = int(sc.offsets[slot])
-        old_cbytes = self._cbytes_of(sc, slot, old) if old >= 0 and nchunk < self._count else 0
-        prev = self._inplace.pop(nchunk, None)
-        if prev is not None:
-            self._inplace_bytes -= len(prev)
-        self._count = max(self._count, nchunk + 1)
-        sc.sizes[slot] = len(data)
-        if old >= 0:
-            room = self._capacity(sc, old)
-            if need <= room:
-                if old >= sc.committed_end:
-                    # Written since the last commit: nothing committed refers to it.
-                    self._pwrite(sc, old, (data, digest))
-                    self._stamps[nchunk] = chunk_stamp_of(old, data, digest)
-                    return len(data) - old_cbytes
-                if self._inplace_bytes + need <= INPLACE_LIMIT:
-                    self._inplace[nchunk] = data + digest
-                    self._inplace_bytes += need
-                    self._stamps[nchunk] = chunk_stamp_of(old, data, digest)
-                    return len(data) - old_cbytes
-            if old < sc.committed_end:
-                sc.garbage += room
-        off = sc.size
-        spare = math.ceil(len(data) * self.info.spare)
-        self._pwrite(sc, off, (data, digest, bytes(spare)))
-        sc.size += need + spare
-        sc.offsets[slot] = off
-        self._stamps[nchunk] = chunk_stamp_of(off, data, digest)
-        return len(data) - old_cbytes
+        self._check_writable()
+        assert self._keeper is not None
+        with self._lock:
+            count = self._index.nchunks
+            if not 0 <= nchunk <= count:
+                raise IndexError(f"chunk {nchunk} written before chunk {count}")
+            self._heads.pop(nchunk, None)
+            self._stamps.pop(nchunk, None)
+            old = self._index.entry(nchunk) if nchunk < count else None
+            old_cbytes = old.cbytes if old is not None and old.stored else 0
+            if self._absent and special_item(data, self.info.dtype) == self._fill_item:
+                self._set(nchunk, FILL_ENTRY, old)
+                return -old_cbytes
+            data = bytes(data)
+            tail = self.chunk_digest(data) if digest is None else digest
+            need = len(data) + len(tail)
+            want = need + math.ceil(len(data) * self.info.spare)
+            gen, off, room = self._keeper.allocate(nchunk, need, want,
+                                                   rewrite=old is not None and old.stored)
+            key = (nchunk // self._S, gen)
+            self.files.write(key, off, (data, tail), room, appended=nchunk == count)
+            flags = HAS_PAGES if self._page else 0
+            self._set(nchunk, Entry(off, room, len(data), gen, flags), old)
+            # Known now, so asking for it does not read (or write out) a file being filled.
+            self._stamps[nchunk] = _stamp(gen, off, data, tail[:self._dsize] if self._dsize
+                                          else data[-min(16, len(data)):])
+            return len(data) - old_cbytes
+
+    def _set(self, nchunk: int, entry: Entry, old: Entry | None) -> None:
+        assert self._keeper is not None
+        self._index.set(nchunk, entry)
+        if old is not None and old.stored:
+            self._keeper.replaced(nchunk, old)
 
     def drop_chunks(self, first: int) -> int:
-        if self.readonly:
-            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
-        self._write_all_filled()
-        self._heads.clear()
+        self._check_writable()
+        assert self._keeper is not None
         first = max(first, 0)
         removed = 0
-        for n in range(first, self._count):
-            found = self._lookup(n)
-            if found is not None:
-                removed += self._cbytes_of(found[0], n % self._S, found[1])
-        for n in [n for n in self._inplace if n >= first]:
-            self._inplace_bytes -= len(self._inplace.pop(n))
-        for n in [n for n in self._stamps if n >= first]:
-            del self._stamps[n]
-        for k in self._existing_superchunks():
-            if (k + 1) * self._S <= first:
-                continue
-            try:
-                sc = self._get(k)
-            except FormatError:
-                continue  # a damaged file past the end is deleted at the next commit
-            lo = max(0, first - k * self._S)
-            sc.offsets[lo:] = -1
-            self._touched.add(k)
-            for slot in [s for s in sc.sizes if s >= lo]:
-                del sc.sizes[slot]
-        self._count = min(self._count, first)
-        self._fill_bound = min(self._fill_bound, first)
-        self._dropped = True
+        with self._lock:
+            for n in range(first, self._index.nchunks):
+                old = self._index.entry(n)
+                if old.stored:
+                    removed += old.cbytes
+                    self._keeper.replaced(n, old)
+            self._index.resize(min(first, self._index.nchunks))
+            for n in [n for n in self._heads if n >= first]:
+                del self._heads[n]
+            for n in [n for n in self._stamps if n >= first]:
+                del self._stamps[n]
         return -removed
 
-    def _existing_superchunks(self) -> list[int]:
-        self._write_all_filled()
-        found = set(self._scs)
-        for name in self.store.listdir(self._datadir):
-            if name.startswith("sc_") and name.endswith(".blp") and name[3:-4].isdigit():
-                found.add(int(name[3:-4]))
-        return sorted(found)
+    def savepoint(self) -> Any:
+        if self.readonly or self._keeper is None:
+            return None
+        return (self._index.savepoint(), self._keeper.savepoint())
 
-    # -- metadata -------------------------------------------------------------------------
+    def rollback(self, token: Any) -> None:
+        if token is None or self._keeper is None:
+            return
+        with self._lock:
+            self._index.rollback(token[0])
+            self._keeper.rollback(token[1])
+            self._heads.clear()
+            self._stamps.clear()
 
-    def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
-        stamp = self._stamps.get(nchunk)
-        if stamp is not None:
-            return stamp
-        if nchunk >= self._count:
-            return (-1, -1)
-        try:
-            if (found := self._lookup(nchunk)) is None:
-                return (0, 0)  # absent: always the fill value
-            sc, off = found
-            head = self._pread(sc, _BLOSC_HEAD, off)
-            cbytes = self._head(sc, off, nchunk, head).cbytes
-            if self.readonly:  # the chunk read that usually follows needs no head read
-                sc.sizes[nchunk % self._S] = cbytes
-            tail, rec_end = self._dsize or min(16, cbytes), cbytes + self._dsize
-            end = self._pread(sc, tail, off + rec_end - tail)
-        except FormatError:
-            return (-1, -1)
-        return (cbytes, crc_stamp(off, head, end))
+    def release_savepoint(self) -> None:
+        if self._keeper is not None:
+            self._index.release()
+            self._keeper.release()
 
-    def load_attrs(self) -> dict[str, Any]:
-        key = self.store.join(self._metadir, ATTRS_FILE)
+    # -- committing -----------------------------------------------------------------------
+
+    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> bool:
+        """Make every chunk written so far durable and publish a version recording
+        ``meta``; False when it was only staged (inside a transaction of the dataset, or a
+        table's column: the table's commit publishes it)."""
+        self._check_writable()
+        if self._alone and self._committed is not None and \
+                tuple(meta.shape[:1]) != self._committed[0][:1]:
+            raise ValueError(f"{self._url()}: a column of a table keeps the table's length "
+                             f"({self._committed[0][0]} rows); append to or resize the table")
+        if self._index.nchunks > meta.nchunks:
+            # Chunks past the length (left by a shrink) are no chunks of this version.
+            cbytes += self.drop_chunks(meta.nchunks)
+        self._pending = (meta, int(cbytes))
+        return self.dataset.commit(self, message=message) is not None
+
+    # -- versions -------------------------------------------------------------------------
+
+    versioned = True
+
+    @property
+    def pinned_version(self) -> str | None:
+        head = self.dataset.head
+        return head.id if self.dataset.pinned and head is not None else None
+
+    def versions(self) -> list[Any]:
+        return self.dataset.versions()
+
+    def versioned_dataset(self) -> VersionedDataset:
+        return self.dataset
+
+    def tag(self, name: str, version_id: str) -> None:
+        self._check_writable()
+        self.dataset.tag(name, version_id)
+
+    def untag(self, name: str) -> None:
+        self._check_writable()
+        self.dataset.untag(name)
+
+    def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
+        self._check_writable()
+        return self.dataset.reclaim(keep_last, older_than)
+
+    def restore(self, version: str) -> tuple[ArrayMeta, int]:
+        """Make ``version`` the newest again, as a new commit (the layout's chunks written
+        since the last commit must have been committed first)."""
+        self._check_writable()
+        old = self.dataset.repo.find(version).member(self.member_name)
+        self.switch(old)
+        meta = self._meta_for(old.shape)
+        self._pending = (meta, old.cbytes)
+        self.dataset.commit(self, message=f"restore {version}", kind="restore")
+        return meta, old.cbytes
+
+    def refresh(self) -> tuple[ArrayMeta, int] | None:
+        """A reader moves to the newest version (and holds it instead)."""
+        if not self.readonly or self._legacy is not None:
+            return None
+        if not self.dataset.refresh():
+            return None
+        state = self.dataset.state(self.member_name)
+        if state is None:
+            raise FormatError(f"the newest version has no member {self.member_name!r}",
+                              self._url())
+        self.switch(state)
+        return self._meta_for(state.shape), state.cbytes
+
+    def switch(self, state: MemberState) -> None:
+        """Take ``state`` (a member of another version) as this layout's committed state;
+        a writer's records the current one holds and ``state`` does not become free."""
+        view = IndexView(state.nchunks, state.pages, self.dataset.repo.pages)
+        with self._lock:
+            if self._keeper is not None:
+                current = self.working_index
+                for n in range(current.nchunks):
+                    e = current.entry(n)
+                    if e.stored and (n >= view.nchunks or
+                                     (view.entry(n).gen, view.entry(n).off) != (e.gen, e.off)):
+                        self._keeper.replaced(n, e)
+                self._index = WorkingIndex(view)
+                self._base_pages = state.pages
+            else:
+                self._index = view
+            self._heads.clear()
+            self._stamps.clear()
+            self._attrs = self._decode_attrs(state.attrs)
+            self._stored_attrs = state.attrs
+            self._committed = None if self._keeper is not None else \
+                (tuple(state.shape), state.cbytes, state.attrs)
+
+    @property
+    def version_id(self) -> str | None:
+        """The id of the version this layout's committed state belongs to."""
+        head = self.dataset.head
+        return None if head is None else head.id
+
+    def stage(self) -> Staged | None:
+        """Make the records written since the last commit durable and hand over what to
+        publish (see :class:`carray.versions.dataset.Member`); None when nothing changed."""
+        assert self._keeper is not None
+        if self._pending is None:
+            return None
+        meta, cbytes = self._pending
+        if self.files.compat:
+            # Bloscpack reads chunks in order, back to back: repack what lost that order.
+            self._touched = _sc_compact.touched(self._index.changed_pages(), self._S)
+            self._keeper.compact |= {k for k in self._touched
+                                     if _sc_compact.out_of_order(self, k)}
+        if self._keeper.compact:
+            _sc_compact.compact(self, sorted(self._keeper.compact))
+        self.files.sync()
+        shape = tuple(meta.shape)
+        attrs = self._stored_attrs
+        if self._legacy is None and not self._index.changed and not self._keeper.changed \
+                and self._committed == (shape, cbytes, attrs):
+            return None
+        base = self.dataset.state(self.member_name)
+        base_pages = self._base_pages if self._base_pages is not None else \
+            base.pages if base is not None and self._legacy is None else \
+            np.zeros(0, dtype="u1")
+        if self._legacy is not None:
+            attrs = self._encode_attrs(self._attrs)
+        self._staged_attrs_only = False
+        return Staged(self.member_name, self.member_path, shape,
+                      math.prod(shape) * meta.dtype.itemsize, cbytes, self._index.nchunks,
+                      self._index.changed_pages(), base_pages, attrs)
+
+    def published(self, state: MemberState, seq: int) -> None:
+        assert self._keeper is not None
+        with self._lock:
+            if not self._staged_attrs_only:
+                self._index.committed(IndexView(state.nchunks, state.pages,
+                                                self.dataset.repo.pages))
+                self._keeper.published(seq)
+                self._heads.clear()
+            self._stored_attrs = state.attrs
+            self._committed = (tuple(state.shape), state.cbytes, state.attrs)
+            self._pending = None
+            self._base_pages = None
+        if self._legacy is not None:
+            self._finish_upgrade()
+        if self.files.compat and self._touched:
+            _sc_compact.mirror(self, sorted(self._touched))
+            self._touched = set()
+
+    def reclaim(self, remaining: Sequence[tuple[int, MemberState]]) -> None:
+        if self._keeper is None:
+            return
+        pages = self.dataset.repo.pages
+
+        def refers(n: int, old: Entry) -> bool:
+            p, i = divmod(n, PAGE_ENTRIES)
+            for _, st in remaining:
+                if n < st.nchunks:
+                    entry = pages.page(st.pages[p], min(PAGE_ENTRIES,
+                                                         st.nchunks - p * PAGE_ENTRIES))[i]
+                    if int(entry["gen"]) == old.gen and int(entry["off"]) == old.off:
+                        return True
+            return False
+
+        with self._lock:
+            self._keeper.reclaim([seq for seq, _ in remaining], refers)
+
+    def _used_extents(self) -> dict[Key, list[tuple[int, int]]]:
+        """Extents of records that the kept versions or the working index refer to."""
+        used: dict[Key, list[tuple[int, int]]] = {}
+        seen: set[tuple[int, int]] = set()
+
+        def note(first: int, entries: np.ndarray) -> None:
+            for i in np.flatnonzero(entries["off"] >= 0).tolist():
+                e = entries[i]
+                key = ((first + i) // self._S, int(e["gen"]))
+                used.setdefault(key, []).append((int(e["off"]), int(e["room"])))
+
+        pages = self.dataset.repo.pages
+        for m in self.dataset.manifests():
+            try:
+                st = m.member(self.member_name)
+            except KeyError:
+                continue
+            for p, ref in enumerate(st.pages):
+                ident = (int(ref["seq"]), int(ref["off"]))
+                if ident not in seen:
+                    seen.add(ident)
+                    n = min(PAGE_ENTRIES, st.nchunks - p * PAGE_ENTRIES)
+                    note(p * PAGE_ENTRIES, pages.page(ref, n))
+        if self._legacy is not None:
+            for p, entries in enumerate(self._legacy.entries()):
+                note(p * PAGE_ENTRIES, entries)
+        for p, entries in self._index.changed_pages().items():
+            note(p * PAGE_ENTRIES, entries)
+        return used
+
+    def _finish_upgrade(self) -> None:
+        """The first version is published: record the new format, remove the old files."""
+        store, meta_dir = self.store, self.store.join(self.rootdir, META_DIR)
+        info = self.info.replace(version=3, page_size=self.info.page_size or
+                                 (0 if self.files.compat or not self._dsize else
+                                  DEFAULT_PAGE_SIZE))
+        store.put(store.join(meta_dir, STORAGE_FILE), dumps(info.to_json()), fsync=self.fsync)
+        for name in (SIZES_FILE, ATTRS_FILE, JOURNAL_FILE):
+            try:
+                store.delete(store.join(meta_dir, name))
+            except FileNotFoundError:
+                pass
+        self.info = info
+        self._page = info.page_size if self._dsize else 0
+        self._legacy = None
+
+    # -- attributes -------------------------------------------------------------------------
+
+    def _decode_attrs(self, stored: Any) -> dict[str, Any]:
+        where = self.dataset.repo.store.url(self.dataset.repo.root)
+        if not isinstance(stored, dict):
+            raise FormatError("the version's attributes are not a JSON object", where)
+        return attrvalues.load_typed(stored, where)
+
+    @staticmethod
+    def _encode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+        return {attrvalues.check_name(k): attrvalues.encode_typed(v) for k, v in attrs.items()}
+
+    def _legacy_attrs(self) -> dict[str, Any]:
+        key = self.store.join(self.rootdir, META_DIR, ATTRS_FILE)
         path = self.store.url(key)
         try:
             obj = load_json(self.store.get(key), path, what="meta/attrs")
@@ -759,41 +907,180 @@ class SuperchunkLayout(Committing, Prefetching, Filling, AbsentChunks, SidecarFi
             return {}
         if not isinstance(obj, dict):
             raise FormatError("meta/attrs must hold a JSON object", path)
-        try:
-            return {k: decode_attr(v) for k, v in obj.items()}
-        except UnsafeDataError as exc:
-            raise UnsafeDataError(f"{path}: {exc}") from None
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
-            raise FormatError(f"bad attribute in meta/attrs: {exc}", path) from None
+        return attrvalues.load_typed(obj, path)
+
+    def load_attrs(self) -> dict[str, Any]:
+        return dict(self._attrs)
 
     def save_attrs(self, attrs: dict[str, Any]) -> None:
-        if self.readonly:
-            raise ReadOnlyError(f"{self.store.url(self.rootdir)}: opened read-only")
-        encoded = {str(k): encode_attr(v) for k, v in attrs.items()}
-        self.store.put(self.store.join(self._metadir, ATTRS_FILE), dumps(encoded),
-                       fsync=self.fsync)
+        """Record new attributes: a version of their own (the chunks committed last,
+        the new attributes), or part of the open transaction's version."""
+        self._check_writable()
+        encoded = self._encode_attrs(attrs)
+        if self._legacy is not None:
+            self.store.put(self.store.join(self.rootdir, META_DIR, ATTRS_FILE), dumps(encoded),
+                           fsync=self.fsync)
+            self._attrs = dict(attrs)
+            return
+        self._attrs = dict(attrs)
+        self._stored_attrs = encoded
+        state = self.dataset.state(self.member_name)
+        if state is None or self._committed is None:
+            return
+        staged = Staged(self.member_name, self.member_path, state.shape, state.nbytes,
+                        state.cbytes, state.nchunks, {}, state.pages, encoded)
+        if self._pending is not None and self.dataset.in_transaction:
+            return  # the member's commit in this transaction records them
+        self._staged_attrs_only = True
+        self.dataset.publish_staged(staged)
 
-    def commit(self, meta: ArrayMeta, cbytes: int) -> None:
-        self._write_all_filled()
-        super().commit(meta, cbytes)
+    # -- metadata and tools -----------------------------------------------------------------
+
+    def chunk_path(self, nchunk: int) -> str:
+        """The file holding chunk ``nchunk`` (for messages)."""
+        gen = 0
+        try:
+            e = self._index.entry(nchunk)
+            gen = e.gen if e.off >= 0 else 0
+        except (IndexError, FormatError, OSError):
+            pass
+        return self.files.url((nchunk // self._S, gen))
+
+    def chunk_location(self, nchunk: int) -> tuple[str, int, int, int]:
+        """Where chunk ``nchunk``'s record is: ``(file, offset, cbytes, room)`` (offset
+        -1: absent).  For tools and tests that look at files."""
+        with self._lock:
+            e = self._entry(nchunk)
+        return self.files.url((nchunk // self._S, e.gen)), e.off, e.cbytes, e.room
+
+    def index_entry(self, nchunk: int) -> Entry:
+        """Chunk ``nchunk``'s index entry (for tools and tests)."""
+        with self._lock:
+            return self._entry(nchunk)
+
+    def chunk_flags(self, nchunk: int) -> int:
+        """The index flags of chunk ``nchunk``'s record (:data:`HAS_PAGES`)."""
+        with self._lock:
+            return self._entry(nchunk).flags
+
+    def stored_page_digests(self, nchunk: int) -> bytes:
+        """The page digests stored in chunk ``nchunk``'s record (for verification)."""
+        with self._lock:
+            e = self._entry(nchunk)
+        n = npages(e.cbytes, self._page) * self._dsize
+        return self._read((nchunk // self._S, e.gen), n, e.off + e.cbytes + self._dsize)
+
+    def chunk_stamp(self, nchunk: int) -> tuple[int, int] | None:
+        """What changes whenever chunk ``nchunk`` is rewritten: its size, and a CRC of where
+        it lies, its first bytes and its digest."""
+        stamp = self._stamps.get(nchunk)
+        if stamp is not None:
+            return stamp
+        try:
+            with self._lock:
+                if nchunk >= self._index.nchunks:
+                    return (-1, -1)
+                e = self._entry(nchunk)
+            if e.off == FILL:
+                return (0, 0)
+            key = (nchunk // self._S, e.gen)
+            head = self._read(key, blosc.BLOSC1_HEADER, e.off)
+            tail_len = self._dsize or min(16, e.cbytes)
+            tail = self._read(key, tail_len, e.off + e.cbytes + self._dsize - tail_len)
+        except FormatError:
+            return (-1, -1)
+        stamp = _stamp(e.gen, e.off, head, tail, e.cbytes)
+        self._stamps[nchunk] = stamp
+        return stamp
+
+    def sidecar_names(self) -> list[str]:
+        return self._sidecars.names()
+
+    def load_sidecar(self, name: str) -> bytes | None:
+        return self._sidecars.load(name)
+
+    def save_sidecar(self, name: str, data: bytes | None) -> None:
+        self._sidecars.save(name, data)
+
+    def remove_leftovers(self) -> None:
+        head = self.dataset.head
+        self.dataset.repo.remove_leftovers(head.seq if head is not None else None)
+
+    # -- parallel writers -----------------------------------------------------------------
+
+    @property
+    def unit_chunks(self) -> int:  # type: ignore[override]
+        return self._S
+
+    def write_unit(self, unit: int, chunks: Sequence[Any]) -> int:
+        """Write superchunk ``unit``'s file whole (generation 0, with an offsets table
+        :meth:`adopt` reads back)."""
+        self._check_writable()
+        if not 1 <= len(chunks) <= self._S:
+            raise ValueError(f"a superchunk holds 1 to {self._S} chunks, got {len(chunks)}")
+        return _sc_compact.write_unit(self, unit, [bytes(c) for c in chunks])
+
+    def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
+        """Commit ``meta`` after :meth:`write_unit` calls wrote every chunk it holds."""
+        self._check_writable()
+        _sc_compact.adopt_units(self, meta.nchunks)
+        self.commit(meta, cbytes)
 
     def close(self) -> None:
-        if not self.readonly:
-            self._write_all_filled()
-        for k in list(self._fds):
-            sc = self._scs.get(k)
-            h = self._fds.pop(k)
-            # Uncommitted bytes are not referenced by anything: fsync them locally (cheap,
-            # and what a later commit would do), but never upload them from here, which
-            # may run in a finalizer.
-            if sc is not None and sc.dirty and self.fsync and not self.store.remote:
-                h.sync()
-                sc.dirty = False
-            h.close()
+        self.files.close()
+        if self.readonly:
+            if not self.member_name or self._alone:  # a table's column: its table holds it
+                self.dataset.release()
+        elif self.member_name:
+            self.dataset.detach(self.member_name)
         self.release_lock()
 
     def describe(self) -> str:
-        return f"superchunk directory {self.store.url(self.rootdir)!r}"
+        return f"superchunk directory {self._url()!r}"
 
 
-# -- helpers ------------------------------------------------------------------------------
+def _stamp(gen: int, off: int, head: bytes, tail: bytes, cbytes: int | None = None
+           ) -> tuple[int, int]:
+    """A chunk's stamp from where it lies, its first 16 bytes and its digest (or last
+    bytes): what changes whenever the chunk is rewritten."""
+    size = len(head) if cbytes is None else cbytes
+    key = gen.to_bytes(4, "little") + off.to_bytes(8, "little")
+    return (size, crc32(key + bytes(head[:blosc.BLOSC1_HEADER]) + bytes(tail)) & 0x7FFFFFFF)
+
+
+MEMBER_FILE = "member"
+
+
+def write_member_note(store: Store, rootdir: str, dataset_root: str, name: str,
+                      fsync: bool) -> None:
+    """Record in a member's ``meta/member`` where its dataset is (relative) and its name,
+    so that opening the member's directory alone finds them."""
+    rel = os.path.relpath(dataset_root, rootdir) if not store.remote else \
+        "/".join([".."] * (name.count("/") + 1))
+    store.put(store.join(rootdir, META_DIR, MEMBER_FILE),
+              dumps({"dataset": rel.replace(os.sep, "/"), "name": name}), fsync=fsync)
+
+
+def read_member_note(store: Store, rootdir: str) -> tuple[str, str] | None:
+    """``(dataset root, member name)`` from a member's ``meta/member`` (None: not one)."""
+    key = store.join(rootdir, META_DIR, MEMBER_FILE)
+    try:
+        obj = load_json(store.get(key), store.url(key), what="meta/member")
+    except FileNotFoundError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("dataset"), str) or \
+            not isinstance(obj.get("name"), str):
+        raise FormatError("meta/member must name the dataset and the member", store.url(key))
+    root = rootdir
+    for part in obj["dataset"].split("/"):
+        root = store.dirname(root) if part == ".." else store.join(root, part)
+    return root, obj["name"]
+
+
+def read_info(store: Store, rootdir: str) -> StorageInfo:
+    key = store.join(rootdir, META_DIR, STORAGE_FILE)
+    return StorageInfo.from_json(read_json(key, "meta/storage", store), store.url(key))
+
+
+__all__ = ["DEFAULT_SPARE", "SuperchunkLayout", "default_superchunksize",
+           "is_superchunk_dataset", "read_info", "superchunk_name"]

@@ -1,0 +1,421 @@
+"""The table directory: how a ctable is found, opened, changed and committed.
+
+A table is a set of equal-length columns; *where* and *how* they are kept is a
+:class:`TableStorage`, one per kind (docs/formats/table.md):
+
+* :class:`MemoryTable`: columns in memory.
+* :class:`VersionedTable` (carray's own directory, the default): ``__table__`` marks
+  it; each column is a directory of superchunk arrays (a string column ``offsets/``
+  and ``values/``; a nested column one per field), every array a *member* of the
+  table's one versioned dataset (``versions/`` at the table's root).  A table change
+  is one version: a manifest naming every member's index pages and the table's
+  columns, length and attributes.  Readers hold the version they opened.
+* :class:`carray._table_bcolz.BcolzTable`: bcolz 1.x tables, and tables carray wrote
+  before versions.  ``__rootdirs__`` names the columns, each an array directory of
+  its own; a table-wide change is made safe by an undo record.
+
+The ctable holds a storage and calls it around every change: :meth:`guard` (all or
+nothing), :meth:`commit` (durable, as one step), :meth:`columns_changed`.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from carray import attrvalues
+from carray.errors import ContainerNotFoundError, FormatError
+from carray.layouts.memory import MemoryLayout
+from carray.safejson import load_json
+from carray.stores import LOCAL, Store
+from carray.stores.lock import WriteLock
+from carray.versions import Manifest, Repository
+from carray.versions.dataset import Membership, VersionedDataset, open_dataset, retention_of
+
+TABLE_FILE = "__table__"
+#: A bcolz table's list of column names, and its attributes file.
+ROOTDIRS = "__rootdirs__"
+ATTRS_FILE = "__attrs__"
+_RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions"}
+_MARKER = b'{"format": "carray-table", "format_version": 3}\n'
+#: What a column is, as a version records it.
+ARRAY, STRING, NESTED = "array", "string", "nested"
+
+_T = TypeVar("_T")
+
+
+def check_name(name: Any) -> str:
+    """A column name that is safe as a directory name under the table's root."""
+    if not isinstance(name, str):
+        raise TypeError(f"column names must be str, got {name!r}")
+    if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or name in _RESERVED \
+            or (os.altsep and os.altsep in name):
+        raise ValueError(f"column name {name!r} is not allowed: names become directory names, "
+                         "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
+                         "or NUL")
+    return name
+
+
+def is_versioned_table(path: str | os.PathLike, store: Store = LOCAL) -> bool:
+    """A versioned table: its marker, or (a creation or upgrade interrupted after its first
+    version was published) versions at the root of a table directory."""
+    path = os.fspath(path)
+    return store.isfile(store.join(path, TABLE_FILE)) or (
+        store.isfile(store.join(path, ROOTDIRS)) and Repository.exists_at(store, path))
+
+
+def is_bcolz_table(path: str | os.PathLike, store: Store = LOCAL) -> bool:
+    return store.isfile(store.join(os.fspath(path), ROOTDIRS)) and \
+        not is_versioned_table(path, store)
+
+
+def is_ctable(path: str | os.PathLike, store: Store = LOCAL) -> bool:
+    """Whether ``path`` holds a table directory of either kind."""
+    path = os.fspath(path)
+    return store.isfile(store.join(path, TABLE_FILE)) or \
+        store.isfile(store.join(path, ROOTDIRS))
+
+
+def member_names(columns: dict[str, Any], prefix: str = "") -> Iterator[str]:
+    """The member (array) names a column description holds."""
+    for name, desc in columns.items():
+        kind = desc["kind"] if isinstance(desc, dict) else desc
+        if kind == ARRAY:
+            yield prefix + name
+        elif kind == STRING:
+            yield f"{prefix}{name}/offsets"
+            yield f"{prefix}{name}/values"
+        else:
+            yield from member_names(desc["columns"], f"{prefix}{name}/")
+
+
+class TableStorage(abc.ABC):
+    """Where a table's columns live and how its changes are made whole (module doc)."""
+
+    readonly: bool = False
+    #: True when edits record the old values of the rows they change first.
+    undo_records: bool = False
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """Changes inside are committed as one (a versioned table's one version)."""
+        return contextlib.nullcontext()
+
+    def column_args(self, name: str) -> dict[str, Any]:
+        """Keyword arguments that put a column named ``name`` in this storage (created or
+        opened): ``rootdir`` and what links it to the table."""
+        return {}
+
+    @abc.abstractmethod
+    def open_columns(self, opener: Callable[[str, Any], Any]) -> tuple[dict[str, Any], int]:
+        """The stored columns, opened with ``opener(name, kind)``, and the length."""
+
+    def guard(self, table: Any) -> contextlib.AbstractContextManager[None]:
+        """A change of the columns: when it raises, they go back to the last commit."""
+        return contextlib.nullcontext()
+
+    def begin(self, length: int) -> None:  # noqa: B027 - only undo records need it
+        """A change of the columns follows (undo records start here)."""
+
+    def note_edit(self, cols: dict[str, Any], rows: Any, length: int) -> None:  # noqa: B027
+        """Rows ``rows`` of ``cols`` are about to change."""
+
+    def begin_shrink(self, length: int) -> None:  # noqa: B027 - only undo records need it
+        """A shrink to ``length`` rows follows (the last commit comes first)."""
+
+    def pending(self) -> bool:
+        """Whether changes wait for a commit (a column change commits them first)."""
+        return False
+
+    @abc.abstractmethod
+    def commit(self, table: Any, message: str | None = None) -> None:
+        """Flush every column and make the table's state durable as one step."""
+
+    def columns_changed(self, table: Any) -> None:  # noqa: B027 - nothing to record in memory
+        """Columns were added, dropped or reordered (recorded by the next commit, or now)."""
+
+    def column_dropped(self, table: Any, name: str, col: Any, keep: bool) -> None:  # noqa: B027
+        """Column ``name`` left the table (its files go unless ``keep``)."""
+
+    def read_committed(self, read: Callable[[], _T]) -> _T:
+        """``read()`` over one committed state."""
+        return read()
+
+    @abc.abstractmethod
+    def attrs_layout(self) -> Any:
+        """What keeps the table's attributes (``load_attrs``/``save_attrs``)."""
+
+    def history(self, table: Any) -> Any:
+        """What answers the table's version methods."""
+        return MemoryLayout().versions  # raises VersionsUnsupportedError
+
+    def release(self) -> None:  # noqa: B027 - nothing held in memory
+        """Let locks and held versions go."""
+
+
+@contextlib.contextmanager
+def _all_of(engines: Iterator[Any]) -> Iterator[None]:
+    """One transaction over several engines: when the body raises, each rolls back."""
+    with contextlib.ExitStack() as stack:
+        for engine in engines:
+            stack.enter_context(engine.transaction())
+        yield
+
+
+class MemoryTable(TableStorage):
+    """Columns in memory."""
+
+    def __init__(self) -> None:
+        self._attrs = MemoryLayout()
+
+    def open_columns(self, opener: Callable[[str, Any], Any]) -> tuple[dict[str, Any], int]:
+        return {}, 0
+
+    def commit(self, table: Any, message: str | None = None) -> None:
+        for col in table.column_objects():
+            col.flush()
+
+    def attrs_layout(self) -> Any:
+        return self._attrs
+
+
+class _TableAttrs:
+    """A versioned table's attributes: part of each version (a change is one)."""
+
+    def __init__(self, storage: VersionedTable) -> None:
+        self._storage = storage
+
+    def load_attrs(self) -> dict[str, Any]:
+        return self._storage.attrs()
+
+    def save_attrs(self, attrs: dict[str, Any]) -> None:
+        self._storage.save_attrs(attrs)
+
+
+class VersionedTable(TableStorage):
+    """A versioned table directory (see the module doc).
+
+    Use :meth:`create` or :meth:`open`.  A nested column is a table too: its storage is
+    a :meth:`sub` view of its table's, naming its fields' members under its name.
+    """
+
+    def __init__(self, store: Store, root: str, dataset: VersionedDataset,
+                 lock: WriteLock | None = None, prefix: str = "",
+                 top: VersionedTable | None = None) -> None:
+        self.store = store
+        self.root = root
+        self.dataset = dataset
+        self.readonly = dataset.readonly
+        self._lock = lock
+        self._prefix = prefix
+        self._top = top
+        meta = dataset.meta if isinstance(dataset.meta, dict) else {}
+        if top is None:
+            if meta.get("kind", "table") != "table" or \
+                    not isinstance(meta.get("columns", {}), dict):
+                raise FormatError("the version does not describe a table", store.url(root))
+            dataset.on_reclaim = self._remove_unreferenced_columns
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, store: Store, root: str, fsync: bool, lock: WriteLock | None,
+               versions: Any = None) -> VersionedTable:
+        """A new table directory at ``root`` (made, and locked, by the caller): its marker
+        and dataset; the first commit publishes it."""
+        store.put(store.join(root, TABLE_FILE), _MARKER, fsync=fsync)
+        dataset = VersionedDataset(Repository(store, root, fsync), False, None,
+                                   keep=retention_of(versions))
+        dataset.meta = {"kind": "table", "columns": {}, "length": 0, "attrs": {}}
+        return cls(store, root, dataset, lock)
+
+    @classmethod
+    def open(cls, store: Store, root: str, readonly: bool, fsync: bool,
+             lock: WriteLock | None, at: dict[str, Any] | None = None,
+             versions: Any = None) -> VersionedTable:
+        """The table at ``root``: a reader holds the version asked for (the newest by
+        default), a writer works on the newest."""
+        key = store.join(root, TABLE_FILE)
+        if store.isfile(key):
+            obj = load_json(store.get(key), store.url(key), what=TABLE_FILE)
+            if not isinstance(obj, dict) or obj.get("format") != "carray-table" or \
+                    obj.get("format_version") != 3:
+                raise FormatError(f"unsupported table directory {obj!r:.80}", store.url(key))
+        if not Repository.exists_at(store, root):
+            raise ContainerNotFoundError(f"{store.url(root)}: a table whose first version "
+                                         "was never published (its creation was interrupted)")
+        dataset = open_dataset(Repository(store, root, fsync), readonly, **(at or {}),
+                               keep=versions)
+        return cls(store, root, dataset, lock)
+
+    def sub(self, name: str) -> VersionedTable:
+        """The storage of nested column ``name`` (its fields are members of this table)."""
+        return VersionedTable(self.store, self.store.join(self.root, name), self.dataset,
+                              prefix=f"{self._prefix}{name}/", top=self._top or self)
+
+    # -- columns ------------------------------------------------------------------------------
+
+    def _description(self) -> dict[str, Any]:
+        columns: dict[str, Any] = self.dataset.meta.get("columns", {})
+        for part in self._prefix.strip("/").split("/") if self._prefix else ():
+            columns = columns[part]["columns"]
+        return columns
+
+    def column_args(self, name: str) -> dict[str, Any]:
+        member = Membership(self.dataset, self._prefix + name)
+        return {"rootdir": self.store.url(self.store.join(self.root, name)),
+                "membership": member, "storage_sub": self.sub}
+
+    def open_columns(self, opener: Callable[[str, Any], Any]) -> tuple[dict[str, Any], int]:
+        try:
+            described = self._description()
+        except (KeyError, TypeError):
+            raise FormatError(f"the version does not describe nested column "
+                              f"{self._prefix!r}", self.store.url(self.root)) from None
+        where = self.store.url(self.root)
+        if not isinstance(described, dict):
+            raise FormatError("the version's column description is not a JSON object", where)
+        cols: dict[str, Any] = {}
+        try:
+            for name, desc in described.items():
+                try:
+                    check_name(name)
+                    kind = desc["kind"] if isinstance(desc, dict) else desc
+                except (TypeError, ValueError, KeyError) as exc:
+                    raise FormatError(f"bad column in the version: {exc}", where) from None
+                cols[name] = opener(name, kind)
+        except BaseException:
+            for col in cols.values():
+                with contextlib.suppress(Exception):
+                    col.close()
+            raise
+        return cols, int(self.dataset.meta.get("length", 0))
+
+    @staticmethod
+    def describe(cols: dict[str, Any]) -> dict[str, Any]:
+        """The description a version records of ``cols`` (what each column is)."""
+        out: dict[str, Any] = {}
+        for name, col in cols.items():
+            kind = col.storage_kind()
+            out[name] = {"kind": NESTED, "columns": VersionedTable.describe(col.column_dict())} \
+                if kind == NESTED else kind
+        return out
+
+    def _record(self, table: Any) -> None:
+        """Write what the next version says of the table into the dataset's meta (a nested
+        column's fields are recorded by its table)."""
+        if self._top is not None:
+            return
+        meta = dict(self.dataset.meta) if isinstance(self.dataset.meta, dict) else {}
+        cols = table.column_dict()
+        meta.update(kind="table", columns=self.describe(cols), length=len(table),
+                    names=list(cols))
+        self.dataset.meta = meta
+
+    # -- changes ------------------------------------------------------------------------------
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return self.dataset.transaction() if not self.readonly else contextlib.nullcontext()
+
+    def guard(self, table: Any) -> contextlib.AbstractContextManager[None]:
+        """Every column's engine in one transaction: a failure puts them all back."""
+        return _all_of(table.engines())
+
+    def own(self, table: Any) -> None:
+        """Every version of the dataset is published by ``table``'s commit (a column's own
+        flush only stages it)."""
+        if self._top is None and not self.readonly:
+            ref = weakref.ref(table)
+
+            def commit(message: str | None) -> None:
+                owner = ref()
+                if owner is not None:
+                    owner.flush(message)
+
+            self.dataset.owner = commit
+
+    def commit(self, table: Any, message: str | None = None) -> None:
+        if self.readonly:
+            return
+        if self._top is not None:  # a nested column: within its table's commit
+            for col in table.column_objects():
+                col.flush()
+            return
+        head = self.dataset.head
+        try:
+            with self.dataset.committing(message):
+                for col in table.column_objects():
+                    col.flush()
+                self._record(table)
+        except BaseException:
+            # Show what is committed: the last version, or this one when only a step after
+            # publishing failed (the columns' own undo would go back past it).
+            if self.dataset.head is head:
+                self.dataset.abandon()
+            table.close_columns(flush=False)
+            table.open_columns()
+            raise
+
+    def columns_changed(self, table: Any) -> None:
+        self._record(table)
+
+    def column_dropped(self, table: Any, name: str, col: Any, keep: bool) -> None:
+        """The column's members leave the next version; its directory goes once no kept
+        version refers to it (readers of earlier versions may still read it)."""
+        kinds = self.describe({name: col})
+        for member in member_names(kinds, self._prefix):
+            self.dataset.drop_member(member)
+        col.close()
+        self._record(table)
+
+    def _remove_unreferenced_columns(self, kept: list[Manifest]) -> None:
+        """Delete the directories of dropped columns no kept version refers to."""
+        referenced = {m.path.split("/")[0] for mf in kept for m in mf.members}
+        referenced |= set(self.dataset.meta.get("columns", {}))
+        for name in self.store.listdir(self.root):
+            key = self.store.join(self.root, name)
+            if name in referenced or name in _RESERVED or name.startswith(".") or \
+                    not self.store.isdir(key):
+                continue
+            if self.store.isfile(self.store.join(key, "meta", "member")) or \
+                    self.store.isfile(self.store.join(key, "__vlstring__")) or \
+                    self.store.isdir(self.store.join(key, "data")):
+                with contextlib.suppress(OSError):
+                    self.store.rmtree(key)
+
+    # -- attributes and versions --------------------------------------------------------------
+
+    def attrs_layout(self) -> Any:
+        if self._top is not None:
+            return MemoryLayout()  # a nested column's attributes are not stored
+        return _TableAttrs(self)
+
+    def attrs(self) -> dict[str, Any]:
+        stored = self.dataset.meta.get("attrs", {}) if isinstance(self.dataset.meta, dict) \
+            else {}
+        return attrvalues.load_typed(stored, self.store.url(self.root))
+
+    def save_attrs(self, attrs: dict[str, Any]) -> None:
+        """New attributes: part of the open transaction's version, or a version now."""
+        self.dataset.check_writable()
+        meta = dict(self.dataset.meta)
+        meta["attrs"] = {attrvalues.check_name(k): attrvalues.encode_typed(v)
+                         for k, v in attrs.items()}
+        self.dataset.meta = meta
+        if not self.dataset.in_transaction:
+            self.dataset.publish(kind="attrs")
+
+    def history(self, table: Any) -> Any:
+        from carray.table_history import TableHistory
+        return TableHistory(table, self)
+
+    def release(self) -> None:
+        if self._top is not None:
+            return
+        self.dataset.release()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None

@@ -1,0 +1,326 @@
+"""Chunk indexes of versioned arrays: where each chunk of one array lies, by pages.
+
+An array's index lists, for every chunk ``n``, an :data:`ENTRY`: the superchunk file
+generation ``gen`` and offset ``off`` of its record, the record's ``room`` (bytes it
+owns in the file), the chunk's compressed size ``cbytes`` and ``flags``
+(:data:`HAS_PAGES`: the record carries page digests).  ``off == FILL`` marks a chunk
+that holds only the fill value and is stored nowhere.
+
+Entries are kept in *pages* of :data:`PAGE_ENTRIES` chunks, each stored once (in the
+``.ix`` file of the commit that changed it) and shared by every later version that
+did not change it, so a commit writes only the pages it changed, and a version is a
+table of references to pages (docs/formats/superchunk.md, "Index pages").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+try:
+    from zlib_ng import zlib_ng as _zlib
+except ImportError:  # pragma: no cover - a declared dependency
+    import zlib as _zlib  # type: ignore[no-redef]
+
+from carray.codecs.checksums import crc32
+from carray.errors import ChecksumError, FormatError
+
+#: One chunk's entry (little-endian, 28 bytes).
+ENTRY = np.dtype([("off", "<i8"), ("room", "<i8"), ("cbytes", "<i4"), ("gen", "<i4"),
+                  ("flags", "<u4")])
+#: ``flags``: the record holds page digests after the chunk digest.
+HAS_PAGES = 1
+#: ``off`` of a chunk holding only the fill value (nothing stored).
+FILL = -1
+#: Chunks per index page.
+PAGE_ENTRIES = 512
+#: Where a page is stored: the commit (``seq``) whose ``.ix`` file holds it, the offset
+#: and length of its bytes there.
+PAGEREF = np.dtype([("seq", "<i8"), ("off", "<i8"), ("len", "<i4")])
+
+_CRC = 4
+
+
+class Entry(NamedTuple):
+    """One chunk's entry as Python ints."""
+
+    off: int
+    room: int
+    cbytes: int
+    gen: int
+    flags: int
+
+    @property
+    def stored(self) -> bool:
+        return self.off >= 0
+
+
+FILL_ENTRY = Entry(FILL, 0, 0, 0, 0)
+
+
+def fill_page(n: int = PAGE_ENTRIES) -> np.ndarray:
+    """A page of ``n`` entries, every chunk the fill value."""
+    page = np.zeros(n, dtype=ENTRY)
+    page["off"] = FILL
+    return page
+
+
+def encode_page(entries: np.ndarray) -> bytes:
+    """A page's stored bytes: its entries (little-endian records) deflated, then a
+    CRC-32 of what is stored."""
+    raw = np.ascontiguousarray(entries, dtype=ENTRY).tobytes()
+    body = _zlib.compress(raw, 1)
+    return body + crc32(body).to_bytes(_CRC, "little")
+
+
+def decode_page(data: bytes, expected: int, path: str | os.PathLike[str] | None = None,
+                offset: int | None = None) -> np.ndarray:
+    """The entries of a stored page holding ``expected`` of them, checked."""
+    if len(data) < _CRC + 2:
+        raise FormatError(f"index page of {len(data)} bytes is too short", path, offset)
+    body, crc = data[:-_CRC], int.from_bytes(data[-_CRC:], "little")
+    if crc32(body) != crc:
+        raise ChecksumError("index page: CRC-32 mismatch", path, offset)
+    want = expected * ENTRY.itemsize
+    try:
+        inflater = _zlib.decompressobj()
+        raw = inflater.decompress(body, want + 1)  # never more than a page can hold
+    except Exception as exc:  # noqa: BLE001 - zlib.error, whichever zlib this is
+        raise FormatError(f"index page does not inflate: {exc}", path, offset) from None
+    if len(raw) != want or not inflater.eof:
+        raise FormatError(f"index page holds {len(raw)} bytes, expected {want}", path, offset)
+    return np.frombuffer(raw, dtype=ENTRY).copy()
+
+
+class PageSource:
+    """Loads stored pages by reference (the repository's ``.ix`` files), keeping the most
+    recently used ones decoded; shared by every index of one repository.
+
+    ``read(seq, offset, length) -> bytes`` fetches stored bytes; ``path_of(seq)`` names
+    the file for messages.
+    """
+
+    def __init__(self, read: Callable[[int, int, int], bytes], path_of: Callable[[int], str],
+                 capacity: int = 256) -> None:
+        self._read = read
+        self._path_of = path_of
+        self._capacity = capacity
+        self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def page(self, ref: Any, expected: int) -> np.ndarray:
+        """The entries of the page ``ref`` (a :data:`PAGEREF` record), read-only."""
+        seq, off, length = int(ref["seq"]), int(ref["off"]), int(ref["len"])
+        key = (seq, off)
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
+        data = self._read(seq, off, length)
+        if len(data) != length:
+            raise FormatError(f"index page truncated: {len(data)} of {length} bytes",
+                              self._path_of(seq), off)
+        page = decode_page(data, expected, self._path_of(seq), off)
+        if len(page) and (page["off"] < FILL).any() | (page["cbytes"] < 0).any() | \
+                (page["room"] < 0).any() | (page["gen"] < 0).any():
+            raise FormatError("index page holds impossible entries", self._path_of(seq), off)
+        page.flags.writeable = False
+        with self._lock:
+            self._cache[key] = page
+            if len(self._cache) > self._capacity:
+                self._cache.popitem(last=False)
+        return page
+
+
+class IndexView:
+    """The index of one array at one version: ``nchunks`` entries in pages.
+
+    Parameters
+    ----------
+    nchunks : int
+        Chunks the array has.
+    pages : numpy.ndarray
+        One :data:`PAGEREF` per page (``ceil(nchunks / PAGE_ENTRIES)``).
+    source : PageSource
+        Where pages are loaded from.
+    """
+
+    __slots__ = ("nchunks", "pages", "_source", "_last")
+
+    def __init__(self, nchunks: int, pages: np.ndarray, source: PageSource | None) -> None:
+        if len(pages) != -(-nchunks // PAGE_ENTRIES):
+            raise FormatError(f"{len(pages)} index pages for {nchunks} chunks")
+        self.nchunks = nchunks
+        self.pages = pages
+        self._source = source
+        self._last: tuple[int, np.ndarray] | None = None
+
+    @classmethod
+    def empty(cls) -> IndexView:
+        return cls(0, np.zeros(0, dtype=PAGEREF), None)
+
+    def page(self, p: int) -> np.ndarray:
+        """Entries of page ``p`` (read-only)."""
+        last = self._last
+        if last is not None and last[0] == p:
+            return last[1]
+        assert self._source is not None
+        n = min(PAGE_ENTRIES, self.nchunks - p * PAGE_ENTRIES)
+        page = self._source.page(self.pages[p], n)
+        self._last = (p, page)
+        return page
+
+    def entry(self, n: int) -> Entry:
+        if not 0 <= n < self.nchunks:
+            raise IndexError(f"chunk {n} out of range (the index holds {self.nchunks})")
+        p, i = divmod(n, PAGE_ENTRIES)
+        return Entry(*self.page(p)[i].tolist())
+
+    def entries(self) -> Iterable[np.ndarray]:
+        """Every page's entries, in order."""
+        for p in range(len(self.pages)):
+            yield self.page(p)
+
+
+class WorkingIndex:
+    """A writer's index: the committed :class:`IndexView` plus the pages changed since.
+
+    Chunks past the committed ones that were never set hold the fill value.  Changes
+    can be undone back to a :meth:`savepoint`.
+    """
+
+    def __init__(self, base: IndexView) -> None:
+        self.base = base
+        self.nchunks = base.nchunks
+        self._changed: dict[int, np.ndarray] = {}
+        self._undo: list[tuple[int, Entry | None, int]] | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._changed) or self.nchunks != self.base.nchunks
+
+    def page(self, p: int) -> np.ndarray:
+        """Entries of page ``p`` as they are now (full pages; those past the end unset)."""
+        page = self._changed.get(p)
+        if page is not None:
+            return page
+        if (p + 1) * PAGE_ENTRIES <= self.base.nchunks:
+            return self.base.page(p)
+        return self._writable_page(p)
+
+    def entry(self, n: int) -> Entry:
+        if not 0 <= n < self.nchunks:
+            raise IndexError(f"chunk {n} out of range (the index holds {self.nchunks})")
+        p, i = divmod(n, PAGE_ENTRIES)
+        page = self._changed.get(p)
+        if page is None:
+            if n >= self.base.nchunks:
+                return FILL_ENTRY
+            page = self.base.page(p)
+        return Entry(*page[i].tolist())
+
+    def _writable_page(self, p: int) -> np.ndarray:
+        page = self._changed.get(p)
+        if page is None:
+            page = fill_page()
+            lo = p * PAGE_ENTRIES
+            if lo < self.base.nchunks:
+                old = self.base.page(p)
+                page[:len(old)] = old
+            self._changed[p] = page
+        return page
+
+    def set(self, n: int, entry: Entry) -> None:
+        """Make ``entry`` chunk ``n``'s (``n`` may be the next chunk: the index grows)."""
+        if not 0 <= n <= self.nchunks:
+            raise IndexError(f"chunk {n} set before chunk {self.nchunks}")
+        if self._undo is not None:
+            self._undo.append((n, self.entry(n) if n < self.nchunks else None, self.nchunks))
+        p, i = divmod(n, PAGE_ENTRIES)
+        self._writable_page(p)[i] = tuple(entry)
+        self.nchunks = max(self.nchunks, n + 1)
+
+    def resize(self, nchunks: int) -> None:
+        """Grow (new chunks hold the fill value) or cut the index to ``nchunks``."""
+        if nchunks == self.nchunks:
+            return
+        if self._undo is not None:
+            if nchunks < self.nchunks:
+                for n in range(self.nchunks - 1, nchunks - 1, -1):
+                    self._undo.append((n, self.entry(n), self.nchunks))
+            else:
+                self._undo.append((self.nchunks, None, self.nchunks))
+        if nchunks < self.nchunks:
+            self._cut(nchunks)
+        else:
+            # The page the index ends inside gets fill entries after its last chunk.
+            if self.nchunks % PAGE_ENTRIES:
+                page = self._writable_page(self.nchunks // PAGE_ENTRIES)
+                page[self.nchunks % PAGE_ENTRIES:] = fill_page(
+                    PAGE_ENTRIES - self.nchunks % PAGE_ENTRIES)
+        self.nchunks = nchunks
+
+    def _cut(self, nchunks: int) -> None:
+        lo = nchunks // PAGE_ENTRIES
+        if nchunks % PAGE_ENTRIES:
+            page = self._writable_page(lo)
+            page[nchunks % PAGE_ENTRIES:] = fill_page(PAGE_ENTRIES - nchunks % PAGE_ENTRIES)
+            lo += 1
+        for p in [p for p in self._changed if p >= lo]:
+            del self._changed[p]
+
+    # -- savepoints ------------------------------------------------------------------------
+
+    def savepoint(self) -> int:
+        """Start recording changes (if not yet); returns a token for :meth:`rollback`."""
+        if self._undo is None:
+            self._undo = []
+        return len(self._undo)
+
+    def rollback(self, token: int) -> list[tuple[int, Entry]]:
+        """Undo the changes made since ``token``; returns ``(n, entry)`` for every entry
+        that was replaced or dropped by them (what chunk ``n`` held meanwhile is gone)."""
+        assert self._undo is not None
+        replaced = []
+        while len(self._undo) > token:
+            n, old, count = self._undo.pop()
+            if n < self.nchunks:
+                replaced.append((n, self.entry(n)))
+            if old is not None:
+                p, i = divmod(n, PAGE_ENTRIES)
+                self._writable_page(p)[i] = tuple(old)
+            elif count < self.nchunks:
+                self._cut(count)
+            self.nchunks = count
+        return replaced
+
+    def release(self) -> None:
+        """Stop recording (the outermost change finished)."""
+        self._undo = None
+
+    # -- committing ------------------------------------------------------------------------
+
+    def changed_pages(self) -> dict[int, np.ndarray]:
+        """Page number -> entries, for the pages a commit must store (cut to the length):
+        the pages changed, and those past the committed ones (chunks never set there hold
+        the fill value).  The others keep their committed references."""
+        out = {}
+        base_pages = len(self.base.pages)
+        for p in range(-(-self.nchunks // PAGE_ENTRIES)):
+            if p in self._changed or p >= base_pages:
+                out[p] = self.page(p)[:min(PAGE_ENTRIES, self.nchunks - p * PAGE_ENTRIES)]
+        return out
+
+    def committed(self, base: IndexView) -> None:
+        """The changes are stored: ``base`` is the new committed view."""
+        self.base = base
+        self.nchunks = base.nchunks
+        self._changed.clear()
+        if self._undo is not None:
+            self._undo = []

@@ -1,0 +1,406 @@
+"""The versions of a dataset: manifests, index pages, tags and readers' holds.
+
+A versioned dataset's directory holds ``versions/`` (docs/formats/superchunk.md,
+"Versions"):
+
+* ``NNNNNNNNNN.mf``: the manifest of version ``seq`` N (ten digits), immutable.
+  Publishing a version is writing its manifest under that name in one atomic
+  step (a temporary name, fsync and rename locally; one put on object stores):
+  the newest manifest present is the dataset's current version.
+* ``NNNNNNNNNN.ix``: the index pages commit N wrote, immutable, kept while a
+  version still refers to one of them.
+* ``HEAD``: the seq of the newest version as last written, a hint that saves a
+  listing (it may lag after a crash: the names after it are looked for).
+* ``tags/NAME``: the id of the version tagged NAME.
+
+A reader *holds* the version it opened: locally a shared ``flock`` on its
+manifest; a writer drops a version only after taking an exclusive one, so a
+version some process on this machine reads is never reclaimed under it.  On
+object stores there are no locks: a version stays readable for ``grace``
+seconds after a newer one replaced it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from carray.errors import ContainerNotFoundError, FormatError, VersionError
+from carray.stores import Store
+from carray.stores.local import LocalStore
+from carray.versions.index import PAGEREF, PageSource, encode_page
+from carray.versions.manifest import Manifest
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - no advisory locks on this system
+    fcntl = None  # type: ignore[assignment]
+
+VERSIONS_DIR = "versions"
+HEAD_FILE = "HEAD"
+TAGS_DIR = "tags"
+_MF = re.compile(r"(\d{10})\.mf")
+_IX = re.compile(r"(\d{10})\.ix")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+#: Seconds a replaced version stays readable on object stores (no locks there).
+DEFAULT_GRACE = 600.0
+
+
+def new_id(seq: int) -> str:
+    """A version id: its seq (8 hex digits) and 8 random ones."""
+    return f"{seq:08x}{secrets.token_hex(4)}"
+
+
+def seq_of(version_id: str) -> int:
+    """The seq a version id names (ValueError when it is not one)."""
+    if not isinstance(version_id, str) or not re.fullmatch(r"[0-9a-f]{16}", version_id):
+        raise VersionError(f"{version_id!r} is not a version id (16 hex digits)")
+    return int(version_id[:8], 16)
+
+
+def check_tag(name: str) -> str:
+    if not isinstance(name, str) or not _TAG.fullmatch(name):
+        raise ValueError(f"tag {name!r}: use letters, digits, '_', '.', '-' (at most 128, "
+                         "not starting with '.' or '-')")
+    return name
+
+
+class Hold:
+    """A reader's hold on one version (see the module doc); :meth:`release` lets it go."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+class Repository:
+    """The ``versions/`` directory of the dataset at ``root`` (see the module doc).
+
+    Parameters
+    ----------
+    store : Store
+        Where the dataset lives.
+    root : str
+        The dataset's directory.
+    fsync : bool
+        Make what is published durable before it is published.
+    grace : float
+        Seconds a replaced version stays readable on object stores.
+    """
+
+    def __init__(self, store: Store, root: str, fsync: bool = True,
+                 grace: float = DEFAULT_GRACE) -> None:
+        self.store = store
+        self.root = root
+        self.fsync = fsync
+        self.grace = grace
+        self.dir = store.join(root, VERSIONS_DIR)
+        self.pages = PageSource(self._read_pages, lambda seq: store.url(self._ix(seq)))
+        self._locks = fcntl is not None and isinstance(store, LocalStore)
+
+    # -- names ------------------------------------------------------------------------------
+
+    def _mf(self, seq: int) -> str:
+        return self.store.join(self.dir, f"{seq:010d}.mf")
+
+    def _ix(self, seq: int) -> str:
+        return self.store.join(self.dir, f"{seq:010d}.ix")
+
+    def url(self, seq: int) -> str:
+        return self.store.url(self._mf(seq))
+
+    @staticmethod
+    def exists_at(store: Store, root: str) -> bool:
+        """Whether ``root`` holds published versions."""
+        return any(_MF.fullmatch(n) for n in store.listdir(store.join(root, VERSIONS_DIR)))
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def seqs(self) -> list[int]:
+        """Seqs of every published version, ascending."""
+        return sorted(int(m.group(1)) for n in self.store.listdir(self.dir)
+                      if (m := _MF.fullmatch(n)))
+
+    def latest_seq(self) -> int | None:
+        """The newest published version's seq (None: none), from the HEAD hint when it is
+        right, else by listing."""
+        store = self.store
+        seq: int | None = None
+        with contextlib.suppress(FileNotFoundError, ValueError, UnicodeDecodeError):
+            seq = int(store.get(store.join(self.dir, HEAD_FILE)).decode("ascii").strip())
+        if seq is None or seq < 0 or not store.isfile(self._mf(seq)):
+            found = self.seqs()
+            if not found:
+                return None
+            seq = found[-1]
+        while store.isfile(self._mf(seq + 1)):
+            seq += 1
+        return seq
+
+    def load(self, seq: int) -> Manifest:
+        """The manifest of version ``seq`` (VersionError when it is gone)."""
+        try:
+            data = self.store.get(self._mf(seq))
+        except FileNotFoundError:
+            raise VersionError(f"{self.url(seq)}: version {seq} is not kept") from None
+        manifest = Manifest.decode(data, self.url(seq))
+        if manifest.seq != seq:
+            raise FormatError(f"manifest names seq {manifest.seq}", self.url(seq))
+        return manifest
+
+    def committed(self, manifest: Manifest) -> bool:
+        """Whether ``manifest`` counts: always, unless a transaction over several datasets
+        published it and its record does not exist (the transaction never committed)."""
+        if manifest.txn is None:
+            return True
+        parts = [p for p in manifest.txn.split("/") if p]
+        path = self.root
+        for part in parts:
+            path = self.store.dirname(path) if part == ".." else self.store.join(path, part)
+        return self.store.isfile(path)
+
+    def latest(self) -> Manifest:
+        """The newest committed version."""
+        seq = self.latest_seq()
+        while seq is not None and seq >= 0:
+            with contextlib.suppress(VersionError):
+                manifest = self.load(seq)
+                if self.committed(manifest):
+                    return manifest
+            seq -= 1
+        raise ContainerNotFoundError(f"{self.store.url(self.root)}: no version published")
+
+    def find(self, version: str | None = None, tag: str | None = None,
+             as_of: _dt.datetime | None = None) -> Manifest:
+        """The version asked for: by id, by tag, the newest made at or before ``as_of``,
+        or the newest."""
+        if tag is not None:
+            version = self.tag_target(tag)
+        if version is not None:
+            try:
+                manifest = self.load(seq_of(version))
+            except VersionError:
+                manifest = None
+            if manifest is None or manifest.id != version or not self.committed(manifest):
+                raise VersionError(f"{self.store.url(self.root)}: version {version} is not "
+                                   "kept (see versions(); tag a version to keep it)")
+            return manifest
+        if as_of is not None:
+            when = _timestamp(as_of)
+            for seq in reversed(self.seqs()):
+                with contextlib.suppress(VersionError):
+                    manifest = self.load(seq)
+                    if manifest.time <= when and self.committed(manifest):
+                        return manifest
+            raise VersionError(f"{self.store.url(self.root)}: no version kept made at or "
+                               f"before {as_of.isoformat()}")
+        return self.latest()
+
+    def hold(self, manifest: Manifest) -> Hold | None:
+        """Hold ``manifest``'s version for a reader; None when it was dropped meanwhile
+        (find the version again).  Object stores hold nothing (see ``grace``)."""
+        if not self._locks:
+            return Hold(None)
+        try:
+            fd = os.open(self._mf(manifest.seq), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            if os.fstat(fd).st_nlink == 0:  # dropped between our open and our lock
+                raise BlockingIOError
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return Hold(fd)
+
+    def open_version(self, version: str | None = None, tag: str | None = None,
+                     as_of: _dt.datetime | None = None) -> tuple[Manifest, Hold]:
+        """:meth:`find` a version and hold it (trying again when the newest changed)."""
+        for _ in range(100):
+            manifest = self.find(version, tag, as_of)
+            hold = self.hold(manifest)
+            if hold is not None:
+                return manifest, hold
+            if version is not None or tag is not None:
+                raise VersionError(f"{self.url(manifest.seq)}: version {manifest.id} is "
+                                   "being dropped")
+        raise VersionError(f"{self.store.url(self.root)}: versions keep being dropped "
+                           "under the reader")
+
+    def _read_pages(self, seq: int, offset: int, length: int) -> bytes:
+        try:
+            # One ranged read: no request for the file's size first (object stores).
+            return self.store.get_ranges([(self._ix(seq), offset, length)])[0]
+        except FileNotFoundError:
+            raise FormatError("index page file is missing", self.store.url(self._ix(seq))
+                              ) from None
+
+    # -- tags -------------------------------------------------------------------------------
+
+    def _tag_path(self, name: str) -> str:
+        return self.store.join(self.dir, TAGS_DIR, check_tag(name))
+
+    def tags(self) -> dict[str, str]:
+        """Tag name -> version id."""
+        out = {}
+        for name in self.store.listdir(self.store.join(self.dir, TAGS_DIR)):
+            if _TAG.fullmatch(name):
+                with contextlib.suppress(FileNotFoundError, UnicodeDecodeError):
+                    out[name] = self.store.get(self._tag_path(name)).decode("ascii").strip()
+        return out
+
+    def tag_target(self, name: str) -> str:
+        try:
+            return self.store.get(self._tag_path(name)).decode("ascii").strip()
+        except FileNotFoundError:
+            raise VersionError(f"{self.store.url(self.root)}: no tag {name!r}") from None
+
+    def set_tag(self, name: str, version_id: str) -> None:
+        self.store.makedirs(self.store.join(self.dir, TAGS_DIR))
+        self.store.put(self._tag_path(name), (version_id + "\n").encode("ascii"),
+                       fsync=self.fsync)
+        if self.fsync:
+            self.store.sync_dir(self.store.join(self.dir, TAGS_DIR))
+
+    def delete_tag(self, name: str) -> None:
+        try:
+            self.store.delete(self._tag_path(name))
+        except FileNotFoundError:
+            raise VersionError(f"{self.store.url(self.root)}: no tag {name!r}") from None
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write_pages(self, seq: int, pages: Sequence[np.ndarray]) -> np.ndarray:
+        """Store ``pages`` (entry arrays) in commit ``seq``'s page file; returns their
+        :data:`PAGEREF` records, in order."""
+        refs = np.zeros(len(pages), dtype=PAGEREF)
+        if not pages:
+            return refs
+        blobs, pos = [], 0
+        for i, entries in enumerate(pages):
+            blob = encode_page(entries)
+            refs[i] = (seq, pos, len(blob))
+            blobs.append(blob)
+            pos += len(blob)
+        self.store.makedirs(self.dir)
+        self.store.put(self._ix(seq), blobs, fsync=self.fsync)
+        return refs
+
+    def publish(self, manifest: Manifest) -> None:
+        """Make ``manifest`` the newest version (the commit point); its pages must be
+        written already."""
+        store = self.store
+        store.makedirs(self.dir)
+        store.put(self._mf(manifest.seq), manifest.encode(), fsync=self.fsync)
+        if self.fsync:
+            store.sync_dir(self.dir)
+        # A hint only: a lost or stale HEAD is corrected by looking for newer names.
+        with contextlib.suppress(OSError):
+            store.put(store.join(self.dir, HEAD_FILE), f"{manifest.seq}\n".encode("ascii"),
+                      fsync=False)
+
+    def holds(self, manifest: Manifest) -> bool:
+        """Whether ``manifest`` is published (after a publish that raised)."""
+        try:
+            return self.load(manifest.seq).id == manifest.id
+        except (OSError, FormatError, VersionError):
+            return False
+
+    def drop(self, seq: int, superseded: float) -> bool:
+        """Delete version ``seq``'s manifest unless a reader holds it (or, on object
+        stores, it was replaced less than ``grace`` seconds ago); True when dropped."""
+        path = self._mf(seq)
+        if not self._locks:
+            if self.store.remote and _now() - superseded < self.grace:
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                self.store.delete(path)
+            return True
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        finally:
+            os.close(fd)
+        return True
+
+    def page_files(self) -> list[int]:
+        """Seqs of every page file present."""
+        return sorted(int(m.group(1)) for n in self.store.listdir(self.dir)
+                      if (m := _IX.fullmatch(n)))
+
+    def delete_page_file(self, seq: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.store.delete(self._ix(seq))
+
+    def remove_leftovers(self, latest: int | None) -> None:
+        """Delete what an interrupted commit left: temporary files, and the page files
+        and manifests of commits never published (or whose transaction never committed:
+        newer than the newest committed version)."""
+        for name in self.store.listdir(self.dir):
+            m = _IX.fullmatch(name) or _MF.fullmatch(name)
+            if name.endswith(".tmp") or (m and (latest is None or int(m.group(1)) > latest)):
+                with contextlib.suppress(FileNotFoundError):
+                    self.store.delete(self.store.join(self.dir, name))
+
+
+def kept_seqs(manifests: Sequence[Manifest], tags: dict[str, str], keep_last: int | None,
+              older_than: float | None = None) -> set[int]:
+    """Seqs a retention policy keeps: the newest always, the tagged ones, the newest
+    ``keep_last`` (None: all), minus those made before ``older_than``."""
+    if not manifests:
+        return set()
+    ordered = sorted(manifests, key=lambda m: m.seq)
+    kept = {m.seq for m in ordered} if keep_last is None else \
+        {m.seq for m in ordered[-max(keep_last, 1):]}
+    if older_than is not None:
+        kept = {s for s in kept if next(m for m in ordered if m.seq == s).time >= older_than}
+    by_id = {m.id: m.seq for m in ordered}
+    kept |= {by_id[v] for v in tags.values() if v in by_id}
+    kept.add(ordered[-1].seq)
+    return kept
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _timestamp(when: _dt.datetime) -> float:
+    if when.tzinfo is None:
+        when = when.astimezone()  # a naive datetime is local time, as numpy and pandas read it
+    return when.timestamp()
+
+
+def versions_iter(repo: Repository) -> Iterator[Manifest]:
+    """Every published version, newest first (those dropped meanwhile skipped)."""
+    for seq in reversed(repo.seqs()):
+        with contextlib.suppress(VersionError):
+            yield repo.load(seq)
+
+
+__all__ = ["DEFAULT_GRACE", "Hold", "Repository", "check_tag", "kept_seqs", "new_id",
+           "seq_of", "versions_iter"]

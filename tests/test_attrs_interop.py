@@ -1,0 +1,85 @@
+"""Attributes through the paths that copy or convert them: ds files, the xarray backends,
+Parquet and ds conversions of tables, pickles."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from attr_values import assert_same, attr_dicts
+from hypothesis import HealthCheck, given, settings
+
+import carray as ca
+from carray.convert import convert
+from carray.formats import ds
+
+SETTINGS = settings(max_examples=30, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+CF = {"_FillValue": np.float64("nan"), "scale_factor": np.float32(0.5),
+      "valid_range": np.array([-1.0, 1.0], "f4"), "units": "K", "flag": np.int8(-1)}
+
+
+@SETTINGS
+@given(var_attrs=attr_dicts(max_size=3), ds_attrs=attr_dicts(max_size=3))
+def test_ds_attributes_round_trip(tmp_path, var_attrs, ds_attrs):
+    path = tmp_path / "x.ds"
+    ds.write(path, {"x": np.arange(2), ".": {"x": dict(var_attrs), ".": dict(ds_attrs)}})
+    d = ds.read(path)
+    assert_same({k: v for k, v in d["."]["x"].items() if not k.startswith(".")}, var_attrs)
+    assert_same(d["."]["."], ds_attrs)
+    json.loads(path.read_bytes().split(b"\n")[1])  # the header stays strict JSON
+
+
+def test_xarray_backend_keeps_cf_attributes(tmp_path):
+    xr = pytest.importorskip("xarray")
+    with ca.carray(np.arange(4.0), rootdir=tmp_path / "v.carray", mode="w") as a:
+        a.attrs.update(CF)
+    x = xr.open_dataset(tmp_path / "v.carray", engine="carray", mask_and_scale=False)
+    assert_same(dict(x["v"].attrs), CF)
+    masked = xr.open_dataset(tmp_path / "v.carray", engine="carray")
+    assert np.isnan(masked["v"].encoding["_FillValue"])
+    t = ca.ctable({"a": np.arange(3)}, rootdir=tmp_path / "t.ctable", mode="w")
+    t.cols["a"].attrs["units"] = np.str_("m")
+    t.close()
+    assert_same(dict(xr.open_dataset(tmp_path / "t.ctable", engine="carray")["a"].attrs),
+                {"units": np.str_("m")})
+
+
+def test_to_ds_and_back_keeps_attributes(tmp_path):
+    xr = pytest.importorskip("xarray")
+    from carray.integrations.xarray_backend import to_ds
+
+    attrs = {k: v for k, v in CF.items() if k != "_FillValue"}
+    dataset = xr.Dataset({"v": ("t", np.arange(3.0), attrs)},
+                         attrs={"when": np.datetime64("2020-01-01", "D"), "n": (1, 2)})
+    to_ds(dataset, tmp_path / "x.ds")
+    back = xr.open_dataset(tmp_path / "x.ds", engine="carray_ds", mask_and_scale=False)
+    assert_same(dict(back["v"].attrs), attrs)
+    assert_same(dict(back.attrs), dict(dataset.attrs))
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".ds"])
+def test_table_conversions_keep_attributes(tmp_path, ext):
+    pytest.importorskip("pyarrow")
+    t = ca.ctable({"a": np.arange(3)}, rootdir=tmp_path / "t.ctable", mode="w")
+    t.attrs.update(CF)
+    t.close()
+    convert(tmp_path / "t.ctable", tmp_path / f"t{ext}")
+    convert(tmp_path / f"t{ext}", tmp_path / "back.ctable")
+    with ca.open(tmp_path / "back.ctable", mode="r") as back:
+        assert_same(back.attrs.getall(), CF)
+
+
+def test_pickles_and_table_copies_keep_attributes(tmp_path):
+    a = ca.carray(np.arange(3))
+    a.attrs.update(CF)
+    assert_same(pickle.loads(pickle.dumps(a)).attrs.getall(), CF)
+    t = ca.ctable({"a": np.arange(3), "s": np.array(["x", "y", "z"], dtype=object)},
+                  rootdir=tmp_path / "t", mode="w")
+    t.attrs.update(CF)
+    t.cols["s"].attrs["n"] = (1, np.uint16(2))
+    for copy in (t.copy(), t.copy(rootdir=tmp_path / "c", mode="w")):
+        assert_same(copy.attrs.getall(), CF)
+        assert_same(copy.cols["s"].attrs.getall(), {"n": (1, np.uint16(2))})
