@@ -13,6 +13,7 @@ import pytest
 
 import carray as bcolz
 from carray.defaults import default_cparams
+from carray.errors import LockError
 from carray.params import CParams
 
 
@@ -219,6 +220,18 @@ def test_walk_mode_r_is_read_only(tree):
     for obj in bcolz.walk(tree, classname="carray", mode="r"):
         with pytest.raises(OSError):
             obj.append(obj[:1])
+
+
+def test_walk_opens_read_only_by_default_so_writers_are_not_locked_out(tree):
+    found = list(bcolz.walk(tree))  # every handle still alive
+    assert len(found) == 4 and {o.mode for o in found} == {"r"}
+    for obj in found:
+        with bcolz.open(obj.rootdir, mode="a") as writer:
+            assert writer.mode == "a"
+    writable = list(bcolz.walk(tree, classname="carray", mode="a"))
+    assert {a.mode for a in writable} == {"a"}
+    with pytest.raises(LockError):  # asked for: writable handles hold their locks
+        bcolz.open(writable[0].rootdir, mode="a")
 
 
 def test_walk_values(tree):

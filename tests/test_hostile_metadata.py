@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import carray as ca
+from carray import registry
 from carray.codecs import blosc, ranged
 from carray.errors import CArrayError, FormatError, UnsafeDataError
 from carray.formats import b2frame, ds
@@ -246,3 +247,124 @@ def test_sparse_frame_missing_its_index(tmp_path):
     (root / "chunks.b2frame").unlink()
     with pytest.raises(CArrayError, match="chunks.b2frame"):
         b2frame.read_frame(root)
+
+
+# -- metadata that disagrees with itself --------------------------------------------------------
+
+def _bcolz(tmp_path: Path) -> Path:
+    root = tmp_path / "b"
+    ca.carray(np.arange(100, dtype="i8"), rootdir=str(root), mode="w", chunklen=32,
+              format="bcolz").close()
+    return root
+
+
+@pytest.mark.parametrize("layout", ["superchunk", "bcolz"])
+@pytest.mark.parametrize("dflt", [[1, 2], [], [[7]]])
+def test_fill_value_that_is_not_one_item_is_refused_at_open(tmp_path, layout, dflt):
+    root = _superchunk(tmp_path) if layout == "superchunk" else _bcolz(tmp_path)
+    _edit_json(root / "meta" / "storage", dflt=dflt)
+    with pytest.raises(FormatError, match="meta/storage: dflt .* is not one item"):
+        ca.open(root, mode="r")
+
+
+@pytest.mark.parametrize("layout", ["superchunk", "bcolz"])
+@pytest.mark.parametrize("descr", ["2i8", "('<i8', (2,))"])
+def test_sub_array_item_type_in_storage_is_refused(tmp_path, layout, descr):
+    root = _superchunk(tmp_path) if layout == "superchunk" else _bcolz(tmp_path)
+    _edit_json(root / "meta" / "storage", dtype=descr)
+    with pytest.raises(FormatError, match="meta/storage: dtype .* is a sub-array type"):
+        ca.open(root, mode="r")
+
+
+def test_sub_array_item_type_in_a_b2nd_frame_is_refused(tmp_path):
+    path = tmp_path / "z.b2nd"
+    ca.carray(np.float64(3.5), rootdir=str(path), mode="w").close()
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b"\xdb\x00\x00\x00\x03<f8", b"\xdb\x00\x00\x00\x031f8"))
+    with pytest.raises(FormatError, match="z.b2nd .*sub-array type"):
+        ca.open(path, mode="r")
+
+
+# -- single-byte flips ----------------------------------------------------------------------------
+
+# XOR masks of every flip: the lowest bit, every bit, and 0x0D (which turns a '<' into a
+# '1', making a dtype text a sub-array type).
+FLIPS = (0x01, 0x0D, 0xFF)
+
+
+def _reads(path: Path) -> list:
+    """Every kind of read of the dataset at ``path``, each a callable; the reads of the
+    array share one handle, so an open that fails fails each of them (``a[:]`` of a 0-d
+    array raises IndexingError, numpy's IndexError, whatever the file holds)."""
+    opened: list = []
+
+    def array():
+        if not opened:
+            try:
+                opened.append(ca.open(path, mode="r"))
+            except CArrayError as exc:
+                opened.append(exc)
+        if isinstance(opened[0], CArrayError):
+            raise opened[0]
+        return opened[0]
+
+    return [lambda: array()[()], lambda: array()[:], lambda: np.asarray(array()),
+            lambda: registry.guess(str(path), None).info(str(path), None)]
+
+
+def _sweep(target: Path, dataset: Path, expect: np.ndarray | None) -> None:
+    """Flip each byte of ``target`` (one at a time, with each mask) and read ``dataset``
+    every way: each read returns ``expect`` (when given) or raises a carray error, never
+    anything else."""
+    orig = target.read_bytes()
+    untyped, wrong = [], []
+    try:
+        for pos in range(len(orig)):
+            for mask in FLIPS:
+                raw = bytearray(orig)
+                raw[pos] ^= mask
+                target.write_bytes(raw)
+                reads = _reads(dataset)
+                for n, read in enumerate(reads):
+                    try:
+                        got = read()
+                    except CArrayError:
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - what the test looks for
+                        untyped.append((pos, mask, n, repr(exc)[:120]))
+                        continue
+                    if expect is not None and n < len(reads) - 1 and not (
+                            np.shape(got) == expect.shape and np.array_equal(got, expect)):
+                        wrong.append((pos, mask, n))
+    finally:
+        target.write_bytes(orig)
+    assert not untyped, f"{len(untyped)} reads raised untyped errors: {untyped[:5]}"
+    assert not wrong, f"{len(wrong)} reads returned other values: {wrong[:5]}"
+
+
+@pytest.mark.parametrize("zero_d", [True, False])
+def test_every_byte_flip_of_a_b2nd_frame_reads_or_raises_a_carray_error(tmp_path, zero_d):
+    path = tmp_path / "z.b2nd"
+    if zero_d:
+        ca.carray(np.float64(3.5), rootdir=str(path), mode="w").close()
+    else:
+        ca.carray(np.arange(10, dtype="i4"), rootdir=str(path), mode="w", chunks=(4,),
+                  blocks=(2,)).close()
+    # Frames carry no checksums: a flipped item (or shape, or byte order) reads as what
+    # the file now says, so only the kind of error is checked.
+    _sweep(path, path, None)
+
+
+@pytest.mark.parametrize("layout, name", [
+    ("superchunk", "meta/storage"), ("superchunk", "versions/0000000001.mf"),
+    ("superchunk", "versions/0000000001.ix"), ("superchunk", "versions/HEAD"),
+    ("legacy", "meta/storage"), ("legacy", "meta/sizes"),
+    ("bcolz", "meta/storage"), ("bcolz", "meta/sizes")])
+def test_every_byte_flip_of_metadata_reads_or_raises_a_carray_error(tmp_path, layout, name):
+    if layout == "legacy":
+        root = _legacy(tmp_path)
+        expect = np.load(DATA / "carray_v2" / "a1d.expected.npy")
+    else:
+        root = _superchunk(tmp_path) if layout == "superchunk" else _bcolz(tmp_path)
+        expect = np.arange(100, dtype="i8")
+    _sweep(root / name, root, expect)

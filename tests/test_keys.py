@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from strategies import keys, numpy_keys, reference
 
+import carray as ca
+from carray.errors import CArrayError, IndexingError
 from carray.keys import coordinate_key, needs_coordinates, orthogonal_key, select
 
 SETTINGS = settings(max_examples=200, deadline=None,
@@ -85,7 +87,21 @@ def test_row_selections_match_numpy(n, data):
     ((slice(None, None, 0),), ValueError, "zero"),
 ])
 def test_key_errors(key, exc, match):
-    with pytest.raises(exc, match=match):
+    with pytest.raises(exc, match=match) as info:
         orthogonal_key(key, (5, 4))
+    # Every IndexError is a carray error too (what a file's claims may make a read hit).
+    assert isinstance(info.value, CArrayError) == (exc is IndexError)
+
+
+def test_keys_that_do_not_fit_an_array_raise_indexing_errors(tmp_path):
+    zero_d = ca.carray(np.float64(3.5), rootdir=str(tmp_path / "z.b2nd"), mode="w")
+    for key in (slice(None), 0, (Ellipsis, Ellipsis)):
+        with pytest.raises(IndexingError, match="indices|ellipsis"):
+            zero_d[key]
+    for key in (5, -6, (0, 9), [0, 7]):
+        with pytest.raises(IndexingError, match="out of bounds"):
+            ca.carray(np.ones((5, 4)))[key]
+    with pytest.raises(IndexingError, match="out of bounds"):
+        select(7, (5,))
 
 

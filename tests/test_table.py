@@ -198,6 +198,17 @@ def test_setitem_rows_and_columns(where):
     np.testing.assert_array_equal(reopen(t)[:], exp)
 
 
+@pytest.mark.parametrize("key", [0, -1, 2, slice(None, None, 2), slice(None, None, -1),
+                                 [3, 1], slice(None)])
+def test_rows_written_back_unchanged_with_a_string_column(where, key):
+    names = np.array(["a", "", "ccc", "é", "e"], dtype=object)
+    t = ca.ctable({"s": names, "x": np.arange(5)}, **where)
+    t[key] = t[key]
+    t["s"] = names
+    rows = reopen(t)[:]
+    assert list(rows["s"]) == list(names) and list(rows["x"]) == list(range(5))
+
+
 def test_addcol_delcol_persist_at_once(where):
     rec = sample(25)
     t = ca.ctable(rec[["i", "f"]], chunklen=5, **where)

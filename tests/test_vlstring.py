@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import carray as ca
 from carray import vlstring
+from carray.errors import HandleClosedError
 from carray.vlstring import STRING_DTYPE, StringColumn
 
 TEXT = ["", "a", "héllo wörld", "日本語", "x\x00", "\x00", "tab\tnewline\n", "z" * 300,
@@ -97,6 +98,74 @@ def test_setitem_and_resize(root):
         assert list(StringColumn(rootdir=root, mode="r")[:]) == ["", "BBBBBB", ""]
 
 
+SETITEM_CASES = [
+    (0, "a"), (0, "new"), (-1, "z" * 300), (-1, ""), (2, ""), (2, "filled"), (np.int64(1), "bb"),
+    (slice(None, None, 2), ["a", "", "é"]), (slice(None, None, 2), ["1", "2", "3"]),
+    (slice(None, None, -1), ["f", "é", "dddd", "", "bb", "a"]),
+    (slice(None, None, -2), ["p", "q", "r"]), (slice(-2, None), ["", ""]),
+    ([1, 3], ["bb", "dddd"]), ([3, -5], ["Z", "Y"]), (np.array([True, False] * 3), "m"),
+    (slice(1, 1), []), ([], []), (slice(None), ["a", "bb", "", "dddd", "é", "f"]),
+    (slice(None), ""), (slice(None), "same"),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), SETITEM_CASES)
+def test_setitem_follows_numpy(codec_path, root, key, value):
+    values = ["a", "bb", "", "dddd", "é", "f"]
+    want = np.array(values, dtype=object)
+    want[key] = value
+    col = StringColumn(values, rootdir=root)
+    col[key] = value
+    assert list(col.read(as_object=True)) == list(want)
+    if root:
+        col.close()
+        assert list(StringColumn(rootdir=root, mode="r").read(as_object=True)) == list(want)
+
+
+def test_appending_no_strings_or_empty_ones(codec_path, root):
+    col = StringColumn(["a"], rootdir=root)
+    for nothing in ([], (), np.array([], dtype=object), np.array([], dtype=STRING_DTYPE)):
+        col.append(nothing)
+    col.append("")
+    col.append(["", ""])
+    col.resize(5)
+    assert list(col[:]) == ["a", "", "", "", ""]
+
+
+def _stored(root) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                out[os.path.join(dirpath, name)] = f.read()
+    return out
+
+
+def test_writing_the_values_already_there_writes_nothing(tmp_path):
+    root = str(tmp_path / "s")
+    col = StringColumn(["a", "", "ccc", "é"], rootdir=root)
+    before = _stored(root)
+    col[0] = col[0]
+    col[-1] = "é"
+    col[1] = ""
+    col[::-2] = col[::-2]
+    col[:] = col[:]
+    col[[2, 2]] = "ccc"
+    assert _stored(root) == before
+    assert list(col[:]) == ["a", "", "ccc", "é"]
+
+
+@pytest.mark.parametrize("bad", [5, None, ["a", 1]])
+def test_a_value_that_is_not_a_str_changes_nothing(codec_path, root, bad):
+    col = StringColumn(["a", "bb", "ccc"], rootdir=root)
+    with pytest.raises(TypeError, match="str values"):
+        col[slice(1, 3) if isinstance(bad, list) else 0] = bad
+    assert list(col[:]) == ["a", "bb", "ccc"]
+    if root:
+        col.close()
+        assert list(StringColumn(rootdir=root, mode="r")[:]) == ["a", "bb", "ccc"]
+
+
 def test_readonly_and_interrupted_append(tmp_path):
     root = str(tmp_path / "s")
     StringColumn(["a", "b"], rootdir=root).close()
@@ -113,6 +182,30 @@ def test_readonly_and_interrupted_append(tmp_path):
     w.close()
     assert list(StringColumn(rootdir=root, mode="r")[:]) == ["a", "b", "c"]
     assert len(ca.open(os.path.join(root, "values"), mode="r")) == 3
+
+
+def test_mode_w_takes_a_column_over_from_this_process_older_handle(tmp_path):
+    root = str(tmp_path / "s")
+    old = StringColumn(["a", "b"], rootdir=root)
+    old.append(["not flushed"])
+    with pytest.raises(ca.CArrayError, match="already open for writing"):
+        StringColumn(rootdir=root, mode="a")
+    new = StringColumn(["c"], rootdir=root, mode="w")
+    for use in (lambda: old[:], lambda: old.append(["d"]), old.flush,
+                lambda: old.attrs["x"]):
+        with pytest.raises(HandleClosedError, match="later mode='w' open"):
+            use()
+    old.close()
+    again = StringColumn(rootdir=root, mode="w")  # opening it with mode 'w' empties it
+    with pytest.raises(HandleClosedError):
+        new.append(["e"])
+    again.append(["f"])
+    with pytest.raises(ValueError, match="cannot be replaced by data read from"):
+        StringColumn(again, rootdir=root, mode="w")
+    with pytest.raises(ValueError, match="cannot be replaced by data read from"):
+        again.copy(rootdir=root, mode="w")
+    again.close()
+    assert list(StringColumn(rootdir=root, mode="r")[:]) == ["f"]
 
 
 def test_corrupt_columns_raise_format_errors(tmp_path):

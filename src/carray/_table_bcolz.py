@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,7 +52,7 @@ class BcolzTable(TableStorage):
                  storage_options: dict | None = None) -> None:
         self.store, self.root, self.fsync = store, root, fsync
         self.readonly = mode == "r"
-        self._owner = owner
+        self._owner = weakref.ref(owner)  # the table owns this storage: no cycle
         self._lock = lock
         self._storage_options = storage_options
         self._nested = nested
@@ -85,7 +86,9 @@ class BcolzTable(TableStorage):
     def read_committed(self, read: Callable[[], _T]) -> _T:
         if self._reader is None:
             return read()
-        return self._reader.run(read, self._owner._adopt)
+        owner = self._owner()
+        assert owner is not None  # a read of the table that owns this storage
+        return self._reader.run(read, owner._adopt)
 
     # -- changes ------------------------------------------------------------------------------
 

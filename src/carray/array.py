@@ -21,12 +21,13 @@ from carray._portable import PortableArray
 from carray._rows import RowIteration
 from carray.attrs import Attrs
 from carray.compute import ComputeMixin, register_array_type
-from carray.container import Container, check_mode
+from carray.container import Container, check_mode, refuse_own_source
 from carray.defaults import resolve_cparams
 from carray.engine import ArrayEngine
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
+    IndexingError,
     StorageError,
     UnsupportedDTypeError,
 )
@@ -152,7 +153,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         Kept for bcolz compatibility; conversions are always checked.
     mode : {'a', 'r', 'w'}
         'r' reads and never writes anything; 'a' reads and writes (creating
-        refuses to overwrite); 'w' replaces what is there.
+        refuses to overwrite); 'w' replaces what is there (see :func:`carray.open`).
     allow_pickle : bool
         Allow opening bcolz ``object`` arrays, whose items are pickles.
     fsync : bool
@@ -231,6 +232,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
                                         chunks, blocks, format)
         if order == "F":
             meta = self._fortran_meta(meta, format)
+        refuse_own_source(rootdir, [array])
         engine = ArrayEngine.create(path, meta, store=store, format=format, mode=mode,
                                     fsync=fsync, storage=self._storage)
         self._attach(engine)
@@ -324,6 +326,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
 
     def _attach(self, engine: ArrayEngine) -> None:
         self._engine = engine
+        engine.on_takeover(self.abandon)  # a later mode='w' open here closes this handle
         self._attrs = Attrs(engine, self._mode)
         self._zones = ZoneMap.attach(engine)
 
@@ -583,15 +586,15 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
         if _is_int(key) and len(shape) == 1:
             n = shape[0]
             if not -n <= key < n:
-                raise IndexError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
+                raise IndexingError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
             return engine.read_item((int(key) % n,))
         if isinstance(key, tuple) and len(key) == len(shape) and len(key) > 1 \
                 and all(_is_int(k) for k in key):
             index = []
             for ax, (k, n) in enumerate(zip(key, shape, strict=True)):
                 if not -n <= k < n:
-                    raise IndexError(f"index {int(k)} is out of bounds for axis {ax} with "
-                                     f"size {n}")
+                    raise IndexingError(f"index {int(k)} is out of bounds for axis {ax} "
+                                        f"with size {n}")
                 index.append(int(k) % n)
             return engine.read_item(tuple(index[::-1]) if engine.order == "F"
                                     else tuple(index))
@@ -716,6 +719,8 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     def discard(self) -> None:
         if self._view_of is None:
             self._engine.release()
+    def _parts(self) -> list[Any]:
+        return [self._engine]
 
     @property
     def safe(self) -> bool:
@@ -753,6 +758,7 @@ class carray(Container, PortableArray, RowIteration, ComputeMixin,  # noqa: N801
     def copy(self, **kwargs: Any) -> carray:
         """A new carray with the same items and attributes; keyword arguments as for the
         constructor (``cparams=`` recompresses every chunk, ``rootdir=`` puts it on disk)."""
+        refuse_own_source(kwargs.get("rootdir"), [self])
         attrs = self.attrs.checked()  # refused before anything is written
         out = self._copy_items(**kwargs)
         out.attrs.update(attrs)

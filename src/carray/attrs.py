@@ -29,6 +29,11 @@ class Attrs(MutableMapping):
         self._mode = mode
         self._data: dict | None = None
 
+    def forget(self) -> None:
+        """Read the attributes again at the next access (the container moved to another
+        version)."""
+        self._data = None
+
     def _load(self) -> dict:
         if self._data is None:
             self._data = self._layout.load_attrs()

@@ -6,7 +6,7 @@ fixed-size dtype, or a list, tuple, set, frozenset or str-keyed dict of these.
 Anything else is refused by :func:`normalise` when the attribute is set.
 
 Two JSON forms keep every such value exactly (same type, dtype and bits),
-described in docs/formats/superchunk.md, "meta/attrs":
+described in docs/formats/attributes.md, "The typed form":
 
 * the *typed* form (:func:`encode_typed`), every value an object naming its
   type, as in superchunk ``meta/attrs``;

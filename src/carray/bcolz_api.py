@@ -69,7 +69,7 @@ def _dataset_kind(path: str) -> str | None:
 
 
 def walk(dir: str | os.PathLike, classname: str | None = None,  # noqa: A002 - bcolz's name
-         mode: str = "a") -> Iterator[Any]:
+         mode: str = "r") -> Iterator[Any]:
     """Yield every carray and ctable found under a directory, opened.
 
     Parameters
@@ -78,8 +78,11 @@ def walk(dir: str | os.PathLike, classname: str | None = None,  # noqa: A002 - b
         Where to start; a dataset there is yielded itself.
     classname : {None, 'carray', 'ctable'}
         Only objects of this class.
-    mode : {'a', 'r'}
-        The mode each object is opened in.
+    mode : {'r', 'a'}
+        The mode each object is opened in: 'r' (the default) takes no lock, so
+        writers can open the datasets while the yielded handles live; 'a' gives
+        writable handles, each holding its dataset's write lock until closed
+        (bcolz's default was 'a').
 
     Notes
     -----

@@ -4,9 +4,13 @@ read/write mode, its user attributes, flushing and closing, and ``with``."""
 from __future__ import annotations
 
 import abc
+import os
+from collections.abc import Iterable
 from typing import Any, Self
 
 from carray.attrs import Attrs
+from carray.engine.closed import Closed
+from carray.errors import HandleClosedError
 from carray.params import CParams
 
 MODES = ("r", "a", "w")
@@ -19,17 +23,48 @@ def check_mode(mode: str) -> str:
     return mode
 
 
+def refuse_own_source(rootdir: str | os.PathLike | None, sources: Iterable[Any]) -> None:
+    """Refuse to build a dataset at ``rootdir`` from containers stored there or inside it:
+    a ``mode='w'`` open replaces the dataset (closing this process's writers of it)
+    before copying, so the copy would read what is already gone.
+
+    Raises
+    ------
+    ValueError
+        One of ``sources`` lives at ``rootdir`` or inside it.
+    """
+    if rootdir is None:
+        return
+    rootdir = os.fspath(rootdir)
+    root = _location(rootdir)
+    for source in sources:
+        where = source.rootdir if isinstance(source, Container) else None
+        if where is not None and (_location(where) + "/").startswith(root + "/"):
+            raise ValueError(f"{rootdir}: cannot be replaced by data read from {where}, "
+                             "which the replacement deletes first; read it into memory "
+                             "(x[:]) or write to another path")
+
+
+def _location(rootdir: str) -> str:
+    """``rootdir`` comparable with others: an absolute path with '/', or a bare URL."""
+    if "://" in rootdir:
+        return rootdir.rstrip("/")
+    return os.path.abspath(rootdir).replace(os.sep, "/").rstrip("/")
+
+
 class Container(abc.ABC):
     """The shared face of carray's containers.
 
     Subclasses set ``_rootdir``, ``_mode`` and ``_attrs`` when built and implement
     :meth:`flush` and :attr:`cparams`; :meth:`close` flushes and then calls
-    :meth:`_release`.
+    :meth:`_release`.  Those holding parts with storage of their own (columns, an
+    engine) list them in :meth:`_parts` for :meth:`abandon`.
     """
 
     _rootdir: str | None
     _mode: str
     _attrs: Attrs
+    _closed_by: str | None = None  # why a takeover closed it (see abandon)
 
     @property
     def rootdir(self) -> str | None:
@@ -59,8 +94,11 @@ class Container(abc.ABC):
         """Release file handles (after the final flush)."""
 
     def close(self) -> None:
-        """Flush and release file handles."""
-        self.flush()
+        """Flush and release file handles (a handle :meth:`abandon` closed: nothing more)."""
+        try:
+            self.flush()
+        except HandleClosedError:
+            pass  # taken over: what it held was dropped then, and there is nothing to flush
         self._release()
 
     def discard(self) -> None:  # noqa: B027 - containers without handles keep none
@@ -96,17 +134,44 @@ class Container(abc.ABC):
 
     def restore(self, version: str) -> str:
         """Make an earlier version the newest again, as a new commit; returns its id."""
-        return str(self._history().restore(version))
+        vid = str(self._history().restore(version))
+        self._attrs.forget()  # the restored version's
+        return vid
 
     def refresh(self) -> bool:
         """A reader (mode 'r') moves to the newest version; False when it had it."""
-        return bool(self._history().refresh())
+        moved = bool(self._history().refresh())
+        if moved:
+            self._attrs.forget()
+        return moved
 
     def prune(self, keep_last: int | None = None, older_than: Any = None) -> int:
         """Drop the versions past the newest ``keep_last`` or made before ``older_than``
         (a datetime, or a timedelta back from now), except tagged ones and those readers
         hold, and reuse their bytes; returns how many were dropped."""
         return int(self._history().prune(keep_last, older_than))
+    def abandon(self, reason: str) -> None:
+        """Close without flushing, for a later ``mode='w'`` open of this process that takes
+        the dataset over (see :mod:`carray.stores.lock`).
+
+        Unflushed changes are dropped, since the dataset is being replaced; every later
+        read or write raises :class:`~carray.errors.HandleClosedError` saying ``reason``,
+        and :meth:`close` does nothing more.
+        """
+        for part in self._parts():
+            part.abandon(reason)
+        self._closed_by = reason
+        self._attrs = Attrs(Closed(reason), self._mode)
+        self._release()
+
+    def _parts(self) -> list[Any]:
+        """What :meth:`abandon` closes with this container (each has ``abandon``)."""
+        return []
+
+    def _check_open(self) -> None:
+        """Raise HandleClosedError once :meth:`abandon` closed this container."""
+        if self._closed_by is not None:
+            raise HandleClosedError(self._closed_by)
 
     def __enter__(self) -> Self:
         return self
@@ -135,3 +200,6 @@ class TableBase(Container):
     @abc.abstractmethod
     def column_names(self, outcols: Any = None) -> list[str]:
         """Names picked by ``outcols`` (None: all; a list or a comma/space-separated str)."""
+
+    def _parts(self) -> list[Any]:
+        return list(self.cols.values())

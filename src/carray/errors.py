@@ -42,6 +42,14 @@ class CodecUnavailableError(CodecError):
     """The buffer uses a codec this build cannot decode (e.g. Snappy)."""
 
 
+class IndexingError(CArrayError, IndexError):
+    """A key does not fit the array it indexes: an index out of bounds, too many indices
+    (``a[:]`` on a 0-d array), a mask of the wrong length, an index of the wrong kind.
+
+    An ``IndexError``, with numpy's wording, where numpy raises one for the same key.
+    """
+
+
 class ExpressionError(CArrayError, ValueError):
     """A query expression cannot be parsed, or names something unknown."""
 
@@ -123,6 +131,14 @@ class VersionsUnsupportedError(CArrayError, NotImplementedError):
     """The dataset's format keeps no versions (bcolz directories, Blosc2 frames)."""
 
 
+class HandleClosedError(CArrayError, ValueError):
+    """A handle was used after a later ``mode='w'`` open of its dataset, in the same
+    process, took the dataset over and closed it.
+
+    A ``ValueError``, as numpy and :mod:`io` raise for operations on closed files.
+    """
+
+
 __all__ = [
     "AlignmentError",
     "BroadcastError",
@@ -134,6 +150,8 @@ __all__ = [
     "ContainerNotFoundError",
     "ExpressionError",
     "FormatError",
+    "HandleClosedError",
+    "IndexingError",
     "LockError",
     "ReadOnlyError",
     "StorageError",

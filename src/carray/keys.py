@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from carray.errors import IndexingError
+
 #: What one axis of a selection picks: an ascending or descending ``range``
 #: (slices and ints, kept lazy so big slices cost nothing) or an intp array.
 AxisIndex = range | np.ndarray
@@ -108,12 +110,12 @@ def _axis_index(k: Key, n: int, ax: int) -> AxisIndex:
             raise TypeError(f"a {arr.ndim}-d boolean mask is not supported by orthogonal "
                             "indexing; use one 1-d mask per axis")
         if arr.shape[0] != n:
-            raise IndexError(f"boolean index did not match indexed array along axis {ax}; "
+            raise IndexingError(f"boolean index did not match indexed array along axis {ax}; "
                              f"size of axis is {n} but size of corresponding boolean axis "
                              f"is {arr.shape[0]}")
         return np.flatnonzero(arr).astype(np.intp, copy=False)
     if not np.issubdtype(arr.dtype, np.integer):
-        raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
+        raise IndexingError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
                          "(`None`) and integer or boolean arrays are valid indices")
     if arr.ndim != 1:
         raise TypeError(f"orthogonal indexing takes 1-d index arrays, got a {arr.ndim}-d one "
@@ -122,13 +124,13 @@ def _axis_index(k: Key, n: int, ax: int) -> AxisIndex:
 
 
 def in_bounds(idx: np.ndarray, n: int, ax: int) -> np.ndarray:
-    """Index array ``idx`` into an axis of length ``n``, negatives wrapped; IndexError
+    """Index array ``idx`` into an axis of length ``n``, negatives wrapped; IndexingError
     (numpy's wording) for any out of range."""
     if idx.size:
         lo, hi = int(idx.min()), int(idx.max())
         if lo < -n or hi >= n:
             bad = lo if lo < -n else hi
-            raise IndexError(f"index {bad} is out of bounds for axis {ax} with size {n}")
+            raise IndexingError(f"index {bad} is out of bounds for axis {ax} with size {n}")
         if lo < 0:
             idx = np.where(idx < 0, idx + n, idx)
     return idx
@@ -143,8 +145,8 @@ def orthogonal_key(key: Key, shape: Sequence[int]) -> OrthoKey:
 
     Raises
     ------
-    IndexError
-        Out-of-bounds ints or array entries, a mask of the wrong length, too
+    IndexingError
+        An IndexError: out-of-bounds ints or array entries, a mask of the wrong length, too
         many indices, more than one ``...``, or an entry of an invalid type.
     TypeError
         Numpy keys orthogonal indexing cannot express: masks of ndim > 1,
@@ -155,7 +157,7 @@ def orthogonal_key(key: Key, shape: Sequence[int]) -> OrthoKey:
     if not isinstance(key, tuple):
         key = (key,)
     if sum(k is Ellipsis for k in key) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexingError("an index can only have a single ellipsis ('...')")
     for k in key:
         # Checked before counting axes: such a mask would consume several.
         if isinstance(k, np.ndarray) and k.dtype == bool and k.ndim > 1:
@@ -163,7 +165,7 @@ def orthogonal_key(key: Key, shape: Sequence[int]) -> OrthoKey:
                             "indexing; use one 1-d mask per axis")
     used = sum(1 for k in key if k is not None and k is not Ellipsis)
     if used > ndim:
-        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but "
+        raise IndexingError(f"too many indices for array: array is {ndim}-dimensional, but "
                          f"{used} were indexed")
     # Identity, not ``in``: ``==`` against an array key is elementwise.
     i = next((i for i, k in enumerate(key) if k is Ellipsis), None)
@@ -187,7 +189,7 @@ def orthogonal_key(key: Key, shape: Sequence[int]) -> OrthoKey:
                           and np.issubdtype(k.dtype, np.integer)):
             i = int(k)
             if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for axis {ax} with size {n}")
+                raise IndexingError(f"index {i} is out of bounds for axis {ax} with size {n}")
             i %= n
             axes.append(range(i, i + 1))
             dropped.append(ax)
@@ -271,12 +273,12 @@ def _expand(key: Key, ndim: int) -> tuple[Any, ...]:
     key = entries
     n_ellipsis = sum(1 for k in key if k is Ellipsis)
     if n_ellipsis > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexingError("an index can only have a single ellipsis ('...')")
     consumed = sum(
         (np.ndim(k) if (isinstance(k, np.ndarray) and k.dtype == bool) else 1)
         for k in key if k is not None and k is not Ellipsis)
     if consumed > ndim:
-        raise IndexError(
+        raise IndexingError(
             f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
             "indexed")
     if n_ellipsis:
@@ -302,8 +304,9 @@ def select(key: Key, shape: tuple[int, ...]) -> Selection:
 
     Raises
     ------
-    IndexError
-        Out-of-bounds rows, wrong mask lengths, or malformed keys, with numpy's wording.
+    IndexingError
+        An IndexError: out-of-bounds rows, wrong mask lengths, or malformed keys, with
+        numpy's wording.
     """
     ndim = len(shape)
     nrows = shape[0]
@@ -323,7 +326,7 @@ def select(key: Key, shape: tuple[int, ...]) -> Selection:
     if _is_int(k0):
         i = int(k0)
         if not -nrows <= i < nrows:
-            raise IndexError(f"index {i} is out of bounds for axis 0 with size {nrows}")
+            raise IndexingError(f"index {i} is out of bounds for axis 0 with size {nrows}")
         i %= nrows
         if trivial_rest:
             return Selection(i, None)
@@ -338,13 +341,13 @@ def select(key: Key, shape: tuple[int, ...]) -> Selection:
 
     arr = _as_index_array(k0)
     if arr is None:
-        raise IndexError(f"invalid index {k0!r}")
+        raise IndexingError(f"invalid index {k0!r}")
     if arr.dtype == bool:
         if arr.ndim == 0:
             # a[True] / a[False]: numpy adds an axis of length 1 or 0.
             return Selection(range(nrows), key[:pos] + (arr,) + after)
         if arr.shape[0] != nrows:
-            raise IndexError(
+            raise IndexingError(
                 f"boolean index did not match indexed array along axis 0; size of axis is "
                 f"{nrows} but size of corresponding boolean axis is {arr.shape[0]}")
         if arr.ndim > 1:
@@ -358,7 +361,7 @@ def select(key: Key, shape: tuple[int, ...]) -> Selection:
         first = np.arange(len(picked)) if advanced_rest else slice(None)
         return Selection(picked, before + (first,) + after)
     if not np.issubdtype(arr.dtype, np.integer):
-        raise IndexError(
+        raise IndexingError(
             "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer "
             "or boolean arrays are valid indices")
     flat = in_bounds(arr.reshape(-1).astype(np.int64, copy=False), nrows, 0)

@@ -24,7 +24,7 @@ import numpy as np
 
 from carray._table_verify import verify_table
 from carray.array import carray
-from carray.errors import CArrayError, ContainerNotFoundError, FormatError
+from carray.errors import CArrayError, ContainerNotFoundError, FormatError, VersionsUnsupportedError
 from carray.formats import _b2frame_verify, _blp_verify, _ds_verify
 from carray.formats._b2frame_header import SPARSE_INDEX
 from carray.formats._blp_frame import MAGIC as BLP_MAGIC
@@ -228,7 +228,22 @@ def describe_array(a: carray, fmt: Format | None = None) -> dict:
         "nbytes": a.nbytes, "cbytes": a.cbytes, "ratio": ratio(a.nbytes, a.cbytes),
         "disk_bytes": stored_bytes(a.rootdir),
         "attrs": a.attrs.getall(),
+        **history_of(a),
     }
+
+
+def history_of(container: Any) -> dict:
+    """``{"version": id, "versions": [...]}`` of a container that keeps versions (else
+    nothing): its version and the kept ones, newest first."""
+    try:
+        kept = container.versions()
+    except (VersionsUnsupportedError, NotImplementedError):
+        return {}
+    return {"version": container.version,
+            "versions": [{"id": v.id, "time": v.time.isoformat(timespec="seconds"),
+                          "message": v.message, "tags": list(v.tags), "shape": list(v.shape),
+                          "nbytes": v.nbytes, "cbytes": v.cbytes, "kind": v.kind}
+                         for v in kept]}
 
 
 def describe_table(t: ctable) -> dict:
@@ -243,7 +258,7 @@ def describe_table(t: ctable) -> dict:
                         "disk_bytes": stored_bytes(col.rootdir)})
     return {"type": "ctable", "rows": len(t), "columns": columns, "nbytes": t.nbytes,
             "cbytes": t.cbytes, "disk_bytes": stored_bytes(t.rootdir),
-            "attrs": t.attrs.getall()}
+            "attrs": t.attrs.getall(), **history_of(t)}
 
 
 def _table_info(path: str, storage_options: dict | None) -> dict:

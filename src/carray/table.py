@@ -30,7 +30,7 @@ from carray._table_bcolz import BcolzTable
 from carray._util import skip_and_limit
 from carray.array import carray
 from carray.attrs import Attrs
-from carray.container import TableBase, check_mode
+from carray.container import TableBase, check_mode, refuse_own_source
 from carray.defaults import resolve_cparams
 from carray.errors import (
     ContainerExistsError,
@@ -112,7 +112,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         Table directory (bcolz 1.x layout), or any fsspec URL (``s3://...``);
         ``None`` keeps the table in memory.
     mode : {'a', 'r', 'w'}, optional
-        Default: 'a' for an existing ``rootdir``, else 'w' ('r' never writes).
+        Default: 'a' for an existing ``rootdir``, else 'w' ('r' never writes).  'w' replaces
+        the table, closing this process's older handles of it (unflushed changes dropped).
     auto_flush : bool
         Flush every column after appends and column changes (on disk).
     storage_options : dict, optional
@@ -173,7 +174,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     # -- construction ---------------------------------------------------------------------
 
     def _create(self, columns: Any, names: list[str] | None) -> None:
-        pairs = normalise_columns(columns, names)
+        pairs = normalise_columns(columns, names, into=self._rootdir)
         lengths = {len(values) for _, values in pairs}
         if len(lengths) > 1:
             raise ValueError(f"columns have different lengths: {sorted(lengths)}")
@@ -197,14 +198,15 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if self._given is not None:  # a nested column: inside its table's directory
             self._store.makedirs(self._path)
             return self._given
-        # Mode 'w' replaces: not while another writer holds the old table.
-        old = WriteLock.acquire(self._store, self._path)
+        # Mode 'w' replaces: not while another process writes it (ours are taken over).
+        old = WriteLock.acquire(self._store, self._path, take_over=self._mode == "w")
         if self._store.exists(self._path):
             self._store.rmtree(self._path)
         if old is not None:
             old.release()  # it locked the removed directory; the new one is locked next
         self._store.makedirs(self._path)
-        lock = WriteLock.acquire(self._store, self._path)
+        # A later mode='w' open here closes this table (abandon).
+        lock = WriteLock.acquire(self._store, self._path, on_takeover=self.abandon)
         try:
             if self._format == "bcolz":
                 return BcolzTable(self._store, self._path, "a", self._fsync, self,
@@ -279,7 +281,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if self._given is not None:
             self._storage = self._given
         elif is_versioned_table(root, store) or is_bcolz_table(root, store):
-            lock = None if readonly else WriteLock.acquire(store, root)
+            lock = None if readonly else \
+                WriteLock.acquire(store, root, on_takeover=self.abandon)
             try:
                 if is_versioned_table(root, store):
                     self._storage = VersionedTable.open(store, root, readonly, self._fsync,
@@ -290,6 +293,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
                                                        "keeps no versions")
                     self._storage = BcolzTable(store, root, self._mode, self._fsync, self,
                                                NestedColumn, lock, self._storage_options)
+                    if not readonly and self._upgrade(lock):
+                        return
             except BaseException:
                 if lock is not None:
                     lock.release()
@@ -303,6 +308,34 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         self.open_columns()
         if not readonly and isinstance(self._storage, VersionedTable):
             _open_tables.add(self)
+
+    def _upgrade(self, lock: WriteLock | None) -> bool:
+        """A table carray wrote before versions, opened for writing: its columns become the
+        members of one versioned dataset, published as its first version (bcolz's own
+        tables, and one with a change left unfinished, stay as they are); True if done."""
+        store, root = self._store, self._path
+        storage = self._storage
+        assert isinstance(storage, BcolzTable)
+        if store.isfile(store.join(root, "__txn__")):
+            return False
+        attrs = storage.attrs_layout().load_attrs()
+        cols, length = storage.open_columns(self._open_column)
+        fmt = storage.format
+        kinds = VersionedTable.describe(cols)
+        for col in cols.values():
+            col.discard()  # nothing to flush: nothing was changed
+        if fmt == "bcolz":
+            self._format = "bcolz"
+            return False
+        self._storage = VersionedTable.upgrading(store, root, self._fsync, lock, kinds, length,
+                                                 attrs)
+        self._storage.own(self)
+        self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
+        self.open_columns()
+        self.flush("upgraded")  # every array's index published as the first version
+        self._storage.finish_upgrade()
+        _open_tables.add(self)
+        return True
 
     def open_columns(self) -> None:
         """(Re)open the stored columns: the table's state is its storage's."""
@@ -622,6 +655,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     # -- writing --------------------------------------------------------------------------
 
     def _writable(self) -> None:
+        self._check_open()
         if self._mode == "r":
             raise ReadOnlyError(f"{self._rootdir or 'ctable'}: opened in mode 'r'")
 
@@ -793,7 +827,11 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         versioned table, with ``message``)."""
         if self._mode == "r":
             return
+        self._check_open()
         self._storage.commit(self, message)
+
+    def _parts(self) -> list[Any]:
+        return list(self._cols.values())
 
     def _release(self) -> None:
         _open_tables.discard(self)
@@ -807,6 +845,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
 
     def copy(self, **kwargs: Any) -> ctable:
         """A copy, attributes included (keyword arguments as for the constructor, ``rootdir``)."""
+        refuse_own_source(kwargs.get("rootdir"), [self])
         attrs = self.attrs.checked()  # refused before anything is written
         col_attrs = {n: c.attrs.checked() for n, c in self._cols.items() if hasattr(c, "attrs")}
         kwargs.setdefault("cparams", self.cparams)

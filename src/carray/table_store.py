@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from carray import attrvalues
-from carray.errors import ContainerNotFoundError, FormatError
+from carray.errors import ContainerNotFoundError, FormatError, VersionsUnsupportedError
 from carray.layouts.memory import MemoryLayout
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store
@@ -150,7 +150,8 @@ class TableStorage(abc.ABC):
 
     def history(self, table: Any) -> Any:
         """What answers the table's version methods."""
-        return MemoryLayout().versions  # raises VersionsUnsupportedError
+        raise VersionsUnsupportedError("this table keeps no versions (only tables stored in "
+                                       "carray's own format do)")
 
     def release(self) -> None:  # noqa: B027 - nothing held in memory
         """Let locks and held versions go."""
@@ -233,6 +234,28 @@ class VersionedTable(TableStorage):
         return cls(store, root, dataset, lock)
 
     @classmethod
+    def upgrading(cls, store: Store, root: str, fsync: bool, lock: WriteLock | None,
+                  columns: dict[str, Any], length: int, attrs: dict[str, Any]
+                  ) -> VersionedTable:
+        """A table carray wrote before versions, about to become versioned: a dataset with
+        no version yet whose description is ``columns`` (the columns' arrays join it as
+        they are opened; the first commit publishes them all)."""
+        dataset = VersionedDataset(Repository(store, root, fsync), False, None)
+        dataset.meta = {"kind": "table", "columns": columns, "length": length,
+                        "names": list(columns),
+                        "attrs": {attrvalues.check_name(k): attrvalues.encode_typed(v)
+                                  for k, v in attrs.items()}}
+        return cls(store, root, dataset, lock)
+
+    def finish_upgrade(self) -> None:
+        """The first version is published: mark the directory, drop the old records."""
+        fsync = self.dataset.repo.fsync
+        self.store.put(self.store.join(self.root, TABLE_FILE), _MARKER, fsync=fsync)
+        for name in (ROOTDIRS, "__txn__", "__commits__", ATTRS_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                self.store.delete(self.store.join(self.root, name))
+
+    @classmethod
     def open(cls, store: Store, root: str, readonly: bool, fsync: bool,
              lock: WriteLock | None, at: dict[str, Any] | None = None,
              versions: Any = None) -> VersionedTable:
@@ -249,7 +272,10 @@ class VersionedTable(TableStorage):
                                          "was never published (its creation was interrupted)")
         dataset = open_dataset(Repository(store, root, fsync), readonly, **(at or {}),
                                keep=versions)
-        return cls(store, root, dataset, lock)
+        table = cls(store, root, dataset, lock)
+        if not readonly and store.isfile(store.join(root, ROOTDIRS)):
+            table.finish_upgrade()  # an upgrade published, its last steps interrupted
+        return table
 
     def sub(self, name: str) -> VersionedTable:
         """The storage of nested column ``name`` (its fields are members of this table)."""
@@ -415,6 +441,8 @@ class VersionedTable(TableStorage):
     def release(self) -> None:
         if self._top is not None:
             return
+        if self._lock is not None:
+            self.dataset.tidy()
         self.dataset.release()
         if self._lock is not None:
             self._lock.release()

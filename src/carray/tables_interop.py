@@ -16,7 +16,7 @@ import numpy as np
 
 from carray import hdf5
 from carray.array import carray
-from carray.container import TableBase
+from carray.container import TableBase, refuse_own_source
 from carray.table_store import check_name
 from carray.vlstring import StringColumn
 
@@ -84,8 +84,11 @@ def _arrow_values(arr: Any) -> Any:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def normalise_columns(columns: Any, names: list[str] | None) -> list[tuple[str, Any]]:
-    """``(name, values)`` per column of any source a table can be built from."""
+def normalise_columns(columns: Any, names: list[str] | None, into: str | None = None
+                      ) -> list[tuple[str, Any]]:
+    """``(name, values)`` per column of any source a table can be built from; a table
+    built ``into`` a directory may not read from columns stored there (see
+    :func:`carray.container.refuse_own_source`)."""
     if columns is None:
         pairs: list[tuple[Any, Any]] = []
     elif isinstance(columns, TableBase):
@@ -124,6 +127,7 @@ def normalise_columns(columns: Any, names: list[str] | None) -> list[tuple[str, 
         elif not isinstance(values, np.ndarray):
             values = np.asarray(values)
         out.append((name, values))
+    refuse_own_source(into, (values for _, values in out))
     return out
 
 

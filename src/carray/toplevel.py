@@ -181,7 +181,8 @@ def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
     rootdir : str or path
         A local path or any fsspec URL (``s3://bucket/data``, ``memory://x``).
     mode : {'a', 'r', 'w'}
-        'r' never writes.
+        'r' never writes.  'w' replaces the dataset: this process's older handles of
+        it are closed, their unflushed changes dropped (see :mod:`carray.stores.lock`).
     storage_options : dict, optional
         Passed to the fsspec file system of a URL (credentials, endpoint, ...).
     **kwargs

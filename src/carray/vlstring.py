@@ -10,7 +10,9 @@ of the bytes per row.  On disk the column directory holds ``offsets/`` and
 
 Writes append the bytes first and the offsets last, so the offsets are the
 record of what exists: bytes past the last offset (from an interrupted append)
-are ignored, and cut off when the column is next opened for writing.
+are ignored, and cut off when the column is next opened for writing.  A writable
+column holds the writer's lock on its directory (:mod:`carray.stores.lock`), as
+its two carrays do on theirs.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ import numpy as np
 
 from carray.array import carray
 from carray.attrs import Attrs
-from carray.container import Container
+from carray.container import Container, refuse_own_source
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
 from carray.keys import select
+from carray.layouts import refuse_member
 from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store, resolve
+from carray.stores.lock import WriteLock
 from carray.versions.dataset import Membership
 
 MARKER = "__vlstring__"
@@ -67,6 +71,8 @@ def _pyarrow():
 def encode(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(lengths int64, utf8 bytes uint8)`` for a sequence of ``str``."""
     arr = np.asarray(values)
+    if arr.size == 0:  # no strings, whatever dtype numpy gave it ([] is float64)
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8)
     if arr.dtype.kind not in "OUT" and arr.dtype != STRING_DTYPE:
         raise TypeError(f"a string column holds str values, got dtype {arr.dtype}")
     arr = arr.reshape(-1)
@@ -198,8 +204,13 @@ class StringColumn(Container):
         if self._rootdir is not None:
             self._store, self._path = resolve(self._rootdir, storage_options)
         self._mode = mode
+        self._lock: WriteLock | None = None
         if self._rootdir is not None and values is None and self._store.exists(self._path):
-            self._open(fsync)
+            try:
+                self._open(fsync)
+            except BaseException:
+                self._release_lock()  # a traceback may keep this object: hold no lock
+                raise
             return
         if mode == "r":
             raise ValueError("mode 'r' needs an existing string column")
@@ -211,8 +222,18 @@ class StringColumn(Container):
             if self._store.exists(self._path):
                 if mode != "w":
                     raise ContainerExistsError(f"{self._rootdir}: already exists")
+                refuse_own_source(self._rootdir, [values])
+                # Not while another writer holds it; this process's older handles of it
+                # are closed (taken over). A table's member is covered by the table's lock.
+                old = None
+                if membership is None:
+                    refuse_member(self._store, self._store.join(self._path, "offsets"))
+                    old = WriteLock.acquire(self._store, self._path, take_over=True)
                 self._store.rmtree(self._path)
+                if old is not None:
+                    old.release()  # it locked the removed directory
             self._store.makedirs(self._path)
+            self._hold()
             kw["mode"] = "a"
         self._offsets = carray(np.zeros(1, np.int64), expectedlen=expected + 1,
                                rootdir=self._sub("offsets"), storage=self._member("offsets"),
@@ -246,6 +267,20 @@ class StringColumn(Container):
             return None
         return self._store.url(self._store.join(self._path, name))
 
+    def _hold(self, take_over: bool = False) -> None:
+        """Take the writer's lock on the column directory (``take_over``: mode 'w'); a
+        later mode='w' open here closes this column (:meth:`abandon`); a versioned
+        table's column is covered by the table's lock."""
+        if self._membership is not None:
+            return
+        self._lock = WriteLock.acquire(self._store, self._path, take_over=take_over,
+                                       on_takeover=self.abandon)
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
     def _attrs_layout(self, fsync: bool):
         if self._rootdir is None:
             if not hasattr(self, "_mem_layout"):
@@ -261,6 +296,8 @@ class StringColumn(Container):
         if not isinstance(marker, dict) or marker.get("version") != 1:
             raise FormatError(f"unsupported string column {marker!r}", self._rootdir)
         mode = "r" if self._mode == "r" else "a"
+        if mode == "a":
+            self._hold(take_over=self._mode == "w")
         opts = self._storage_options
         self._offsets = carray(rootdir=self._sub("offsets"), mode=mode, fsync=fsync,
                                storage_options=opts, storage=self._member("offsets"))
@@ -401,6 +438,7 @@ class StringColumn(Container):
     # -- writing ------------------------------------------------------------------------------
 
     def _writable(self) -> None:
+        self._check_open()
         if self._mode == "r":
             raise ReadOnlyError(f"{self._rootdir or 'string column'}: opened in mode 'r'")
 
@@ -416,6 +454,10 @@ class StringColumn(Container):
             values = values.to_numpy(zero_copy_only=False) if _is_arrow(values) else \
                 values.to_numpy()
         lengths, data = _arrow_parts(values) if _is_arrow_strings(values) else encode(values)
+        self._append_encoded(lengths, data)
+
+    def _append_encoded(self, lengths: np.ndarray, data: np.ndarray) -> None:
+        """Append rows given as their UTF-8 lengths and bytes back to back."""
         if len(lengths) == 0:
             return
         ends = np.cumsum(lengths) + int(self._offsets[-1])
@@ -423,14 +465,26 @@ class StringColumn(Container):
         self._offsets.append(ends)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        """Replace rows; the rows after the first one changed are rewritten."""
+        """Replace rows (numpy's keys and broadcasting); the rows from the first one whose
+        value changes are rewritten, so writing the values already there writes nothing.
+
+        Every new value is checked before anything is written: a value that is not a
+        ``str`` raises TypeError and leaves the column as it was.
+        """
         self._writable()
-        current = self.read(as_object=True)
-        current[key] = value
-        first = int(np.flatnonzero(current != self.read(as_object=True))[0]) \
-            if len(current) else 0
-        self.resize(first)
-        self.append(current[first:])
+        n = len(self)
+        rows = np.atleast_1d(np.arange(n)[key])  # numpy's rules: negatives, steps, masks
+        lo = int(rows.min()) if rows.size else n
+        old = self.read_rows(range(lo, n), as_object=True)
+        new = old.copy()
+        new[rows - lo] = value
+        lengths, data = encode(new)
+        changed = np.flatnonzero(new != old)
+        if not len(changed):
+            return
+        first = int(changed[0])
+        self.resize(lo + first)
+        self._append_encoded(lengths[first:], data[int(lengths[:first].sum()):])
         self.flush()
 
     def resize(self, nitems: int) -> None:
@@ -455,10 +509,15 @@ class StringColumn(Container):
     def _release(self) -> None:
         self._values.close()
         self._offsets.close()
+        self._release_lock()
+
+    def _parts(self) -> list[Any]:
+        return [self._offsets, self._values]
 
     def discard(self) -> None:
         self._values.discard()
         self._offsets.discard()
+        self._release_lock()
 
     def clip(self, nitems: int) -> None:
         """Hide rows past ``nitems`` without writing anything (read-only table views)."""
@@ -471,6 +530,7 @@ class StringColumn(Container):
     def copy(self, **kwargs: Any) -> StringColumn:
         """A copy, attributes included (``rootdir``, ``mode``, ``cparams`` as for the
         constructor)."""
+        refuse_own_source(kwargs.get("rootdir"), [self])
         attrs = self.attrs.checked()  # refused before anything is written
         out = StringColumn(rootdir=kwargs.get("rootdir"), mode=kwargs.get("mode", "a"),
                            cparams=kwargs.get("cparams", self.cparams),

@@ -14,26 +14,27 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.errors import LockError
+from carray.errors import CArrayError, HandleClosedError, LockError
 from carray.stores import LOCAL
 from carray.stores.lock import LOCK_SUFFIX, WriteLock
 
-KINDS = ["superchunk", "bcolz", "b2nd", "sparse", "table"]
+KINDS = ["superchunk", "bcolz", "b2nd", "sparse", "table", "bcolz-table"]
 
 _HOLDER = textwrap.dedent("""
     import sys
     import carray as ca
     kind, path = sys.argv[1], sys.argv[2]
-    obj = ca.ctable(rootdir=path, mode="a") if kind == "table" else ca.open(path, mode="a")
+    obj = ca.ctable(rootdir=path, mode="a") if kind.endswith("table") else ca.open(path, mode="a")
     print("locked", flush=True)
     sys.stdin.readline()
 """)
 
 
 def _make(tmp_path, kind: str) -> str:
-    if kind == "table":
+    if kind.endswith("table"):
         path = str(tmp_path / "t")
-        ca.ctable({"a": np.arange(10), "b": np.arange(10.0)}, rootdir=path).close()
+        ca.ctable({"a": np.arange(10), "b": np.arange(10.0)}, rootdir=path,
+                  format="bcolz" if kind == "bcolz-table" else None).close()
         return path
     path = str(tmp_path / ("x.b2nd" if kind in ("b2nd", "sparse") else "x"))
     storage = {"contiguous": False} if kind == "sparse" else None
@@ -43,15 +44,15 @@ def _make(tmp_path, kind: str) -> str:
 
 
 def _writer(path: str, kind: str):
-    return ca.ctable(rootdir=path, mode="a") if kind == "table" else ca.open(path, mode="a")
+    return ca.ctable(rootdir=path, mode="a") if kind.endswith("table") else ca.open(path, mode="a")
 
 
 def _reader(path: str, kind: str):
-    return ca.ctable(rootdir=path, mode="r") if kind == "table" else ca.open(path, mode="r")
+    return ca.ctable(rootdir=path, mode="r") if kind.endswith("table") else ca.open(path, mode="r")
 
 
 def _append(obj, kind: str) -> None:
-    obj.append({"a": np.arange(3), "b": np.arange(3.0)} if kind == "table" else np.arange(3))
+    obj.append({"a": np.arange(3), "b": np.arange(3.0)} if kind.endswith("table") else np.arange(3))
 
 
 def _files(root) -> dict[str, str]:
@@ -89,12 +90,14 @@ def test_a_second_writer_in_this_process_gets_lock_error(tmp_path, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_dropped_handle_releases_its_lock(tmp_path, kind):
     path = _make(tmp_path, kind)
-    first = _writer(path, kind)
-    del first
-    _writer(path, kind).close()
-    # A handle only a reference cycle keeps alive is collected before refusing.
     gc.disable()  # so that only the lock's retry collects it
     try:
+        first = _writer(path, kind)
+        dropped = weakref.ref(first)
+        del first
+        assert dropped() is None  # its lock (and takeover hook) keep no cycle alive
+        _writer(path, kind).close()
+        # A handle only a reference cycle keeps alive is collected before refusing.
         cycle = {"handle": _writer(path, kind)}
         cycle["self"] = cycle
         handle = weakref.ref(cycle["handle"])
@@ -116,19 +119,112 @@ def test_a_replaced_name_can_be_opened_again(tmp_path, kind):
         assert len(b) == 5
 
 
+def _replace(path: str, kind: str, n: int = 3):
+    """A mode='w' open replacing the dataset at ``path`` with ``n`` items."""
+    if kind.endswith("table"):
+        return ca.ctable({"z": np.arange(n)}, rootdir=path, mode="w",
+                         format="bcolz" if kind == "bcolz-table" else None)
+    return ca.carray(np.arange(n), rootdir=path, mode="w",
+                     format="bcolz" if kind == "bcolz" else None)
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_mode_w_over_a_held_dataset_touches_nothing(tmp_path, kind):
+def test_mode_w_takes_the_dataset_over_from_this_process_older_handle(tmp_path, kind):
     path = _make(tmp_path, kind)
-    holder = _writer(path, kind)
+    old = _writer(path, kind)
+    _append(old, kind)  # not flushed: dropped by the takeover
+    new = _replace(path, kind)
+    assert len(new) == 3
+    uses = [lambda: old[:], lambda: old[0], lambda: _append(old, kind), old.flush,
+            lambda: old.attrs["units"], lambda: old.attrs.update(units="m")]
+    for use in uses:
+        with pytest.raises(HandleClosedError, match="later mode='w' open") as info:
+            use()
+        assert str(info.value).startswith(f"{path}: ")
+        assert isinstance(info.value, CArrayError) and isinstance(info.value, ValueError)
+    new.flush()
     before = _files(tmp_path)
-    with pytest.raises(LockError, match="already open for writing"):
-        if kind == "table":
-            ca.ctable({"z": np.arange(3)}, rootdir=path, mode="w")
-        else:
-            ca.carray(np.arange(3), rootdir=path, mode="w")
+    old.close()  # closed already: nothing more happens
+    old.close()
     assert _files(tmp_path) == before
-    holder.close()
-    assert len(_reader(path, kind)) == 10
+    with pytest.raises(LockError):  # mode 'a' never takes over: the new handle keeps it
+        _writer(path, kind)
+    new.close()
+    with _reader(path, kind) as reader:
+        assert len(reader) == 3 and (kind.endswith("table") or list(reader[:]) == [0, 1, 2])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mode", ["a", "r"])
+def test_mode_w_refuses_to_copy_from_the_dataset_it_replaces(tmp_path, kind, mode):
+    path = _make(tmp_path, kind)
+    source = _writer(path, kind) if mode == "a" else _reader(path, kind)
+    before = _files(tmp_path)
+    with pytest.raises(ValueError, match="cannot be replaced by data read from"):
+        if kind.endswith("table"):
+            ca.ctable(source[["a"]], rootdir=path, mode="w")
+        else:
+            ca.carray(source, rootdir=path, mode="w")
+    with pytest.raises(ValueError, match="cannot be replaced by data read from"):
+        source.copy(rootdir=path, mode="w")
+    assert _files(tmp_path) == before
+    assert len(source[:]) == 10  # still open
+    source.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_cell_run_again_with_mode_w_replaces_its_own_dataset(tmp_path, kind):
+    path = _make(tmp_path, kind)
+    runs = [_replace(path, kind, n) for n in (4, 5, 6)]  # every handle still alive
+    with pytest.raises(HandleClosedError):
+        runs[0][:]
+    runs[-1].close()
+    assert len(_reader(path, kind)) == 6
+
+
+@pytest.mark.parametrize("kind", ["superchunk", "bcolz", "b2nd", "sparse"])
+def test_opening_an_existing_array_with_mode_w_takes_it_over(tmp_path, kind):
+    path = _make(tmp_path, kind)
+    old = _writer(path, kind)
+    for _ in range(6):  # appends that fill the last chunk hand it to compressing threads
+        old.append(np.arange(3))
+    new = ca.open(path, mode="w")
+    assert len(new) == 0
+    new.append(np.arange(7))
+    with pytest.raises(HandleClosedError):
+        old.append(np.arange(3))
+    new.close()
+    assert list(ca.open(path, mode="r")[:]) == list(range(7))
+
+
+def test_a_table_is_taken_over_with_its_string_and_nested_columns(tmp_path):
+    path = str(tmp_path / "t")
+    nested = np.zeros(3, dtype=[("p", "i4"), ("q", "f8")])
+    columns = {"s": np.array(["a", "bb", ""], dtype=object), "n": nested}
+    old = ca.ctable(columns, rootdir=path, mode="w")
+    new = ca.ctable(columns, rootdir=path, mode="w")
+    for column in (old.cols["s"], old.cols["n"], old.cols["n"].cols["p"]):
+        with pytest.raises(HandleClosedError):
+            column[0]
+    new.append({"s": ["x"], "n": nested[:1]})
+    new.close()
+    old.close()
+    with ca.ctable(rootdir=path, mode="a") as again:  # no lock left behind
+        assert list(again["s"][:]) == ["a", "bb", "", "x"]
+
+
+def test_a_column_of_a_table_this_process_writes_is_not_taken_over(tmp_path):
+    path = _make(tmp_path, "table")
+    ca.ctable({"s": np.array(["x", "yy"], dtype=object)}, rootdir=str(tmp_path / "u")).close()
+    with ca.ctable(rootdir=path, mode="a") as t, \
+            ca.ctable(rootdir=str(tmp_path / "u"), mode="a") as u:
+        with pytest.raises(LockError):  # the table's lock covers its columns
+            ca.carray(np.arange(3), rootdir=os.path.join(path, "a"), mode="w")
+        with pytest.raises(LockError):
+            ca.StringColumn(["z"], rootdir=str(tmp_path / "u" / "s"), mode="w")
+        _append(t, "table")
+        assert list(u["s"][:]) == ["x", "yy"]
+    assert len(_reader(path, "table")) == 13
 
 
 def test_a_new_dataset_is_locked_by_its_creator(tmp_path):
@@ -148,7 +244,7 @@ def test_a_new_dataset_is_locked_by_its_creator(tmp_path):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_replaced_dataset_is_locked_by_its_replacer(tmp_path, kind):
     path = _make(tmp_path, kind)
-    if kind == "table":
+    if kind.endswith("table"):
         new = ca.ctable({"z": np.arange(3)}, rootdir=path, mode="w")
     else:
         new = ca.carray(np.arange(3), rootdir=path, mode="w",
@@ -185,7 +281,7 @@ def test_a_table_and_its_columns_do_not_lock_each_other_out(tmp_path):
         assert t.names == ["a", "c"] and len(t) == 5
 
 
-@pytest.mark.parametrize("kind", ["superchunk", "bcolz", "b2nd", "table"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_writer_in_another_process_locks_us_out(tmp_path, kind):
     path = _make(tmp_path, kind)
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, kind, path],
@@ -194,6 +290,10 @@ def test_a_writer_in_another_process_locks_us_out(tmp_path, kind):
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(LockError, match="already open for writing"):
             _writer(path, kind)
+        before = _files(tmp_path)
+        with pytest.raises(LockError, match="already open for writing"):
+            _replace(path, kind)  # mode 'w' takes over only this process's handles
+        assert _files(tmp_path) == before
         with _reader(path, kind) as reader:
             assert len(reader) == 10
     finally:
@@ -232,6 +332,8 @@ def test_two_locks_on_one_directory_exclude_each_other(tmp_path):
     assert sorted(os.listdir(path)) == before  # no extra files
     with pytest.raises(LockError):
         WriteLock.acquire(LOCAL, path)
+    with pytest.raises(LockError):  # no handle registered to be closed by a takeover
+        WriteLock.acquire(LOCAL, path, take_over=True)
     lock.release()
     assert not lock.held
     lock.release()  # twice is harmless

@@ -56,7 +56,19 @@ def _array_rows(info: dict) -> list[tuple[str, Any]]:
     if info.get("disk_bytes") is not None:
         rows.append(("on disk", f"{human(info['disk_bytes'])} (every file: chunks, framing, "
                                 "metadata, spare room)"))
-    return rows + _attr_rows(info["attrs"])
+    return rows + _history_rows(info) + _attr_rows(info["attrs"])
+
+
+def _history_rows(info: dict) -> list[tuple[str, str]]:
+    """The version shown and the kept ones (``carray log`` lists them)."""
+    kept = info.get("versions")
+    if not kept:
+        return []
+    tags = sorted({t for v in kept for t in v["tags"]})
+    newest = kept[0]
+    line = f"{len(kept)} kept, newest {newest['id']} ({newest['time']})"
+    return [("version", str(info["version"])), ("versions", line)] + \
+        ([("tags", ", ".join(tags))] if tags else [])
 
 
 def _attr_rows(attrs: dict) -> list[tuple[str, str]]:
@@ -114,7 +126,7 @@ def print_table_info(info: dict) -> None:
                  _ratio_text(total), _disk_text(info.get("disk_bytes"))))
     # cbytes: the compressed chunks; on disk: every file (framing, metadata, spare room).
     print_table(("column", "dtype", *sizes, "ratio", "on disk"), rows, right=(2, 3, 4, 5))
-    print_fields(_attr_rows(info["attrs"]))
+    print_fields(_history_rows(info) + _attr_rows(info["attrs"]))
 
 
 def print_dataset_info(info: dict) -> None:

@@ -24,6 +24,7 @@ VERB_MODULES = (
     "carray.cli.convert",
     "carray.cli.pack",
     "carray.cli.verify",
+    "carray.cli.log",
 )
 
 

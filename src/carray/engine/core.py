@@ -21,7 +21,7 @@ import math
 import threading
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -30,6 +30,7 @@ import numpy as np
 from carray import _parallel
 from carray.chunkio import ChunkIO
 from carray.engine.boxes import BoxReader, is_box
+from carray.engine.closed import Closed
 from carray.engine.description import ArrayDescription
 from carray.engine.handoff import Handing, Handoff
 from carray.engine.history import History
@@ -37,7 +38,7 @@ from carray.engine.points import decode_for, point_groups
 from carray.engine.resizing import Resizing
 from carray.engine.txn import ChunkListener, atomic
 from carray.engine.units import UnitWriter
-from carray.errors import ReadOnlyError, UnsupportedDTypeError
+from carray.errors import HandleClosedError, ReadOnlyError, UnsupportedDTypeError
 from carray.grid import NDGrid, gather, gather_blocked, plan, scatter
 from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
@@ -98,6 +99,7 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         self._saved: tuple[Any, ...] | None = None
         self._savepoint: Any = None  # the layout's, for layouts that undo their own writes
         self._closed = False
+        self._closed_by: str | None = None  # why a takeover closed it (see abandon)
         self._handoff = Handoff(2 * _parallel.workers())
         self._spare: np.ndarray | None = None  # a tail buffer to use again
         if objects is None and self._nleft and self.per_row == 1:
@@ -120,7 +122,8 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         ``as_of`` of an earlier version to read."""
         layout, meta, cbytes = open_layout(path, readonly=(mode == "r"), fsync=fsync,
                                            allow_pickle=allow_pickle, storage=storage,
-                                           store=store, **(at or {}))
+                                           store=store, take_over=(mode == "w"),
+                                           **(at or {}))
         objects = layout.read_objects(meta.length) if meta.dtype == np.dtype(object) else None
         return cls(layout, meta, cbytes, mode, objects)
 
@@ -313,6 +316,8 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         undo[nchunk] = old
 
     def check_writable(self) -> None:
+        if self._closed_by is not None:
+            raise HandleClosedError(self._closed_by)
         if self._mode == "r":
             pinned = self._layout.pinned_version
             raise ReadOnlyError(f"{self.describe()}: opened in mode 'r'" if pinned is None
@@ -710,6 +715,8 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         partial run of N-d chunks are compressed, so the decoded tail lives only
         between appends and the next flush.
         """
+        if self._closed_by is not None:
+            raise HandleClosedError(self._closed_by)
         if self._mode == "r" or self._closed:
             return
         self.settle()
@@ -734,6 +741,12 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         if published is not False:
             self._committed()  # published: a later failure cannot go back past it
         _unflushed.discard(self)
+
+    def store_tail(self) -> None:
+        """Store the partial last run of rows too (it stays decoded): what a version of an
+        array in memory takes."""
+        self.settle()
+        self._flush_tail()
 
     @property
     def version_id(self) -> str | None:
@@ -796,6 +809,26 @@ class ArrayEngine(ArrayDescription, Resizing, Handing):
         self._tail_dirty = False
         self._layout.close()
         self._closed = True
+
+    def on_takeover(self, close: Callable[[str], None]) -> None:
+        """Have ``close(reason)`` called when a later ``mode='w'`` open of this process
+        takes the dataset over (see :mod:`carray.stores.lock`); nothing without a lock."""
+        if self._layout.write_lock is not None:
+            self._layout.write_lock.on_takeover(close)
+
+    def abandon(self, reason: str) -> None:
+        """Close without recording anything, for a later ``mode='w'`` open of this process
+        that takes the dataset over: unflushed changes are dropped, every later read or
+        write raises :class:`HandleClosedError` saying ``reason``, and :meth:`close` does
+        nothing more."""
+        _unflushed.discard(self)
+        self._handoff.restore(())
+        self._tail = self._cache = self._boxes = self._objects = None
+        self._tail_dirty, self._closed, self._closed_by = False, True, reason
+        layout, self._layout, self._io = self._layout, Closed(reason), Closed(reason)  # type: ignore[assignment]
+        with contextlib.suppress(Exception):  # what it would store is being replaced anyway
+            layout.close()
+        layout.release_lock()
 
     def drop_cache(self) -> None:
         self._cache = None

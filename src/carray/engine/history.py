@@ -48,6 +48,10 @@ class History:
         changed)."""
         self._require()
         self._engine.check_writable()
+        if self._layout.in_memory:  # a version in memory: the chunks as they are now
+            self._engine.store_tail()
+            return str(self._layout.record_version(  # type: ignore[attr-defined]
+                self._engine.meta(), self._engine.cbytes, message))
         self._engine.flush(message)
         vid = self._layout.version_id
         assert vid is not None
@@ -92,5 +96,6 @@ class History:
         how many were dropped."""
         self._require()
         self._engine.check_writable()
-        self._engine.flush()
+        if not self._layout.in_memory:
+            self._engine.flush()
         return self._layout.prune(keep_last, when(older_than))

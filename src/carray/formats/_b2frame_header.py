@@ -319,10 +319,15 @@ def parse_dtype(raw: bytes, path, offset) -> np.dtype:
     """A NumPy dtype from its b2nd string: ``dtype.str`` or a literal descr (never eval).
 
     Checked by :func:`carray.dtypes.checked_dtype`: object items and variable-size
-    kinds raise :class:`~carray.errors.UnsafeDataError`.
+    kinds raise :class:`~carray.errors.UnsafeDataError`.  A sub-array type (``'1f8'``)
+    is refused: writers record scalar or record items, the array's axes in its shape.
     """
     where = f"{path} (b2nd dtype at offset {offset})"
-    return checked_dtype(bytes(raw), source=where)
+    dtype = checked_dtype(bytes(raw), source=where)
+    if dtype.subdtype is not None:
+        raise FormatError(f"dtype {bytes(raw)[:40]!r} is a sub-array type ({dtype}); a "
+                          "frame's items are scalars or records", path, offset)
+    return dtype
 
 
 def dtype_string(dtype: np.dtype) -> str:

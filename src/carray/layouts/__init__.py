@@ -7,7 +7,8 @@ datasets on disk use the superchunk layout unless ``format="bcolz"`` or
 
 A writable open or create takes the writer's lock (:mod:`carray.stores.lock`)
 unless ``storage={"lock": False}`` says a coordinating writer already holds it
-(parallel writers of whole files, see :mod:`carray.engine.units`).
+(parallel writers of whole files, see :mod:`carray.engine.units`); one for
+``mode='w'`` takes the dataset over from this process's older handles.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from carray.errors import FormatError, VersionsUnsupportedError
+from carray.errors import ContainerExistsError, FormatError, VersionsUnsupportedError
 from carray.layouts import _b2frame_verify, _bcolz_verify, _superchunk_verify
 from carray.layouts.b2frame import B2ndLayout, is_b2nd_frame
 from carray.layouts.base import ArrayMeta, Layout
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
 from carray.layouts.memory import MemoryLayout
-from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
+from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset, read_member_note
 from carray.problems import Finding
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
@@ -81,8 +82,11 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
     storage = dict(storage or {})
     # A member of a dataset of several arrays (a table's column) is locked with it.
     locking = storage.pop("lock", True) and storage.get("member") is None
-    # A dataset being replaced (mode 'w') must not be open for writing elsewhere.
-    old_lock = WriteLock.acquire(store, rootdir) if locking else None
+    if locking:
+        refuse_member(store, rootdir)
+    # A dataset being replaced (mode 'w') must not be open for writing elsewhere; this
+    # process's own older handles are closed (taken over).
+    old_lock = WriteLock.acquire(store, rootdir, take_over=mode == "w") if locking else None
     try:
         layout: Layout
         if fmt in ("b2nd", "caterva"):  # caterva: the same frame, caterva 0.7's metalayer
@@ -102,6 +106,20 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
     return layout
 
 
+def refuse_member(store: Store, rootdir: str) -> None:
+    """A table's column is replaced through its table, never on its own: LockError while
+    the table is open for writing, ContainerExistsError otherwise."""
+    note = read_member_note(store, rootdir) if store.isdir(rootdir) else None
+    if note is None:
+        return
+    dataset, name = note
+    lock = WriteLock.acquire(store, dataset)
+    if lock is not None:
+        lock.release()
+    raise ContainerExistsError(f"{store.url(rootdir)} is {name!r} of the table at "
+                               f"{store.url(dataset)}: change it through the table")
+
+
 def _lock(layout: Layout, store: Store, rootdir: str) -> None:
     """Give ``layout`` the writer's lock on ``rootdir`` (closing it if that fails)."""
     try:
@@ -114,11 +132,12 @@ def _lock(layout: Layout, store: Store, rootdir: str) -> None:
 def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool = True,
                 allow_pickle: bool = False, storage: dict[str, Any] | None = None,
                 store: Store = LOCAL, version: str | None = None, tag: str | None = None,
-                as_of: Any = None) -> tuple[Layout, ArrayMeta, int]:
+                as_of: Any = None, take_over: bool = False) -> tuple[Layout, ArrayMeta, int]:
     """Open an existing dataset (directory or Blosc2 frame file), whichever layout it is in.
 
     ``version``, ``tag`` or ``as_of`` open an earlier version read-only (carray's own
-    layout only: the others keep none).
+    layout only: the others keep none). ``take_over`` (a ``mode='w'`` open) closes this
+    process's older writable handles of it (see :mod:`carray.stores.lock`).
     """
     rootdir = os.fspath(rootdir)
     pinned = version is not None or tag is not None or as_of is not None
@@ -134,8 +153,9 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
     readonly = readonly or pinned
     # Taken before anything is read: opening for writing may recover an interrupted commit.
     # A member of a dataset of several arrays (a table's column) is locked with it.
-    lock = WriteLock.acquire(store, rootdir) if not readonly and storage.get("lock", True) \
-        and storage.get("member") is None else None
+    lock = WriteLock.acquire(store, rootdir, take_over=take_over) \
+        if not readonly and storage.get("lock", True) and storage.get("member") is None \
+        else None
     opened: tuple[Layout, ArrayMeta, int]
     verify = storage.get("verify", True)
     try:

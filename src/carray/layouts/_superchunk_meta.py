@@ -6,7 +6,7 @@
   the length.
 * ``meta/attrs``: user attributes, each stored with its type (and dtype for
   numpy values), e.g. ``{"value": 23.5, "type": "scalar", "dtype": "<f4"}``
-  (docs/formats/superchunk.md, "meta/attrs"); the encoding is
+  (docs/formats/attributes.md, "The typed form"); the encoding is
   :mod:`carray.attrvalues`'s typed form.
 * ``meta/journal``: a redo log of the byte writes one commit makes to
   superchunk files that the last committed state still references.

@@ -102,12 +102,17 @@ def parse_dtype(text: Any, path: str, allow_pickle: bool = False) -> np.dtype:
     """``str(dtype)`` as bcolz writes it, including the repr of structured dtypes.
 
     Checked by :func:`carray.dtypes.checked_dtype`; ``allow_pickle`` admits only
-    bcolz's own object arrays (plain ``object``, one pickle per chunk file).
+    bcolz's own object arrays (plain ``object``, one pickle per chunk file).  A
+    sub-array type is refused: rows of several items are recorded in the shape.
     """
     if not isinstance(text, str):
         raise FormatError(f"dtype must be a string, got {text!r}", path)
     dtype = parse_descr(text, path)
-    return check_dtype(dtype, source=path, allow_object=allow_pickle and dtype == np.dtype(object))
+    check_dtype(dtype, source=path, allow_object=allow_pickle and dtype == np.dtype(object))
+    if dtype.subdtype is not None:
+        raise FormatError(f"dtype {text[:80]!r} is a sub-array type; the item type of "
+                          "an array is a scalar or a record", path)
+    return dtype
 
 
 def encode_dflt(dflt: np.ndarray) -> Any:
@@ -143,10 +148,14 @@ def decode_dflt(value: Any, dtype: np.dtype, path: str) -> np.ndarray:
         if value is None:
             return np.zeros((), dtype=dtype)
         if dtype.kind in "mM" and isinstance(value, int):
-            return np.array(value, dtype=np.int64).view(dtype)
-        return np.array(typed(value, dtype), dtype=dtype)
+            out = np.array(value, dtype=np.int64).view(dtype)
+        else:
+            out = np.array(typed(value, dtype), dtype=dtype)
     except (TypeError, ValueError, OverflowError, UnicodeEncodeError) as exc:
         raise FormatError(f"dflt {value!r} does not fit dtype {dtype}: {exc}", path) from None
+    if out.shape != ():  # a list where one item belongs: the fill value of every chunk
+        raise FormatError(f"dflt {value!r:.80} is not one item of dtype {dtype}", path)
+    return out
 
 
 def _require(cond: bool, message: str, path: str) -> None:

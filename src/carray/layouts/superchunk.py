@@ -318,8 +318,17 @@ class SuperchunkLayout(Layout):
     def open_member(cls, dataset: VersionedDataset, rootdir: str, info: StorageInfo,
                     name: str, path: str, readonly: bool, fsync: bool, verify: bool | str
                     ) -> tuple[SuperchunkLayout, ArrayMeta, int]:
-        """Member ``name`` (stored under ``rootdir``) of a versioned dataset."""
+        """Member ``name`` (stored under ``rootdir``) of a versioned dataset; an array
+        written before versions (a column of an older table) joins it, to be published by
+        the dataset's next commit."""
         state = dataset.state(name)
+        if state is None and not readonly and dataset.head is None and \
+                dataset.repo.store.isfile(dataset.repo.store.join(rootdir, META_DIR, SIZES_FILE)):
+            layout = cls(rootdir, info, False, fsync, verify, dataset.repo.store, dataset,
+                         name, path)
+            meta, cbytes = layout._open_legacy()
+            dataset.attach(layout)
+            return layout, meta, cbytes
         if state is None:
             raise FormatError(f"the version held has no member {name!r}",
                               dataset.repo.url(dataset.head.seq if dataset.head else 0))
@@ -339,6 +348,8 @@ class SuperchunkLayout(Layout):
         else:
             layout._start_writing(view)
             dataset.attach(layout)
+            if info.version < 3:  # an upgrade published, its last steps interrupted
+                layout._finish_upgrade()
         return layout, meta, state.cbytes
 
     def _meta_for(self, shape: Sequence[int]) -> ArrayMeta:
@@ -780,6 +791,10 @@ class SuperchunkLayout(Layout):
         if self._pending is None:
             return None
         meta, cbytes = self._pending
+        shape = tuple(meta.shape)
+        if self._legacy is None and not self._index.changed and not self._keeper.changed \
+                and self._committed == (shape, cbytes, self._stored_attrs):
+            return None  # a compaction waits for a commit that changes something
         if self.files.compat:
             # Bloscpack reads chunks in order, back to back: repack what lost that order.
             self._touched = _sc_compact.touched(self._index.changed_pages(), self._S)
@@ -788,11 +803,7 @@ class SuperchunkLayout(Layout):
         if self._keeper.compact:
             _sc_compact.compact(self, sorted(self._keeper.compact))
         self.files.sync()
-        shape = tuple(meta.shape)
         attrs = self._stored_attrs
-        if self._legacy is None and not self._index.changed and not self._keeper.changed \
-                and self._committed == (shape, cbytes, attrs):
-            return None
         base = self.dataset.state(self.member_name)
         base_pages = self._base_pages if self._base_pages is not None else \
             base.pages if base is not None and self._legacy is None else \
@@ -882,6 +893,9 @@ class SuperchunkLayout(Layout):
                 store.delete(store.join(meta_dir, name))
             except FileNotFoundError:
                 pass
+        if self.member_name:
+            write_member_note(store, self.rootdir, self.dataset.repo.root, self.member_name,
+                              self.fsync)
         self.info = info
         self._page = info.page_size if self._dsize else 0
         self._legacy = None
@@ -1026,7 +1040,12 @@ class SuperchunkLayout(Layout):
         _sc_compact.adopt_units(self, meta.nchunks)
         self.commit(meta, cbytes)
 
+    _finalizing = False  # closed by the garbage collector: no I/O beyond releasing
+
     def close(self) -> None:
+        if not self.readonly and (not self.member_name or self._alone) \
+                and not self._finalizing:
+            self.dataset.tidy()
         self.files.close()
         if self.readonly:
             if not self.member_name or self._alone:  # a table's column: its table holds it
@@ -1034,6 +1053,11 @@ class SuperchunkLayout(Layout):
         elif self.member_name:
             self.dataset.detach(self.member_name)
         self.release_lock()
+
+    def __del__(self) -> None:
+        # A finalizer may run on any thread, an object store's server thread among them.
+        self._finalizing = True
+        super().__del__()
 
     def describe(self) -> str:
         return f"superchunk directory {self._url()!r}"

@@ -1,11 +1,20 @@
 """One writer at a time: an exclusive lock held by each handle open for writing.
 
 A writable open takes its own :class:`WriteLock` on the dataset; a second
-writable open of the same dataset, by another handle of this process or by
-another process, then gets :class:`carray.errors.LockError` at once instead of
-waiting.  Readers never take it.  Writers that a holder coordinates (e.g. the
-parallel tasks of :mod:`carray.integrations.dask`, whose driver holds the lock)
-open with ``storage={"lock": False}`` and take none.
+writable open of the same dataset by another process then gets
+:class:`carray.errors.LockError` at once instead of waiting.  Readers never take
+it.  Writers that a holder coordinates (e.g. the parallel tasks of
+:mod:`carray.integrations.dask`, whose driver holds the lock) open with
+``storage={"lock": False}`` and take none.
+
+Within one process, a ``mode='w'`` open replaces the dataset, so it *takes it
+over* from this process's older handles (a notebook cell run again): each holder
+registered with :meth:`WriteLock.on_takeover` is closed without flushing, and the
+open goes on.  A dataset inside another one that a handle of this process holds
+(a table's column) is not taken over on its own: the table's lock covers it.  A
+``mode='a'`` open keeps what is there, so it never drops another handle's
+changes: it gets ``LockError`` while an older writable handle of this process
+exists, as a second process does.
 
 The lock is ``flock`` on the dataset directory itself (no extra file), or, for a
 single-file dataset, on ``<file>.lock`` beside it, removed again on release.
@@ -23,7 +32,9 @@ import contextlib
 import gc
 import os
 import threading
+import weakref
 from collections import Counter
+from collections.abc import Callable
 
 from carray.errors import LockError
 from carray.stores.base import Store, storage_error
@@ -48,19 +59,33 @@ class WriteLock:
         self._fd: int | None = fd
         self._file = file  # the lock file of a single-file dataset (None: the directory)
         self._key = key
+        # Held weakly: the lock must not keep its handle alive (the handle holds the lock).
+        self._closer: weakref.WeakMethod[Callable[[str], None]] | None = None
 
     @classmethod
-    def acquire(cls, store: Store, path: str) -> WriteLock | None:
+    def acquire(cls, store: Store, path: str, *, take_over: bool = False,
+                on_takeover: Callable[[str], None] | None = None) -> WriteLock | None:
         """A new lock on ``path`` in ``store``, or None where nothing can be locked.
+
+        Parameters
+        ----------
+        take_over : bool
+            For a ``mode='w'`` open: close this process's handles holding the lock
+            (those registered with :meth:`on_takeover`) and take it.
+        on_takeover : callable, optional
+            Registered with :meth:`on_takeover` on the new lock.
 
         Raises
         ------
         LockError
-            Another handle, of this process or another, holds it.
+            Another handle, of this process or another, holds it (and, with
+            ``take_over``, is not one this process can close).
         """
         if fcntl is None or not isinstance(store, LocalStore) or not os.path.lexists(path):
             return None
         lock = _take(path)
+        if lock is None and take_over and _close_holders(path):
+            lock = _take(path)
         if lock is None and _held_here(path):
             # The holder may be a handle of ours that only a cycle keeps alive.
             gc.collect()
@@ -68,8 +93,27 @@ class WriteLock:
         if lock is None:
             raise LockError(f"{path}: already open for writing elsewhere (another handle "
                             "in this process, or another process); close that handle "
-                            "first, or open with mode='r'")
+                            "first, or open with mode='r' (mode='w' replaces the dataset "
+                            "and takes it over from this process's older handles)")
+        if on_takeover is not None:
+            lock.on_takeover(on_takeover)
         return lock
+
+    def on_takeover(self, close: Callable[[str], None]) -> None:
+        """Have ``close(reason)`` (a bound method of the handle holding this lock) called
+        when a later ``mode='w'`` open of this process takes the dataset over; it must
+        close the handle without flushing and release this lock."""
+        self._closer = weakref.WeakMethod(close)
+
+    def _take_over(self) -> bool:
+        """Close the handle holding this lock (True), if one registered and is alive."""
+        close = self._closer() if self._closer is not None and self.held else None
+        if close is None:
+            return False
+        close(f"{self.path}: this handle was closed because a later mode='w' open in "
+              "this process took the dataset over (its unflushed changes were dropped); "
+              "open the dataset again to use it")
+        return True
 
     @property
     def held(self) -> bool:
@@ -84,6 +128,9 @@ class WriteLock:
             _keys[self._key] -= 1
             if not _keys[self._key]:
                 del _keys[self._key]
+                _holders.pop(self._key, None)
+            else:
+                _holders[self._key].discard(self)
         if self._file is not None:
             # Removed while still held, so no other writer can be holding it.
             with contextlib.suppress(OSError):
@@ -100,6 +147,8 @@ class WriteLock:
 # (st_dev, st_ino) of a locked directory or lock file -> how many locks this process
 # holds on it (at most one, unless a lock file was replaced under a holder).
 _keys: Counter[tuple[int, int]] = Counter()
+# The same keys -> those locks, for a takeover to close their handles.
+_holders: dict[tuple[int, int], weakref.WeakSet[WriteLock]] = {}
 # Reentrant: a finalizer releasing a lock may run while this thread holds it.
 _registry_lock = threading.RLock()
 
@@ -111,14 +160,38 @@ def _target(path: str) -> tuple[str, str | None]:
     return path + LOCK_SUFFIX, path + LOCK_SUFFIX
 
 
-def _held_here(path: str) -> bool:
-    """True when a lock of this process is on ``path``'s lock target."""
+def _key_of(path: str) -> tuple[int, int] | None:
+    """The registry key of ``path``'s lock target (None: there is none)."""
     try:
         st = os.stat(_target(path)[0])
     except OSError:
-        return False
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _held_here(path: str) -> bool:
+    """True when a lock of this process is on ``path``'s lock target."""
+    key = _key_of(path)
     with _registry_lock:
-        return (st.st_dev, st.st_ino) in _keys
+        return key in _keys
+
+
+def _close_holders(path: str) -> bool:
+    """Close this process's handles holding ``path``'s lock (see :meth:`WriteLock.on_takeover`);
+    True when one was.  Nothing is closed when ``path`` lies inside a directory a lock of
+    this process holds (a column of a table open for writing): its holder decides."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent != os.path.dirname(parent):
+        if _held_here(parent):
+            return False
+        parent = os.path.dirname(parent)
+    key = _key_of(path)
+    with _registry_lock:
+        holders = list(_holders.get(key, ())) if key is not None else []
+    closed = False
+    for lock in holders:
+        closed = lock._take_over() or closed
+    return closed
 
 
 def _take(path: str) -> WriteLock | None:
@@ -144,9 +217,11 @@ def _take(path: str) -> WriteLock | None:
         os.close(fd)
         return _take(path)
     key = (st.st_dev, st.st_ino)
+    lock = WriteLock(path, fd, file, key)
     with _registry_lock:
         _keys[key] += 1
-    return WriteLock(path, fd, file, key)
+        _holders.setdefault(key, weakref.WeakSet()).add(lock)
+    return lock
 
 
 def _same_file(fd: int, path: str) -> bool:

@@ -271,7 +271,7 @@ class VersionedDataset:
         ``txn``: the record of a transaction over several datasets that decides whether
         this version counts (it then reclaims nothing: see :mod:`.transaction`)."""
         self.check_writable()
-        if self.owner is not None and not self._committing:
+        if self.owner is not None and not self._committing and txn is None:
             self._staged.clear()  # the owner stages every member again
             self.owner(message or self._pending_message)
             return self.head.id if self.head is not None else None
@@ -439,6 +439,13 @@ class VersionedDataset:
             if seq not in referenced and seq <= self.head.seq:
                 self.repo.delete_page_file(seq)
         return dropped
+
+    def tidy(self) -> None:
+        """At a writer's close: drop the versions past the retention that readers held
+        (their readers may have closed since the last commit)."""
+        if not self.readonly and not self.broken and self.keep is not None \
+                and self.head is not None and not self.in_transaction and len(self.repo.seqs()) > self.keep:
+            self.reclaim()
 
     # -- readers ---------------------------------------------------------------------------
 
