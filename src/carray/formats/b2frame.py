@@ -109,6 +109,8 @@ class Frame:
         Item type for frames that store none (caterva, plain SChunks); must have
         the frame's item size. Defaults to an unsigned int of that size, or raw
         void bytes for other sizes.
+    verify : bool
+        Check carray's digests (see ``digests``).
 
     Attributes
     ----------
@@ -130,6 +132,12 @@ class Frame:
         Where the offsets chunk and the trailer begin in the (index) file.
     header : FrameHeader
         The decoded header fields (typesize, chunksize, codec, ...).
+    header_bytes : bytes
+        The header as read (metalayers included).
+    digests : FrameDigests or None
+        The digests carray recorded when it last committed the frame, once checked
+        against it (:mod:`._b2frame_digests`); None for frames another program wrote
+        or changed since, or with ``verify=False``.  Chunk reads check them.
     """
 
     def __init__(self, path: Location, *, dtype: DTypeLike | None = None,

@@ -263,8 +263,6 @@ class BcolzLayout(SidecarFiles, Layout):
         sizes_path = store.url(store.join(self.rootdir, META_DIR, SIZES_FILE))
         _require(isinstance(storage, dict), "meta/storage must hold a JSON object", storage_path)
         _require(isinstance(sizes, dict), "meta/sizes must hold a JSON object", sizes_path)
-        if self.verify:
-            check_sizes(sizes, self._storage, sizes_path, storage_path)
         for key in ("dtype", "cparams", "chunklen"):
             _require(key in storage, f"meta/storage lacks {key!r}", storage_path)
         if storage["dtype"] == "object" and not allow_pickle:
@@ -310,6 +308,10 @@ class BcolzLayout(SidecarFiles, Layout):
             dtype, tuple(shape[1:]), shape[0], chunklen,
             cparams=cparams, dflt=decode_dflt(storage.get("dflt"), dtype, storage_path),
             expectedlen=expectedlen if _is_int(expectedlen) else shape[0])
+        if self.verify:
+            # Last: metadata that is not what its checksum says gets the message of the
+            # first check above that fails, if one does.
+            check_sizes(sizes, self._storage, sizes_path, storage_path)
         self._committed_n = _nfiles(meta)
         return meta, cbytes
 
