@@ -133,6 +133,7 @@ class Repository:
 
     def seqs(self) -> list[int]:
         """Seqs of every published version, ascending."""
+        self.store.invalidate(self.dir)
         return sorted(int(m.group(1)) for n in self.store.listdir(self.dir)
                       if (m := _MF.fullmatch(n)))
 
@@ -140,6 +141,7 @@ class Repository:
         """The newest published version's seq (None: none), from the HEAD hint when it is
         right, else by listing."""
         store = self.store
+        store.invalidate(self.dir)  # a listing cached earlier misses newer versions
         seq: int | None = None
         with contextlib.suppress(FileNotFoundError, ValueError, UnicodeDecodeError):
             seq = int(store.get(store.join(self.dir, HEAD_FILE)).decode("ascii").strip())
