@@ -71,6 +71,7 @@ def test_string_offsets_past_the_values(table):
     sizes = table / "s" / "values" / "meta" / "sizes"
     meta = json.loads(sizes.read_text())
     meta["shape"] = [1]
+    del meta["carray_check"]  # as bcolz would write it (else: a checksum mismatch)
     sizes.write_text(json.dumps(meta))
     problems, _ = _verify(table)
     assert any("offsets end at byte" in p or "holds" in p for p in problems)

@@ -77,8 +77,10 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         rows only) or 'b2nd' (a python-blosc2 frame; the default for ``*.b2nd``).
         An existing ``rootdir`` is opened in whatever layout it holds.
     storage : dict, optional
-        Layout options: for 'superchunk' ``superchunksize``, ``checksum``,
-        ``spare``, ``blosc1`` and ``verify``; for 'b2nd' ``contiguous``.
+        Layout options: ``verify`` (True: reads check digests; "full": ranged
+        reads check whole chunks; False: no checks) for every layout on disk; for
+        'superchunk' ``superchunksize``, ``checksum``, ``spare``, ``blosc1``; for
+        'b2nd' ``contiguous``.
     safe : bool
         Kept for bcolz compatibility; conversions are always checked.
     mode : {'a', 'r', 'w'}

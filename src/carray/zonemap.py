@@ -6,13 +6,16 @@ is kept up to date by the array on every chunk it writes and persisted beside
 the column (``meta/zonemap.npy``) at flush.  Other writers (bcolz itself) do not
 know about it, so each entry also records the size and modification time of
 the chunk file it summarises: an entry whose file has changed is ignored and
-recomputed the next time that chunk is decoded.
+recomputed the next time that chunk is decoded.  Every row of a segment also holds
+the CRC-32 of the whole segment (that column read as zeros), so a damaged segment is
+never trusted: like a missing one, it is rebuilt as chunks are read or written.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import zlib
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -156,7 +159,7 @@ class ZoneMap:
     # loaded only when first needed, so opening a large dataset does not read them.
 
     SEGMENT = 512
-    _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8")]
+    _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8"), ("crc", "<u4")]
 
     @classmethod
     def attach(cls, engine: ArrayEngine) -> ZoneMap | None:
@@ -211,14 +214,22 @@ class ZoneMap:
         self._dirty_segments = set()
 
     def _parse(self, data: bytes, where: str) -> np.ndarray:
-        try:
-            table = np.load(io.BytesIO(data), allow_pickle=False)
-        except (ValueError, TypeError, OSError, EOFError) as exc:
-            raise FormatError(f"zone map is unreadable: {exc}", where) from None
         want = np.dtype([("lo", self.dtype), ("hi", self.dtype), *self._ROW])
-        if table.ndim != 1 or table.dtype != want or len(table) > self.SEGMENT:
-            raise FormatError(f"zone map segment has layout {table.dtype}, expected {want}",
-                              where)
+        f = io.BytesIO(data)
+        try:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+        except Exception as exc:  # noqa: BLE001 - numpy's header parser raises anything
+            raise FormatError(f"zone map is unreadable: {exc}", where) from None
+        if dtype != want or fortran or len(shape) != 1 or not 0 <= shape[0] <= self.SEGMENT \
+                or len(data) != f.tell() + shape[0] * want.itemsize:
+            raise FormatError(f"zone map segment of {dtype} {shape} in {len(data)} bytes, "
+                              f"expected up to {self.SEGMENT} items of {want}", where)
+        table = np.frombuffer(data, want, shape[0], f.tell())
+        if len(table) and (table["crc"] != _crc(table)).any():
+            raise FormatError("zone map segment does not match its CRC-32", where)
         return table
 
     def _segment_bytes(self, k: int) -> bytes | None:
@@ -230,6 +241,7 @@ class ZoneMap:
         table["lo"], table["hi"] = self._lo[rows], self._hi[rows]
         table["nan"], table["known"] = self._nan[rows], self._known[rows]
         table["size"], table["mtime"] = self._stamp[rows, 0], self._stamp[rows, 1]
+        table["crc"] = _crc(table)
         buf = io.BytesIO()
         np.save(buf, table, allow_pickle=False)
         return buf.getvalue()
@@ -247,3 +259,10 @@ class ZoneMap:
             engine.save_sidecar(_segment_name(k), data)
             (saved.add if data is not None else saved.discard)(k)
         self._saved, self._dirty_segments, self.dirty = saved, set(), False
+
+
+def _crc(table: np.ndarray) -> int:
+    """The CRC-32 of a zone map segment, its ``crc`` column read as zeros."""
+    bare = table.copy()
+    bare["crc"] = 0
+    return zlib.crc32(bare.tobytes())

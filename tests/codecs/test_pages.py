@@ -80,3 +80,29 @@ def test_checked_head_keeps_whole_pages_only():
 
 def test_npages():
     assert [npages(n, 64) for n in (0, 1, 64, 65, 128)] == [0, 1, 1, 2, 2]
+
+
+@given(st.integers(0, 300_000), st.integers(0, 300_000))
+def test_long_reads_straight_into_the_buffer_check_every_byte(a, n):
+    data = os.urandom(250_001)
+    stored = bytearray(data)
+    r = PagedReader(len(data), lambda o, k: bytes(stored[o:o + k]),
+                    page_digests(data, ADLER, 4096), ADLER, 4096, "f.blp", 0,
+                    lambda o, out: _into(stored, o, out))
+    buf = bytearray(n)
+    got = r.read_into(a, buf)
+    assert bytes(buf[:got]) == data[a:a + n]
+    if got:  # damage in any page the read touches, even outside what it returns
+        lo, hi = a - a % 4096, min(-(-(a + got) // 4096) * 4096, len(data))
+        for at in (lo, a, a + got - 1, hi - 1):
+            stored[at] ^= 1
+            with pytest.raises(ChecksumError):
+                r.read_into(a, bytearray(n))
+            stored[at] ^= 1
+
+
+def _into(stored: bytearray, offset: int, out) -> int:
+    view = memoryview(out).cast("B")
+    chunk = stored[offset:offset + len(view)]
+    view[:len(chunk)] = chunk
+    return len(chunk)

@@ -21,11 +21,13 @@ from conformance import CHUNKLEN, PersistentLayoutConformance, meta, snapshot
 from carray.codecs import blosc, ranged
 from carray.errors import (
     CArrayError,
+    ChecksumError,
     ContainerExistsError,
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
 )
+from carray.formats._b2frame_digests import RECORD_NAME
 from carray.formats.b2frame import read_array, read_frame
 from carray.grid import deblock, reblock
 from carray.layouts import FORMATS, create_layout, open_layout
@@ -103,9 +105,13 @@ def b2_read(path) -> np.ndarray:
 
 
 def b2_vlmeta(path) -> dict:
+    """The user attributes python-blosc2 sees (carray's record of digests, which it reads
+    as bytes, left out)."""
     arr = blosc2.open(os.fspath(path), mode="r")  # the vlmeta view needs its owner alive
     vl = arr.vlmeta
-    return {k: vl[k] for k in vl.keys()}
+    got = {k: vl[k] for k in vl.keys()}
+    assert isinstance(got.pop(RECORD_NAME, b""), bytes)
+    return got
 
 
 def new_meta(shape=(0, 7), chunks=(4, 3), blocks=(2, 2), dtype="f8", **kw) -> ArrayMeta:
@@ -405,8 +411,7 @@ def test_concurrent_reads(tmp_path):
 
 # -- dead space and compaction ------------------------------------------------------------
 
-def test_dead_space_is_compacted(tmp_path, monkeypatch):
-    monkeypatch.setattr(b2l, "COMPACT_MIN", 0)
+def test_dead_space_is_compacted(tmp_path):
     path = tmp_path / "d.b2nd"
     m = new_meta(shape=(40, 7), chunks=(8, 7), blocks=(4, 7))
     lay = B2ndLayout.create(path, m, fsync=False)
@@ -542,7 +547,6 @@ def _state(path) -> tuple[bytes, dict]:
 
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_killed_writer_leaves_last_commit(tmp_path, monkeypatch, contiguous):
-    monkeypatch.setattr(b2l, "COMPACT_MIN", 0)  # so commits compact too
     pristine, path = tmp_path / "pristine.b2nd", tmp_path / "x.b2nd"
     m = new_meta(shape=(10, 7))
     a = np.arange(70.0).reshape(10, 7)
@@ -569,6 +573,7 @@ def test_killed_writer_leaves_last_commit(tmp_path, monkeypatch, contiguous):
             lay.save_attrs({"v": 2})
             lay.commit(m2, 0)
             lay.commit(m3, 0)
+            lay.close()  # (a sparse writer deletes the chunk files it no longer uses)
             finished = True
         except _Crash:
             finished = False
@@ -603,7 +608,6 @@ from carray.layouts import b2frame
 from carray.layouts.base import ArrayMeta
 from carray.params import CParams
 
-b2frame.COMPACT_MIN = 0  # compact whenever dead space passes half the file
 m = ArrayMeta(np.dtype("i8"), (64, 64), (16, 16), (8, 8))
 lay = b2frame.B2ndLayout.open(sys.argv[1])[0]
 g = m.grid
@@ -688,6 +692,12 @@ def test_truncated_frames(tmp_path):
         assert str(bad) in str(err.value)
 
 
+def _unmark(path) -> None:
+    """Make a frame carray wrote look changed by c-blosc2 since (its own thread counts in
+    the header): carray's digests no longer apply, so the checks below are what stands."""
+    _patch(path, 63, b"\x00\x01\xd1\x00\x01")
+
+
 def test_bad_offsets(tmp_path):
     path = _frame(tmp_path, clevel=0)  # a memcpyed offsets chunk: entries at known places
     with read_frame(path) as f:
@@ -697,6 +707,9 @@ def test_bad_offsets(tmp_path):
                        (struct.pack("<q", 3), None)):
         path.write_bytes(data)
         _patch(path, at + 8, new)
+        with pytest.raises(ChecksumError, match="offsets or trailer"):
+            _open_and_read(path)
+        _unmark(path)
         with pytest.raises(FormatError, match=match) as err:
             _open_and_read(path)
         assert str(path) in str(err.value)
@@ -705,6 +718,7 @@ def test_bad_offsets(tmp_path):
     with read_frame(sparse) as f:
         at = f.index_start + 32
     data = index.read_bytes()
+    _unmark(index)
     _patch(index, at, struct.pack("<q", 2**33))
     with pytest.raises(FormatError, match="out of range"):
         _open_and_read(sparse)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import carray as ca
+from carray.errors import ChecksumError
 from carray.layouts._bcolz_verify import verify
 from carray.problems import tally
 from carray.stores import LOCAL
@@ -30,12 +31,23 @@ def test_a_huge_claimed_length_does_not_loop(tmp_path, rows):
     sizes = root / "meta" / "sizes"
     meta = json.loads(sizes.read_text())
     meta["shape"] = [rows]
+    del meta["carray_check"]  # as another writer (bcolz) leaves it
     sizes.write_text(json.dumps(meta))
     start = time.perf_counter()
     problems, checked = tally(verify(LOCAL, str(root)))
     assert time.perf_counter() - start < 10
     assert len(problems) == 1 and str(rows) in problems[0].what
     assert checked <= 10
+
+
+def test_a_length_changed_under_carrays_checksum_is_damage(tmp_path):
+    root = _make(tmp_path)
+    sizes = root / "meta" / "sizes"
+    sizes.write_text(sizes.read_text().replace("[1000]", "[900]"))
+    problems, checked = tally(verify(LOCAL, str(root)))
+    assert len(problems) == 1 and "checksum" in problems[0].what and checked == 0
+    with pytest.raises(ChecksumError, match="meta/sizes"):
+        ca.open(root, mode="r")
 
 
 def test_every_missing_or_damaged_chunk_is_listed(tmp_path):

@@ -20,12 +20,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Checksum:
-    """One entry of the checksum table: id stored in headers, name, digest size, function."""
+    """One entry of the checksum table: id stored in headers, name, digest size, function,
+    and for the 32-bit ones the digest as an int (what ``digest`` packs)."""
 
     id: int
     name: str
     size: int
     digest: Callable[[Any], bytes]
+    value: Callable[[Any], int] | None = None
 
 
 def _zlib_digest(fn: Callable[[Any], int]) -> Callable[[Any], bytes]:
@@ -47,8 +49,8 @@ except ImportError:  # pragma: no cover - a declared dependency; zlib is the fal
 
 CHECKSUMS: tuple[Checksum, ...] = (
     Checksum(0, "None", 0, lambda data: b""),
-    Checksum(1, "adler32", 4, _zlib_digest(_fast_zlib.adler32)),
-    Checksum(2, "crc32", 4, _zlib_digest(_fast_zlib.crc32)),
+    Checksum(1, "adler32", 4, _zlib_digest(_fast_zlib.adler32), _fast_zlib.adler32),
+    Checksum(2, "crc32", 4, _zlib_digest(_fast_zlib.crc32), _fast_zlib.crc32),
     Checksum(3, "md5", 16, _hash_digest("md5")),
     Checksum(4, "sha1", 20, _hash_digest("sha1")),
     Checksum(5, "sha224", 28, _hash_digest("sha224")),

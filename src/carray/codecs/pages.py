@@ -13,7 +13,9 @@ first: the header and block table are checked by the same rule as the blocks.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from carray.codecs.checksums import Checksum
@@ -22,6 +24,10 @@ from carray.errors import ChecksumError, FormatError
 #: The page size carray writes (bytes): the first read of a chunk's header and block
 #: table takes one page, and a block's compressed bytes one or two more.
 PAGE_SIZE = 4096
+# Ranged reads at least this long go straight into the caller's buffer.
+_DIRECT = 64 * 1024
+# Pages checked together (one map over them) rather than one by one.
+_MANY = 8
 
 
 def npages(size: int, page: int) -> int:
@@ -53,13 +59,21 @@ class PagedReader:
         The page size.
     path, base : str, int
         The file and the chunk's offset in it, for messages.
+    read_raw_into : callable, optional
+        ``read_raw_into(offset, out) -> int``: unchecked bytes of the chunk into a buffer;
+        long reads then go straight into the caller's buffer instead of through a copy.
+    head : bytes, optional
+        The chunk's first bytes, already read: whole pages are checked here and reads
+        inside them served from memory.
     """
 
-    __slots__ = ("size", "_read", "_digests", "_checksum", "_page", "_path", "_base")
+    __slots__ = ("size", "_read", "_digests", "_checksum", "_page", "_path", "_base",
+                 "_values", "_read_into", "_head")
 
     def __init__(self, size: int, read_raw: Callable[[int, int], bytes], digests: bytes,
                  checksum: Checksum, page: int, path: str | os.PathLike[str] | None = None,
-                 base: int = 0) -> None:
+                 base: int = 0, read_raw_into: Callable[[int, Any], int] | None = None,
+                 head: bytes = b"") -> None:
         want = npages(size, page) * checksum.size
         if len(digests) != want:
             raise FormatError(f"chunk of {size} bytes needs {want} bytes of page digests, "
@@ -71,12 +85,31 @@ class PagedReader:
         self._page = page
         self._path = path
         self._base = base
+        self._values: list[int] | None = None  # the digests as ints, made on first use
+        self._read_into = read_raw_into
+        self._head = b""
+        if head:
+            self._head = checked_head(head, size, digests, checksum, page, path, base)
 
     def checked(self, data: Any, first_page: int) -> None:
         """Check ``data``, whole pages starting at page ``first_page`` (the last page of
         the chunk may be short)."""
         view = memoryview(data).cast("B")
         page, ck = self._page, self._checksum
+        pages = [view[lo:lo + page] for lo in range(0, len(view), page)]
+        # Many pages at once, the common case of nothing wrong: one map over the pages
+        # (a few are checked one by one below, without setting anything up).
+        if len(pages) < _MANY:
+            pass
+        elif ck.value is not None:
+            if self._values is None:
+                self._values = list(struct.unpack(f"<{len(self._digests) // 4}I",
+                                                  self._digests))
+            if list(map(ck.value, pages)) == self._values[first_page:first_page + len(pages)]:
+                return
+        elif b"".join(map(ck.digest, pages)) == \
+                self._digests[first_page * ck.size:(first_page + len(pages)) * ck.size]:
+            return
         width, digest = ck.size, ck.digest
         for i, lo in enumerate(range(0, len(view), page)):
             p = first_page + i
@@ -84,11 +117,14 @@ class PagedReader:
                 raise ChecksumError(f"page {p} of a chunk: {ck.name} checksum mismatch",
                                     self._path, self._base + p * page)
 
-    def read(self, offset: int, length: int) -> bytes:
-        """Bytes ``[offset, offset + length)`` (fewer only past the end), every one checked."""
+    def _fetch(self, offset: int, length: int) -> memoryview:
+        """Bytes ``[offset, offset + length)`` (fewer only past the end), every one
+        checked, as a view of the whole pages read."""
         stop = min(offset + length, self.size)
         if offset < 0 or stop <= offset:
-            return b""
+            return memoryview(b"")
+        if stop <= len(self._head):
+            return memoryview(self._head)[offset:stop]
         page = self._page
         lo, hi = offset - offset % page, min(-(-stop // page) * page, self.size)
         data = self._read(lo, hi - lo)
@@ -96,16 +132,47 @@ class PagedReader:
             raise FormatError(f"chunk truncated: {len(data)} of {hi - lo} bytes at {lo}",
                               self._path, self._base + lo)
         self.checked(data, lo // page)
-        if lo == offset and hi == stop:
-            return bytes(data)
-        return bytes(memoryview(data)[offset - lo:stop - lo])
+        return memoryview(data)[offset - lo:stop - lo]
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` (fewer only past the end), every one checked."""
+        return bytes(self._fetch(offset, length))
 
     def read_into(self, offset: int, out: Any) -> int:
         """Fill ``out`` from ``offset`` with checked bytes; returns how many."""
         view = memoryview(out).cast("B")
-        data = self.read(offset, len(view))
+        stop = min(offset + len(view), self.size)
+        if self._read_into is not None and stop - offset >= _DIRECT and offset >= 0:
+            return self._read_direct(offset, stop, view)
+        data = self._fetch(offset, len(view))
         view[:len(data)] = data
         return len(data)
+
+    def _read_direct(self, offset: int, stop: int, view: memoryview) -> int:
+        """A long read straight into ``view``: its whole pages are checked there, and the
+        pages it starts and ends inside are checked with their other bytes read apart."""
+        assert self._read_into is not None
+        page, n = self._page, stop - offset
+        if self._read_into(offset, view[:n]) != n:
+            raise FormatError(f"chunk truncated: fewer than {n} bytes at {offset}",
+                              self._path, self._base + offset)
+        first = -(-offset // page) * page
+        last = stop if stop == self.size else stop - stop % page
+        self.checked(view[first - offset:last - offset], first // page)
+        if offset % page:  # (a long read ends in another page than it starts in)
+            lo = offset - offset % page
+            self.checked(self._edge(lo, offset) + bytes(view[:first - offset]), lo // page)
+        if last < stop:
+            end = min(last + page, self.size)
+            self.checked(bytes(view[last - offset:n]) + self._edge(stop, end), last // page)
+        return n
+
+    def _edge(self, lo: int, hi: int) -> bytes:
+        data = self._read(lo, hi - lo)
+        if len(data) != hi - lo:
+            raise FormatError(f"chunk truncated: {len(data)} of {hi - lo} bytes at {lo}",
+                              self._path, self._base + lo)
+        return data
 
 
 def checked_head(head: bytes, size: int, digests: bytes, checksum: Checksum, page: int,
@@ -115,10 +182,72 @@ def checked_head(head: bytes, size: int, digests: bytes, checksum: Checksum, pag
     keep = min(len(head), size)
     if keep < size:
         keep -= keep % page
-    if keep:
-        PagedReader(size, lambda o, n: b"", digests, checksum, page, path, base).checked(
-            memoryview(head)[:keep], 0)
+    view, d = memoryview(head), checksum.size
+    for p, lo in enumerate(range(0, keep, page)):
+        if checksum.digest(view[lo:min(lo + page, keep)]) != digests[p * d:(p + 1) * d]:
+            raise ChecksumError(f"page {p} of a chunk: {checksum.name} checksum mismatch",
+                                path, base + lo)
     return head[:keep]
 
 
-__all__ = ["PAGE_SIZE", "PagedReader", "checked_head", "npages", "page_digests"]
+@dataclass(frozen=True)
+class ChunkDigests:
+    """What guards one stored chunk of ``size`` bytes: the digest of the whole chunk
+    (checked by whole-chunk reads) and the digest of each of its pages (checked by
+    ranged reads, :class:`PagedReader`), made by ``checksum``."""
+
+    checksum: Checksum
+    page: int
+    size: int
+    digest: bytes
+    pages: bytes
+
+    @classmethod
+    def of(cls, data: Any, checksum: Checksum, page: int = PAGE_SIZE) -> ChunkDigests:
+        """The digests of the stored chunk ``data``."""
+        view = memoryview(data).cast("B")
+        return cls(checksum, page, len(view), checksum.digest(view),
+                   page_digests(view, checksum, page))
+
+    @property
+    def packed(self) -> bytes:
+        """The chunk digest then the page digests, as layouts keep them side by side."""
+        return self.digest + self.pages
+
+    @classmethod
+    def unpack(cls, packed: bytes, size: int, checksum: Checksum,
+               page: int = PAGE_SIZE) -> ChunkDigests:
+        """The inverse of :attr:`packed` for a chunk of ``size`` bytes."""
+        d = checksum.size
+        if len(packed) != d * (1 + npages(size, page)):
+            raise ValueError(f"{len(packed)} bytes of digests do not fit a chunk of {size}")
+        return cls(checksum, page, size, packed[:d], packed[d:])
+
+    def check(self, data: Any, path: str | os.PathLike[str] | None = None,
+              base: int = 0) -> None:
+        """Raise :class:`ChecksumError` unless ``data`` is the chunk these digests guard."""
+        view = memoryview(data).cast("B")
+        if len(view) != self.size:
+            raise FormatError(f"chunk of {len(view)} bytes, {self.size} expected", path, base)
+        if self.checksum.digest(view) != self.digest:
+            raise ChecksumError(f"{self.checksum.name} checksum mismatch over the chunk's "
+                                f"{self.size} bytes", path, base)
+
+    def check_pages(self, data: Any, path: str | os.PathLike[str] | None = None,
+                    base: int = 0) -> None:
+        """Check every page digest against the whole chunk ``data`` (what a verifier does:
+        a page digest no read would accept is damage too)."""
+        self.reader(lambda o, n: b"", path, base).checked(data, 0)
+
+    def reader(self, read_raw: Callable[[int, int], bytes],
+               path: str | os.PathLike[str] | None = None, base: int = 0,
+               read_raw_into: Callable[[int, Any], int] | None = None,
+               head: bytes = b"") -> PagedReader:
+        """Checked ranged reads of the chunk through ``read_raw(offset, length)`` (and
+        ``read_raw_into(offset, out)``, ``head``: see :class:`PagedReader`)."""
+        return PagedReader(self.size, read_raw, self.pages, self.checksum, self.page,
+                           path, base, read_raw_into, head)
+
+
+__all__ = ["PAGE_SIZE", "ChunkDigests", "PagedReader", "checked_head", "npages",
+           "page_digests"]

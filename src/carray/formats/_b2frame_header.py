@@ -216,15 +216,20 @@ def parse_metalayers(header: bytes, hdr: FrameHeader, path) -> None:
 
 def parse_trailer(trailer: bytes, start: int, path) -> dict[str, bytes]:
     """Raw vlmeta chunks from the whole trailer, which begins at file offset ``start``."""
+    return {name: value for name, _, value in trailer_entries(trailer, start, path)}
+
+
+def trailer_entries(trailer: bytes, start: int, path) -> list[tuple[str, int, bytes]]:
+    """``(name, offset of the value's C6 byte in the trailer, value)`` of every vlmeta
+    entry of the whole trailer, which begins at file offset ``start``."""
     n = len(trailer)
     if n < MIN_TRAILER or trailer[0] != 0x94 or trailer[1] != 0x01:
         raise FormatError("frame trailer does not start with 94 01 (fixarray 4, version 1)",
                           path, start)
     _marker(trailer, 2, 0x93, "vlmetalayer block", path, start)
     _marker(trailer, 3, 0xCD, "vlmetalayer index size", path, start)
-    items = _parse_index(trailer, 6, start, n - TRAILER_TAIL, MAX_VLMETALAYERS_READ,
-                         "vlmetalayer", path)
-    return {name: value for name, _, value in items}
+    return _parse_index(trailer, 6, start, n - TRAILER_TAIL, MAX_VLMETALAYERS_READ,
+                        "vlmetalayer", path)
 
 
 def locate_trailer(tail: bytes, frame_len: int, header_len: int, path) -> int:

@@ -1,5 +1,6 @@
 """Verification of any Blosc2 frame (SChunk, b2nd, caterva) with :class:`Frame`, the
-parser its reader uses: the header, trailer and offsets, then every chunk decoded."""
+parser its reader uses: the header, trailer and offsets, then every chunk decoded (and,
+in a frame carray last changed, checked against its digest and page digests)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def verify(store: Store, path: str) -> Iterator[Finding]:
     with frame:
         for i in range(frame.nchunks):
             try:
-                frame.decode_chunk(i)
+                frame.decode_chunk(i)  # checks the chunk's digest
+                digests = frame.digests.get(i) if frame.digests is not None else None
+                if digests is not None:
+                    digests.check_pages(frame.read_chunk(i), frame.path)
                 yield Checked(frame.path)
             except CArrayError as exc:
                 p = Problem.from_error(exc, frame.path)

@@ -24,10 +24,23 @@ import numpy as np
 from carray import attrpack
 from carray import geometry as geo
 from carray.codecs.blosc import BLOSC2_HEADER, compress2
+from carray.codecs.checksums import get_checksum
+from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.errors import ContainerExistsError, UnsupportedDTypeError
 from carray.formats import _b2frame_chunk as _chunk
+from carray.formats._b2frame_digests import (
+    DIGEST_AT,
+    NOT_STORED,
+    RECORD_NAME,
+    Entry,
+    build_value,
+    seal,
+    set_mark,
+)
 from carray.formats._b2frame_header import (
+    MAX_METALAYERS,
     SPARSE_INDEX,
+    TRAILER_TAIL,
     build_header,
     build_nd_meta,
     build_trailer,
@@ -166,7 +179,7 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     metalayers = [("b2nd", build_nd_meta(g.shape, chunks, blocks, arr.dtype))]
     metalayers += [(str(k), pack_value(v)) for k, v in (meta or {}).items()]
     vl = [(str(k), encode_vlmeta(v, cp)) for k, v in (vlmeta or {}).items()]
-    trailer = build_trailer(vl)
+    trailer = build_trailer(vl)  # (the limits, checked before anything is written)
     nchunks = g.nchunks
     header_args = dict(
         frame_type=0 if contiguous else 1, typesize=itemsize,
@@ -175,7 +188,7 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
         metalayers=metalayers, trailer_len=len(trailer))
     store, key = resolve(path, storage_options)
     _check_target(store, key)
-    frame = _FrameBuilder(_ChunkMaker(arr, g, cp), g, cp, header_args, trailer)
+    frame = _FrameBuilder(_ChunkMaker(arr, g, cp), g, cp, header_args, vl)
     if store.remote:
         _put_remote(store, key, frame, contiguous, fsync)
         return
@@ -228,19 +241,22 @@ def offsets_chunk(offsets: np.ndarray, cp: CParams) -> bytes:
 
 
 class _FrameBuilder:
-    """The chunks of a frame being written, then its offsets chunk and header.
+    """The chunks of a frame being written, then its offsets chunk, header and trailer.
 
-    The header holds sizes known only once every chunk is compressed, so
-    :meth:`header` is called after :meth:`chunks` is exhausted.
+    The header holds sizes known only once every chunk is compressed, and the trailer
+    the record of their digests (:mod:`._b2frame_digests`), so :meth:`finish` is
+    called after :meth:`chunks` is exhausted.
     """
 
     def __init__(self, make: _ChunkMaker, g: geo.Geometry, cp: CParams,
-                 header_args: dict, trailer: bytes) -> None:
+                 header_args: dict, vlmeta: list[tuple[str, bytes]]) -> None:
         self.make, self.g, self.cp = make, g, cp
-        self.header_args, self.trailer = header_args, trailer
+        self.header_args, self.vlmeta = header_args, vlmeta
         self.offsets = np.empty(g.nchunks, np.int64)
         self.cbytes = 0
         self._sample: bytes | None = None  # the first stored chunk: its filters go in the header
+        self._checksum = get_checksum("adler32")
+        self._entries: list[Entry] = []  # per chunk: its digests, or NOT_STORED
 
     def placeholder(self) -> bytes:
         """A header of the final one's length (its size fields change, not its length)."""
@@ -257,7 +273,9 @@ class _FrameBuilder:
             chunk = self.make(coords)
             if _is_zero_special(chunk):
                 self.offsets[i] = _chunk.special_offset(_chunk.ZERO)
+                self._entries.append(NOT_STORED)
                 continue
+            self._entries.append(ChunkDigests.of(chunk, self._checksum))
             self._sample = self._sample or chunk
             self.offsets[i] = self.cbytes if contiguous else stored
             stored += 1
@@ -267,11 +285,28 @@ class _FrameBuilder:
     def index(self) -> bytes:
         return offsets_chunk(self.offsets, self.cp) if self.g.nchunks else b""
 
-    def header(self, data_len: int) -> bytes:
+    def finish(self, data_len: int, index: bytes) -> tuple[bytes, bytes]:
+        """``(header, trailer)`` once every chunk is made; ``data_len`` is what lies
+        between them (chunks and offsets chunk).  The trailer ends with the record of
+        digests when there is room for it (c-blosc2 rewrites at most 16 entries), and
+        the header then carries carray's mark."""
+        items = list(self.vlmeta)
+        record = None
+        if len(items) < MAX_METALAYERS:
+            record = build_value(self._entries, self._checksum, PAGE_SIZE)
+            items.append((RECORD_NAME, record))
+        trailer = bytearray(build_trailer(items))
+        args = {**self.header_args, "trailer_len": len(trailer), "has_vlmeta": bool(items)}
         filters, filters_meta = _filters_of(self._sample, self.cp)
-        return build_header(nbytes=self.g.nchunks * self.g.chunk_nbytes, cbytes=self.cbytes,
-                            filters=filters, filters_meta=filters_meta, data_len=data_len,
-                            **self.header_args)
+        header = bytearray(build_header(
+            nbytes=self.g.nchunks * self.g.chunk_nbytes, cbytes=self.cbytes, filters=filters,
+            filters_meta=filters_meta, data_len=data_len, **args))
+        set_mark(header, record is not None)
+        if record is None:
+            return bytes(header), bytes(trailer)
+        rest = bytearray(index) + trailer
+        seal(header, rest, len(rest) - TRAILER_TAIL - len(record) + DIGEST_AT, self._checksum)
+        return bytes(header), bytes(rest[len(index):])
 
 
 def _chunk_file(number: int) -> str:
@@ -306,17 +341,19 @@ def _replace(store: Store, tmp: str, key: str) -> None:
 def _write_cframe(store: Store, tmp: str, frame: _FrameBuilder, fsync: bool) -> None:
     """Stream a contiguous frame to ``tmp`` behind a placeholder header, then patch it."""
     placeholder = frame.placeholder()
-    index = []
+    done = []
 
     def parts() -> Iterator[bytes]:
         yield placeholder
         yield from frame.chunks(contiguous=True)
-        index.append(frame.index())
-        yield index[0]
-        yield frame.trailer
+        index = frame.index()
+        header, trailer = frame.finish(frame.cbytes + len(index), index)
+        done.append(header)
+        yield index
+        yield trailer
 
     store.put(tmp, parts(), fsync=False)
-    header = frame.header(frame.cbytes + len(index[0]))
+    header = done[0]
     assert len(header) == len(placeholder)
     with store.open(tmp, "r+") as h:
         h.pwrite(header, 0)
@@ -331,8 +368,8 @@ def _write_sframe(store: Store, root: str, frame: _FrameBuilder, fsync: bool) ->
     for number, chunk in enumerate(frame.chunks(contiguous=False)):
         store.put(store.join(root, _chunk_file(number)), chunk, fsync=fsync)
     index = frame.index()
-    store.put(store.join(root, SPARSE_INDEX), [frame.header(len(index)), index, frame.trailer],
-              fsync=fsync)
+    header, trailer = frame.finish(len(index), index)
+    store.put(store.join(root, SPARSE_INDEX), [header, index, trailer], fsync=fsync)
 
 
 def _put_remote(store: Store, key: str, frame: _FrameBuilder, contiguous: bool,
@@ -341,10 +378,10 @@ def _put_remote(store: Store, key: str, frame: _FrameBuilder, contiguous: bool,
         # One put is atomic on an object store; the header needs every chunk's size first.
         body = list(frame.chunks(contiguous=True))
         index = frame.index()
-        header = frame.header(frame.cbytes + len(index))
+        header, trailer = frame.finish(frame.cbytes + len(index), index)
         if store.isdir(key):  # a sparse frame (checked) the new file replaces
             store.rmtree(key)
-        store.put(key, [header, *body, index, frame.trailer], fsync=fsync)
+        store.put(key, [header, *body, index, trailer], fsync=fsync)
         return
     try:
         _write_sframe(store, key, frame, fsync)

@@ -39,10 +39,11 @@ from carray import attrpack
 from carray import geometry as geo
 from carray.chunkio import ChunkIO, ChunkReader
 from carray.codecs.blosc import BLOSC2_HEADER, read_header
+from carray.codecs.pages import ChunkDigests
 from carray.errors import ContainerNotFoundError, FormatError, UnsafeDataError
 from carray.formats import _b2frame_chunk as _chunk
+from carray.formats._b2frame_digests import RECORD_NAME, FrameDigests, is_marked
 from carray.formats._b2frame_header import (
-    FIXED_HEADER,
     SPARSE_INDEX,
     TRAILER_TAIL,
     FrameHeader,
@@ -50,7 +51,7 @@ from carray.formats._b2frame_header import (
     parse_fixed_header,
     parse_metalayers,
     parse_nd_meta,
-    parse_trailer,
+    trailer_entries,
 )
 from carray.formats._b2frame_write import (
     _copy_dtype,
@@ -64,6 +65,11 @@ from carray.stores import Handle, Location, Store, resolve
 
 __all__ = ["Frame", "decode_vlmeta", "default_chunks_blocks",
            "read_array", "read_frame", "read_region", "write_array"]
+
+# The first read of a frame takes its header whole (unless it is larger than this).
+_FIRST_READ = 4096
+# Parses of a frame a writer keeps changing before giving up (see Frame._parse_settled).
+_PARSE_ATTEMPTS = 5
 
 
 def _unpack(raw: bytes) -> Any:
@@ -103,6 +109,8 @@ class Frame:
         Item type for frames that store none (caterva, plain SChunks); must have
         the frame's item size. Defaults to an unsigned int of that size, or raw
         void bytes for other sizes.
+    verify : bool
+        Check carray's digests (see ``digests``).
 
     Attributes
     ----------
@@ -124,15 +132,22 @@ class Frame:
         Where the offsets chunk and the trailer begin in the (index) file.
     header : FrameHeader
         The decoded header fields (typesize, chunksize, codec, ...).
+    header_bytes : bytes
+        The header as read (metalayers included).
+    digests : FrameDigests or None
+        The digests carray recorded when it last committed the frame, once checked
+        against it (:mod:`._b2frame_digests`); None for frames another program wrote
+        or changed since, or with ``verify=False``.  Chunk reads check them.
     """
 
     def __init__(self, path: Location, *, dtype: DTypeLike | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, verify: bool = True) -> None:
         self.store: Store
         self.store, self._key = resolve(path, storage_options)
         store = self.store
         self.path = store.url(self._key)
         self.contiguous = not store.isdir(self._key)
+        self._verify = verify
         index = self._key if self.contiguous else store.join(self._key, SPARSE_INDEX)
         try:
             self._fd: Handle | None = store.open(index)
@@ -140,8 +155,7 @@ class Frame:
             what = "no such file" if self.contiguous else f"a directory without {SPARSE_INDEX}"
             raise ContainerNotFoundError(f"{self.path}: {what}") from None
         try:
-            self._parse(store.url(index))
-            self._setup_geometry(dtype)
+            self._parse_settled(index, dtype)
         except BaseException:
             self.close()
             raise
@@ -150,45 +164,104 @@ class Frame:
 
     # -- parsing -------------------------------------------------------------------------
 
-    def _parse(self, index: str) -> None:
-        fd = self._fd
-        if fd is None:
-            raise ValueError(f"{self.path}: the frame file is closed")
-        size = fd.size
-        hdr = parse_fixed_header(fd.pread(FIXED_HEADER, 0), index, size)
+    def _parse_settled(self, index: str, dtype: DTypeLike | None) -> None:
+        """Parse the frame as one writer's commit left it.
+
+        A writer (carray's, in another process) may commit while this reads: it appends
+        what its header will point at and rewrites the header last, in place, or renames
+        a rewritten file over the frame.  Reads that overlap that can see a header torn
+        between two commits, or one commit's header and another's sizes, so the header
+        is read again at the end: if it changed, the file is opened again and parsed
+        again (a few times at most), so what is parsed is one commit, never parts of two.
+        """
+        url = self.store.url(index)
+        for attempt in range(_PARSE_ATTEMPTS):
+            fd = self._fd
+            if fd is None:
+                raise ValueError(f"{self.path}: the frame file is closed")
+            head = fd.pread(_FIRST_READ, 0)
+            try:
+                rest, entries = self._parse(fd, head, url)
+                self._setup_geometry(dtype)
+                # Last: a frame that is not what its digest says gets the message of
+                # the first structural check that fails, if one does.
+                self.digests = self._read_digests(entries, rest)
+            except FormatError:
+                if attempt + 1 == _PARSE_ATTEMPTS or fd.pread(len(head), 0) == head:
+                    raise
+            else:
+                if fd.pread(len(self.header_bytes), 0) == self.header_bytes:
+                    return
+                if attempt + 1 == _PARSE_ATTEMPTS:
+                    raise FormatError(f"the frame changed every time it was read "
+                                      f"({_PARSE_ATTEMPTS} times)", url, 0)
+            fd.close()
+            self._fd = self.store.open(index)
+
+    def _parse(self, fd: Handle, head: bytes, index: str
+               ) -> tuple[bytes, list[tuple[str, int, bytes]]]:
+        """Parse the frame whose first bytes are ``head`` (see :meth:`_parse_settled`);
+        returns the bytes from the offsets chunk to the end and the trailer's entries."""
+        hdr = parse_fixed_header(head, index, fd.size)
         want_type = 0 if self.contiguous else 1
         if hdr.frame_type != want_type:
             kinds = ("contiguous", "sparse")
             raise FormatError(f"frame says it is {kinds[hdr.frame_type % 2]} but is stored "
                               f"as a {'file' if self.contiguous else 'directory'}", index, 26)
-        header = fd.pread(hdr.header_len, 0)
+        header = head[:hdr.header_len] + fd.pread(hdr.header_len - len(head), len(head)) \
+            if hdr.header_len > len(head) else head[:hdr.header_len]
+        if len(header) != hdr.header_len:
+            raise FormatError("frame header truncated", index, len(header))
         parse_metalayers(header, hdr, index)
-        trailer_len = locate_trailer(fd.pread(TRAILER_TAIL, hdr.frame_len - TRAILER_TAIL),
-                                     hdr.frame_len, hdr.header_len, index)
-        trailer_start = hdr.frame_len - trailer_len
         index_start = hdr.header_len + (hdr.cbytes if self.contiguous else 0)
+        if index_start + TRAILER_TAIL > hdr.frame_len:
+            raise FormatError(f"chunks end at {index_start}, past the trailer of a frame of "
+                              f"{hdr.frame_len} bytes", index, 38)
+        # The offsets chunk and the trailer, in one read.
+        rest = fd.pread(hdr.frame_len - index_start, index_start)
+        if len(rest) != hdr.frame_len - index_start:
+            raise FormatError("frame truncated before its trailer", index, index_start)
+        trailer_len = locate_trailer(rest[-TRAILER_TAIL:], hdr.frame_len, hdr.header_len,
+                                     index)
+        trailer_start = hdr.frame_len - trailer_len
         if index_start > trailer_start:
             raise FormatError(f"chunks end at {index_start}, after the trailer starts at "
                               f"{trailer_start}", index, 38)
-        self.vlmeta_raw: dict[str, bytes] = parse_trailer(
-            fd.pread(trailer_len, trailer_start), trailer_start, index)
+        entries = trailer_entries(rest[trailer_start - index_start:], trailer_start, index)
+        self.vlmeta_raw: dict[str, bytes] = {n: v for n, _, v in entries if n != RECORD_NAME}
         self.index_start, self.trailer_start = index_start, trailer_start
         self.header: FrameHeader = hdr
+        self.header_bytes = bytes(header)
         self.meta_raw: dict[str, bytes] = dict(hdr.meta)
         self.meta: dict[str, Any] = {k: _unpack(v) for k, v in hdr.meta.items()}
         self._vlmeta: dict[str, Any] | None = None
         self._index = index
-        if hdr.nbytes == 0:
-            self.nchunks = 0
-            self._offsets: _chunk.Offsets | None = None
-            return
-        if index_start + BLOSC2_HEADER > trailer_start:
-            raise FormatError("no room for the chunk offsets before the trailer", index,
-                              index_start)
-        expect = -(-hdr.nbytes // hdr.chunksize) if hdr.chunksize else None
-        buf = fd.pread(trailer_start - index_start, index_start)
-        self._offsets = _chunk.Offsets(buf, expect, index, index_start)
-        self.nchunks = len(self._offsets)
+        self.nchunks = 0
+        self._offsets: _chunk.Offsets | None = None
+        if hdr.nbytes:
+            if index_start + BLOSC2_HEADER > trailer_start:
+                raise FormatError("no room for the chunk offsets before the trailer", index,
+                                  index_start)
+            expect = -(-hdr.nbytes // hdr.chunksize) if hdr.chunksize else None
+            self._offsets = _chunk.Offsets(rest[:trailer_start - index_start], expect, index,
+                                           index_start)
+            self.nchunks = len(self._offsets)
+        return rest, entries
+
+    def _read_digests(self, entries: list[tuple[str, int, bytes]],
+                      rest: bytes) -> FrameDigests | None:
+        """The digests carray recorded for this frame, when they apply (see
+        :mod:`._b2frame_digests`): None for frames another program wrote or changed."""
+        if not self._verify or not is_marked(self.header_bytes):
+            return None
+        found = [(off, value) for name, off, value in entries if name == RECORD_NAME]
+        if not found:
+            raise FormatError(f"the header carries carray's mark (thread counts 0) but the "
+                              f"trailer has no {RECORD_NAME} entry", self._index, 63)
+        off, value = found[0]
+        at = self.trailer_start - self.index_start + off + 5  # past C6 and the length
+        return FrameDigests.read(value, self.header_bytes, rest, at, self.offsets_array(),
+                                 self._index, self.trailer_start + off + 5)
 
     def _setup_geometry(self, dtype: DTypeLike | None) -> None:
         hdr, path = self.header, self._index
@@ -276,6 +349,14 @@ class Frame:
             raise FormatError(f"{self.nchunks} chunk offsets are too many to load",
                               self._index, self.index_start) from None
 
+    def take_handle(self) -> Handle:
+        """The open handle of a contiguous frame, which the caller now owns (reads through
+        it see the file this frame was parsed from, whatever is renamed over its path)."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the frame file is closed")
+        fd, self._fd = self._fd, None
+        return fd
+
     def close(self) -> None:
         """Release the file handle (sparse frames hold none after opening)."""
         if self._fd is not None:
@@ -308,24 +389,28 @@ class Frame:
             return None
         return min(cs, nb - i * cs)
 
-    def _locate(self, i: int) -> tuple[int, str | None, int, int]:
-        """(special code, file, start, size) of chunk ``i``; file None for special chunks."""
+    def _locate(self, i: int) -> tuple[int, str | None, int, int, ChunkDigests | None]:
+        """(special code, file, start, size, digests) of chunk ``i``; file None for special
+        chunks, digests None where carray recorded none."""
         if not 0 <= i < self.nchunks:
             raise IndexError(f"chunk {i} out of range for {self.nchunks} chunks")
         if self._offsets is None:  # an empty frame has no chunks (nchunks is 0)
             raise IndexError(f"chunk {i} of a frame without chunks")
         off = self._offsets[i]
         if off < 0:
-            return _chunk.special_of_offset(off, self._index, None), None, 0, BLOSC2_HEADER
+            return _chunk.special_of_offset(off, self._index, None), None, 0, BLOSC2_HEADER, None
+        digests = self.digests.get(i) if self.digests is not None else None
         if self.contiguous:
             end = self.header.cbytes
-            if off + 16 > end:
+            if off + 16 > end or (digests is not None and off + digests.size > end):
                 raise FormatError(f"chunk {i} offset {off} points past the {end} bytes of "
                                   "chunk data", self.path)
             start = self.header.header_len + off
+            if digests is not None:  # its size is recorded: no header to read first
+                return 0, self._key, start, digests.size, digests
             h = read_header(self._read(self._key, 32 if off + 32 <= end else 16, start),
                             self.path, start, size=end - off)
-            return 0, self._key, start, h.cbytes
+            return 0, self._key, start, h.cbytes, None
         if off >= 2**32:
             raise FormatError(f"chunk {i} file number {off} is out of range", self._index)
         name = self.store.join(self._key, f"{off:08X}.chunk")
@@ -334,7 +419,10 @@ class Frame:
         except FileNotFoundError:
             raise FormatError(f"chunk file {off:08X}.chunk of chunk {i} is missing",
                               self.path) from None
-        return 0, name, 0, size
+        if digests is not None and size != digests.size:
+            raise FormatError(f"chunk file of {size} bytes, {digests.size} recorded",
+                              self.store.url(name))
+        return 0, name, 0, size, digests
 
     def _read(self, name: str, n: int, offset: int) -> bytes:
         if name == self._key and self._fd is not None:
@@ -344,7 +432,7 @@ class Frame:
 
     def read_chunk(self, i: int) -> bytes:
         """The stored bytes of chunk ``i`` (a synthesised 32-byte chunk for special offsets)."""
-        code, name, start, size = self._locate(i)
+        code, name, start, size, digests = self._locate(i)
         if name is None:
             nb = self.chunk_nbytes(i)
             if nb is None:
@@ -353,6 +441,8 @@ class Frame:
         data = self._read(name, size, start)
         if len(data) != size:
             raise FormatError(f"chunk {i} truncated: {len(data)} of {size} bytes", name, start)
+        if digests is not None:
+            digests.check(data, self.store.url(name), start)
         return data
 
     def chunk_reader(self, i: int) -> tuple[Callable[[int, int], bytes], int]:
@@ -361,10 +451,13 @@ class Frame:
         ``read_at(offset, length)`` returns up to ``length`` bytes from ``offset``
         within the chunk, never past its ``size``.
         """
-        code, name, start, size = self._locate(i)
+        code, name, start, size, digests = self._locate(i)
         if name is None:
             data = self.read_chunk(i)
             return (lambda off, n: data[off:off + n]), len(data)
+        if digests is not None:  # every byte handed out checked against its page's digest
+            return digests.reader(lambda off, n: self._read(name, n, start + off),
+                                  self.store.url(name), start).read, size
 
         def read_at(off: int, n: int) -> bytes:
             off = max(0, min(off, size))

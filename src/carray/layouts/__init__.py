@@ -97,7 +97,8 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
             layout = superchunk_open.create(rootdir, meta, mode=mode, fsync=fsync,
                                              store=store, **storage)
         else:
-            layout = BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store)
+            layout = BcolzLayout.create(rootdir, meta, mode=mode, fsync=fsync, store=store,
+                                        verify=storage.get("verify", True))
     finally:
         if old_lock is not None:
             old_lock.release()
@@ -157,18 +158,20 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
         if not readonly and storage.get("lock", True) and storage.get("member") is None \
         else None
     opened: tuple[Layout, ArrayMeta, int]
+    verify = storage.get("verify", True)
     try:
         if kind.cls is B2ndLayout:
-            opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store)
+            opened = B2ndLayout.open(rootdir, readonly=readonly, fsync=fsync, store=store,
+                                     verify=verify)
         elif kind.cls is SuperchunkLayout:
             opened = superchunk_open.open_dir(
-                rootdir, readonly=readonly, fsync=fsync, verify=storage.get("verify", True),
+                rootdir, readonly=readonly, fsync=fsync, verify=verify,
                 store=store, version=version, tag=tag, as_of=as_of,
                 versions=storage.get("versions"), member=storage.get("member"),
                 **({"grace": storage["grace"]} if "grace" in storage else {}))
         else:
             opened = BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync,
-                                      allow_pickle=allow_pickle, store=store)
+                                      allow_pickle=allow_pickle, store=store, verify=verify)
     except BaseException:
         if lock is not None:
             lock.release()

@@ -1,8 +1,10 @@
 """Verification of a Blosc2 N-d frame (b2nd or caterva; contiguous file or sparse
 directory) with the parsers its reader uses.
 
-Opening checks the header, metalayers and offsets; then every chunk is read
-(sparse chunk files included) and decoded to its full size.  Nothing is written.
+Opening checks the header, metalayers and offsets (and, in a frame carray last
+changed, the digest of all of them); then every chunk is read (sparse chunk files
+included), checked against the digest and page digests carray recorded for it, and
+decoded to its full size.  Nothing is written.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ def verify(store: Store, path: str) -> Iterator[Finding]:
         for n in range(meta.nchunks):
             where = layout.chunk_path(n)
             try:
-                chunk = layout.read_chunk(n)
+                chunk = layout.read_chunk(n)  # checks the chunk's digest
+                digests = layout.stored_digests(n)
+                if digests is not None:
+                    digests.check_pages(chunk, where)
                 blosc.validate_chunk(chunk, meta.chunk_nbytes, where)
                 blosc.decompress_into(chunk, out, where)
                 yield Checked(where)

@@ -1,8 +1,9 @@
 """Verification of a bcolz 1.x carray directory, with the parsers its reader uses.
 
-Checks ``meta/storage`` and ``meta/sizes`` (as opening does), ``meta/__attrs__``,
-then every chunk file the length needs: its 16-byte header, Blosc header,
-decoded size and decoding.  The work is bounded by the files on disk, not by the
+Checks ``meta/storage`` and ``meta/sizes`` (as opening does, with the checksum
+carray keeps in ``meta/sizes``), ``meta/__attrs__``, then every chunk file the
+length needs: its 16-byte header, Blosc header, the digests of the trailer carray
+writes after the chunk (the chunk's and every page's), decoded size and decoding.  The work is bounded by the files on disk, not by the
 length the metadata claims: a directory claiming more rows than its chunk files
 can hold is one problem, and only the chunk files present are read.
 """
@@ -17,7 +18,7 @@ import numpy as np
 from carray.codecs import blosc
 from carray.errors import CArrayError, FormatError
 from carray.layouts.base import ArrayMeta
-from carray.layouts.bcolz import DATA_DIR, BcolzLayout
+from carray.layouts.bcolz import CHUNK_HEADER_SIZE, DATA_DIR, BcolzLayout
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
@@ -72,7 +73,10 @@ def _verify_chunk(layout: BcolzLayout, meta: ArrayMeta, n: int, claimed: int,
         return
     rows = meta.chunklen if n < claimed - 1 else meta.length - n * meta.chunklen
     try:
-        chunk = layout.read_chunk(n)
+        chunk = layout.read_chunk(n)  # checks the chunk's digest
+        digests = layout.stored_digests(n)
+        if digests is not None:
+            digests.check_pages(chunk, path, CHUNK_HEADER_SIZE)
         h = blosc.validate_chunk(chunk, None, path)
         sizes = (rows * meta.rowsize, meta.chunklen * meta.rowsize)
         if meta.dtype != np.dtype(object) and h.nbytes not in sizes:

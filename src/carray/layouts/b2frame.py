@@ -15,15 +15,27 @@ appended past everything the committed state references; a commit appends the
 new offsets chunk and trailer, fsyncs, then rewrites the header with one
 ``pwrite`` of less than a page (the commit point) and fsyncs again.  Replaced
 chunks and old offsets/trailers become dead space inside the data region; once
-it exceeds half the file (and ``COMPACT_MIN``) the file is rewritten packed
+it exceeds a quarter of what the commit refers to the file is rewritten packed
 under a temporary name and renamed over the old one, as is any commit of an
 empty frame (c-blosc2 wants its trailer right after the header then) or of a
-header larger than a page.  Sparse: every new chunk version goes to a new
-file number (temporary name, then rename); a commit fsyncs them and the
-directory, replaces ``chunks.b2frame`` atomically, fsyncs the directory, and
-only then deletes the files nothing references any more.  A writer killed at
-any point leaves the frame at its last commit; the next writer drops what it
-left behind (bytes past ``frame_len``, orphan chunk files).
+header larger than a page.  Readers in other processes therefore never see bytes
+they were given change: what a commit they opened refers to stays where it is
+until a rename replaces the whole file (their handle keeps the old one).
+
+Sparse: every new chunk version goes to a new file number (temporary name, then
+rename); a commit fsyncs them and the directory, replaces ``chunks.b2frame``
+atomically, fsyncs the directory, and only then deletes the files no commit has
+referred to for ``GRACE`` seconds, or sooner once they pass both a quarter of the
+space the commit uses and ``GRACE_BYTES`` (readers of an older commit still read
+them; the rest go when the writer closes).  A writer killed at any point leaves the frame at
+its last commit; the next writer drops what it left behind (bytes past
+``frame_len``, orphan chunk files).
+
+Checks.  Every commit records the digest of each chunk carray wrote, of each 4 KiB
+page of it, and of the frame's header, offsets and trailer, in a vlmeta entry, and
+marks the header as carray's (:mod:`carray.formats._b2frame_digests`).  Whole-chunk
+reads check the chunk's digest, ranged reads the pages they fetch; frames another
+program wrote or changed since (their header lacks the mark) read unchecked.
 """
 
 from __future__ import annotations
@@ -31,9 +43,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,6 +53,8 @@ import numpy as np
 from carray import attrvalues
 from carray import geometry as geo
 from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, ChunkBytes, read_header
+from carray.codecs.checksums import get_checksum
+from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
@@ -48,19 +62,14 @@ from carray.errors import (
     UnsupportedDTypeError,
 )
 from carray.formats import _b2frame_chunk as _chunk
-from carray.formats._b2frame_header import (
-    SPARSE_INDEX,
-    build_nd_meta,
-    build_trailer,
-    patch_header,
-)
-from carray.formats._b2frame_write import encode_vlmeta, offsets_chunk, special_code_of
+from carray.formats._b2frame_header import SPARSE_INDEX, build_trailer
+from carray.formats._b2frame_write import encode_vlmeta, special_code_of
 from carray.formats.b2frame import Frame, decode_vlmeta
 from carray.grid import NDGrid
+from carray.layouts._b2frame_commit import DEAD_SHARE, FrameCommits
 from carray.layouts._b2frame_meta import (
     CARRAY_META,
     _ChunkFile,
-    carray_meta,
     chunk_file_name,
     cparams_of,
     is_b2nd_frame,
@@ -72,19 +81,15 @@ from carray.layouts._b2frame_plugins import frame_decoded
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, clear_for_create
 from carray.stores import LOCAL, Handle, Store
 
-__all__ = ["B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
+__all__ = ["DEAD_SHARE", "B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
-#: Dead space below this is never worth a rewrite.
-COMPACT_MIN = 64 * 2**10
-# The header must fit one page for its rewrite to be a single-sector-ish atomic write.
-_PAGE = 4096
-_ZERO = _chunk.special_offset(_chunk.ZERO)
 _NOT_STORED = (_chunk.ZERO, _chunk.NAN, _chunk.UNINIT)
+_READERS = 256  # chunk readers kept (see B2ndLayout.chunk_reader)
 _CHUNK_FILE = re.compile(r"([0-9A-F]{8})\.chunk")
 _TMP_FILE = re.compile(r".+\.\d+\.tmp")
 
 
-class B2ndLayout(Layout):
+class B2ndLayout(FrameCommits, Layout):
     """A python-blosc2 ``b2nd`` frame: one file (contiguous) or a sparse directory.
 
     Use :meth:`create` or :meth:`open`; see the module docstring for the format
@@ -99,11 +104,19 @@ class B2ndLayout(Layout):
     pads_edges = True
 
     def __init__(self, path: str, frame: Frame, readonly: bool, fsync: bool,
-                 store: Store = LOCAL) -> None:
+                 store: Store = LOCAL, verify: bool | str = True) -> None:
         super().__init__(readonly)
         self.store = store
         self.path = path
         self.fsync = fsync
+        #: True: check the digests of what is read; "full": ranged reads fetch and check
+        #: the whole chunk first; False: no checks.
+        self.verify = verify
+        self._ck, self._page = get_checksum("adler32"), PAGE_SIZE
+        # Digests of the chunk versions written since opening, by offset (or file number).
+        self._written: dict[int, ChunkDigests] = {}
+        # Readers of the chunks read last: nchunk -> (offset, reader), under _lock.
+        self._readers: OrderedDict[int, tuple[int, ChunkReader]] = OrderedDict()
         self.contiguous = frame.contiguous
         self._index_path = path if frame.contiguous else store.join(path, SPARSE_INDEX)
         self._lock = threading.Lock()
@@ -118,7 +131,8 @@ class B2ndLayout(Layout):
     @classmethod
     def create(cls, path: str, meta: ArrayMeta, mode: str = "a",
                fsync: bool = True, contiguous: bool = True,
-               store: Store = LOCAL, kind: str = "b2nd") -> B2ndLayout:
+               store: Store = LOCAL, kind: str = "b2nd",
+               verify: bool | str = True) -> B2ndLayout:
         """Write a new frame holding ``meta``'s shape, every chunk zeros (not stored).
 
         Parameters
@@ -133,6 +147,8 @@ class B2ndLayout(Layout):
             One file, or a directory with ``chunks.b2frame`` and a file per chunk.
         kind : {'b2nd', 'caterva'}
             The N-d metalayer (caterva 0.7's has no dtype: the ``carray`` one keeps it).
+        verify : bool or 'full'
+            What reads check (see :attr:`verify`).
 
         Raises
         ------
@@ -177,11 +193,12 @@ class B2ndLayout(Layout):
                 raise
         if fsync:
             store.sync_dir(parent)
-        return cls.open(path, readonly=False, fsync=fsync, store=store)[0]
+        return cls.open(path, readonly=False, fsync=fsync, store=store, verify=verify)[0]
 
     @classmethod
     def open(cls, path: str, readonly: bool = False, fsync: bool = True,
-             store: Store = LOCAL) -> tuple[B2ndLayout, ArrayMeta, int]:
+             store: Store = LOCAL, verify: bool | str = True
+             ) -> tuple[B2ndLayout, ArrayMeta, int]:
         """Open a frame file or sparse frame directory: ``(layout, meta, cbytes)``.
 
         Raises
@@ -195,12 +212,12 @@ class B2ndLayout(Layout):
         if not store.exists(path):
             raise ContainerNotFoundError(f"{store.url(path)}: no such Blosc2 frame")
         try:
-            frame = Frame((store, path))
+            frame = Frame((store, path), verify=bool(verify))
         except FileNotFoundError:
             raise FormatError(f"directory without {SPARSE_INDEX}: not a sparse Blosc2 frame",
                               store.url(path)) from None
         try:
-            layout = cls(path, frame, readonly, fsync, store)
+            layout = cls(path, frame, readonly, fsync, store, verify)
         finally:
             frame.close()
         return layout, layout._opened_meta, layout._opened_cbytes
@@ -244,8 +261,13 @@ class B2ndLayout(Layout):
         self._cb = np.full(len(offsets), -1, np.int64)  # stored size per chunk, -1 unknown
         self._n = len(offsets)
         self._frame_len = hdr.frame_len
+        self._table = frame.digests  # None: unchecked (another program's, or verify off)
+        self._opened = offsets
         if self.contiguous:
-            self._fd = self.store.open(self.path, "r" if self.readonly else "r+")
+            # A reader keeps the handle the frame was parsed through: a writer may have
+            # renamed a rewritten file over the path since, whose offsets differ.
+            self._fd = frame.take_handle() if self.readonly else \
+                self.store.open(self.path, "r+")
             if not self.readonly and self._fd.size > hdr.frame_len:
                 # Left by a writer killed before its commit: nothing committed is there.
                 self._fd.truncate(hdr.frame_len)
@@ -254,27 +276,18 @@ class B2ndLayout(Layout):
             self._tail = hdr.frame_len - self._data_end   # offsets chunk + trailer
         else:
             self._committed_files = {int(o) for o in offsets[offsets >= 0]}
+            self._unreferenced: dict[int, tuple[float, int]] = {}
             self._pending: set[int] = set()
             self._next_file = max(self._committed_files, default=-1) + 1
             if not self.readonly:
                 self._remove_orphans()
-        self._header = self._read_header(hdr.header_len)
+        self._header = bytearray(frame.header_bytes)
         self._opened_meta = ArrayMeta(
             dtype=self._dtype, shape=self._shape, chunks=self._chunks, blocks=self._blocks,
             cparams=self._cparams, dflt=dflt,
             expectedlen=expectedlen if expectedlen is not None else
             (self._shape[0] if self._shape else 0))
         self._opened_cbytes = cbytes
-
-    def _read_header(self, length: int) -> bytearray:
-        if self._fd is not None:
-            data = self._fd.pread(length, 0)
-        else:
-            with self.store.open(self._index_path) as h:
-                data = h.pread(length, 0)
-        if len(data) != length:
-            raise FormatError("frame header truncated", self._index_path)
-        return bytearray(data)
 
     def _check_offsets(self, offsets: np.ndarray, cbytes: int) -> None:
         """Every offset is a valid special code, a chunk start inside the data region
@@ -305,6 +318,9 @@ class B2ndLayout(Layout):
     def _grid(self, shape: tuple[int, ...]) -> NDGrid:
         return ArrayMeta(dtype=self._dtype, shape=shape, chunks=self._chunks,
                          blocks=self._blocks).grid
+
+    def _grid_nchunks(self, shape: tuple[int, ...]) -> int:
+        return self._grid(shape).nchunks
 
     def _remove_orphans(self) -> None:
         """Delete chunk and temporary files no commit refers to (an interrupted writer's)."""
@@ -341,16 +357,29 @@ class B2ndLayout(Layout):
             raise ValueError(f"{self.path}: the frame file is closed")
         return self._fd
 
-    def _extent(self, nchunk: int, off: int) -> tuple[int, int]:
-        """(file position, stored size) of a stored chunk of a contiguous frame."""
+    def _checks(self, nchunk: int, off: int) -> ChunkDigests | None:
+        """The digests reads of chunk ``nchunk``, stored at ``off``, check (None: none are
+        known, or reads are not checked)."""
+        return self._digests_of(nchunk, off) if self.verify else None
+
+    def _extent(self, nchunk: int, off: int,
+                digests: ChunkDigests | None = None) -> tuple[int, int]:
+        """(file position, stored size) of a stored chunk of a contiguous frame (its size
+        as ``digests`` record it, when given)."""
         start = self._header_len + off
         size = int(self._cb[nchunk])
         if size < 0:
             # A committed chunk must end inside the data region; one written since
             # then, before the end of the file.
             limit = (self._data_end if start < self._data_end else self._end) - start
-            head = self._file().pread(BLOSC1_HEADER, start)
-            size = self._check_head(head, self.path, start, nchunk, limit)
+            if digests is None:
+                head = self._file().pread(BLOSC1_HEADER, start)
+                size = self._check_head(head, self.path, start, nchunk, limit)
+            elif digests.size > limit:
+                raise FormatError(f"chunk {nchunk} of {digests.size} bytes runs past the "
+                                  f"chunk data ({limit} bytes left)", self.path, start)
+            else:
+                size = digests.size
             with self._lock:
                 if int(self._offs[nchunk]) == off:
                     self._cb[nchunk] = size
@@ -383,6 +412,12 @@ class B2ndLayout(Layout):
         off = self._offset(nchunk)
         return self._special(off) if off < 0 else None
 
+    def stored_digests(self, nchunk: int) -> ChunkDigests | None:
+        """The digests reads of chunk ``nchunk`` check (None: not stored, or none known),
+        for verifiers, which check every page digest as well as the chunk's."""
+        off = self._offset(nchunk)
+        return self._checks(nchunk, off) if off >= 0 else None
+
     def read_chunk(self, nchunk: int) -> bytes | memoryview:
         """The stored chunk ``nchunk`` (a synthesised 32-byte chunk when not stored)."""
         return self.read_chunk_into(nchunk, lambda n: np.empty(n, np.uint8))
@@ -393,37 +428,73 @@ class B2ndLayout(Layout):
         off = self._offset(nchunk)
         if off < 0:
             return self._special(off)
+        digests = self._checks(nchunk, off)
         if self.contiguous:
-            start, size = self._extent(nchunk, off)
+            start, size = self._extent(nchunk, off, digests)
             view = scratch(size).data.cast("B")[:size]
             got, name = self._file().pread_into(view, start), self.path
         else:
             start, name = 0, self._chunk_file(off)
             with self._open_chunk_file(nchunk, off) as h:
-                size = h.size
+                size = h.size if digests is None else digests.size
                 view = scratch(size).data.cast("B")[:size]
                 got = h.pread_into(view, 0)
-            self._check_head(view[:got], name, 0, nchunk, got)
+                if h.size != size:
+                    raise FormatError(f"chunk file of {h.size} bytes, {size} recorded", name)
+            if digests is None:
+                self._check_head(view[:got], name, 0, nchunk, got)
         if got != size:
             raise FormatError(f"chunk {nchunk} truncated: {got} of {size} bytes", name, start)
+        if digests is not None:
+            digests.check(view, name, start)
         if self._plugins:  # python-blosc2 may have used a plugin only the frame decodes
             return frame_decoded(self.store, self.path, nchunk, view, self._typesize,
                                  self._block_nbytes)
         return view
 
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
-        """``(read_at(offset, length), size)``: reads only the bytes asked for."""
+        """``(read_at(offset, length), size)``: reads only the bytes asked for.
+
+        Readers are kept for the chunks read last (with what decoders parsed from them,
+        their header and block table), so reading a few items of one chunk after
+        another costs one read of the blocks holding them.
+        """
         off = self._offset(nchunk)
-        if off < 0 or self._plugins:  # a plugin chunk is read whole, decoded in its frame
-            data = self._special(off) if off < 0 else self.read_chunk(nchunk)
+        # A plugin chunk is read whole, decoded in its frame; with verify="full" every
+        # chunk is, so its digest is checked first.
+        if off < 0 or self._plugins or self.verify == "full":
+            data = self._special(off) if off < 0 else bytes(self.read_chunk(nchunk))
             return ChunkReader(len(data), lambda o, n: bytes(data[o:o + n])), len(data)
+        with self._lock:
+            cached = self._readers.get(nchunk)
+            if cached is not None and cached[0] == off:
+                self._readers.move_to_end(nchunk)
+                return cached[1], cached[1].size
+        reader = self._new_reader(nchunk, off)
+        with self._lock:
+            self._readers[nchunk] = (off, reader)
+            if len(self._readers) > _READERS:
+                self._readers.popitem(last=False)
+        return reader, reader.size
+
+    def _new_reader(self, nchunk: int, off: int) -> ChunkReader:
+        """Ranged reads of stored chunk ``nchunk`` at ``off``, checked page by page against
+        its digests when it has them."""
+        digests = self._checks(nchunk, off)
         if not self.contiguous:
+            name = self._chunk_file(off)
             try:
-                reader = _ChunkFile(self.store, self._chunk_file(off))
+                reader = _ChunkFile(self.store, name)
             except FileNotFoundError:
                 raise self._missing(nchunk, off) from None
-            return ChunkReader(reader.size, reader, reader.read_into), reader.size
-        start, size = self._extent(nchunk, off)
+            if digests is None:
+                return ChunkReader(reader.size, reader, reader.read_into, {})
+            if reader.size != digests.size:
+                raise FormatError(f"chunk file of {reader.size} bytes, {digests.size} "
+                                  "recorded", name)
+            paged = digests.reader(reader, name, 0, reader.read_into)
+            return ChunkReader(paged.size, paged.read, paged.read_into, {})
+        start, size = self._extent(nchunk, off, digests)
         fd = self._file()  # compaction retires, never closes, a handle in use
 
         def read_at(offset: int, length: int) -> bytes:
@@ -434,7 +505,11 @@ class B2ndLayout(Layout):
             view = memoryview(out).cast("B")[:max(0, size - offset)]
             return fd.pread_into(view, start + offset)
 
-        return ChunkReader(size, read_at, read_into), size
+        if digests is None:
+            return ChunkReader(size, read_at, read_into, {})
+        # Every byte handed out is checked against the digest of its page.
+        paged = digests.reader(read_at, self.path, start, read_into)
+        return ChunkReader(size, paged.read, paged.read_into, {})
 
     # -- writing --------------------------------------------------------------------------
 
@@ -455,7 +530,7 @@ class B2ndLayout(Layout):
         if off < 0:
             return 0
         if self.contiguous:
-            return self._extent(nchunk, off)[1]
+            return self._extent(nchunk, off, self._digests_of(nchunk, off))[1]
         size = int(self._cb[nchunk])
         if size < 0:
             try:
@@ -505,6 +580,7 @@ class B2ndLayout(Layout):
             raise ValueError(f"chunk holds {h.nbytes} bytes decoded; every chunk of this frame "
                              f"holds {self._chunk_nbytes} (edge chunks padded)")
         data = data[:h.cbytes]
+        self._forget_reader(nchunk)
         old = self._release(nchunk)
         code = special_code_of(data)
         if code in _NOT_STORED and h.cbytes == BLOSC2_HEADER:
@@ -518,6 +594,8 @@ class B2ndLayout(Layout):
             self._next_file += 1
             self.store.put(self._chunk_file(off), data, fsync=False)
             self._pending.add(off)
+        if size:
+            self._written[off] = self._digests(data, digest)
         self._ensure(nchunk + 1)
         with self._lock:
             self._offs[nchunk], self._cb[nchunk] = off, size
@@ -526,218 +604,39 @@ class B2ndLayout(Layout):
         self._stamps[nchunk] = (off, self._serial)
         return size - old
 
+    def _forget_reader(self, nchunk: int) -> None:
+        """Drop the kept reader of chunk ``nchunk`` (its bytes are being replaced: a new
+        version may reuse the offset of one never committed)."""
+        with self._lock:
+            self._readers.pop(nchunk, None)
+
+    def chunk_digest(self, data: bytes) -> bytes:
+        """The chunk's digest and page digests (recorded at the next commit)."""
+        return ChunkDigests.of(data, self._ck, self._page).packed
+
+    def _digests(self, data: bytes, packed: bytes | None) -> ChunkDigests:
+        """The digests of the stored chunk ``data`` (``packed``: :meth:`chunk_digest` of
+        it, worked out on the thread that compressed it)."""
+        if packed is not None:
+            try:
+                return ChunkDigests.unpack(packed, len(data), self._ck, self._page)
+            except ValueError:  # made for more bytes than the chunk holds
+                pass
+        return ChunkDigests.of(data, self._ck, self._page)
+
     def drop_chunks(self, first: int) -> int:
         """Forget chunks ``first`` and above; returns the (negative) change in stored bytes."""
         self._check_writable()
         first = max(int(first), 0)
         removed = 0
         for n in range(self._n - 1, first - 1, -1):  # last first, so the tail is reclaimed
+            self._forget_reader(n)
             removed += self._release(n)
             self._stamps.pop(n, None)
         if first < self._n:
             self._cb[first:self._n] = -1
             self._n = first
         return -removed
-
-    # -- committing -----------------------------------------------------------------------
-
-    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> None:
-        """Make every chunk written so far durable, then record ``meta.shape``.
-
-        Chunks past the new shape's chunk count are dropped; missing ones
-        become zero chunks (b2nd's own growth).  ``meta`` must keep the dtype,
-        chunk and block shapes and the number of dimensions.
-        """
-        self._check_writable()
-        shape = tuple(int(s) for s in meta.shape)
-        if (len(shape) != len(self._shape) or tuple(meta.chunks) != self._chunks
-                or tuple(meta.blocks or meta.chunks) != self._blocks
-                or np.dtype(meta.dtype).itemsize != self._dtype.itemsize):
-            raise ValueError(f"{self.path}: a frame of {len(self._shape)} dimensions with chunks "
-                             f"{self._chunks}, blocks {self._blocks} and {self._dtype.itemsize}"
-                             f"-byte items cannot record {meta}")
-        n = self._grid(shape).nchunks
-        # Until the new state is written, a failure must leave the old one in memory too.
-        saved = (self._n, self._offs.copy(), self._cb.copy(), dict(self._stamps),
-                 getattr(self, "_end", None))  # sparse frames have no end to append at
-        try:
-            offsets = self._record(shape, n, meta, cbytes)
-        except BaseException:
-            self._n, self._offs, self._cb, self._stamps, end = saved
-            if end is not None:
-                self._end = end
-            raise
-        # Committed: tidying up may fail (a full disk) without undoing that.
-        with contextlib.suppress(OSError):
-            if self.contiguous:
-                self._maybe_compact()
-            else:
-                self._delete_unreferenced(offsets)
-
-    def _record(self, shape: tuple[int, ...], n: int, meta: ArrayMeta,
-                cbytes: int) -> np.ndarray:
-        """Write the new chunk count, header and offsets (see :meth:`commit`); returns the
-        offsets recorded."""
-        if self._n > n:
-            self.drop_chunks(n)
-        if self._n < n:
-            self._ensure(n)
-            with self._lock:
-                self._offs[self._n:n], self._cb[self._n:n] = _ZERO, 0
-            self._n = n
-        header = bytearray(self._header)
-        dtype = self._dtype if self._kind == "b2nd" else None
-        chunks, blocks = self._recorded_shapes(shape)
-        header[self._nd_at:self._nd_at + self._nd_len] = self._fixed(
-            build_nd_meta(shape, chunks, blocks, dtype), self._nd_len, self._kind)
-        if self._carray_at is not None:
-            raw = carray_meta(self._dtype, meta.dflt, meta.expectedlen, cbytes,
-                              with_dtype=self._kind == "caterva")
-            header[self._carray_at:self._carray_at + self._carray_len] = self._fixed(
-                raw, self._carray_len, CARRAY_META)
-        offsets = self._offs[:n].copy()
-        self._write_state(header, offsets, self._vlmeta,
-                          None if self.contiguous else self._live(n))
-        self._shape = shape
-        return offsets
-
-    def _fixed(self, raw: bytes, length: int, name: str) -> bytes:
-        if len(raw) != length:
-            raise FormatError(f"{name} metalayer would change size ({length} -> {len(raw)} "
-                              "bytes); it cannot be rewritten in place", self._index_path)
-        return raw
-
-    def _live(self, n: int) -> int:
-        """Stored bytes the first ``n`` working chunks reference."""
-        return sum(self._size_of(i) for i in np.flatnonzero(self._offs[:n] >= 0).tolist())
-
-    def _write_state(self, header: bytearray, offsets: np.ndarray, vlmeta: dict[str, bytes],
-                     live: int | None) -> None:
-        """Write ``offsets`` and ``vlmeta`` as the new committed state (see module doc).
-
-        ``live`` is the sparse header's cbytes (None keeps the committed one).
-        """
-        nbytes = len(offsets) * self._chunk_nbytes
-        index = offsets_chunk(offsets, self._cparams) if len(offsets) else b""
-        trailer = build_trailer(list(vlmeta.items()))
-        sizes: dict[str, Any] = dict(nbytes=nbytes, has_vlmeta=bool(vlmeta),
-                                     chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
-        if not self.contiguous:
-            if self.fsync:
-                for number in sorted(self._pending):
-                    self.store.sync_file(self._chunk_file(number))
-                if self._pending:
-                    self.store.sync_dir(self.path)
-            if live is None:
-                live = struct.unpack_from(">q", header, 39)[0]
-            patch_header(header, frame_len=len(header) + len(index) + len(trailer), cbytes=live,
-                         **sizes)
-            self.store.put(self._index_path, (header, index, trailer), fsync=self.fsync)
-            if self.fsync:
-                self.store.sync_dir(self.path)
-            self._pending.clear()
-        elif self._header_len > _PAGE or not len(offsets):
-            # A header too big for one page-sized write, or an empty frame (c-blosc2
-            # expects its trailer right after the header): replace the whole file.
-            self._rewrite(header, offsets, vlmeta)
-            return
-        else:
-            pos = self._end
-            self._file().pwrite(index + trailer, pos)
-            self._sync()  # chunks, offsets and trailer stored before the header says so
-            frame_len = pos + len(index) + len(trailer)
-            patch_header(header, frame_len=frame_len, cbytes=pos - self._header_len, **sizes)
-            self._file().pwrite(header, 0)  # the commit point
-            self._sync()
-            self._data_end, self._end, self._frame_len = pos, frame_len, frame_len
-            self._tail = len(index) + len(trailer)
-        self._header = header
-        self._committed = offsets
-
-    def _sync(self) -> None:
-        """fsync the frame file; on object stores, put it back (always: it is the write)."""
-        if self.fsync or self.store.remote:
-            self._file().sync()
-
-    def _delete_unreferenced(self, offsets: np.ndarray) -> None:
-        """After a sparse commit: remove chunk files the old commit alone referred to."""
-        keep = {int(o) for o in offsets[offsets >= 0]}
-        stale = self._committed_files - keep
-        for number in sorted(stale):
-            try:
-                self.store.delete(self._chunk_file(number))
-            except FileNotFoundError:
-                pass
-        if stale and self.fsync:
-            self.store.sync_dir(self.path)
-        self._committed_files = keep
-
-    def _maybe_compact(self) -> None:
-        n = len(self._committed)
-        dead = self._end - (self._header_len + self._live(n) + self._tail)
-        if dead > COMPACT_MIN and 2 * dead > self._end:
-            self._rewrite(bytearray(self._header), self._committed.copy(), self._vlmeta)
-
-    def _rewrite(self, header: bytearray, offsets: np.ndarray,
-                 vlmeta: dict[str, bytes]) -> None:
-        """Write ``offsets`` as the committed state into a new, packed file renamed over
-        the frame; chunks written since (working, not in ``offsets``) follow its end.
-
-        ``offsets`` point into the current file, as the working offsets do.
-        """
-        packed = offsets.copy()
-        moves: list[tuple[int, int, int]] = []  # (old start, size, new start), file order
-        where: dict[int, int] = {}  # old offset -> new offset
-
-        def place(i: int, off: int, pos: int) -> int:
-            if off not in where:
-                size = self._size_of(i)
-                where[off] = pos - self._header_len
-                moves.append((self._header_len + off, size, pos))
-                pos += size
-            return pos
-
-        pos = self._header_len
-        for i in np.flatnonzero(offsets >= 0).tolist():
-            pos = place(i, int(offsets[i]), pos)
-            packed[i] = where[int(offsets[i])]
-        data_end = pos
-        index = offsets_chunk(packed, self._cparams) if len(packed) else b""
-        trailer = build_trailer(list(vlmeta.items()))
-        frame_len = pos = data_end + len(index) + len(trailer)
-        for i in np.flatnonzero(self._offs[:self._n] >= 0).tolist():
-            pos = place(i, int(self._offs[i]), pos)
-        patch_header(header, frame_len=frame_len, nbytes=len(offsets) * self._chunk_nbytes,
-                     cbytes=data_end - self._header_len, has_vlmeta=bool(vlmeta),
-                     chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
-        old_fd = self._file()
-
-        def parts() -> Iterator[bytes]:
-            yield bytes(header)
-            for start, size, new in moves:  # one chunk in memory at a time
-                if new == frame_len:
-                    yield index + trailer
-                data = old_fd.pread(size, start)
-                if len(data) != size:
-                    raise FormatError(f"chunk at offset {start} truncated", self.path, start)
-                yield data
-            if pos == frame_len:  # nothing after the trailer
-                yield index + trailer
-
-        if self.store.remote:
-            old_fd.sync()  # else closing the retired handle would put its old bytes back
-        self.store.put(self.path, parts(), fsync=self.fsync)
-        if self.fsync:
-            self.store.sync_dir(self.store.dirname(self.path))
-        with self._lock:
-            self._fd = self.store.open(self.path, "r+")
-            self._retired.append(old_fd)  # readers handed out earlier still use it
-            live = self._offs[:self._n] >= 0
-            self._offs[:self._n][live] = [where[int(o)] for o in self._offs[:self._n][live]]
-        self._header, self._committed = header, packed
-        self._data_end, self._frame_len = data_end, frame_len
-        self._end = pos
-        self._tail = len(index) + len(trailer)
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -783,9 +682,13 @@ class B2ndLayout(Layout):
 
     def close(self) -> None:
         """Release file handles.  Anything not committed is lost, by design."""
+        if not self.contiguous and not self.readonly and self._unreferenced:
+            with contextlib.suppress(OSError):  # else the next writer's open removes them
+                self._delete_unreferenced(self._committed, grace=0.0)
         with self._lock:
             handles = ([self._fd] if self._fd is not None else []) + self._retired
             self._fd, self._retired = None, []
+            self._readers.clear()
         for h in handles:
             h.close()
         self.release_lock()

@@ -22,6 +22,11 @@ Facts relied on (docs/formats/bcolz-dir.md):
 Commits are crash-safe without changing what bcolz reads: chunks replacing
 committed ones are staged under other names and renamed into place by a
 journaled commit that writes ``meta/sizes`` last (see :mod:`._bcolz_journal`).
+
+Reads are checked without changing what bcolz reads either: every chunk file carray
+writes ends in a trailer of digests after the Blosc chunk, and ``meta/sizes`` gets a
+``carray_check`` key (see :mod:`._bcolz_check`); files bcolz wrote have neither and
+read as before.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ import numpy as np
 from carray import attrvalues
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
+from carray.codecs.checksums import get_checksum
+from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.codecs.pipeline import check_blosc1_filters
 from carray.dtypes import check_dtype, checked_shape, parse_descr
 from carray.errors import (
@@ -49,6 +56,13 @@ from carray.errors import (
     FormatError,
     ReadOnlyError,
     UnsafeDataError,
+)
+from carray.layouts._bcolz_check import (
+    build_trailer,
+    check_chunk,
+    check_sizes,
+    parse_trailer,
+    seal_sizes,
 )
 from carray.layouts._bcolz_journal import JOURNAL_FILE, Journal, is_leftover, staged_name
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
@@ -170,11 +184,16 @@ class BcolzLayout(SidecarFiles, Layout):
     unit_chunks = 1  # one file per chunk
 
     def __init__(self, rootdir: str, readonly: bool = False, fsync: bool = True,
-                 store: Store = LOCAL) -> None:
+                 store: Store = LOCAL, verify: bool | str = True) -> None:
         super().__init__(readonly)
         self.store = store
         self.rootdir = rootdir
         self.fsync = fsync
+        #: True: check the digests of what is read; "full": ranged reads fetch and check
+        #: the whole chunk first; False: no checks.
+        self.verify = verify
+        self._ck = get_checksum("adler32")
+        self._storage = b""  # meta/storage as stored: meta/sizes carries its digest
         self._datadir = store.join(self.rootdir, DATA_DIR)
         # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
         self._sidecar_dir = store.join(self.rootdir, META_DIR)
@@ -188,14 +207,15 @@ class BcolzLayout(SidecarFiles, Layout):
         # Chunk files kept open for ranged reads, per thread so that threads reading
         # at once never close a handle another is using: number -> handle.
         self._local = threading.local()
-        self._file_caches: list[OrderedDict[int, Handle]] = []
+        self._file_caches: list[OrderedDict[int, tuple[Handle, ChunkReader]]] = []
         self._files_lock = threading.Lock()
 
     # -- creation and opening ---------------------------------------------------------------
 
     @classmethod
     def create(cls, rootdir: str, meta: ArrayMeta, mode: str = "a",
-               fsync: bool = True, store: Store = LOCAL) -> BcolzLayout:
+               fsync: bool = True, store: Store = LOCAL,
+               verify: bool | str = True) -> BcolzLayout:
         """Make a new, empty carray directory holding ``meta`` (chunked by rows)."""
         rootdir = os.fspath(rootdir)
         if not meta.row_chunked:
@@ -205,7 +225,7 @@ class BcolzLayout(SidecarFiles, Layout):
         clear_for_create(store, rootdir, mode)
         store.makedirs(store.join(rootdir, DATA_DIR))
         store.makedirs(store.join(rootdir, META_DIR))
-        layout = cls(rootdir, fsync=fsync, store=store)
+        layout = cls(rootdir, fsync=fsync, store=store, verify=verify)
         storage = {
             "dtype": str(meta.dtype),
             "cparams": meta.cparams.to_dict(),
@@ -213,29 +233,33 @@ class BcolzLayout(SidecarFiles, Layout):
             "expectedlen": meta.expectedlen,
             "dflt": encode_dflt(np.asarray(meta.dflt)),
         }
-        store.put(store.join(rootdir, META_DIR, STORAGE_FILE), _dumps(storage), fsync=fsync)
+        layout._storage = _dumps(storage)
+        store.put(store.join(rootdir, META_DIR, STORAGE_FILE), layout._storage, fsync=fsync)
         layout.save_attrs({})
         layout.commit(meta, 0)
         return layout
 
     @classmethod
     def open(cls, rootdir: str, readonly: bool = False, fsync: bool = True,
-             allow_pickle: bool = False, store: Store = LOCAL
+             allow_pickle: bool = False, store: Store = LOCAL, verify: bool | str = True
              ) -> tuple[BcolzLayout, ArrayMeta, int]:
         """Open an existing directory; returns the layout, its metadata and its cbytes."""
         rootdir = os.fspath(rootdir)
         if not store.isdir(rootdir):
             raise ContainerNotFoundError(f"{store.url(rootdir)}: no such carray directory")
-        layout = cls(rootdir, readonly=readonly, fsync=fsync, store=store)
+        layout = cls(rootdir, readonly=readonly, fsync=fsync, store=store, verify=verify)
         meta, cbytes = layout._read_meta(allow_pickle)
         return layout, meta, cbytes
 
     def _read_meta(self, allow_pickle: bool) -> tuple[ArrayMeta, int]:
         store = self.store
-        storage = read_json(store.join(self.rootdir, META_DIR, STORAGE_FILE), "meta/storage",
-                            store)
-        sizes = self._committed_sizes()
         storage_path = store.url(store.join(self.rootdir, META_DIR, STORAGE_FILE))
+        try:
+            self._storage = store.get(store.join(self.rootdir, META_DIR, STORAGE_FILE))
+        except FileNotFoundError:
+            raise FormatError("meta/storage file is missing", storage_path) from None
+        storage = load_json(self._storage, storage_path, what="meta/storage")
+        sizes = self._committed_sizes()
         sizes_path = store.url(store.join(self.rootdir, META_DIR, SIZES_FILE))
         _require(isinstance(storage, dict), "meta/storage must hold a JSON object", storage_path)
         _require(isinstance(sizes, dict), "meta/sizes must hold a JSON object", sizes_path)
@@ -284,6 +308,10 @@ class BcolzLayout(SidecarFiles, Layout):
             dtype, tuple(shape[1:]), shape[0], chunklen,
             cparams=cparams, dflt=decode_dflt(storage.get("dflt"), dtype, storage_path),
             expectedlen=expectedlen if _is_int(expectedlen) else shape[0])
+        if self.verify:
+            # Last: metadata that is not what its checksum says gets the message of the
+            # first check above that fails, if one does.
+            check_sizes(sizes, self._storage, sizes_path, storage_path)
         self._committed_n = _nfiles(meta)
         return meta, cbytes
 
@@ -409,19 +437,49 @@ class BcolzLayout(SidecarFiles, Layout):
         if nchunks != 1:
             raise FormatError(f"chunk file claims {nchunks} chunks (expected 1)", path, 8)
 
+    def _cbytes(self, head: bytes | memoryview, path: str, size: int) -> int:
+        """The size of the Blosc chunk of a chunk file of ``size`` bytes starting ``head``
+        (its prefix checked first)."""
+        self._check_header(head, path, size)
+        return blosc.read_header(memoryview(head)[CHUNK_HEADER_SIZE:], path, CHUNK_HEADER_SIZE,
+                                 size=size - CHUNK_HEADER_SIZE).cbytes
+
+    def _digests(self, cbytes: int, size: int, read_tail: Callable[[int, int], bytes],
+                 path: str) -> ChunkDigests | None:
+        """The digests of a chunk file of ``size`` bytes holding a chunk of ``cbytes``
+        (None: written by bcolz, or not checked); ``read_tail(offset, length)`` reads it."""
+        end = CHUNK_HEADER_SIZE + cbytes
+        if size == end or not self.verify:
+            return None
+        return parse_trailer(read_tail(end, size - end), cbytes, path, end)
+
+    def _checked(self, buf: memoryview, path: str) -> memoryview:
+        """The Blosc chunk of the whole chunk file ``buf``, checked against its digest."""
+        cbytes = self._cbytes(buf, path, len(buf))
+        chunk = buf[CHUNK_HEADER_SIZE:CHUNK_HEADER_SIZE + cbytes]
+        digests = self._digests(cbytes, len(buf), lambda o, n: bytes(buf[o:o + n]), path)
+        if digests is not None:
+            check_chunk(buf, CHUNK_HEADER_SIZE, digests, path)
+        return chunk
+
+    def stored_digests(self, nchunk: int) -> ChunkDigests | None:
+        """The digests chunk ``nchunk``'s file carries (None: a file bcolz wrote), for
+        verifiers, which check every page digest as well as the chunk's."""
+        buf, path = memoryview(self._get_chunk(nchunk)), self.chunk_path(nchunk)
+        cbytes = self._cbytes(buf, path, len(buf))
+        end = CHUNK_HEADER_SIZE + cbytes
+        return None if len(buf) == end else parse_trailer(bytes(buf[end:]), cbytes, path, end)
+
     def read_chunk(self, nchunk: int) -> memoryview:
-        buf = self._get_chunk(nchunk)
-        self._check_header(buf, self.chunk_path(nchunk))
-        return memoryview(buf)[CHUNK_HEADER_SIZE:]
+        return self._checked(memoryview(self._get_chunk(nchunk)), self.chunk_path(nchunk))
 
     def read_chunk_into(self, nchunk: int, scratch: Callable[[int], np.ndarray]) -> memoryview:
         with self._open_chunk(nchunk) as h:
             view = scratch(h.size).data[:h.size]
             view = view[:h.pread_into(view, 0)]
-        self._check_header(view, self.chunk_path(nchunk))
-        return view[CHUNK_HEADER_SIZE:]
+        return self._checked(view.cast("B"), self.chunk_path(nchunk))
 
-    def _open_files(self) -> OrderedDict[int, Handle]:
+    def _open_files(self) -> OrderedDict[int, tuple[Handle, ChunkReader]]:
         """This thread's cache of open chunk files."""
         files = getattr(self._local, "files", None)
         if files is None:
@@ -431,33 +489,58 @@ class BcolzLayout(SidecarFiles, Layout):
         return files
 
     def chunk_reader(self, nchunk: int) -> tuple[Callable[[int, int], bytes], int]:
+        if self.verify == "full":
+            # Ranged reads fetch the whole chunk too, so its digest is checked first.
+            chunk = bytes(self.read_chunk(nchunk))
+            return ChunkReader(len(chunk), lambda o, n: chunk[o:o + n]), len(chunk)
         open_files = self._open_files()
-        h = open_files.get(nchunk)
-        if h is None:
+        cached = open_files.get(nchunk)
+        if cached is None:
             h = self._open_chunk(nchunk)
             try:
-                self._check_header(h.pread(CHUNK_HEADER_SIZE + blosc.BLOSC1_HEADER, 0),
-                                   self.chunk_path(nchunk), h.size)
+                cached = (h, self._ranged(h, self.chunk_path(nchunk)))
             except BaseException:
                 h.close()
                 raise
-            open_files[nchunk] = h
+            open_files[nchunk] = cached
             if len(open_files) > _OPEN_CHUNKS:
-                open_files.popitem(last=False)[1].close()
+                open_files.popitem(last=False)[1][0].close()
         else:
             open_files.move_to_end(nchunk)
-        size = h.size - CHUNK_HEADER_SIZE
-        return ChunkReader(size,
-                           lambda offset, length: h.pread(length, CHUNK_HEADER_SIZE + offset),
-                           lambda offset, out: h.pread_into(out, CHUNK_HEADER_SIZE + offset)
-                           ), size
+        reader = cached[1]
+        return reader, reader.size
+
+    def _ranged(self, h: Handle, path: str) -> ChunkReader:
+        """Ranged reads of the chunk in the open chunk file ``h``: through its page
+        digests when it has them, so every byte handed out is checked."""
+        base = CHUNK_HEADER_SIZE
+        # The prefix and the chunk's first page (its header and, usually, block table)
+        # in one read; decoders ask for that page first.
+        first = h.pread(base + PAGE_SIZE, 0)
+        cbytes = self._cbytes(first, path, h.size)
+        head = first[base:base + cbytes]
+        digests = self._digests(cbytes, h.size, lambda o, n: h.pread(n, o), path)
+        if digests is not None:
+            paged = digests.reader(lambda offset, length: h.pread(length, base + offset),
+                                   path, base, lambda offset, out: h.pread_into(out, base + offset),
+                                   head)
+            return ChunkReader(cbytes, paged.read, paged.read_into, {})
+
+        def read_at(offset: int, length: int) -> bytes:
+            stop = min(offset + length, cbytes)
+            if stop <= len(head):
+                return head[offset:stop]
+            return h.pread(max(0, stop - offset), base + offset)
+
+        return ChunkReader(cbytes, read_at, lambda offset, out: h.pread_into(
+            memoryview(out).cast("B")[:max(0, cbytes - offset)], base + offset), {})
 
     def _forget(self, nchunk: int) -> None:
         with self._files_lock:
             for files in self._file_caches:
-                h = files.pop(nchunk, None)
-                if h is not None:
-                    h.close()
+                cached = files.pop(nchunk, None)
+                if cached is not None:
+                    cached[0].close()
 
     def write_chunk(self, nchunk: int, data: bytes, digest: bytes | None = None) -> int:
         if self.readonly:
@@ -470,18 +553,24 @@ class BcolzLayout(SidecarFiles, Layout):
         # A chunk the committed sizes refer to is only replaced by the next commit.
         path = self._staged_path(nchunk) if nchunk < self._committed_n else self._path(nchunk)
         header = CHUNK_HEADER.pack(b"blpk", 1, 1)
-        self.store.put(path, (header, data), fsync=False)
+        trailer = self.chunk_digest(data) if digest is None else digest
+        self.store.put(path, (header, data, trailer), fsync=False)
         self._pending.add(path)
         if nchunk < self._committed_n:
             self._staged[nchunk] = path
-        return len(header) + len(data) - old
+        return len(header) + len(data) + len(trailer) - old
+
+    def chunk_digest(self, data: ChunkBytes) -> bytes:
+        """The trailer of digests written after chunk ``data`` (see :mod:`._bcolz_check`)."""
+        return build_trailer(data, self._ck)
 
     def write_unit(self, unit: int, chunks: Sequence[ChunkBytes]) -> int:
         if len(chunks) != 1:
             raise ValueError(f"a bcolz unit is one chunk, got {len(chunks)}")
         header = CHUNK_HEADER.pack(b"blpk", 1, 1)
-        self.store.put(self._path(unit), (header, chunks[0]), fsync=self.fsync)
-        return len(header) + len(chunks[0])
+        trailer = self.chunk_digest(chunks[0])
+        self.store.put(self._path(unit), (header, chunks[0], trailer), fsync=self.fsync)
+        return len(header) + len(chunks[0]) + len(trailer)
 
     def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
         self._close_files()
@@ -528,8 +617,8 @@ class BcolzLayout(SidecarFiles, Layout):
                     store.sync_file(path)
             if self._pending:
                 store.sync_dir(self._datadir)
-        sizes = _dumps({"shape": list(meta.shape), "nbytes": meta.length * meta.rowsize,
-                        "cbytes": int(cbytes)})
+        sizes = _dumps(seal_sizes({"shape": list(meta.shape), "nbytes": meta.length * meta.rowsize,
+                                   "cbytes": int(cbytes)}, self._storage, self._ck))
         renames = sorted(self._staged)
         jkey = store.join(self.rootdir, META_DIR, JOURNAL_FILE)
         if renames:
@@ -590,7 +679,7 @@ class BcolzLayout(SidecarFiles, Layout):
         with self._files_lock:
             for files in self._file_caches:
                 while files:
-                    files.popitem()[1].close()
+                    files.popitem()[1][0].close()
 
     def close(self) -> None:
         self._close_files()
