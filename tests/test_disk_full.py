@@ -3,8 +3,9 @@
 Appends of arrays and tables, on every layout (superchunk, bcolz, ``.b2nd`` frames;
 tables of both column layouts), with flushes every other append.  Their sizes are
 chosen so that some fill the last chunk and hand it to the compressing threads (stored
-at the engine's next call: see :mod:`carray.engine.handoff`) and some store whole runs
-of chunks compressed on several threads at once.  From the ``at``-th write on, every
+at the engine's next call: see :mod:`carray.engine.handoff`; a versioned table's
+appends store theirs before returning) and some store whole runs of chunks compressed
+on several threads at once.  From the ``at``-th write on, every
 write and fsync fails with ENOSPC (:class:`DiskFull`, below the stores, where
 :mod:`test_faults` injects single failures), until space returns.  Then:
 
@@ -28,6 +29,7 @@ import numpy as np
 import pytest
 
 import carray as ca
+from carray.engine.handoff import Handoff
 from carray.errors import CArrayError, StorageError
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
@@ -102,11 +104,12 @@ def _contents(obj, kind: str) -> np.ndarray:
     """An array's items, or a table's x column after checking its rows are whole."""
     if not kind.startswith("table"):
         return obj[:]
+    lengths = {name: len(c) for name, c in obj.cols.items()}
+    assert set(lengths.values()) == {len(obj)}, f"columns of {lengths} in {len(obj)} rows"
     rows = obj[:]
     x = rows["x"]
     assert (rows["y"] == x * 0.5).all(), "a row mixes appends"
     assert rows["s"].tolist() == [f"s{v}" for v in x.tolist()], "a string column is torn"
-    assert {len(c) for c in obj.cols.values()} == {len(obj)}
     return x
 
 
@@ -140,12 +143,23 @@ def test_a_full_disk_keeps_what_was_flushed(tmp_path, monkeypatch, kind):
     counting = _path(tmp_path, kind, "count")
     _create(counting, kind)
     obj = _open(counting, kind, "a")
+    handed = [0]
+    submit = Handoff.submit
+
+    def counted_submit(self, *args, **kwargs):
+        handed[0] += 1
+        return submit(self, *args, **kwargs)
+
+    monkeypatch.setattr(Handoff, "submit", counted_submit)
     full = DiskFull(monkeypatch, None)
     start = _contents(obj, kind)
     _run(obj, kind, {"now": start, "landing": start, "flushed": start, "flushing": None})
     total = full.count  # the writes of the appends and flushes (the last append is flushed)
     full.space_returns()
     obj.close()
+    # A versioned table's append is one change of all its columns, stored before it
+    # returns; everything else hands chunks over.
+    assert (handed[0] > 0) == (kind != "table"), handed
     for at in _points(total):
         _fill_at(tmp_path, monkeypatch, kind, at)
 
