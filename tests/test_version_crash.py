@@ -420,6 +420,25 @@ def test_a_crash_in_a_version_change_keeps_every_committed_version(tmp_path, kin
     assert failed == {}, failed
 
 
+# -- without a crash ---------------------------------------------------------------------
+
+def test_a_column_name_used_again_leaves_kept_versions_whole(tmp_path):
+    """A dropped column's directory stays while a kept version has it: a new column of
+    the same name must not write over it."""
+    root = str(tmp_path / "t")
+    x = np.arange(100)
+    t = ca.ctable({"x": x, "n": x * 10}, rootdir=root, chunklen=16, storage={"versions": 3})
+    old = t.snapshot("first-n")
+    t.delcol("n")
+    t.flush()
+    t.addcol(-x, name="n")
+    t.flush()
+    t.close()
+    assert verify_path(root)[0] == []
+    assert ca.open(root, version=old)["n"][:].tolist() == (x * 10).tolist()
+    assert ca.open(root, mode="r")["n"][:].tolist() == (-x).tolist()
+
+
 # -- the scenarios reach every step --------------------------------------------------------
 
 def _step_of(name: str, args: tuple) -> str | None:
