@@ -105,7 +105,7 @@ def holder(root: str, stop: str) -> None:
     retries = _retries()
     r = ca.open(root, mode="r")
     want = _digest(r)
-    print("ready", flush=True)
+    print("ready", r.version, want, flush=True)
     tally = {"reads": 0, "changed": 0, "errors": 0, "first_error": None}
     while not os.path.exists(stop):
         try:
@@ -170,8 +170,9 @@ def _create(root: str, kind: str) -> None:
     if kind == "array":
         ca.carray(v, chunklen=500, rootdir=root, mode="w").close()
     else:
-        ca.ctable({"x": v, "y": v * 0.5, "s": _strings(v)}, chunklen=128, rootdir=root,
-                  mode="w").close()
+        # z is dropped and added again while the reader holds the version that has it.
+        ca.ctable({"x": v, "y": v * 0.5, "s": _strings(v), "z": v * 3}, chunklen=128,
+                  rootdir=root, mode="w").close()
 
 
 @pytest.mark.parametrize("kind", ["array", "table"])
@@ -181,10 +182,15 @@ def test_a_held_version_reads_the_same_through_many_commits(tmp_path, kind):
     stop = str(tmp_path / "stop")
     reader = _python("holder", root, stop, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert reader.stdout.readline().strip() == "ready", reader.stderr.read()
+        ready, held, want = (reader.stdout.readline().split() + ["", "", ""])[:3]
+        assert ready == "ready", reader.stderr.read()
         writer = _python("commit_many", root, kind, COMMITS, stderr=subprocess.PIPE)
         _, err = writer.communicate(timeout=3000)
         assert writer.returncode == 0, err
+        # Still held: another reader opening it now reads it as it was committed.
+        again = ca.open(root, version=held)
+        assert _digest(again) == want, "the held version, opened again, reads otherwise"
+        again.close()
         open(stop, "w").close()
         out, err = reader.communicate(timeout=600)
     finally:
