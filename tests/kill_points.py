@@ -72,8 +72,20 @@ def _torn(name: str, args: tuple) -> None:
 
 
 def kill_at(at: int, how: str) -> list[int]:
-    """SIGKILL this process at its ``at``-th call of :data:`WRITERS` (see the module doc);
-    returns the running count."""
+    """SIGKILL this process at its ``at``-th call of :data:`WRITERS`.
+
+    Parameters
+    ----------
+    at : int
+        The call to die at, counting from 1.
+    how : {'before', 'after', 'torn'}
+        Die before the call runs, after it, or after writing half of a write's bytes.
+
+    Returns
+    -------
+    list of int
+        ``[calls so far]``, kept up to date.
+    """
     if how not in HOW:
         raise ValueError(how)
     count = [0]
@@ -110,8 +122,22 @@ class Child:
 
 def in_child(func: Callable[..., Any], *args: Any, at: int | None = None,
              how: str = "after") -> Child:
-    """Run ``func(*args)`` in a forked child (killed at its ``at``-th storage call when
-    ``at`` is given); :func:`report` there sends values back."""
+    """Run ``func(*args)`` in a forked child; :func:`report` there sends values back.
+
+    Parameters
+    ----------
+    func : callable
+        What the child runs; its return value (JSON) comes back as ``result``.
+    at : int, optional
+        Kill the child at its ``at``-th storage call (see :func:`kill_at`).
+    how : str
+        Where the kill lands (see :func:`kill_at`).
+
+    Returns
+    -------
+    Child
+        Whether it was killed, what it reported, returned or raised.
+    """
     global _report_fd
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -156,8 +182,22 @@ def warm_up() -> None:
 
 
 def run_driver(module: str, function: str, *args: Any, timeout: float = 3000) -> Any:
-    """Run ``module.function(*args)`` in a fresh interpreter (see the module doc) and
-    return what it returns (JSON)."""
+    """Run ``module.function(*args)`` in a fresh interpreter (see the module doc).
+
+    Parameters
+    ----------
+    module, function : str
+        A module of the tests directory and its function (the driver).
+    *args
+        JSON arguments of the function.
+    timeout : float
+        Seconds before the driver is given up.
+
+    Returns
+    -------
+    object
+        What the function returned (JSON).
+    """
     code = (f"import json, sys; sys.path.insert(0, {TESTS_DIR!r}); import {module}; "
             f"import kill_points; kill_points.warm_up(); print(json.dumps({module}.{function}(*json.loads(sys.argv[1]))))")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))],
