@@ -38,7 +38,7 @@ import carray as ca
 from carray.cli.verify import verify_path
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
-TRIALS = int(os.environ.get("CARRAY_SOAK_TRIALS", "100")) if SOAK else 3
+TRIALS = int(os.environ.get("CARRAY_SOAK_TRIALS", "100")) if SOAK else 2
 STEPS = 20 if SOAK else 8
 CHUNKLEN = 16
 BASE = ("i", "f", "s")

@@ -45,7 +45,7 @@ from carray.versions.repo import Repository
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 # Kill points per scenario (None: every call, the ways of :data:`kill_points.HOW` in turn),
-# and calls that fail (None: every call, with ENOSPC and EIO in turn).
+# and calls that fail (None: every call), with ENOSPC or EIO by the call's parity.
 POINTS = None if SOAK else 1
 FAULT_POINTS = None if SOAK else 1
 
@@ -393,8 +393,7 @@ def _drive_one(work: str, kind: str, scenario: str) -> dict:
             continue
         judge(root, {"kill at": at, "how": how})
     for at, _ in _points(total, FAULT_POINTS, rng):
-        for err in (errno.ENOSPC, errno.EIO)[at % 2:at % 2 + 1] if FAULT_POINTS is None \
-                else (errno.ENOSPC, errno.EIO):
+        for err in (errno.ENOSPC, errno.EIO)[at % 2:at % 2 + 1]:
             root = os.path.join(work, f"f{at}{err}")
             shutil.copytree(pristine, root)
             faulted = in_child(with_fault, root, kind, scenario, at, err)
