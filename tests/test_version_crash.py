@@ -438,6 +438,49 @@ def test_a_column_name_used_again_leaves_kept_versions_whole(tmp_path):
     assert ca.open(root, mode="r")["n"][:].tolist() == (-x).tolist()
 
 
+def _tag_write_call(root: str) -> int:
+    """The storage call (counting from 1) that writes the tag of :func:`_snapshot`."""
+    count, found = [0], []
+
+    def wrap(name, func):
+        def call(*args, **kwargs):
+            count[0] += 1
+            if not found and name == "write" and \
+                    f"{os.sep}tags{os.sep}" in os.readlink(f"/proc/self/fd/{args[0]}"):
+                found.append(count[0])
+            return func(*args, **kwargs)
+        return call
+
+    for name in WRITERS:
+        setattr(os, name, wrap(name, REAL[name]))
+    _snapshot(root, "array")
+    return found[0]
+
+
+def _tags_after_recovery(root: str) -> dict:
+    _writer(root, "array").close()  # recovers
+    return {"tags": sorted(Repository(LOCAL, root).tags()), "problems": verify_path(root)[0]}
+
+
+def kill_while_tagging(work: str) -> dict:
+    """A snapshot killed as it writes its tag: the tags and problems after recovery."""
+    pristine, probe, root = (os.path.join(work, n) for n in ("pristine", "probe", "killed"))
+    in_child(create, pristine, "array")
+    shutil.copytree(pristine, probe)
+    at = in_child(_tag_write_call, probe).result
+    shutil.copytree(pristine, root)
+    killed = in_child(_snapshot, root, "array", at=at, how="before")
+    assert killed.killed, killed.error
+    return in_child(_tags_after_recovery, root).result
+
+
+def test_a_kill_while_tagging_leaves_no_false_tag(tmp_path):
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("file names of descriptors need /proc")
+    out = run_driver("test_version_crash", "kill_while_tagging", str(tmp_path))
+    assert out == {"tags": ["kept"], "problems": []}
+
+
 # -- the scenarios reach every step --------------------------------------------------------
 
 def _step_of(name: str, args: tuple) -> str | None:
