@@ -7,18 +7,21 @@ rewrites that free, truncate and delete data files, restores, prunes by count an
 age, snapshots and untags, a dropped column.  The writer is killed (:mod:`kill_points`)
 at a call of the ``os`` functions that write chunks and index pages, fsync, write
 manifests, rename, write the HEAD hint and tags, delete versions and truncate or delete
-data files: every call with ``CARRAY_SOAK=1``, a spread of them in CI; or the call
-fails with ENOSPC or EIO and the process goes on.
+data files (:func:`test_the_scenarios_reach_every_step` checks they do): every call
+with ``CARRAY_SOAK=1``, one drawn at random per scenario in CI; or the call fails with
+ENOSPC or EIO and the process goes on.
 
 What the scenario commits is found by running it unkilled with no version ever
 dropped (each new version then read back), and what it keeps by running it unkilled.
 After the kill or failure:
 
-* the dataset opens at a version the scenario published (or the one before it), reading
-  as that version was committed;
+* the dataset opens at the newest version published (the scenario's, or the one before
+  it), the same for a reader before recovery as for the writer that recovers, reading as
+  that version was committed;
 * every kept version reads exactly as committed, every tag opens the version it names,
   and no version the scenario keeps in the end went missing early;
-* ``carray verify`` finds no problem;
+* ``carray verify`` finds no problem, and a failed write raises
+  :class:`carray.errors.StorageError`;
 * a writer goes on (a change and a commit), after which the kept versions still read
   the same and ``carray verify`` still finds nothing.
 """
