@@ -510,7 +510,7 @@ def _step_of(name: str, args: tuple) -> str | None:
 
 
 STEPS = {"pwrite chunks", "fsync chunks", "write index pages", "write manifest",
-         "fsync manifest", "rename into place", "write HEAD", "write tag", "unlink manifest",
+         "fsync manifest", "rename into place", "pwrite HEAD", "write tag", "unlink manifest",
          "unlink index pages", "ftruncate chunks", "unlink chunks", "rmdir directory",
          "fsync directory", "unlink tag"}
 

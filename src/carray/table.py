@@ -211,7 +211,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
     def _open_column(self, name: str, kind: str) -> Any:
         """Column ``name`` of a versioned table, of ``kind`` (see :mod:`.table_store`)."""
         where = self._storage.column_args(name)
-        if not self._store.isdir(self._store.join(self._path, name)):
+        if isinstance(self._storage, BcolzTable) and \
+                not self._store.isdir(self._store.join(self._path, name)):
             raise FormatError(f"column {name!r} has no directory", where["rootdir"])
         common: dict[str, Any] = dict(rootdir=where["rootdir"],
                                       mode="r" if self._mode == "r" else "a",

@@ -80,17 +80,31 @@ def is_ctable(path: str | os.PathLike, store: Store = LOCAL) -> bool:
         store.isfile(store.join(path, ROOTDIRS))
 
 
+def column_dir(name: str, desc: Any) -> str:
+    """The directory (under its table's) of column ``name`` as ``desc`` describes it: its
+    name, unless the name was taken by a dropped column whose directory kept versions
+    still read.
+
+    Raises
+    ------
+    ValueError
+        The description names a directory that is not a plain name.
+    """
+    return check_name(desc.get("dir", name) if isinstance(desc, dict) else name)
+
+
 def member_names(columns: dict[str, Any], prefix: str = "") -> Iterator[str]:
-    """The member (array) names a column description holds."""
+    """The member (array) names a column description holds (named by directory)."""
     for name, desc in columns.items():
         kind = desc["kind"] if isinstance(desc, dict) else desc
+        where = prefix + column_dir(name, desc)
         if kind == ARRAY:
-            yield prefix + name
+            yield where
         elif kind == STRING:
-            yield f"{prefix}{name}/offsets"
-            yield f"{prefix}{name}/values"
+            yield f"{where}/offsets"
+            yield f"{where}/values"
         else:
-            yield from member_names(desc["columns"], f"{prefix}{name}/")
+            yield from member_names(desc["columns"], f"{where}/")
 
 
 class TableStorage(abc.ABC):
@@ -289,13 +303,28 @@ class VersionedTable(TableStorage):
     def _description(self) -> dict[str, Any]:
         columns: dict[str, Any] = self.dataset.meta.get("columns", {})
         for part in self._prefix.strip("/").split("/") if self._prefix else ():
-            columns = columns[part]["columns"]
+            columns = next(d for n, d in columns.items() if column_dir(n, d) == part)["columns"]
         return columns
 
+    def _dir_for(self, name: str) -> str:
+        """The directory of column ``name``: the one the version describes, or for a new
+        column its name, unless a directory of that name stays for kept versions (a
+        column dropped earlier): then the first free ``name~k``."""
+        described = self._description()
+        if name in described:
+            return column_dir(name, described[name])
+        taken = {column_dir(n, d) for n, d in described.items()}
+        candidate, k = name, 0
+        while candidate in taken or self.store.exists(self.store.join(self.root, candidate)):
+            k += 1
+            candidate = f"{name}~{k}"
+        return candidate
+
     def column_args(self, name: str) -> dict[str, Any]:
-        member = Membership(self.dataset, self._prefix + name)
-        return {"rootdir": self.store.url(self.store.join(self.root, name)),
-                "membership": member, "storage_sub": self.sub}
+        where = self._dir_for(name)
+        member = Membership(self.dataset, self._prefix + where)
+        return {"rootdir": self.store.url(self.store.join(self.root, where)),
+                "membership": member, "storage_sub": lambda _: self.sub(where)}
 
     def open_columns(self, opener: Callable[[str, Any], Any]) -> tuple[dict[str, Any], int]:
         try:
@@ -312,8 +341,11 @@ class VersionedTable(TableStorage):
                 try:
                     check_name(name)
                     kind = desc["kind"] if isinstance(desc, dict) else desc
+                    path = self.store.join(self.root, column_dir(name, desc))
                 except (TypeError, ValueError, KeyError) as exc:
                     raise FormatError(f"bad column in the version: {exc}", where) from None
+                if not self.store.isdir(path):
+                    raise FormatError(f"column {name!r} has no directory", self.store.url(path))
                 cols[name] = opener(name, kind)
         except BaseException:
             for col in cols.values():
@@ -324,12 +356,18 @@ class VersionedTable(TableStorage):
 
     @staticmethod
     def describe(cols: dict[str, Any]) -> dict[str, Any]:
-        """The description a version records of ``cols`` (what each column is)."""
+        """The description a version records of ``cols`` (what each column is, and where
+        when its directory is not its name)."""
         out: dict[str, Any] = {}
         for name, col in cols.items():
             kind = col.storage_kind()
-            out[name] = {"kind": NESTED, "columns": VersionedTable.describe(col.column_dict())} \
-                if kind == NESTED else kind
+            where = str(col.rootdir).rstrip("/").rsplit("/", 1)[-1] if col.rootdir else name
+            desc: dict[str, Any] = {"kind": kind}
+            if kind == NESTED:
+                desc["columns"] = VersionedTable.describe(col.column_dict())
+            if where != name:
+                desc["dir"] = where
+            out[name] = desc if len(desc) > 1 else kind
         return out
 
     def _record(self, table: Any) -> None:
@@ -402,7 +440,7 @@ class VersionedTable(TableStorage):
     def _remove_unreferenced_columns(self, kept: list[Manifest]) -> None:
         """Delete the directories of dropped columns no kept version refers to."""
         referenced = {m.path.split("/")[0] for mf in kept for m in mf.members}
-        referenced |= set(self.dataset.meta.get("columns", {}))
+        referenced |= {column_dir(n, d) for n, d in self.dataset.meta.get("columns", {}).items()}
         for name in self.store.listdir(self.root):
             key = self.store.join(self.root, name)
             if name in referenced or name in _RESERVED or name.startswith(".") or \

@@ -620,8 +620,8 @@ class ArrayEngine:
         """Release file handles without recording anything (parallel writers' handles)."""
         _unflushed.discard(self)
         self._w.forget()
-        self._layout.close()
         self._closed = True
+        self._layout.discard()
 
     def on_takeover(self, close: Callable[[str], None]) -> None:
         """Have ``close(reason)`` called when a later ``mode='w'`` open of this process

@@ -400,18 +400,25 @@ class DataFiles:
                 self.forget(key)
             self.store.invalidate(self.dir)
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
+        """Close every handle; with ``sync``, write what is filling and sync it first (a
+        failure still closes them all, then raises)."""
         with self._lock:
-            if not self.readonly:
-                for key in list(self._filling):
-                    self._write_filled(key)
-            for key, h in list(self._handles.items()):
-                info = self._files.get(key)
-                # Unpublished bytes are referenced by nothing: sync them locally (cheap,
-                # and what a later commit would do), but never upload from here, which may
-                # run in a finalizer.
-                if info is not None and info.dirty and self.fsync and not self.store.remote:
-                    h.sync()
-                h.close()
-            self._handles.clear()
-            self._files.clear()
+            try:
+                if sync and not self.readonly:
+                    for key in list(self._filling):
+                        self._write_filled(key)
+                for key, h in self._handles.items():
+                    info = self._files.get(key)
+                    # Unpublished bytes are referenced by nothing: sync them locally (cheap,
+                    # and what a later commit would do), but never upload from here, which
+                    # may run in a finalizer.
+                    if sync and info is not None and info.dirty and self.fsync \
+                            and not self.store.remote:
+                        h.sync()
+            finally:
+                for h in self._handles.values():
+                    h.close()
+                self._handles.clear()
+                self._files.clear()
+                self._filling.clear()

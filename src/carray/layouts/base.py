@@ -345,6 +345,16 @@ class Layout(abc.ABC):
         """Release file handles, caches and the writer's lock."""
         self.release_lock()
 
+    def discard(self) -> None:
+        """Release file handles and the writer's lock, writing nothing more (what was not
+        committed is dropped); never raises for the storage, which may be failing."""
+        try:
+            self.close()
+        except (CArrayError, OSError):
+            pass
+        finally:
+            self.release_lock()
+
     def __del__(self) -> None:
         try:
             self.close()

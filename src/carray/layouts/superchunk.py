@@ -769,7 +769,17 @@ class SuperchunkLayout(Layout):
         if not self.readonly and (not self.member_name or self._alone) \
                 and not self._finalizing:
             self.dataset.tidy()
-        self.files.close()
+        try:
+            self.files.close()
+        finally:
+            self._let_go()
+
+    def discard(self) -> None:
+        self.files.close(sync=False)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Leave the dataset: its readers' hold, a table's member slot, the lock."""
         if self.readonly:
             if not self.member_name or self._alone:  # a table's column: its table holds it
                 self.dataset.release()

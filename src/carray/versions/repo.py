@@ -34,6 +34,7 @@ import numpy as np
 
 from carray.errors import ContainerNotFoundError, FormatError, VersionError
 from carray.stores import Store
+from carray.stores.base import storage_error
 from carray.stores.local import LocalStore
 from carray.versions.index import PAGEREF, PageSource, encode_page
 from carray.versions.manifest import Manifest
@@ -48,7 +49,8 @@ HEAD_FILE = "HEAD"
 TAGS_DIR = "tags"
 _MF = re.compile(r"(\d{10})\.mf")
 _IX = re.compile(r"(\d{10})\.ix")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+# A name ending in ".tmp" is a tag file being written (carray._fileio.atomic_write).
+_TAG = re.compile(r"(?!.*\.tmp$)[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 #: Seconds a replaced version stays readable on object stores (no locks there).
 DEFAULT_GRACE = 600.0
 
@@ -68,7 +70,7 @@ def seq_of(version_id: str) -> int:
 def check_tag(name: str) -> str:
     if not isinstance(name, str) or not _TAG.fullmatch(name):
         raise ValueError(f"tag {name!r}: use letters, digits, '_', '.', '-' (at most 128, "
-                         "not starting with '.' or '-')")
+                         "not starting with '.' or '-', not ending in '.tmp')")
     return name
 
 
@@ -242,6 +244,8 @@ class Repository:
             fd = os.open(self._mf(manifest.seq), os.O_RDONLY)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise storage_error(exc, self._mf(manifest.seq)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             if os.fstat(fd).st_nlink == 0:  # dropped between our open and our lock
@@ -358,14 +362,15 @@ class Repository:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return True
+        except OSError as exc:
+            raise storage_error(exc, path) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            os.unlink(path)
+        except (BlockingIOError, FileNotFoundError) as exc:
+            return isinstance(exc, FileNotFoundError)
+        except OSError as exc:
+            raise storage_error(exc, path) from None
         finally:
             os.close(fd)
         return True
@@ -388,6 +393,11 @@ class Repository:
             if name.endswith(".tmp") or (m and (latest is None or int(m.group(1)) > latest)):
                 with contextlib.suppress(FileNotFoundError):
                     self.store.delete(self.store.join(self.dir, name))
+        tags = self.store.join(self.dir, TAGS_DIR)
+        for name in self.store.listdir(tags):
+            if name.endswith(".tmp"):  # a tag being written when the writer died
+                with contextlib.suppress(FileNotFoundError):
+                    self.store.delete(self.store.join(tags, name))
 
 
 def kept_seqs(manifests: Sequence[Manifest], tags: dict[str, str], keep_last: int | None,
