@@ -15,7 +15,12 @@ import numpy as np
 from carray import _parallel
 from carray.chunkio import ChunkReader as ChunkReader  # re-exported: layouts build them
 from carray.codecs.blosc import ChunkBytes
-from carray.errors import ContainerExistsError, ReadOnlyError, VersionsUnsupportedError
+from carray.errors import (
+    CArrayError,
+    ContainerExistsError,
+    ReadOnlyError,
+    VersionsUnsupportedError,
+)
 from carray.grid import NDGrid
 from carray.params import CParams
 from carray.shapes import row_chunk_tail
