@@ -303,14 +303,20 @@ class VersionedTable(TableStorage):
     def _description(self) -> dict[str, Any]:
         columns: dict[str, Any] = self.dataset.meta.get("columns", {})
         for part in self._prefix.strip("/").split("/") if self._prefix else ():
-            columns = next(d for n, d in columns.items() if column_dir(n, d) == part)["columns"]
+            found = [d for n, d in columns.items() if column_dir(n, d) == part]
+            if not found:
+                raise KeyError(part)
+            columns = found[0]["columns"]
         return columns
 
     def _dir_for(self, name: str) -> str:
         """The directory of column ``name``: the one the version describes, or for a new
         column its name, unless a directory of that name stays for kept versions (a
         column dropped earlier): then the first free ``name~k``."""
-        described = self._description()
+        try:
+            described = self._description()
+        except (KeyError, TypeError):  # a nested column being made: not described yet
+            described = {}
         if name in described:
             return column_dir(name, described[name])
         taken = {column_dir(n, d) for n, d in described.items()}
