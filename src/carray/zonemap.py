@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 import zlib
 from typing import TYPE_CHECKING
 
@@ -65,6 +66,7 @@ class ZoneMap:
         self._alloc(max(nchunks, 16))
         self._n = nchunks
         self.dirty = False
+        self._saved_at = -float("inf")
 
     def _alloc(self, capacity: int) -> None:
         # Arrays grow by doubling, so summarising chunk after chunk stays linear.
@@ -159,6 +161,7 @@ class ZoneMap:
     # loaded only when first needed, so opening a large dataset does not read them.
 
     SEGMENT = 512
+    SAVE_EVERY = 1.0  # seconds between saves of a writer committing often
     _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8"), ("crc", "<u4")]
 
     @classmethod
@@ -181,10 +184,15 @@ class ZoneMap:
     def chunks_dropped(self, first: int) -> None:
         self.truncate(first)
 
-    def committing(self, engine: ArrayEngine) -> None:
-        if self.dirty:
-            self.truncate(engine.nfull)
+    def committing(self, engine: ArrayEngine, final: bool) -> None:
+        if not self.dirty:
+            return
+        self.truncate(engine.nfull)
+        # A cache need not be written by every commit of a writer committing many times
+        # a second: readers check each row's stamp, and rebuild what is missing.
+        if final or time.monotonic() - self._saved_at >= self.SAVE_EVERY:
             self.save(engine)
+            self._saved_at = time.monotonic()
 
     def _ensure(self) -> None:
         if self._pending_load is not None:

@@ -120,7 +120,7 @@ def test_listeners_see_every_full_chunk():
         def chunks_dropped(self, first):
             seen.append(("dropped", first))
 
-        def committing(self, engine):
+        def committing(self, engine, final):
             seen.append("commit")
 
     a = ca.carray(np.arange(0), dtype="i8", chunklen=10)
@@ -169,7 +169,7 @@ def test_a_many_chunk_append_tells_listeners_in_order(tmp_path):
         def chunks_dropped(self, first):
             pass
 
-        def committing(self, engine):
+        def committing(self, engine, final):
             pass
 
     a.engine.add_listener(Listener())

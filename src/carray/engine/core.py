@@ -562,9 +562,10 @@ class ArrayEngine:
 
     # -- persistence ----------------------------------------------------------------------
 
-    def flush(self, message: str | None = None) -> None:
+    def flush(self, message: str | None = None, *, final: bool = False) -> None:
         """Write the partial last run of chunks and record the sizes (as a version with
-        ``message`` where the layout keeps versions); nothing in mode 'r'.
+        ``message`` where the layout keeps versions); nothing in mode 'r'.  ``final``:
+        the engine closes next.
 
         In memory a partial chunk of rows stays decoded; the several chunks of a
         partial run of N-d chunks are compressed, so the decoded tail lives only
@@ -581,7 +582,7 @@ class ArrayEngine:
         elif not self._layout.in_memory:
             w.flush_tail()
             for listener in w.listeners:
-                listener.committing(self)
+                listener.committing(self, final)
             w.commit(self.meta(), message)
         if not w.dirty:
             _unflushed.discard(self)
@@ -612,7 +613,7 @@ class ArrayEngine:
         """Flush and release file handles."""
         if self._closed:
             return
-        self.flush()
+        self.flush(final=True)
         self._layout.close()
         self._closed = True
 

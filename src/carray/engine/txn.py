@@ -28,8 +28,9 @@ class ChunkListener(Protocol):
     def chunks_dropped(self, first: int) -> None:
         """Chunks ``first`` and above (in runs of whole rows) no longer exist."""
 
-    def committing(self, engine: Any) -> None:
-        """The engine is about to record its state; persist what depends on it."""
+    def committing(self, engine: Any, final: bool) -> None:
+        """The engine is about to record its state (``final``: for the last time before
+        it closes); persist what depends on it."""
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
