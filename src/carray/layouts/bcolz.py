@@ -65,7 +65,7 @@ from carray.layouts._bcolz_check import (
     seal_sizes,
 )
 from carray.layouts._bcolz_journal import JOURNAL_FILE, Journal, is_leftover, staged_name
-from carray.layouts.base import ArrayMeta, ChunkReader, Layout, SidecarFiles, clear_for_create
+from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars, clear_for_create
 from carray.params import CNAMES, CParams
 from carray.safejson import load_json
 from carray.stores import LOCAL, Handle, Store
@@ -174,7 +174,7 @@ def _nfiles(meta: ArrayMeta) -> int:
     return -(-meta.length // meta.chunklen) if math.prod(meta.atomshape) else 0
 
 
-class BcolzLayout(SidecarFiles, Layout):
+class BcolzLayout(Layout):
     """A bcolz 1.x carray directory."""
 
     blosc1 = True
@@ -196,7 +196,7 @@ class BcolzLayout(SidecarFiles, Layout):
         self._storage = b""  # meta/storage as stored: meta/sizes carries its digest
         self._datadir = store.join(self.rootdir, DATA_DIR)
         # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
-        self._sidecar_dir = store.join(self.rootdir, META_DIR)
+        self._sidecars = Sidecars(store, store.join(self.rootdir, META_DIR), readonly)
         self._pending: set[str] = set()  # files written since the last commit
         self._committed_n = 0  # chunk files the committed meta/sizes refers to
         # Chunks replacing committed ones since the last commit: number -> staged file.
@@ -680,6 +680,15 @@ class BcolzLayout(SidecarFiles, Layout):
             for files in self._file_caches:
                 while files:
                     files.popitem()[1][0].close()
+
+    def sidecar_names(self) -> list[str]:
+        return self._sidecars.names()
+
+    def load_sidecar(self, name: str) -> bytes | None:
+        return self._sidecars.load(name)
+
+    def save_sidecar(self, name: str, data: bytes | None) -> None:
+        self._sidecars.save(name, data)
 
     def close(self) -> None:
         self._close_files()
