@@ -68,6 +68,9 @@ def test_open_a_version_by_id_tag_and_time(tmp_path):
         b.close()
     c = ca.open(root, as_of=times[1])
     assert (c[:] == 2).all()
+    made = {v.id: v.time for v in c.versions()}
+    for vid in ids:  # the time versions() gives finds that very version
+        assert ca.open(root, as_of=made[vid]).version == vid
     with pytest.raises(VersionError):
         ca.open(root, as_of=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
     w = ca.open(root)
@@ -230,3 +233,19 @@ def test_a_file_freed_whole_inside_a_change_is_written_again(tmp_path):
     a.append(np.array([2]))
     a.close()
     np.testing.assert_array_equal(ca.open(root, mode="r")[:], [2])
+
+
+def test_as_of_the_time_versions_gives_opens_that_version_among_fast_commits(tmp_path):
+    root = str(tmp_path / "fast")
+    a = ca.carray(np.zeros(100, "i8"), chunklen=16, rootdir=root, fsync=False,
+                  storage={"versions": "all"})
+    ids = []
+    for k in range(60):
+        a[k] = k + 1
+        ids.append(a.commit())
+    made = {v.id: v.time for v in a.versions()}
+    a.close()
+    for k, vid in enumerate(ids):
+        b = ca.open(root, as_of=made[vid])
+        assert b.version == vid and b[k] == k + 1
+        b.close()

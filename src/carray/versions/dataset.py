@@ -26,7 +26,7 @@ import numpy as np
 from carray.errors import ReadOnlyError, VersionError
 from carray.versions.index import PAGE_ENTRIES, PAGEREF
 from carray.versions.manifest import Manifest, MemberState
-from carray.versions.repo import Hold, Repository, check_tag, kept_seqs, new_id
+from carray.versions.repo import Hold, Repository, check_tag, kept_seqs, made_at, new_id
 
 
 @dataclass
@@ -380,7 +380,7 @@ class VersionedDataset:
         out = []
         for m in reversed(self.manifests()):
             shape, nbytes, cbytes = _sizes(m)
-            out.append(VersionInfo(m.id, _dt.datetime.fromtimestamp(m.time, _dt.UTC),
+            out.append(VersionInfo(m.id, made_at(m),
                                    m.message, tuple(sorted(tags.get(m.id, ()))), shape,
                                    nbytes, cbytes, m.kind))
         return out

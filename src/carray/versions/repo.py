@@ -213,13 +213,13 @@ class Repository:
         """The newest version made at or before ``as_of``: versions' times never go back
         (see :meth:`VersionedDataset.publish`), so a binary search over the kept ones
         finds it, loading a few manifests of thousands."""
-        when = _timestamp(as_of)
+        when = _aware(as_of)
         seqs = self.seqs()
         lo, hi = 0, len(seqs)  # the answer is among seqs[:hi], at or after seqs[lo - 1]
         while lo < hi:
             mid = (lo + hi) // 2
             try:
-                made = self.load(seqs[mid]).time
+                made = made_at(self.load(seqs[mid]))
             except VersionError:  # dropped meanwhile: look below it
                 hi = mid
                 continue
@@ -230,7 +230,7 @@ class Repository:
         for seq in reversed(seqs[:lo]):
             with contextlib.suppress(VersionError):
                 manifest = self.load(seq)
-                if manifest.time <= when and self.committed(manifest):
+                if made_at(manifest) <= when and self.committed(manifest):
                     return manifest
         raise VersionError(f"{self.store.url(self.root)}: no version kept made at or "
                            f"before {as_of.isoformat()}")
@@ -421,10 +421,15 @@ def _now() -> float:
     return time.time()
 
 
-def _timestamp(when: _dt.datetime) -> float:
-    if when.tzinfo is None:
-        when = when.astimezone()  # a naive datetime is local time, as numpy and pandas read it
-    return when.timestamp()
+def _aware(when: _dt.datetime) -> _dt.datetime:
+    # A naive datetime is local time, as numpy and pandas read it.
+    return when.astimezone() if when.tzinfo is None else when
+
+
+def made_at(manifest: Manifest) -> _dt.datetime:
+    """When ``manifest``'s version was made, to the microsecond (as ``versions()`` says
+    it: the same time given back as ``as_of`` finds that version)."""
+    return _dt.datetime.fromtimestamp(manifest.time, _dt.UTC)
 
 
 def versions_iter(repo: Repository) -> Iterator[Manifest]:
