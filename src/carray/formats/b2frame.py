@@ -187,7 +187,10 @@ class Frame:
                 # the first structural check that fails, if one does.
                 self.digests = self._read_digests(entries, rest)
             except FormatError:
-                if attempt + 1 == _PARSE_ATTEMPTS or fd.pread(len(head), 0) == head:
+                # The handle's size is the file's at open: a commit since may have grown
+                # it under a header read after (or renamed another file into place).
+                if attempt + 1 == _PARSE_ATTEMPTS or (fd.pread(len(head), 0) == head
+                                                      and self._size_now(index) == fd.size):
                     raise
             else:
                 if fd.pread(len(self.header_bytes), 0) == self.header_bytes:
@@ -197,6 +200,12 @@ class Frame:
                                       f"({_PARSE_ATTEMPTS} times)", url, 0)
             fd.close()
             self._fd = self.store.open(index)
+
+    def _size_now(self, index: str) -> int:
+        try:
+            return self.store.size(index)
+        except FileNotFoundError:
+            return -1
 
     def _parse(self, fd: Handle, head: bytes, index: str
                ) -> tuple[bytes, list[tuple[str, int, bytes]]]:
