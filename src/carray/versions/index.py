@@ -131,11 +131,21 @@ class PageSource:
                 (page["room"] < 0).any() | (page["gen"] < 0).any():
             raise FormatError("index page holds impossible entries", self._path_of(seq), off)
         page.flags.writeable = False
+        self._keep(key, page)
+        return page
+
+    def remember(self, ref: Any, entries: np.ndarray) -> None:
+        """Page ``ref`` was just stored holding ``entries``: its writer, which changes the
+        page it appended to next, need not read it back."""
+        page = np.array(entries, dtype=ENTRY)
+        page.flags.writeable = False
+        self._keep((int(ref["seq"]), int(ref["off"])), page)
+
+    def _keep(self, key: tuple[int, int], page: np.ndarray) -> None:
         with self._lock:
             self._cache[key] = page
             if len(self._cache) > self._capacity:
                 self._cache.popitem(last=False)
-        return page
 
 
 class IndexView:

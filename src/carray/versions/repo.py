@@ -114,6 +114,7 @@ class Repository:
         self.dir = store.join(root, VERSIONS_DIR)
         self.pages = PageSource(self._read_pages, lambda seq: store.url(self._ix(seq)))
         self._locks = fcntl is not None and isinstance(store, LocalStore)
+        self._dir_made = False  # by this object: later commits need not ask again
 
     # -- names ------------------------------------------------------------------------------
 
@@ -324,15 +325,22 @@ class Repository:
             refs[i] = (seq, pos, len(blob))
             blobs.append(blob)
             pos += len(blob)
-        self.store.makedirs(self.dir)
+        self._make_dir()
         self.store.put(self._ix(seq), blobs, fsync=self.fsync)
+        for ref, entries in zip(refs, pages, strict=True):
+            self.pages.remember(ref, entries)
         return refs
+
+    def _make_dir(self) -> None:
+        if not self._dir_made:
+            self.store.makedirs(self.dir)
+            self._dir_made = True
 
     def publish(self, manifest: Manifest) -> None:
         """Make ``manifest`` the newest version (the commit point); its pages must be
         written already."""
         store = self.store
-        store.makedirs(self.dir)
+        self._make_dir()
         store.put(self._mf(manifest.seq), manifest.encode(), fsync=self.fsync)
         if self.fsync:
             store.sync_dir(self.dir)
