@@ -233,6 +233,21 @@ def test_many_rewrites_compact_the_file(tmp_path):
     np.testing.assert_array_equal(ca.open(tmp_path / "a", mode="r")[:], a[:])
 
 
+
+def test_a_generation_replaced_by_a_table_commit_goes(tmp_path):
+    # A table commits inside a change that can still be undone: the records its
+    # compaction replaces are freed by the commit, so the old file goes with the version.
+    root = tmp_path / "t"
+    words = np.array([f"w{i}" for i in range(3000)], dtype=object)
+    t = ca.ctable({"s": words[:2000]}, rootdir=root, mode="w", fsync=False,
+                  expectedlen=3000)
+    for i in range(2000, 2020):
+        t.append({"s": words[i:i + 1]})
+    t.close()
+    assert len(os.listdir(root / "s" / "values" / "data")) == 1
+    assert list(ca.open(root, mode="r").cols["s"][:]) == list(words[:2020])
+
+
 # -- crashes ------------------------------------------------------------------------------
 
 def _states() -> list[np.ndarray]:

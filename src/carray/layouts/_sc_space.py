@@ -260,6 +260,9 @@ class SpaceKeeper:
         self._uncommitted.clear()
         if self._log is not None:
             self._log = []
+        # Records written and replaced before the commit are in no version, and the
+        # commit cannot be undone: free now, before reclaim tidies their files.
+        self._apply_deferred()
 
     def reclaim(self, remaining: Sequence[int], refers: Callable[[int, Any], bool],
                 min_free: int = 4096) -> None:
