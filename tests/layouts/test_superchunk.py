@@ -248,6 +248,32 @@ def test_a_generation_replaced_by_a_table_commit_goes(tmp_path):
     assert list(ca.open(root, mode="r").cols["s"][:]) == list(words[:2020])
 
 
+
+def test_a_commit_compacts_what_it_leaves_free(tmp_path):
+    # One chunk rewritten by every commit: the old record is free once the commit is
+    # published, so the commit itself compacts (no later commit may come), unless a
+    # reader holds the version that refers to it.
+    root = tmp_path / "a"
+    x = np.arange(50_010, dtype="i8") % 977
+    a = ca.carray(x[:50_000], chunklen=65_536, rootdir=root, mode="w", fsync=False)
+    reader = ca.open(root, mode="r")
+    for i in range(50_000, 50_005):
+        a.append(x[i:i + 1])
+        a.flush()
+    np.testing.assert_array_equal(reader[:], x[:50_000])  # held: still readable
+    reader.close()
+    for i in range(50_005, 50_010):
+        a.append(x[i:i + 1])
+        a.flush()
+    a.close()
+    ca.carray(x, chunklen=65_536, rootdir=tmp_path / "b", mode="w", fsync=False).close()
+    files = os.listdir(root / "data")
+    assert len(files) == 1
+    size = os.path.getsize(root / "data" / files[0])
+    assert size < 1.1 * os.path.getsize(sc_file(tmp_path / "b"))
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], x)
+
+
 # -- crashes ------------------------------------------------------------------------------
 
 def _states() -> list[np.ndarray]:

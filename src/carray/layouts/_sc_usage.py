@@ -1,10 +1,11 @@
 """Which records of a superchunk dataset's member the versions refer to: what the space
-keeper (:mod:`._sc_space`) needs to learn free space and to free what a dropped
-version alone referred to.
+keeper (:mod:`._sc_space`) needs to learn free space, to free what a dropped version
+alone referred to, and to foresee what a commit frees.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -72,3 +73,20 @@ def referrer(dataset: VersionedDataset, states: Sequence[tuple[int, MemberState]
 
     return refers
 
+
+def outliving(dataset: VersionedDataset, member: str
+              ) -> Callable[[int, Entry], bool] | None:
+    """``refers(n, entry)`` over the versions the next commit leaves kept besides itself,
+    when the version it replaces goes with it (one version kept, that one neither tagged
+    nor held by a reader); None when that version stays (the next commit frees nothing
+    it replaces)."""
+    head = dataset.head
+    if head is None or dataset.keep != 1 or head.id in dataset.repo.tags().values() \
+            or not dataset.repo.droppable(head.seq):
+        return None
+    states = []
+    for m in dataset.manifests():
+        if m.seq != head.seq:
+            with contextlib.suppress(KeyError):
+                states.append((m.seq, m.member(member)))
+    return referrer(dataset, states)

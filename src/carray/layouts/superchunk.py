@@ -513,6 +513,13 @@ class SuperchunkLayout(Layout):
             self._touched = _sc_compact.touched(self._index.changed_pages(), self._S)
             self._keeper.compact |= {k for k in self._touched
                                      if _sc_compact.out_of_order(self, k)}
+        if self._keeper.reuse and self._keeper.superseding:
+            # What this commit replaces is free once it is published: a file that would
+            # be left with much free space is compacted now, not by a next commit that
+            # may never come.
+            outliving = _sc_usage.outliving(self.dataset, self.member_name)
+            if outliving is not None:
+                self._keeper.compact |= self._keeper.crowded(outliving)
         if self._keeper.compact:
             _sc_compact.compact(self, sorted(self._keeper.compact))
         self.files.sync()
