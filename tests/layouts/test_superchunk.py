@@ -274,6 +274,30 @@ def test_a_commit_compacts_what_it_leaves_free(tmp_path):
     np.testing.assert_array_equal(ca.open(root, mode="r")[:], x)
 
 
+
+def test_a_file_a_reader_kept_goes_in_a_later_session(tmp_path):
+    # The writer closes while a reader holds the version that alone refers to a file;
+    # a later session that drops that version frees the file, though it never saw its
+    # records replaced.
+    root = tmp_path / "a"
+    x = np.arange(200_000, dtype="i8") % 1013
+    a = ca.carray(x, rootdir=root, mode="w", fsync=False)
+    reader = ca.open(root, mode="r")
+    a[:] = x[::-1]
+    a.flush()
+    a[:] = x
+    a.close()
+    assert len(os.listdir(root / "data")) == 2
+    np.testing.assert_array_equal(reader[:], x)
+    reader.close()
+    a = ca.open(root, mode="a", fsync=False)
+    a[0] = -1
+    a.close()
+    assert len(os.listdir(root / "data")) == 1
+    x[0] = -1
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], x)
+
+
 # -- crashes ------------------------------------------------------------------------------
 
 def _states() -> list[np.ndarray]:

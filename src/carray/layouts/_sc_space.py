@@ -172,6 +172,8 @@ class SpaceKeeper:
             used = self._used()
             for (k, g, off), room in self._uncommitted.items():
                 used.setdefault((k, g), []).append((off, room))
+            for key, off, room in self._deferred:  # free once the change is done
+                used.setdefault(key, []).append((off, room))
             self._space = FreeSpace.build(sizes, used)
         return self._space
 
@@ -350,5 +352,8 @@ class SpaceKeeper:
                                                          min_free):
             self.compact.add(k)
 
-    def forget_pending(self) -> None:
-        self._pending.clear()
+    def relearn(self) -> None:
+        """Versions were dropped whose records this keeper never saw replaced: learn the
+        free space again from what is kept, and tidy every file at this reclaim."""
+        self._space = None
+        self._freed |= set(self._files.existing())

@@ -138,6 +138,7 @@ class SuperchunkLayout(Layout):
         self._index: Any = IndexView.empty()
         self._legacy: legacy.LegacyIndex | None = None
         self._keeper: SpaceKeeper | None = None
+        self._opened_at: int | None = None  # the seq of the version a writer opened
         self._attrs: dict[str, Any] = {}
         self._stored_attrs: Any = {}
         self._pending: tuple[ArrayMeta, int] | None = None
@@ -228,6 +229,8 @@ class SuperchunkLayout(Layout):
 
     def _start_writing(self, base: Any) -> None:
         self._index = WorkingIndex(base)
+        head = self.dataset.head
+        self._opened_at = head.seq if head is not None else None
         # Keeping every version frees nothing a version refers to: no free space to learn.
         reuse = not self.files.compat and self.dataset.keep is not None
         self._keeper = SpaceKeeper(self.files, self._S, reuse=reuse, used=self._used_extents)
@@ -553,11 +556,17 @@ class SuperchunkLayout(Layout):
             _sc_compact.mirror(self, sorted(self._touched))
             self._touched = set()
 
-    def reclaim(self, remaining: Sequence[tuple[int, MemberState]]) -> None:
+    def reclaim(self, remaining: Sequence[tuple[int, MemberState]],
+                dropped: Sequence[int] = ()) -> None:
         if self._keeper is None:
             return
         refers = _sc_usage.referrer(self.dataset, remaining)
         with self._lock:
+            if self._opened_at is not None and any(s < self._opened_at for s in dropped):
+                # A version older than the one opened went (a reader held it when it was
+                # replaced, maybe by another session): what it alone referred to was
+                # never noted as replaced here.
+                self._keeper.relearn()
             self._keeper.reclaim([seq for seq, _ in remaining], refers)
 
     def _used_extents(self) -> dict[Key, list[tuple[int, int]]]:
