@@ -77,12 +77,12 @@ def referrer(dataset: VersionedDataset, states: Sequence[tuple[int, MemberState]
 def outliving(dataset: VersionedDataset, member: str
               ) -> Callable[[int, Entry], bool] | None:
     """``refers(n, entry)`` over the versions the next commit leaves kept besides itself,
-    when the version it replaces goes with it (one version kept, that one neither tagged
-    nor held by a reader); None when that version stays (the next commit frees nothing
-    it replaces)."""
+    when the version it replaces goes with it (one version kept, that one not tagged);
+    None when that version stays (the next commit frees nothing it replaces).  A reader
+    holding it is not foreseen (asking would take the lock readers take): the space
+    freed then waits for the reader to let go."""
     head = dataset.head
-    if head is None or dataset.keep != 1 or head.id in dataset.repo.tags().values() \
-            or not dataset.repo.droppable(head.seq):
+    if head is None or dataset.keep != 1 or head.id in dataset.repo.tags().values():
         return None
     states = []
     for m in dataset.manifests():

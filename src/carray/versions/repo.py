@@ -375,24 +375,6 @@ class Repository:
             os.close(fd)
         return True
 
-    def droppable(self, seq: int) -> bool:
-        """Whether :meth:`drop` would drop version ``seq`` now, were it replaced now (no
-        reader holds it; on object stores never: a replaced version stays ``grace``
-        seconds)."""
-        if not self._locks:
-            return not self.store.remote or self.grace <= 0
-        try:
-            fd = os.open(self._mf(seq), os.O_RDONLY)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        finally:
-            os.close(fd)  # closing lets the lock go
-        return True
-
     def page_files(self) -> list[int]:
         """Seqs of every page file present."""
         return sorted(int(m.group(1)) for n in self.store.listdir(self.dir)
