@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.engine import core
+from carray.engine import writer
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 BOUND = 1.3
@@ -91,13 +91,13 @@ def _path(tmp: Path, name: str, layout: str) -> str:
 @contextlib.contextmanager
 def tail_budget(nbytes: int | None) -> Iterator[None]:
     """The engine's budget for a decoded tail (None: as it is)."""
-    old = core._TAIL_BUDGET
+    old = writer.TAIL_BUDGET
     if nbytes is not None:
-        core._TAIL_BUDGET = nbytes
+        writer.TAIL_BUDGET = nbytes
     try:
         yield
     finally:
-        core._TAIL_BUDGET = old
+        writer.TAIL_BUDGET = old
 
 
 def walk(n: int, seed: int = 5) -> np.ndarray:

@@ -233,6 +233,71 @@ def test_many_rewrites_compact_the_file(tmp_path):
     np.testing.assert_array_equal(ca.open(tmp_path / "a", mode="r")[:], a[:])
 
 
+
+def test_a_generation_replaced_by_a_table_commit_goes(tmp_path):
+    # A table commits inside a change that can still be undone: the records its
+    # compaction replaces are freed by the commit, so the old file goes with the version.
+    root = tmp_path / "t"
+    words = np.array([f"w{i}" for i in range(3000)], dtype=object)
+    t = ca.ctable({"s": words[:2000]}, rootdir=root, mode="w", fsync=False,
+                  expectedlen=3000)
+    for i in range(2000, 2020):
+        t.append({"s": words[i:i + 1]})
+    t.close()
+    assert len(os.listdir(root / "s" / "values" / "data")) == 1
+    assert list(ca.open(root, mode="r").cols["s"][:]) == list(words[:2020])
+
+
+
+def test_a_commit_compacts_what_it_leaves_free(tmp_path):
+    # One chunk rewritten by every commit: the old record is free once the commit is
+    # published, so the commit itself compacts (no later commit may come), unless a
+    # reader holds the version that refers to it.
+    root = tmp_path / "a"
+    x = np.arange(50_010, dtype="i8") % 977
+    a = ca.carray(x[:50_000], chunklen=65_536, rootdir=root, mode="w", fsync=False)
+    reader = ca.open(root, mode="r")
+    for i in range(50_000, 50_005):
+        a.append(x[i:i + 1])
+        a.flush()
+    np.testing.assert_array_equal(reader[:], x[:50_000])  # held: still readable
+    reader.close()
+    for i in range(50_005, 50_010):
+        a.append(x[i:i + 1])
+        a.flush()
+    a.close()
+    ca.carray(x, chunklen=65_536, rootdir=tmp_path / "b", mode="w", fsync=False).close()
+    files = os.listdir(root / "data")
+    assert len(files) == 1
+    size = os.path.getsize(root / "data" / files[0])
+    assert size < 1.1 * os.path.getsize(sc_file(tmp_path / "b"))
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], x)
+
+
+
+def test_a_file_a_reader_kept_goes_in_a_later_session(tmp_path):
+    # The writer closes while a reader holds the version that alone refers to a file;
+    # a later session that drops that version frees the file, though it never saw its
+    # records replaced.
+    root = tmp_path / "a"
+    x = np.arange(200_000, dtype="i8") % 1013
+    a = ca.carray(x, rootdir=root, mode="w", fsync=False)
+    reader = ca.open(root, mode="r")
+    a[:] = x[::-1]
+    a.flush()
+    a[:] = x
+    a.close()
+    assert len(os.listdir(root / "data")) == 2
+    np.testing.assert_array_equal(reader[:], x)
+    reader.close()
+    a = ca.open(root, mode="a", fsync=False)
+    a[0] = -1
+    a.close()
+    assert len(os.listdir(root / "data")) == 1
+    x[0] = -1
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], x)
+
+
 # -- crashes ------------------------------------------------------------------------------
 
 def _states() -> list[np.ndarray]:

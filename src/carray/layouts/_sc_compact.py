@@ -4,6 +4,8 @@ files parallel writers make.
 * A superchunk file whose free space passed a fifth of it is *compacted*: its live
   records are copied (checked first) into the next generation's file, back to back,
   and the index points there; the old file goes once no kept version refers to it.
+  A commit compacts the files it would leave so (:meth:`SpaceKeeper.crowded`) and
+  those an earlier reclaim found so.
 * A Bloscpack-compatible file (Blosc1 chunks, no spare room) must hold its chunks in
   order, back to back, under a header and offsets table bloscpack reads: a commit that
   broke the order compacts the superchunk, and after publishing, the header and table

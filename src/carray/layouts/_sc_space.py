@@ -81,6 +81,9 @@ class FreeSpace:
             ext[pick] = [off + room, size - room]
         return off, room
 
+    def extents(self, key: Key) -> list[tuple[int, int]]:
+        return [(off, size) for off, size in self._free.get(key, ())]
+
     def free_bytes(self, key: Key) -> int:
         return sum(size for _, size in self._free.get(key, ()))
 
@@ -106,7 +109,10 @@ class SpaceKeeper:
     to it: free at once, once the change that replaced it cannot be undone) or is
     part of the published version (it stays until no kept version refers to it:
     :meth:`reclaim` after each commit).  Free extents are learnt the first time a
-    rewrite needs them, from what every kept version refers to.
+    rewrite needs them, from what every kept version refers to.  Files freed whole
+    are deleted, free ends cut off, and files left more than a fifth free compacted
+    (:mod:`._sc_compact`): by the next commit, or by the commit that frees the space
+    when it can tell (:meth:`crowded`).
 
     Parameters
     ----------
@@ -134,6 +140,7 @@ class SpaceKeeper:
         self._superseded: list[tuple[int, Any]] = []
         self._pending: list[tuple[int, Any, int]] = []
         self._deferred: list[tuple[Key, int, int]] = []
+        self._freed: set[Key] = set()  # files with records freed since the last tidy
         self._log: list[tuple[str, Any]] | None = None
         self._last_free: dict[int, tuple[int, int]] = {}
         self.compact: set[int] = set()  # superchunks worth rewriting whole
@@ -165,6 +172,8 @@ class SpaceKeeper:
             used = self._used()
             for (k, g, off), room in self._uncommitted.items():
                 used.setdefault((k, g), []).append((off, room))
+            for key, off, room in self._deferred:  # free once the change is done
+                used.setdefault(key, []).append((off, room))
             self._space = FreeSpace.build(sizes, used)
         return self._space
 
@@ -215,6 +224,7 @@ class SpaceKeeper:
         for key, off, room in self._deferred:
             if self._space is not None:
                 self._space.add(key, off, room)
+                self._freed.add(key)
         self._deferred.clear()
 
     # -- transactions ----------------------------------------------------------------------
@@ -253,6 +263,42 @@ class SpaceKeeper:
     def changed(self) -> bool:
         return bool(self._uncommitted or self._superseded)
 
+    @property
+    def superseding(self) -> bool:
+        """Whether records of the published version were replaced since it."""
+        return bool(self._superseded)
+
+    def crowded(self, elsewhere: Callable[[int, Any], bool]) -> set[int]:
+        """Superchunks whose newest file will be worth compacting once this commit is
+        published and the version it replaces dropped: what it replaced is free then,
+        unless another kept version refers to it (``elsewhere(n, entry)``)."""
+        freed: dict[Key, list[tuple[int, int]]] = {}
+        for n, old in self._superseded:
+            k = n // self._S
+            if old.gen == self.gen(k) and not elsewhere(n, old):
+                freed.setdefault((k, old.gen), []).append((old.off, old.room))
+        for key, off, room in self._deferred:
+            freed.setdefault(key, []).append((off, room))
+        out = set()
+        for key, extents in freed.items():
+            if key[1] != self.gen(key[0]):
+                continue
+            after = FreeSpace()  # the file's free space after the commit
+            for off, size in self._space_map().extents(key) + extents:
+                after.add(key, off, size)
+            info = self._files.file(key)
+            end = after.tail(key, info.size)  # a free end is cut off, not compacted
+            if self._worth_compacting(end - info.data_start, after.free_bytes(key)):
+                out.add(key[0])
+        return out
+
+    @staticmethod
+    def _worth_compacting(area: int, free: int, min_free: int = 4096) -> bool:
+        """Whether a file whose records take ``area`` bytes, ``free`` of them free, is
+        worth rewriting whole: more than a fifth of it free bounds the space an edited
+        dataset takes (and the rewrites amortize over the edits that freed it)."""
+        return 0 < free < area and free >= min_free and free * 5 > area
+
     def published(self, seq: int) -> None:
         """The working index is now version ``seq``."""
         self._pending += [(n, old, seq) for n, old in self._superseded]
@@ -260,16 +306,18 @@ class SpaceKeeper:
         self._uncommitted.clear()
         if self._log is not None:
             self._log = []
+        # Records written and replaced before the commit are in no version, and the
+        # commit cannot be undone: free now, before reclaim tidies their files.
+        self._apply_deferred()
 
     def reclaim(self, remaining: Sequence[int], refers: Callable[[int, Any], bool],
                 min_free: int = 4096) -> None:
         """Free the pending records no remaining version (``remaining``: their seqs)
         refers to (``refers(n, entry)``), trim free file ends, delete files nothing
         refers to, and note superchunks worth compacting."""
-        if not self._pending:
-            return
         held = set(remaining)
-        keep, touched = [], set()
+        keep, touched = [], self._freed
+        self._freed = set()
         for n, old, seq in self._pending:
             # The version before the one that replaced it refers to it while it is kept.
             if seq - 1 in held or refers(n, old):
@@ -286,6 +334,9 @@ class SpaceKeeper:
     def _tidy(self, key: Key, min_free: int) -> None:
         space = self._space_map()
         k, gen = key
+        if not self._files.exists(key):  # emptied and deleted already
+            space.drop(key)
+            return
         info = self._files.file(key)
         if space.free_bytes(key) >= info.size - info.data_start:
             self._files.delete(key)  # nothing refers to any of its records any more
@@ -297,9 +348,12 @@ class SpaceKeeper:
         if end < info.size:
             self._files.truncate(key, end)
         area = self._files.file(key).size - info.data_start
-        free = space.free_bytes(key)
-        if gen == self.gen(k) and free >= min_free and free * 5 > area:
+        if gen == self.gen(k) and self._worth_compacting(area, space.free_bytes(key),
+                                                         min_free):
             self.compact.add(k)
 
-    def forget_pending(self) -> None:
-        self._pending.clear()
+    def relearn(self) -> None:
+        """Versions were dropped whose records this keeper never saw replaced: learn the
+        free space again from what is kept, and tidy every file at this reclaim."""
+        self._space = None
+        self._freed |= set(self._files.existing())

@@ -38,7 +38,7 @@ from carray.errors import (
     FormatError,
     ReadOnlyError,
 )
-from carray.layouts import _sc_compact
+from carray.layouts import _sc_compact, _sc_usage
 from carray.layouts import _superchunk_v2 as legacy
 from carray.layouts._sc_files import DataFiles, Key
 from carray.layouts._sc_read import RecordReader
@@ -138,6 +138,7 @@ class SuperchunkLayout(Layout):
         self._index: Any = IndexView.empty()
         self._legacy: legacy.LegacyIndex | None = None
         self._keeper: SpaceKeeper | None = None
+        self._opened_at: int | None = None  # the seq of the version a writer opened
         self._attrs: dict[str, Any] = {}
         self._stored_attrs: Any = {}
         self._pending: tuple[ArrayMeta, int] | None = None
@@ -228,6 +229,8 @@ class SuperchunkLayout(Layout):
 
     def _start_writing(self, base: Any) -> None:
         self._index = WorkingIndex(base)
+        head = self.dataset.head
+        self._opened_at = head.seq if head is not None else None
         # Keeping every version frees nothing a version refers to: no free space to learn.
         reuse = not self.files.compat and self.dataset.keep is not None
         self._keeper = SpaceKeeper(self.files, self._S, reuse=reuse, used=self._used_extents)
@@ -513,6 +516,13 @@ class SuperchunkLayout(Layout):
             self._touched = _sc_compact.touched(self._index.changed_pages(), self._S)
             self._keeper.compact |= {k for k in self._touched
                                      if _sc_compact.out_of_order(self, k)}
+        if self._keeper.reuse and self._keeper.superseding:
+            # What this commit replaces is free once it is published: a file that would
+            # be left with much free space is compacted now, not by a next commit that
+            # may never come.
+            outliving = _sc_usage.outliving(self.dataset, self.member_name)
+            if outliving is not None:
+                self._keeper.compact |= self._keeper.crowded(outliving)
         if self._keeper.compact:
             _sc_compact.compact(self, sorted(self._keeper.compact))
         self.files.sync()
@@ -546,61 +556,25 @@ class SuperchunkLayout(Layout):
             _sc_compact.mirror(self, sorted(self._touched))
             self._touched = set()
 
-    def reclaim(self, remaining: Sequence[tuple[int, MemberState]]) -> None:
+    def reclaim(self, remaining: Sequence[tuple[int, MemberState]],
+                dropped: Sequence[int] = ()) -> None:
         if self._keeper is None:
             return
-        pages = self.dataset.repo.pages
-
-        def refers(n: int, old: Entry) -> bool:
-            p, i = divmod(n, PAGE_ENTRIES)
-            for _, st in remaining:
-                if n < st.nchunks:
-                    entry = pages.page(st.pages[p], min(PAGE_ENTRIES,
-                                                         st.nchunks - p * PAGE_ENTRIES))[i]
-                    if int(entry["gen"]) == old.gen and int(entry["off"]) == old.off:
-                        return True
-            return False
-
+        refers = _sc_usage.referrer(self.dataset, remaining)
         with self._lock:
+            if self._opened_at is not None and any(s < self._opened_at for s in dropped):
+                # A version older than the one opened went (a reader held it when it was
+                # replaced, maybe by another session): what it alone referred to was
+                # never noted as replaced here.
+                self._keeper.relearn()
             self._keeper.reclaim([seq for seq, _ in remaining], refers)
 
     def _used_extents(self) -> dict[Key, list[tuple[int, int]]]:
         """Extents of records that the kept versions or the working index refer to."""
-        found: list[np.ndarray] = []  # rows of (superchunk, gen, off, room)
-
-        def note(first: int, entries: np.ndarray) -> None:
-            live = np.flatnonzero(entries["off"] >= 0)
-            if live.size:
-                e = entries[live]
-                found.append(np.stack([(first + live) // self._S, e["gen"], e["off"],
-                                       e["room"]], axis=1).astype(np.int64))
-
-        pages = self.dataset.repo.pages
-        seen: set[tuple[int, int]] = set()
-        for m in self.dataset.manifests():
-            try:
-                st = m.member(self.member_name)
-            except KeyError:
-                continue
-            for p, ref in enumerate(st.pages):
-                ident = (int(ref["seq"]), int(ref["off"]))
-                if ident not in seen:  # versions share the pages they did not change
-                    seen.add(ident)
-                    n = min(PAGE_ENTRIES, st.nchunks - p * PAGE_ENTRIES)
-                    note(p * PAGE_ENTRIES, pages.page(ref, n))
-        if self._legacy is not None:
-            for p, entries in enumerate(self._legacy.entries()):
-                note(p * PAGE_ENTRIES, entries)
-        for p, entries in self._index.changed_pages().items():
-            note(p * PAGE_ENTRIES, entries)
-        if not found:
-            return {}
-        rows = np.concatenate(found)
-        rows = rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]  # by file, offset
-        cuts = np.flatnonzero(np.any(np.diff(rows[:, :2], axis=0) != 0, axis=1)) + 1
-        return {(int(g[0, 0]), int(g[0, 1])): list(zip(g[:, 2].tolist(), g[:, 3].tolist(),
-                                                         strict=True))
-                for g in np.split(rows, cuts)}
+        more = [] if self._legacy is None else list(enumerate(self._legacy.entries()))
+        more += list(self._index.changed_pages().items())
+        return _sc_usage.used_extents(self.dataset, self.member_name, self._S,
+                                      [(p * PAGE_ENTRIES, e) for p, e in more])
 
     def _finish_upgrade(self) -> None:
         """The first version is published: record the new format, remove the old files."""

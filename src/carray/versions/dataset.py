@@ -70,9 +70,10 @@ class Member(Protocol):
     def published(self, state: MemberState, seq: int) -> None:
         """``state`` (from :meth:`stage`) is now the member's committed state."""
 
-    def reclaim(self, remaining: Sequence[tuple[int, MemberState]]) -> None:
-        """Versions not in ``remaining`` (``(seq, state)``, oldest first) were dropped:
-        free what only they referred to."""
+    def reclaim(self, remaining: Sequence[tuple[int, MemberState]],
+                dropped: Sequence[int] = ()) -> None:
+        """Versions not in ``remaining`` (``(seq, state)``, oldest first) were dropped
+        (``dropped``: the seqs this reclaim dropped): free what only they referred to."""
 
 
 @dataclass(frozen=True)
@@ -422,7 +423,7 @@ class VersionedDataset:
             return 0  # every version is kept: nothing to drop, nothing to free
         manifests = self.manifests()
         kept = kept_seqs(manifests, self.repo.tags(), keep, older_than)
-        dropped = 0
+        dropped: list[int] = []
         remaining = []
         for i, m in enumerate(manifests):
             if m.seq in kept:
@@ -431,7 +432,7 @@ class VersionedDataset:
             later = manifests[i + 1].time if i + 1 < len(manifests) else time.time()
             if self.repo.drop(m.seq, later):
                 self._known.pop(m.seq, None)
-                dropped += 1
+                dropped.append(m.seq)
             else:
                 remaining.append(m)
         for name, member in self._members.items():
@@ -439,14 +440,14 @@ class VersionedDataset:
             for m in remaining:
                 with contextlib.suppress(KeyError):
                     states.append((m.seq, m.member(name)))
-            member.reclaim(states)
+            member.reclaim(states, dropped)
         if self.on_reclaim is not None:
             self.on_reclaim(remaining)
         referenced = {int(s) for m in remaining for ms in m.members for s in ms.pages["seq"]}
         for seq in self.repo.page_files():
             if seq not in referenced and seq <= self.head.seq:
                 self.repo.delete_page_file(seq)
-        return dropped
+        return len(dropped)
 
     def tidy(self) -> None:
         """At a writer's close: drop the versions past the retention that readers held
