@@ -42,7 +42,7 @@ from carray.layouts import _sc_compact
 from carray.layouts import _superchunk_v2 as legacy
 from carray.layouts._sc_files import DataFiles, Key
 from carray.layouts._sc_read import RecordReader
-from carray.layouts._sc_space import SpaceKeeper
+from carray.layouts._sc_space import SpaceKeeper, used_extents
 from carray.layouts._superchunk_absent import absent_chunk
 from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
@@ -251,6 +251,8 @@ class SuperchunkLayout(Layout):
         return e
 
     def special_chunk(self, nchunk: int) -> bytes | None:
+        if self.records.kept(nchunk):
+            return None  # read by ranges before: stored (the reader goes when it changes)
         with self._lock:
             if not 0 <= nchunk < self._index.nchunks:
                 return None
@@ -267,6 +269,9 @@ class SuperchunkLayout(Layout):
         return self.records.chunk_into(nchunk, e, scratch)
 
     def chunk_reader(self, nchunk: int) -> tuple[ChunkReader, int]:
+        got = self.records.cached(nchunk)
+        if got is not None:
+            return got
         with self._lock:
             e = self._entry(nchunk)
         return self.records.reader(nchunk, e)
@@ -566,15 +571,11 @@ class SuperchunkLayout(Layout):
 
     def _used_extents(self) -> dict[Key, list[tuple[int, int]]]:
         """Extents of records that the kept versions or the working index refer to."""
-        found: list[np.ndarray] = []  # rows of (superchunk, gen, off, room)
+        return used_extents(self._S, self._referring_pages())
 
-        def note(first: int, entries: np.ndarray) -> None:
-            live = np.flatnonzero(entries["off"] >= 0)
-            if live.size:
-                e = entries[live]
-                found.append(np.stack([(first + live) // self._S, e["gen"], e["off"],
-                                       e["room"]], axis=1).astype(np.int64))
-
+    def _referring_pages(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(first chunk, entries)`` of every index page a kept version or the working
+        index holds (a page versions share, once)."""
         pages = self.dataset.repo.pages
         seen: set[tuple[int, int]] = set()
         for m in self.dataset.manifests():
@@ -586,21 +587,13 @@ class SuperchunkLayout(Layout):
                 ident = (int(ref["seq"]), int(ref["off"]))
                 if ident not in seen:  # versions share the pages they did not change
                     seen.add(ident)
-                    n = min(PAGE_ENTRIES, st.nchunks - p * PAGE_ENTRIES)
-                    note(p * PAGE_ENTRIES, pages.page(ref, n))
+                    yield p * PAGE_ENTRIES, pages.page(ref, min(PAGE_ENTRIES, st.nchunks -
+                                                                p * PAGE_ENTRIES))
         if self._legacy is not None:
             for p, entries in enumerate(self._legacy.entries()):
-                note(p * PAGE_ENTRIES, entries)
+                yield p * PAGE_ENTRIES, entries
         for p, entries in self._index.changed_pages().items():
-            note(p * PAGE_ENTRIES, entries)
-        if not found:
-            return {}
-        rows = np.concatenate(found)
-        rows = rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]  # by file, offset
-        cuts = np.flatnonzero(np.any(np.diff(rows[:, :2], axis=0) != 0, axis=1)) + 1
-        return {(int(g[0, 0]), int(g[0, 1])): list(zip(g[:, 2].tolist(), g[:, 3].tolist(),
-                                                         strict=True))
-                for g in np.split(rows, cuts)}
+            yield p * PAGE_ENTRIES, entries
 
     def _finish_upgrade(self) -> None:
         """The first version is published: record the new format, remove the old files."""
