@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +27,17 @@ from carray.errors import ChecksumError, FormatError
 PAGE_SIZE = 4096
 # Ranged reads at least this long go straight into the caller's buffer.
 _DIRECT = 64 * 1024
-# Pages checked together (one map over them) rather than one by one.
-_MANY = 8
+# Reads of pages up to this long go through a scratch buffer per thread.
+_SCRATCH = 64 * 1024
+_local = threading.local()
+
+
+def _scratch(n: int) -> memoryview:
+    """This thread's scratch buffer, ``n`` (at most :data:`_SCRATCH`) bytes of it."""
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = memoryview(bytearray(_SCRATCH))
+    return buf[:n]
 
 
 def npages(size: int, page: int) -> int:
@@ -68,7 +78,7 @@ class PagedReader:
     """
 
     __slots__ = ("size", "_read", "_digests", "_checksum", "_page", "_path", "_base",
-                 "_values", "_read_into", "_head")
+                 "_read_into", "_head")
 
     def __init__(self, size: int, read_raw: Callable[[int, int], bytes], digests: bytes,
                  checksum: Checksum, page: int, path: str | os.PathLike[str] | None = None,
@@ -85,7 +95,6 @@ class PagedReader:
         self._page = page
         self._path = path
         self._base = base
-        self._values: list[int] | None = None  # the digests as ints, made on first use
         self._read_into = read_raw_into
         self._head = b""
         if head:
@@ -95,23 +104,22 @@ class PagedReader:
         """Check ``data``, whole pages starting at page ``first_page`` (the last page of
         the chunk may be short)."""
         view = memoryview(data).cast("B")
-        page, ck = self._page, self._checksum
-        pages = [view[lo:lo + page] for lo in range(0, len(view), page)]
-        # Many pages at once, the common case of nothing wrong: one map over the pages
-        # (a few are checked one by one below, without setting anything up).
-        if len(pages) < _MANY:
-            pass
-        elif ck.value is not None:
-            if self._values is None:
-                self._values = list(struct.unpack(f"<{len(self._digests) // 4}I",
-                                                  self._digests))
-            if list(map(ck.value, pages)) == self._values[first_page:first_page + len(pages)]:
+        n, page, ck = len(view), self._page, self._checksum
+        count = -(-n // page)
+        # The common case, nothing wrong: every page's digest made and compared at once,
+        # with no Python step per page (a long read has hundreds); 32-bit digests as
+        # ints, so nothing is packed per page.  On a mismatch the pages are checked one
+        # by one below to name the bad one.
+        pages = map(view.__getitem__, map(slice, range(0, n, page), range(page, n + page, page)))
+        if ck.value is not None and (first_page + count) * 4 <= len(self._digests):
+            if tuple(map(ck.value, pages)) == \
+                    struct.unpack_from(f"<{count}I", self._digests, first_page * 4):
                 return
         elif b"".join(map(ck.digest, pages)) == \
-                self._digests[first_page * ck.size:(first_page + len(pages)) * ck.size]:
+                self._digests[first_page * ck.size:(first_page + count) * ck.size]:
             return
         width, digest = ck.size, ck.digest
-        for i, lo in enumerate(range(0, len(view), page)):
+        for i, lo in enumerate(range(0, n, page)):
             p = first_page + i
             if digest(view[lo:lo + page]) != self._digests[p * width:(p + 1) * width]:
                 raise ChecksumError(f"page {p} of a chunk: {ck.name} checksum mismatch",
@@ -119,20 +127,37 @@ class PagedReader:
 
     def _fetch(self, offset: int, length: int) -> memoryview:
         """Bytes ``[offset, offset + length)`` (fewer only past the end), every one
-        checked, as a view of the whole pages read."""
-        stop = min(offset + length, self.size)
+        checked, as a view of the whole pages read (in this thread's scratch buffer
+        when it fits: use it before the next read)."""
+        size = self.size
+        stop = offset + length if offset + length < size else size
         if offset < 0 or stop <= offset:
             return memoryview(b"")
         if stop <= len(self._head):
             return memoryview(self._head)[offset:stop]
         page = self._page
-        lo, hi = offset - offset % page, min(-(-stop // page) * page, self.size)
-        data = self._read(lo, hi - lo)
-        if len(data) != hi - lo:
-            raise FormatError(f"chunk truncated: {len(data)} of {hi - lo} bytes at {lo}",
-                              self._path, self._base + lo)
+        lo = offset - offset % page
+        hi = -(-stop // page) * page
+        if hi > size:
+            hi = size
+        data = self._pages(lo, hi)
         self.checked(data, lo // page)
-        return memoryview(data)[offset - lo:stop - lo]
+        return data[offset - lo:stop - lo]
+
+    def _pages(self, lo: int, hi: int) -> memoryview:
+        """The unchecked bytes ``[lo, hi)``: read into this thread's scratch buffer when
+        they fit, as a new bytes object costs more than the read (its allocation)."""
+        n = hi - lo
+        if self._read_into is not None and n <= _SCRATCH:
+            data = _scratch(n)
+            got = self._read_into(lo, data)
+        else:
+            data = memoryview(self._read(lo, n))
+            got = len(data)
+        if got != n:
+            raise FormatError(f"chunk truncated: {got} of {n} bytes at {lo}", self._path,
+                              self._base + lo)
+        return data
 
     def read(self, offset: int, length: int) -> bytes:
         """Bytes ``[offset, offset + length)`` (fewer only past the end), every one checked."""
@@ -168,11 +193,7 @@ class PagedReader:
         return n
 
     def _edge(self, lo: int, hi: int) -> bytes:
-        data = self._read(lo, hi - lo)
-        if len(data) != hi - lo:
-            raise FormatError(f"chunk truncated: {len(data)} of {hi - lo} bytes at {lo}",
-                              self._path, self._base + lo)
-        return data
+        return bytes(self._pages(lo, hi))
 
 
 def checked_head(head: bytes, size: int, digests: bytes, checksum: Checksum, page: int,
