@@ -16,10 +16,13 @@ def is_int(k: Any) -> bool:
 
 def plain(key: Any) -> Any:
     """A key with carrays in it replaced by their values."""
-    def value(k: Any) -> Any:
-        return np.asarray(k) if isinstance(k, Container) else k
+    if isinstance(key, tuple):
+        return tuple(_value(k) for k in key)
+    return _value(key)
 
-    return tuple(value(k) for k in key) if isinstance(key, tuple) else value(key)
+
+def _value(k: Any) -> Any:
+    return np.asarray(k) if isinstance(k, Container) else k
 
 
 class Indexer:

@@ -455,14 +455,11 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
 
     def _get(self, key: Any) -> Any:
         engine = self._engine
+        if is_int(key) and engine.ndim == 1:
+            return engine.read_index(key)
         if engine.objects is not None:
             return engine.objects[key]
         shape = self.shape
-        if is_int(key) and len(shape) == 1:
-            n = shape[0]
-            if not -n <= key < n:
-                raise IndexingError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
-            return engine.read_item((int(key) % n,))
         if isinstance(key, tuple) and len(key) == len(shape) and len(key) > 1 \
                 and all(is_int(k) for k in key):
             index = []
