@@ -50,15 +50,20 @@ class FreeSpace:
         """The free space of ``files`` (key -> (first record byte, size)) given the
         extents ``used`` (key -> (offset, room)) that something refers to."""
         space = cls()
+        space.learn(files, used)
+        return space
+
+    def learn(self, files: dict[Key, tuple[int, int]],
+              used: Mapping[Key, Iterable[tuple[int, int]]]) -> None:
+        """Add the free space of ``files`` given the extents ``used`` (see :meth:`build`)."""
         for key, (start, size) in files.items():
             pos = start
             for off, room in sorted(used.get(key, ())):
                 if off > pos:
-                    space.add(key, pos, off - pos)
+                    self.add(key, pos, off - pos)
                 pos = max(pos, off + room)
             if size > pos:
-                space.add(key, pos, size - pos)
-        return space
+                self.add(key, pos, size - pos)
 
     def add(self, key: Key, off: int, size: int) -> None:
         """``size`` bytes at ``off`` of file ``key`` are free."""
@@ -129,7 +134,8 @@ class SpaceKeeper:
     to it: free at once, once the change that replaced it cannot be undone) or is
     part of the published version (it stays until no kept version refers to it:
     :meth:`reclaim` after each commit).  Free extents are learnt the first time a
-    rewrite needs them, from what every kept version refers to.
+    rewrite of a superchunk needs them, from what every kept version refers to in that
+    superchunk (only its files and index pages are read).
 
     Parameters
     ----------
@@ -141,17 +147,19 @@ class SpaceKeeper:
         Whether new records may go into free extents (not for Bloscpack-compatible
         files, whose records must stay in order).
     used : callable
-        ``used()`` -> the extents ``{(k, gen): [(off, room), ...]}`` that the kept
-        versions and the working index refer to (to learn the free space).
+        ``used(k)`` -> the extents ``{(k, gen): [(off, room), ...]}`` in superchunk ``k``'s
+        files that the kept versions and the working index refer to (to learn its free
+        space).
     """
 
     def __init__(self, files: Any, superchunksize: int, reuse: bool,
-                 used: Callable[[], dict[Key, list[tuple[int, int]]]]) -> None:
+                 used: Callable[[int], dict[Key, list[tuple[int, int]]]]) -> None:
         self._files = files
         self._S = superchunksize
         self.reuse = reuse
         self._used = used
-        self._space: FreeSpace | None = None
+        self._space = FreeSpace()
+        self._learnt: set[int] = set()  # superchunks whose free space _space holds
         self._gens: dict[int, int] | None = None
         self._uncommitted: dict[tuple[int, int, int], int] = {}
         self._superseded: list[tuple[int, Any]] = []
@@ -180,15 +188,20 @@ class SpaceKeeper:
 
     # -- allocating ------------------------------------------------------------------------
 
-    def _space_map(self) -> FreeSpace:
-        if self._space is None:
-            keys = self._files.existing()
+    def _space_map(self, k: int) -> FreeSpace:
+        """The free space, that of superchunk ``k`` learnt (the first time: from its files
+        and what refers to them; a dataset of many superchunks learns only those it
+        rewrites)."""
+        if k not in self._learnt:
+            keys = [key for key in self._files.existing() if key[0] == k]
             sizes = {key: (self._files.file(key).data_start, self._files.file(key).size)
                      for key in keys}
-            used = self._used()
-            for (k, g, off), room in self._uncommitted.items():
-                used.setdefault((k, g), []).append((off, room))
-            self._space = FreeSpace.build(sizes, used)
+            used = self._used(k)
+            for (sk, g, off), room in self._uncommitted.items():
+                if sk == k:
+                    used.setdefault((k, g), []).append((off, room))
+            self._space.learn(sizes, used)
+            self._learnt.add(k)
         return self._space
 
     def allocate(self, n: int, need: int, want: int, rewrite: bool) -> tuple[int, int, int]:
@@ -199,9 +212,9 @@ class SpaceKeeper:
         gen = self.gen(k)
         key = (k, gen)
         got = None
-        if self.reuse and (rewrite or self._space is not None):
+        if self.reuse and (rewrite or k in self._learnt):
             prefer = self._last_free.get(n)
-            got = self._space_map().take(key, need, want,
+            got = self._space_map(k).take(key, need, want,
                                          prefer[1] if prefer and prefer[0] == gen else None)
         if got is None:
             got = (self._files.end(key), want)
@@ -236,7 +249,7 @@ class SpaceKeeper:
 
     def _apply_deferred(self) -> None:
         for key, off, room in self._deferred:
-            if self._space is not None:
+            if key[0] in self._learnt:
                 self._space.add(key, off, room)
         self._deferred.clear()
 
@@ -255,7 +268,7 @@ class SpaceKeeper:
             if kind == "alloc":
                 k, gen, off, room = what
                 self._uncommitted.pop((k, gen, off), None)
-                if self._space is not None:
+                if k in self._learnt:
                     self._space.add((k, gen), off, room)
             elif kind == "free":
                 where, room = what
@@ -299,7 +312,7 @@ class SpaceKeeper:
                 keep.append((n, old, seq))
                 continue
             k = n // self._S
-            self._space_map().add((k, old.gen), old.off, old.room)
+            self._space_map(k).add((k, old.gen), old.off, old.room)
             self._last_free[n] = (old.gen, old.off)
             touched.add((k, old.gen))
         self._pending = keep
@@ -307,8 +320,8 @@ class SpaceKeeper:
             self._tidy(key, min_free)
 
     def _tidy(self, key: Key, min_free: int) -> None:
-        space = self._space_map()
         k, gen = key
+        space = self._space_map(k)
         info = self._files.file(key)
         if space.free_bytes(key) >= info.size - info.data_start:
             self._files.delete(key)  # nothing refers to any of its records any more

@@ -57,7 +57,6 @@ from carray.layouts._superchunk_meta import (
     write_member_note,
 )
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars
-from carray.safejson import load_json
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
 from carray.versions import (
@@ -216,7 +215,7 @@ class SuperchunkLayout(Layout):
         index = legacy.LegacyIndex(self.files, nchunks, fill, self._dsize, patches)
         self._legacy = index
         self.records.patches = patches
-        self._attrs = self._legacy_attrs()
+        self._attrs = legacy.attrs(self.store, self.rootdir)
         self._stored_attrs = None  # the first version records them
         self._committed = (tuple(meta.shape), sizes.cbytes, None)
         if self.readonly:
@@ -569,13 +568,15 @@ class SuperchunkLayout(Layout):
         with self._lock:
             self._keeper.reclaim([seq for seq, _ in remaining], refers)
 
-    def _used_extents(self) -> dict[Key, list[tuple[int, int]]]:
-        """Extents of records that the kept versions or the working index refer to."""
-        return used_extents(self._S, self._referring_pages())
+    def _used_extents(self, k: int) -> dict[Key, list[tuple[int, int]]]:
+        """Extents of records in superchunk ``k``'s files that the kept versions or the
+        working index refer to."""
+        return used_extents(self._S, self._referring_pages(k))
 
-    def _referring_pages(self) -> Iterator[tuple[int, np.ndarray]]:
-        """``(first chunk, entries)`` of every index page a kept version or the working
-        index holds (a page versions share, once)."""
+    def _referring_pages(self, k: int) -> Iterator[tuple[int, np.ndarray]]:
+        """``(first chunk, entries)`` of every index page holding chunks of superchunk
+        ``k`` that a kept version or the working index has (a page versions share, once)."""
+        lo, hi = k * self._S // PAGE_ENTRIES, -(-(k + 1) * self._S // PAGE_ENTRIES)
         pages = self.dataset.repo.pages
         seen: set[tuple[int, int]] = set()
         for m in self.dataset.manifests():
@@ -583,7 +584,8 @@ class SuperchunkLayout(Layout):
                 st = m.member(self.member_name)
             except KeyError:
                 continue
-            for p, ref in enumerate(st.pages):
+            for p in range(lo, min(hi, len(st.pages))):
+                ref = st.pages[p]
                 ident = (int(ref["seq"]), int(ref["off"]))
                 if ident not in seen:  # versions share the pages they did not change
                     seen.add(ident)
@@ -591,9 +593,11 @@ class SuperchunkLayout(Layout):
                                                                 p * PAGE_ENTRIES))
         if self._legacy is not None:
             for p, entries in enumerate(self._legacy.entries()):
-                yield p * PAGE_ENTRIES, entries
+                if lo <= p < hi:
+                    yield p * PAGE_ENTRIES, entries
         for p, entries in self._index.changed_pages().items():
-            yield p * PAGE_ENTRIES, entries
+            if lo <= p < hi:
+                yield p * PAGE_ENTRIES, entries
 
     def _finish_upgrade(self) -> None:
         """The first version is published: record the new format, remove the old files."""
@@ -627,17 +631,6 @@ class SuperchunkLayout(Layout):
     @staticmethod
     def _encode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
         return {attrvalues.check_name(k): attrvalues.encode_typed(v) for k, v in attrs.items()}
-
-    def _legacy_attrs(self) -> dict[str, Any]:
-        key = self.store.join(self.rootdir, META_DIR, ATTRS_FILE)
-        path = self.store.url(key)
-        try:
-            obj = load_json(self.store.get(key), path, what="meta/attrs")
-        except FileNotFoundError:
-            return {}
-        if not isinstance(obj, dict):
-            raise FormatError("meta/attrs must hold a JSON object", path)
-        return attrvalues.load_typed(obj, path)
 
     def load_attrs(self) -> dict[str, Any]:
         return dict(self._attrs)
