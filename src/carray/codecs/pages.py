@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,15 +75,20 @@ class PagedReader:
     head : bytes, optional
         The chunk's first bytes, already read: whole pages are checked here and reads
         inside them served from memory.
+    read_raw_vec : callable, optional
+        ``read_raw_vec(offset, buffers) -> int``: unchecked bytes of the chunk into
+        ``buffers`` one after another (one scatter read); a long read then fetches the
+        rest of the pages it starts and ends inside in the same read.
     """
 
     __slots__ = ("size", "_read", "_digests", "_checksum", "_page", "_path", "_base",
-                 "_read_into", "_head")
+                 "_read_into", "_head", "_read_vec")
 
     def __init__(self, size: int, read_raw: Callable[[int, int], bytes], digests: bytes,
                  checksum: Checksum, page: int, path: str | os.PathLike[str] | None = None,
                  base: int = 0, read_raw_into: Callable[[int, Any], int] | None = None,
-                 head: bytes = b"") -> None:
+                 head: bytes = b"",
+                 read_raw_vec: Callable[[int, Sequence[Any]], int] | None = None) -> None:
         want = npages(size, page) * checksum.size
         if len(digests) != want:
             raise FormatError(f"chunk of {size} bytes needs {want} bytes of page digests, "
@@ -96,6 +101,7 @@ class PagedReader:
         self._path = path
         self._base = base
         self._read_into = read_raw_into
+        self._read_vec = read_raw_vec
         self._head = b""
         if head:
             self._head = checked_head(head, size, digests, checksum, page, path, base)
@@ -175,21 +181,30 @@ class PagedReader:
 
     def _read_direct(self, offset: int, stop: int, view: memoryview) -> int:
         """A long read straight into ``view``: its whole pages are checked there, and the
-        pages it starts and ends inside are checked with their other bytes read apart."""
+        pages it starts and ends inside are checked with their other bytes, read in the
+        same scatter read when the reader can, else apart."""
         assert self._read_into is not None
         page, n = self._page, stop - offset
-        if self._read_into(offset, view[:n]) != n:
-            raise FormatError(f"chunk truncated: fewer than {n} bytes at {offset}",
-                              self._path, self._base + offset)
+        lo, end = offset - offset % page, min(-(-stop // page) * page, self.size)
+        if self._read_vec is not None:
+            edges = _scratch(offset - lo + end - stop)
+            before, after = edges[:offset - lo], edges[offset - lo:]
+            if self._read_vec(lo, [before, view[:n], after]) != end - lo:
+                raise FormatError(f"chunk truncated: fewer than {end - lo} bytes at {lo}",
+                                  self._path, self._base + lo)
+        else:
+            if self._read_into(offset, view[:n]) != n:
+                raise FormatError(f"chunk truncated: fewer than {n} bytes at {offset}",
+                                  self._path, self._base + offset)
+            before = memoryview(self._edge(lo, offset) if offset > lo else b"")
+            after = memoryview(self._edge(stop, end) if end > stop else b"")
         first = -(-offset // page) * page
         last = stop if stop == self.size else stop - stop % page
         self.checked(view[first - offset:last - offset], first // page)
-        if offset % page:  # (a long read ends in another page than it starts in)
-            lo = offset - offset % page
-            self.checked(self._edge(lo, offset) + bytes(view[:first - offset]), lo // page)
+        if offset > lo:  # (a long read ends in another page than it starts in)
+            self.checked(bytes(before) + bytes(view[:first - offset]), lo // page)
         if last < stop:
-            end = min(last + page, self.size)
-            self.checked(bytes(view[last - offset:n]) + self._edge(stop, end), last // page)
+            self.checked(bytes(view[last - offset:n]) + bytes(after), last // page)
         return n
 
     def _edge(self, lo: int, hi: int) -> bytes:

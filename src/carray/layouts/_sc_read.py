@@ -211,9 +211,10 @@ class RecordReader:
             def raw(o: int, n: int) -> bytes:
                 return self.read(key, n, off + o)
 
-            raw_into = None
+            raw_into = raw_vec = None
         else:
             pread, pread_into = self._files.pread, self._files.pread_into
+            preadv_into = self._files.preadv_into
 
             def raw(o: int, n: int) -> bytes:
                 return pread(key, n, off + o)
@@ -221,11 +222,14 @@ class RecordReader:
             def raw_into(o: int, out: Any) -> int:
                 return pread_into(key, out, off + o)
 
+            def raw_vec(o: int, bufs: Sequence[Any]) -> int:
+                return preadv_into(key, bufs, off + o)
+
         if c.digests is not None:
             # Every byte handed out is checked against its page's digest; the head is
             # checked here, once, and reads inside it served from memory.
             paged = PagedReader(size, raw, c.digests, self._ck, self._page,
-                                self._files.url(key), off, raw_into, c.head)
+                                self._files.url(key), off, raw_into, c.head, raw_vec)
             return ChunkReader(size, paged.read, paged.read_into, c.memo)
         head = c.head
 

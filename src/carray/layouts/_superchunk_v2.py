@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -207,7 +208,7 @@ class LegacyIndex:
             self._tables.clear()
 
 
-def attrs(store: Store, rootdir: str) -> dict:
+def attrs(store: Store, rootdir: str) -> dict[str, Any]:
     """The attributes of a directory written before versions (its meta/attrs)."""
     key = store.join(rootdir, META_DIR, ATTRS_FILE)
     path = store.url(key)
