@@ -393,14 +393,24 @@ class ArrayEngine:
     def ndim(self) -> int:
         return len(self._d.chunks)
 
-    def read_index(self, i: int) -> Any:
-        """Item ``i`` (an int; negative counts from the end) of a 1-d array: ``a[i]``,
-        the read called most often, so without the general path's steps."""
-        w = self._w
-        n = w.shape[0]
-        if not -n <= i < n:
-            raise IndexingError(f"index {int(i)} is out of bounds for axis 0 with size {n}")
-        return self.read_item((int(i) % n,))
+    def read_index(self, key: tuple[Any, ...]) -> Any:
+        """The item at integer coordinates ``key`` (one per axis, as users see them;
+        negative counts from the end): ``a[i]``, ``a[i, j]``, the reads called most
+        often, so without the general path's steps."""
+        shape = self._w.shape
+        if len(key) == 1:
+            n, k = shape[0], key[0]
+            if not -n <= k < n:
+                raise IndexingError(f"index {int(k)} is out of bounds for axis 0 with size {n}")
+            return self.read_item((int(k) % n,))
+        flip = self._d.order == "F"
+        index = []
+        for ax, (k, n) in enumerate(zip(key, shape[::-1] if flip else shape, strict=True)):
+            if not -n <= k < n:
+                raise IndexingError(f"index {int(k)} is out of bounds for axis {ax} with "
+                                    f"size {n}")
+            index.append(int(k) % n)
+        return self.read_item(tuple(index[::-1]) if flip else tuple(index))
 
     def read_item(self, index: tuple[int, ...]) -> Any:
         """One item, by non-negative in-bounds coordinates (the fast path of ``a[i]``)."""
