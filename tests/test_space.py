@@ -457,22 +457,3 @@ def test_space_stays_bounded(kind, case, layout, tmp_path):
     assert out.ratio <= BOUND, (
         f"{case} ({layout}): {out.nbytes:,} bytes after the changes, {out.at_once:,} for "
         f"the same data written at once: {out.ratio:.2f}x > {BOUND}x")
-
-
-@pytest.mark.parametrize("nchunks", [1030, 1536 + 7])
-def test_rewrite_learns_free_space_of_its_superchunk_alone(nchunks, tmp_path):
-    """A rewrite learns the free space of its superchunk only, from the index pages that
-    hold its chunks, including a superchunk that runs past the committed pages."""
-    root = str(tmp_path / "a")
-    a = ca.carray(np.empty(0, "i8"), chunklen=2, rootdir=root, mode="w",
-                  storage={"superchunksize": 1024})
-    a.append(np.arange(2 * nchunks - 1, dtype="i8"))  # a partial last chunk
-    a.close()
-    a = ca.open(root, mode="a")
-    a[3] = -1  # a rewrite in superchunk 0 ...
-    a.append(np.arange(3, dtype="i8"))  # ... and of the partial chunk, in the last one
-    a.flush()
-    want = np.concatenate([np.arange(2 * nchunks - 1), np.arange(3)])
-    want[3] = -1
-    a.close()
-    assert np.array_equal(ca.open(root, mode="r")[:], want)

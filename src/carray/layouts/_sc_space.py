@@ -50,20 +50,15 @@ class FreeSpace:
         """The free space of ``files`` (key -> (first record byte, size)) given the
         extents ``used`` (key -> (offset, room)) that something refers to."""
         space = cls()
-        space.learn(files, used)
-        return space
-
-    def learn(self, files: dict[Key, tuple[int, int]],
-              used: Mapping[Key, Iterable[tuple[int, int]]]) -> None:
-        """Add the free space of ``files`` given the extents ``used`` (see :meth:`build`)."""
         for key, (start, size) in files.items():
             pos = start
             for off, room in sorted(used.get(key, ())):
                 if off > pos:
-                    self.add(key, pos, off - pos)
+                    space.add(key, pos, off - pos)
                 pos = max(pos, off + room)
             if size > pos:
-                self.add(key, pos, size - pos)
+                space.add(key, pos, size - pos)
+        return space
 
     def add(self, key: Key, off: int, size: int) -> None:
         """``size`` bytes at ``off`` of file ``key`` are free."""
@@ -134,8 +129,7 @@ class SpaceKeeper:
     to it: free at once, once the change that replaced it cannot be undone) or is
     part of the published version (it stays until no kept version refers to it:
     :meth:`reclaim` after each commit).  Free extents are learnt the first time a
-    rewrite of a superchunk needs them, from what every kept version refers to in that
-    superchunk (only its files and index pages are read).
+    rewrite needs them, from what every kept version refers to.
 
     Parameters
     ----------
@@ -147,19 +141,17 @@ class SpaceKeeper:
         Whether new records may go into free extents (not for Bloscpack-compatible
         files, whose records must stay in order).
     used : callable
-        ``used(k)`` -> the extents ``{(k, gen): [(off, room), ...]}`` in superchunk ``k``'s
-        files that the kept versions and the working index refer to (to learn its free
-        space).
+        ``used()`` -> the extents ``{(k, gen): [(off, room), ...]}`` that the kept
+        versions and the working index refer to (to learn the free space).
     """
 
     def __init__(self, files: Any, superchunksize: int, reuse: bool,
-                 used: Callable[[int], dict[Key, list[tuple[int, int]]]]) -> None:
+                 used: Callable[[], dict[Key, list[tuple[int, int]]]]) -> None:
         self._files = files
         self._S = superchunksize
         self.reuse = reuse
         self._used = used
-        self._space = FreeSpace()
-        self._learnt: set[int] = set()  # superchunks whose free space _space holds
+        self._space: FreeSpace | None = None
         self._gens: dict[int, int] | None = None
         self._uncommitted: dict[tuple[int, int, int], int] = {}
         self._superseded: list[tuple[int, Any]] = []
@@ -188,20 +180,15 @@ class SpaceKeeper:
 
     # -- allocating ------------------------------------------------------------------------
 
-    def _space_map(self, k: int) -> FreeSpace:
-        """The free space, that of superchunk ``k`` learnt (the first time: from its files
-        and what refers to them; a dataset of many superchunks learns only those it
-        rewrites)."""
-        if k not in self._learnt:
-            keys = [key for key in self._files.existing() if key[0] == k]
+    def _space_map(self) -> FreeSpace:
+        if self._space is None:
+            keys = self._files.existing()
             sizes = {key: (self._files.file(key).data_start, self._files.file(key).size)
                      for key in keys}
-            used = self._used(k)
-            for (sk, g, off), room in self._uncommitted.items():
-                if sk == k:
-                    used.setdefault((k, g), []).append((off, room))
-            self._space.learn(sizes, used)
-            self._learnt.add(k)
+            used = self._used()
+            for (k, g, off), room in self._uncommitted.items():
+                used.setdefault((k, g), []).append((off, room))
+            self._space = FreeSpace.build(sizes, used)
         return self._space
 
     def allocate(self, n: int, need: int, want: int, rewrite: bool) -> tuple[int, int, int]:
@@ -212,9 +199,9 @@ class SpaceKeeper:
         gen = self.gen(k)
         key = (k, gen)
         got = None
-        if self.reuse and (rewrite or k in self._learnt):
+        if self.reuse and (rewrite or self._space is not None):
             prefer = self._last_free.get(n)
-            got = self._space_map(k).take(key, need, want,
+            got = self._space_map().take(key, need, want,
                                          prefer[1] if prefer and prefer[0] == gen else None)
         if got is None:
             got = (self._files.end(key), want)
@@ -249,7 +236,7 @@ class SpaceKeeper:
 
     def _apply_deferred(self) -> None:
         for key, off, room in self._deferred:
-            if key[0] in self._learnt:
+            if self._space is not None:
                 self._space.add(key, off, room)
         self._deferred.clear()
 
@@ -268,7 +255,7 @@ class SpaceKeeper:
             if kind == "alloc":
                 k, gen, off, room = what
                 self._uncommitted.pop((k, gen, off), None)
-                if k in self._learnt:
+                if self._space is not None:
                     self._space.add((k, gen), off, room)
             elif kind == "free":
                 where, room = what
@@ -312,7 +299,7 @@ class SpaceKeeper:
                 keep.append((n, old, seq))
                 continue
             k = n // self._S
-            self._space_map(k).add((k, old.gen), old.off, old.room)
+            self._space_map().add((k, old.gen), old.off, old.room)
             self._last_free[n] = (old.gen, old.off)
             touched.add((k, old.gen))
         self._pending = keep
@@ -320,8 +307,8 @@ class SpaceKeeper:
             self._tidy(key, min_free)
 
     def _tidy(self, key: Key, min_free: int) -> None:
+        space = self._space_map()
         k, gen = key
-        space = self._space_map(k)
         info = self._files.file(key)
         if space.free_bytes(key) >= info.size - info.data_start:
             self._files.delete(key)  # nothing refers to any of its records any more

@@ -568,15 +568,13 @@ class SuperchunkLayout(Layout):
         with self._lock:
             self._keeper.reclaim([seq for seq, _ in remaining], refers)
 
-    def _used_extents(self, k: int) -> dict[Key, list[tuple[int, int]]]:
-        """Extents of records in superchunk ``k``'s files that the kept versions or the
-        working index refer to."""
-        return used_extents(self._S, self._referring_pages(k))
+    def _used_extents(self) -> dict[Key, list[tuple[int, int]]]:
+        """Extents of records that the kept versions or the working index refer to."""
+        return used_extents(self._S, self._referring_pages())
 
-    def _referring_pages(self, k: int) -> Iterator[tuple[int, np.ndarray]]:
-        """``(first chunk, entries)`` of every index page holding chunks of superchunk
-        ``k`` that a kept version or the working index has (a page versions share, once)."""
-        lo, hi = k * self._S // PAGE_ENTRIES, -(-(k + 1) * self._S // PAGE_ENTRIES)
+    def _referring_pages(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(first chunk, entries)`` of every index page a kept version or the working
+        index holds (a page versions share, once)."""
         pages = self.dataset.repo.pages
         seen: set[tuple[int, int]] = set()
         for m in self.dataset.manifests():
@@ -584,8 +582,7 @@ class SuperchunkLayout(Layout):
                 st = m.member(self.member_name)
             except KeyError:
                 continue
-            for p in range(lo, min(hi, len(st.pages))):
-                ref = st.pages[p]
+            for p, ref in enumerate(st.pages):
                 ident = (int(ref["seq"]), int(ref["off"]))
                 if ident not in seen:  # versions share the pages they did not change
                     seen.add(ident)
@@ -593,11 +590,9 @@ class SuperchunkLayout(Layout):
                                                                 p * PAGE_ENTRIES))
         if self._legacy is not None:
             for p, entries in enumerate(self._legacy.entries()):
-                if lo <= p < hi:
-                    yield p * PAGE_ENTRIES, entries
-        for p, entries in self._index.changed_pages().items():
-            if lo <= p < hi:
                 yield p * PAGE_ENTRIES, entries
+        for p, entries in self._index.changed_pages().items():
+            yield p * PAGE_ENTRIES, entries
 
     def _finish_upgrade(self) -> None:
         """The first version is published: record the new format, remove the old files."""
