@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 _TMP_SUFFIX = ".tmp"
@@ -85,6 +85,22 @@ def pread_into(fd: int, buf, offset: int) -> int:
         if n <= 0:
             break
         done += n
+    return done
+
+
+def preadv_into(fd: int, bufs: Sequence[Any], offset: int) -> int:
+    """Fill the buffers ``bufs`` one after another from ``offset`` with one scatter read
+    (short reads retried); returns the bytes read (fewer only at end of file)."""
+    views = [memoryview(b).cast("B") for b in bufs]
+    done = os.preadv(fd, views, offset)
+    pos = 0
+    for view in views:
+        end = pos + len(view)
+        if done < end:  # a short read: the rest of this buffer on its own
+            done += pread_into(fd, view[done - pos:], offset + done)
+            if done < end:
+                return done  # the end of the file
+        pos = end
     return done
 
 

@@ -26,7 +26,6 @@ from carray.engine import ArrayEngine
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
-    IndexingError,
     StorageError,
 )
 from carray.grid import NDGrid
@@ -455,24 +454,14 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
 
     def _get(self, key: Any) -> Any:
         engine = self._engine
+        if isinstance(key, tuple):
+            if len(key) == engine.ndim > 1 and all(is_int(k) for k in key):
+                return engine.read_index(key)
+        elif is_int(key) and engine.ndim == 1:
+            return engine.read_index((key,))
         if engine.objects is not None:
             return engine.objects[key]
         shape = self.shape
-        if is_int(key) and len(shape) == 1:
-            n = shape[0]
-            if not -n <= key < n:
-                raise IndexingError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
-            return engine.read_item((int(key) % n,))
-        if isinstance(key, tuple) and len(key) == len(shape) and len(key) > 1 \
-                and all(is_int(k) for k in key):
-            index = []
-            for ax, (k, n) in enumerate(zip(key, shape, strict=True)):
-                if not -n <= k < n:
-                    raise IndexingError(f"index {int(k)} is out of bounds for axis {ax} "
-                                        f"with size {n}")
-                index.append(int(k) % n)
-            return engine.read_item(tuple(index[::-1]) if engine.order == "F"
-                                    else tuple(index))
         if needs_coordinates(key):
             result = self.read_points(coordinate_key(key, shape))
         else:

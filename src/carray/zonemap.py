@@ -223,19 +223,12 @@ class ZoneMap:
 
     def _parse(self, data: bytes, where: str) -> np.ndarray:
         want = np.dtype([("lo", self.dtype), ("hi", self.dtype), *self._ROW])
-        f = io.BytesIO(data)
-        try:
-            version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(f)
-        except Exception as exc:  # noqa: BLE001 - numpy's header parser raises anything
-            raise FormatError(f"zone map is unreadable: {exc}", where) from None
+        shape, fortran, dtype, start = _header(data, where)
         if dtype != want or fortran or len(shape) != 1 or not 0 <= shape[0] <= self.SEGMENT \
-                or len(data) != f.tell() + shape[0] * want.itemsize:
+                or len(data) != start + shape[0] * want.itemsize:
             raise FormatError(f"zone map segment of {dtype} {shape} in {len(data)} bytes, "
                               f"expected up to {self.SEGMENT} items of {want}", where)
-        table = np.frombuffer(data, want, shape[0], f.tell())
+        table = np.frombuffer(data, want, shape[0], start)
         if len(table) and (table["crc"] != _crc(table)).any():
             raise FormatError("zone map segment does not match its CRC-32", where)
         return table
@@ -274,3 +267,30 @@ def _crc(table: np.ndarray) -> int:
     bare = table.copy()
     bare["crc"] = 0
     return zlib.crc32(bare.tobytes())
+
+
+# Parsed .npy headers by their bytes: every full segment of a zone map has the same
+# header, and numpy's parser (a literal_eval) costs more than the segment's CRC.
+_HEADERS: dict[bytes, tuple[tuple[int, ...], bool, np.dtype, int]] = {}
+
+
+def _header(data: bytes, where: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """``(shape, fortran order, dtype, where the items start)`` of the .npy ``data``."""
+    wide = data[6:7] != b"\x01"  # format 1.0: a 2-byte header length, else 4 bytes
+    start = (12 + int.from_bytes(data[8:12], "little")) if wide else \
+        (10 + int.from_bytes(data[8:10], "little"))
+    got = _HEADERS.get(data[:start])
+    if got is not None:
+        return got
+    f = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(f)
+    except Exception as exc:  # noqa: BLE001 - numpy's header parser raises anything
+        raise FormatError(f"zone map is unreadable: {exc}", where) from None
+    got = (shape, fortran, dtype, f.tell())
+    if f.tell() == start and len(_HEADERS) < 64:
+        _HEADERS[data[:start]] = got
+    return got

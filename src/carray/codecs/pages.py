@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +27,25 @@ from carray.errors import ChecksumError, FormatError
 PAGE_SIZE = 4096
 # Ranged reads at least this long go straight into the caller's buffer.
 _DIRECT = 64 * 1024
-# Pages checked together (one map over them) rather than one by one.
-_MANY = 8
+# Reads of pages up to this long go through a scratch buffer per thread.
+_SCRATCH = 64 * 1024
+_local = threading.local()
+_U32, _U32X2 = struct.Struct("<I"), struct.Struct("<2I")
+
+
+def _cut(view: memoryview, page: int) -> Iterator[memoryview]:
+    """The ``page``-byte pages of ``view`` (the last may be short), made in C: a long
+    read has hundreds."""
+    n = len(view)
+    return map(view.__getitem__, map(slice, range(0, n, page), range(page, n + page, page)))
+
+
+def _scratch(n: int) -> memoryview:
+    """This thread's scratch buffer, ``n`` (at most :data:`_SCRATCH`) bytes of it."""
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = memoryview(bytearray(_SCRATCH))
+    return buf[:n]
 
 
 def npages(size: int, page: int) -> int:
@@ -65,15 +83,20 @@ class PagedReader:
     head : bytes, optional
         The chunk's first bytes, already read: whole pages are checked here and reads
         inside them served from memory.
+    read_raw_vec : callable, optional
+        ``read_raw_vec(offset, buffers) -> int``: unchecked bytes of the chunk into
+        ``buffers`` one after another (one scatter read); a long read then fetches the
+        rest of the pages it starts and ends inside in the same read.
     """
 
     __slots__ = ("size", "_read", "_digests", "_checksum", "_page", "_path", "_base",
-                 "_values", "_read_into", "_head")
+                 "_read_into", "_head", "_read_vec")
 
     def __init__(self, size: int, read_raw: Callable[[int, int], bytes], digests: bytes,
                  checksum: Checksum, page: int, path: str | os.PathLike[str] | None = None,
                  base: int = 0, read_raw_into: Callable[[int, Any], int] | None = None,
-                 head: bytes = b"") -> None:
+                 head: bytes = b"",
+                 read_raw_vec: Callable[[int, Sequence[Any]], int] | None = None) -> None:
         want = npages(size, page) * checksum.size
         if len(digests) != want:
             raise FormatError(f"chunk of {size} bytes needs {want} bytes of page digests, "
@@ -85,8 +108,8 @@ class PagedReader:
         self._page = page
         self._path = path
         self._base = base
-        self._values: list[int] | None = None  # the digests as ints, made on first use
         self._read_into = read_raw_into
+        self._read_vec = read_raw_vec
         self._head = b""
         if head:
             self._head = checked_head(head, size, digests, checksum, page, path, base)
@@ -95,23 +118,31 @@ class PagedReader:
         """Check ``data``, whole pages starting at page ``first_page`` (the last page of
         the chunk may be short)."""
         view = memoryview(data).cast("B")
-        page, ck = self._page, self._checksum
-        pages = [view[lo:lo + page] for lo in range(0, len(view), page)]
-        # Many pages at once, the common case of nothing wrong: one map over the pages
-        # (a few are checked one by one below, without setting anything up).
-        if len(pages) < _MANY:
-            pass
-        elif ck.value is not None:
-            if self._values is None:
-                self._values = list(struct.unpack(f"<{len(self._digests) // 4}I",
-                                                  self._digests))
-            if list(map(ck.value, pages)) == self._values[first_page:first_page + len(pages)]:
+        n, page, ck = len(view), self._page, self._checksum
+        count = -(-n // page)
+        # The common case, nothing wrong: every page's digest made and compared at once,
+        # with no Python step per page (a long read has hundreds); 32-bit digests as
+        # ints, so nothing is packed per page.  On a mismatch the pages are checked one
+        # by one below to name the bad one.
+        value = ck.value
+        if value is not None and (first_page + count) * 4 <= len(self._digests):
+            # (A ranged read of a few blocks fetches one or two pages: those without
+            # setting anything up.)
+            if count == 1:
+                if value(view) == _U32.unpack_from(self._digests, first_page * 4)[0]:
+                    return
+            elif count == 2:
+                if (value(view[:page]), value(view[page:])) == \
+                        _U32X2.unpack_from(self._digests, first_page * 4):
+                    return
+            elif tuple(map(value, _cut(view, page))) == \
+                    struct.unpack_from(f"<{count}I", self._digests, first_page * 4):
                 return
-        elif b"".join(map(ck.digest, pages)) == \
-                self._digests[first_page * ck.size:(first_page + len(pages)) * ck.size]:
+        elif b"".join(map(ck.digest, _cut(view, page))) == \
+                self._digests[first_page * ck.size:(first_page + count) * ck.size]:
             return
         width, digest = ck.size, ck.digest
-        for i, lo in enumerate(range(0, len(view), page)):
+        for i, lo in enumerate(range(0, n, page)):
             p = first_page + i
             if digest(view[lo:lo + page]) != self._digests[p * width:(p + 1) * width]:
                 raise ChecksumError(f"page {p} of a chunk: {ck.name} checksum mismatch",
@@ -119,20 +150,37 @@ class PagedReader:
 
     def _fetch(self, offset: int, length: int) -> memoryview:
         """Bytes ``[offset, offset + length)`` (fewer only past the end), every one
-        checked, as a view of the whole pages read."""
-        stop = min(offset + length, self.size)
+        checked, as a view of the whole pages read (in this thread's scratch buffer
+        when it fits: use it before the next read)."""
+        size = self.size
+        stop = offset + length if offset + length < size else size
         if offset < 0 or stop <= offset:
             return memoryview(b"")
         if stop <= len(self._head):
             return memoryview(self._head)[offset:stop]
         page = self._page
-        lo, hi = offset - offset % page, min(-(-stop // page) * page, self.size)
-        data = self._read(lo, hi - lo)
-        if len(data) != hi - lo:
-            raise FormatError(f"chunk truncated: {len(data)} of {hi - lo} bytes at {lo}",
-                              self._path, self._base + lo)
+        lo = offset - offset % page
+        hi = -(-stop // page) * page
+        if hi > size:
+            hi = size
+        data = self._pages(lo, hi)
         self.checked(data, lo // page)
-        return memoryview(data)[offset - lo:stop - lo]
+        return data[offset - lo:stop - lo]
+
+    def _pages(self, lo: int, hi: int) -> memoryview:
+        """The unchecked bytes ``[lo, hi)``: read into this thread's scratch buffer when
+        they fit, as a new bytes object costs more than the read (its allocation)."""
+        n = hi - lo
+        if self._read_into is not None and n <= _SCRATCH:
+            data = _scratch(n)
+            got = self._read_into(lo, data)
+        else:
+            data = memoryview(self._read(lo, n))
+            got = len(data)
+        if got != n:
+            raise FormatError(f"chunk truncated: {got} of {n} bytes at {lo}", self._path,
+                              self._base + lo)
+        return data
 
     def read(self, offset: int, length: int) -> bytes:
         """Bytes ``[offset, offset + length)`` (fewer only past the end), every one checked."""
@@ -150,29 +198,34 @@ class PagedReader:
 
     def _read_direct(self, offset: int, stop: int, view: memoryview) -> int:
         """A long read straight into ``view``: its whole pages are checked there, and the
-        pages it starts and ends inside are checked with their other bytes read apart."""
+        pages it starts and ends inside are checked with their other bytes, read in the
+        same scatter read when the reader can, else apart."""
         assert self._read_into is not None
         page, n = self._page, stop - offset
-        if self._read_into(offset, view[:n]) != n:
-            raise FormatError(f"chunk truncated: fewer than {n} bytes at {offset}",
-                              self._path, self._base + offset)
+        lo, end = offset - offset % page, min(-(-stop // page) * page, self.size)
+        if self._read_vec is not None:
+            edges = _scratch(offset - lo + end - stop)
+            before, after = edges[:offset - lo], edges[offset - lo:]
+            if self._read_vec(lo, [before, view[:n], after]) != end - lo:
+                raise FormatError(f"chunk truncated: fewer than {end - lo} bytes at {lo}",
+                                  self._path, self._base + lo)
+        else:
+            if self._read_into(offset, view[:n]) != n:
+                raise FormatError(f"chunk truncated: fewer than {n} bytes at {offset}",
+                                  self._path, self._base + offset)
+            before = memoryview(self._edge(lo, offset) if offset > lo else b"")
+            after = memoryview(self._edge(stop, end) if end > stop else b"")
         first = -(-offset // page) * page
         last = stop if stop == self.size else stop - stop % page
         self.checked(view[first - offset:last - offset], first // page)
-        if offset % page:  # (a long read ends in another page than it starts in)
-            lo = offset - offset % page
-            self.checked(self._edge(lo, offset) + bytes(view[:first - offset]), lo // page)
+        if offset > lo:  # (a long read ends in another page than it starts in)
+            self.checked(bytes(before) + bytes(view[:first - offset]), lo // page)
         if last < stop:
-            end = min(last + page, self.size)
-            self.checked(bytes(view[last - offset:n]) + self._edge(stop, end), last // page)
+            self.checked(bytes(view[last - offset:n]) + bytes(after), last // page)
         return n
 
     def _edge(self, lo: int, hi: int) -> bytes:
-        data = self._read(lo, hi - lo)
-        if len(data) != hi - lo:
-            raise FormatError(f"chunk truncated: {len(data)} of {hi - lo} bytes at {lo}",
-                              self._path, self._base + lo)
-        return data
+        return bytes(self._pages(lo, hi))
 
 
 def checked_head(head: bytes, size: int, digests: bytes, checksum: Checksum, page: int,

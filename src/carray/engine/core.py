@@ -33,7 +33,7 @@ from carray.engine.points import decode_for, point_groups
 from carray.engine.txn import ChunkListener, atomic
 from carray.engine.units import UnitWriter
 from carray.engine.writer import Writer
-from carray.errors import HandleClosedError, ReadOnlyError, UnsupportedDTypeError
+from carray.errors import HandleClosedError, IndexingError, ReadOnlyError, UnsupportedDTypeError
 from carray.grid import NDGrid, gather, gather_blocked, plan
 from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
@@ -389,20 +389,44 @@ class ArrayEngine:
         self._io.decode_range(nchunk, start, out, len(rows) == c0)
         return True
 
+    @property
+    def ndim(self) -> int:
+        return len(self._d.chunks)
+
+    def read_index(self, key: tuple[Any, ...]) -> Any:
+        """The item at integer coordinates ``key`` (one per axis, as users see them;
+        negative counts from the end): ``a[i]``, ``a[i, j]``, the reads called most
+        often, so without the general path's steps."""
+        shape = self._w.shape
+        if len(key) == 1:
+            n, k = shape[0], key[0]
+            if not -n <= k < n:
+                raise IndexingError(f"index {int(k)} is out of bounds for axis 0 with size {n}")
+            return self.read_item((int(k) % n,))
+        flip = self._d.order == "F"
+        index = []
+        for ax, (k, n) in enumerate(zip(key, shape[::-1] if flip else shape, strict=True)):
+            if not -n <= k < n:
+                raise IndexingError(f"index {int(k)} is out of bounds for axis {ax} with "
+                                    f"size {n}")
+            index.append(int(k) % n)
+        return self.read_item(tuple(index[::-1]) if flip else tuple(index))
+
     def read_item(self, index: tuple[int, ...]) -> Any:
         """One item, by non-negative in-bounds coordinates (the fast path of ``a[i]``)."""
         w = self._w
         w.settle()
         if w.objects is not None:
             return w.objects[index]
-        row = index[0] - w.nfull * self._d.chunks[0] if index else -1
+        c0 = self._d.chunks[0]
+        row = index[0] - w.nfull * c0 if index else -1
         if w.tail is not None and row >= 0:
             return w.tail[(row, *index[1:])].copy()
-        grid = self.grid
         # Plain integer arithmetic: this path is a few microseconds, numpy calls add up.
         if len(index) == 1:
-            nchunk, offset = divmod(index[0], self._d.chunks[0])
+            nchunk, offset = divmod(index[0], c0)
         else:
+            grid = self.grid
             coords = tuple(i // c for i, c in zip(index, self._d.chunks, strict=True))
             local = [i - x * c for i, x, c in zip(index, coords, self._d.chunks, strict=True)]
             nchunk = grid.chunk_index(coords)

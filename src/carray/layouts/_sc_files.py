@@ -248,6 +248,14 @@ class DataFiles:
                 return h.pread_into(buf, offset)
         return h.pread_into(buf, offset)
 
+    def preadv_into(self, key: Key, bufs: Sequence[Any], offset: int) -> int:
+        """Fill ``bufs`` one after another from ``offset`` of file ``key``."""
+        with self._lock:
+            h = self._handle(key)
+            if not self.store.remote:
+                return h.preadv_into(bufs, offset)
+        return h.preadv_into(bufs, offset)
+
     # -- writing --------------------------------------------------------------------------
 
     def end(self, key: Key) -> int:

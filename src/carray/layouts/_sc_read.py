@@ -18,7 +18,7 @@ import numpy as np
 
 from carray.codecs import blosc
 from carray.codecs.checksums import Checksum
-from carray.codecs.pages import PagedReader, checked_head, npages
+from carray.codecs.pages import PagedReader, npages
 from carray.errors import ChecksumError, FormatError
 from carray.layouts import _superchunk_v2 as legacy
 from carray.layouts._sc_files import DataFiles, Key
@@ -33,8 +33,8 @@ _CACHED_HEADS = 1024
 
 
 class _Head(NamedTuple):
-    """What ranged reads keep of a chunk: where it is, its checked first bytes, its page
-    digests and the decoder's memo (parsed header and block table)."""
+    """What the ranged reader of a chunk is made of: where it is, its first bytes, its
+    page digests and the decoder's memo (parsed header and block table)."""
 
     key: Key
     off: int
@@ -69,7 +69,7 @@ class RecordReader:
         self._dsize, self._page = checksum.size, page_size
         self.verify = verify
         self._absent = absent
-        self._heads: OrderedDict[int, _Head] = OrderedDict()
+        self._heads: OrderedDict[int, tuple[ChunkReader, int]] = OrderedDict()
         self._lock = threading.Lock()
         # A directory of format 2 being upgraded: offset tables patched in its files.
         self.patches: dict[int, Any] = {}
@@ -136,26 +136,43 @@ class RecordReader:
 
     # -- ranged reads ---------------------------------------------------------------------
 
+    def cached(self, nchunk: int) -> tuple[ChunkReader, int] | None:
+        """The ranged reader of chunk ``nchunk`` and its size when a ranged read made it
+        already (None: not kept).  Kept only for stored chunks and dropped whenever the
+        chunk's entry changes (:meth:`forget`), so the layout need not look its entry up
+        again for a chunk read before."""
+        with self._lock:
+            got = self._heads.get(nchunk)
+            if got is not None:
+                self._heads.move_to_end(nchunk)
+        return got
+
+    def kept(self, nchunk: int) -> bool:
+        """Whether a ranged reader of chunk ``nchunk`` is kept (so it is stored).  A
+        membership test, atomic, so without the lock: what it answers may change right
+        after, as the entry a caller looks up under a lock may."""
+        return nchunk in self._heads
+
     def reader(self, nchunk: int, e: Entry) -> tuple[ChunkReader, int]:
         """A reader of ranges of chunk ``nchunk`` (entry ``e``), checking the pages it
         fetches, and the chunk's size."""
-        with self._lock:
-            cached = self._heads.get(nchunk)
-            if cached is not None:
-                self._heads.move_to_end(nchunk)
-        if cached is None and (self.verify == "full" or self._needs_whole(e)):
+        got = self.cached(nchunk)
+        if got is not None:
+            return got
+        if self.verify == "full" or self._needs_whole(e):
             whole = bytes(self.chunk(nchunk, e))
             return ChunkReader(len(whole), lambda o, n: whole[o:o + n]), len(whole)
-        if cached is None:
-            cached = self._head(nchunk, e)
-            if cached is None:
-                absent = self._absent or b""
-                return ChunkReader(len(absent), lambda o, n: absent[o:o + n]), len(absent)
-            with self._lock:
-                self._heads[nchunk] = cached
-                if len(self._heads) > _CACHED_HEADS:
-                    self._heads.popitem(last=False)
-        return self._ranged(cached), cached.cbytes
+        head = self._head(nchunk, e)
+        if head is None:
+            absent = self._absent or b""
+            return ChunkReader(len(absent), lambda o, n: absent[o:o + n]), len(absent)
+        # The reader itself is kept: later reads of the chunk make nothing new.
+        got = (self._ranged(head), head.cbytes)
+        with self._lock:
+            self._heads[nchunk] = got
+            if len(self._heads) > _CACHED_HEADS:
+                self._heads.popitem(last=False)
+        return got
 
     def _needs_whole(self, e: Entry) -> bool:
         """Whether a ranged read must read a record whole to check it (it has no page
@@ -163,7 +180,8 @@ class RecordReader:
         return bool(self.verify and self._dsize and e.off != FILL and not e.flags & HAS_PAGES)
 
     def _head(self, nchunk: int, e: Entry) -> _Head | None:
-        """The first bytes (checked) and page digests of chunk ``nchunk`` (None: absent)."""
+        """The first bytes and page digests of chunk ``nchunk`` (None: absent); the first
+        bytes are checked here when the chunk has no page digests, else by its reader."""
         if e.off == FILL:
             return None
         key, cb = self._key(nchunk, e), e.cbytes
@@ -182,35 +200,46 @@ class RecordReader:
         digests = self.read(key, ndig, e.off + cb + self._dsize)
         if len(digests) != ndig:
             raise FormatError(f"chunk {nchunk}: page digests truncated", url, e.off + cb)
-        head = checked_head(self.read(key, min(cb, _HEAD_READ), e.off), cb, digests, self._ck,
-                            self._page, url, e.off)
+        # (Checked when its reader is made, by :class:`PagedReader`.)
+        head = self.read(key, min(cb, _HEAD_READ), e.off)
         return _Head(key, e.off, cb, head, digests, {})
 
     def _ranged(self, c: _Head) -> ChunkReader:
-        head, size = c.head, c.cbytes
+        """The reader of ranges of the chunk ``c`` describes (kept with the chunk)."""
+        key, off, size = c.key, c.off, c.cbytes
+        if self.patches:  # (an old directory being upgraded: patched reads only)
+            def raw(o: int, n: int) -> bytes:
+                return self.read(key, n, off + o)
 
-        def raw(o: int, n: int) -> bytes:
-            return self.read(c.key, n, c.off + o)
+            raw_into = raw_vec = None
+        else:
+            pread, pread_into = self._files.pread, self._files.pread_into
+            preadv_into = self._files.preadv_into
 
-        paged = None if c.digests is None else \
-            PagedReader(size, raw, c.digests, self._ck, self._page, self._files.url(c.key),
-                        c.off)
+            def raw(o: int, n: int) -> bytes:
+                return pread(key, n, off + o)
+
+            def raw_into(o: int, out: Any) -> int:
+                return pread_into(key, out, off + o)
+
+            def raw_vec(o: int, bufs: Sequence[Any]) -> int:
+                return preadv_into(key, bufs, off + o)
+
+        if c.digests is not None:
+            # Every byte handed out is checked against its page's digest; the head is
+            # checked here, once, and reads inside it served from memory.
+            paged = PagedReader(size, raw, c.digests, self._ck, self._page,
+                                self._files.url(key), off, raw_into, c.head, raw_vec)
+            return ChunkReader(size, paged.read, paged.read_into, c.memo)
+        head = c.head
 
         def read_at(offset: int, length: int) -> bytes:
             length = max(0, min(length, size - offset))
             if offset + length <= len(head):
                 return bytes(head[offset:offset + length])
-            return paged.read(offset, length) if paged is not None else raw(offset, length)
+            return raw(offset, length)
 
-        def read_into(offset: int, out: Any) -> int:
-            if paged is not None:
-                return paged.read_into(offset, out)
-            view = memoryview(out).cast("B")[:max(0, size - offset)]
-            data = read_at(offset, len(view))
-            view[:len(data)] = data
-            return len(data)
-
-        return ChunkReader(size, read_at, read_into, c.memo)
+        return ChunkReader(size, read_at, None, c.memo)
 
     # -- whole files, on object stores ----------------------------------------------------
 

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
+from carray import attrvalues
 from carray.codecs import blosc
 from carray.errors import FormatError
 from carray.layouts._sc_files import DataFiles, file_name
-from carray.layouts._superchunk_meta import JOURNAL_FILE, META_DIR, SIZES_FILE, Journal, Sizes
+from carray.layouts._superchunk_meta import (
+    ATTRS_FILE,
+    JOURNAL_FILE,
+    META_DIR,
+    SIZES_FILE,
+    Journal,
+    Sizes,
+)
 from carray.layouts.bcolz import read_json
 from carray.safejson import load_json
 from carray.stores import Store
@@ -197,3 +206,16 @@ class LegacyIndex:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._tables.clear()
+
+
+def attrs(store: Store, rootdir: str) -> dict[str, Any]:
+    """The attributes of a directory written before versions (its meta/attrs)."""
+    key = store.join(rootdir, META_DIR, ATTRS_FILE)
+    path = store.url(key)
+    try:
+        obj = load_json(store.get(key), path, what="meta/attrs")
+    except FileNotFoundError:
+        return {}
+    if not isinstance(obj, dict):
+        raise FormatError("meta/attrs must hold a JSON object", path)
+    return attrvalues.load_typed(obj, path)

@@ -57,7 +57,6 @@ from carray.layouts._superchunk_meta import (
     write_member_note,
 )
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars
-from carray.safejson import load_json
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
 from carray.versions import (
@@ -217,7 +216,7 @@ class SuperchunkLayout(Layout):
         index = legacy.LegacyIndex(self.files, nchunks, fill, self._dsize, patches)
         self._legacy = index
         self.records.patches = patches
-        self._attrs = self._legacy_attrs()
+        self._attrs = legacy.attrs(self.store, self.rootdir)
         self._stored_attrs = None  # the first version records them
         self._committed = (tuple(meta.shape), sizes.cbytes, None)
         if self.readonly:
@@ -254,6 +253,8 @@ class SuperchunkLayout(Layout):
         return e
 
     def special_chunk(self, nchunk: int) -> bytes | None:
+        if self.records.kept(nchunk):
+            return None  # read by ranges before: stored (the reader goes when it changes)
         with self._lock:
             if not 0 <= nchunk < self._index.nchunks:
                 return None
@@ -270,6 +271,9 @@ class SuperchunkLayout(Layout):
         return self.records.chunk_into(nchunk, e, scratch)
 
     def chunk_reader(self, nchunk: int) -> tuple[ChunkReader, int]:
+        got = self.records.cached(nchunk)
+        if got is not None:
+            return got
         with self._lock:
             e = self._entry(nchunk)
         return self.records.reader(nchunk, e)
@@ -608,17 +612,6 @@ class SuperchunkLayout(Layout):
     @staticmethod
     def _encode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
         return {attrvalues.check_name(k): attrvalues.encode_typed(v) for k, v in attrs.items()}
-
-    def _legacy_attrs(self) -> dict[str, Any]:
-        key = self.store.join(self.rootdir, META_DIR, ATTRS_FILE)
-        path = self.store.url(key)
-        try:
-            obj = load_json(self.store.get(key), path, what="meta/attrs")
-        except FileNotFoundError:
-            return {}
-        if not isinstance(obj, dict):
-            raise FormatError("meta/attrs must hold a JSON object", path)
-        return attrvalues.load_typed(obj, path)
 
     def load_attrs(self) -> dict[str, Any]:
         return dict(self._attrs)

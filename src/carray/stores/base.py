@@ -42,6 +42,17 @@ class Handle(abc.ABC):
         view[:len(data)] = data
         return len(data)
 
+    def preadv_into(self, bufs: Sequence[Any], offset: int) -> int:
+        """Fill the buffers ``bufs`` one after another from ``offset``; returns the bytes
+        read (fewer only past the end)."""
+        done = 0
+        for buf in bufs:
+            got = self.pread_into(buf, offset + done)
+            done += got
+            if got < memoryview(buf).nbytes:
+                break
+        return done
+
     def pwrite(self, data: Any, offset: int) -> None:
         """Write ``data`` at ``offset`` (mode ``'r+'`` only)."""
         raise PermissionError(f"{self.path}: opened for reading only")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from typing import Any
 
-from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, pwrite_all
+from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, preadv_into, pwrite_all
 from carray.stores.base import Handle, Parts, Store, storage_error, typed_errors
 
 _O_BINARY = getattr(os, "O_BINARY", 0)
@@ -40,6 +41,12 @@ class LocalHandle(Handle):
     def pread_into(self, buf: Any, offset: int) -> int:
         try:
             return pread_into(self.fd, buf, offset)
+        except OSError as exc:
+            raise storage_error(exc, self.path) from None
+
+    def preadv_into(self, bufs: Sequence[Any], offset: int) -> int:
+        try:  # one system call for them all
+            return preadv_into(self.fd, bufs, offset)
         except OSError as exc:
             raise storage_error(exc, self.path) from None
 
