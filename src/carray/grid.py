@@ -103,6 +103,19 @@ class NDGrid:
             raise ValueError(f"chunks of {self.ext_chunks} items of {self.itemsize} bytes "
                              f"exceed the Blosc limit of {geo.MAX_CHUNK_NBYTES} bytes")
 
+    def with_shape(self, shape: tuple[int, ...]) -> NDGrid:
+        """This grid for an array of ``shape`` (as many axes): its chunks and blocks are
+        valid already, so only the shape is checked (an array that grows makes one per
+        append)."""
+        shape = _as_shape("shape", shape)
+        if len(shape) != len(self.chunks) or any(s < 0 for s in shape):
+            raise ValueError(f"shape {shape} for a grid of chunks {self.chunks}")
+        grid = object.__new__(NDGrid)
+        for name, value in (("shape", shape), ("chunks", self.chunks),
+                            ("blocks", self.blocks), ("itemsize", self.itemsize)):
+            object.__setattr__(grid, name, value)
+        return grid
+
     @property
     def ndim(self) -> int:
         return len(self.shape)

@@ -121,10 +121,12 @@ class Writer:
     @property
     def grid(self) -> NDGrid:
         g = self._grid_memo
-        if g is None or g.shape != self._shape:
+        if g is None:
             d = self._d
             g = self._grid_memo = NDGrid(self._shape, d.chunks, d.blocks or d.chunks,
                                          max(d.dtype.itemsize, 1))
+        elif g.shape != self._shape:
+            g = self._grid_memo = g.with_shape(self._shape)
         return g
 
     @property

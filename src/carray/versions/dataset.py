@@ -318,7 +318,7 @@ class VersionedDataset:
                 member.published(manifest.member(name), seq)
         if reclaim:
             with contextlib.suppress(OSError):
-                self.reclaim()
+                self.reclaim(scan=False)
         if failure is not None:
             raise failure
         return manifest.id
@@ -411,9 +411,12 @@ class VersionedDataset:
             self.reclaim()
 
     def reclaim(self, keep_last: int | None = None, older_than: float | None = None,
-                use_retention: bool = True) -> int:
+                use_retention: bool = True, scan: bool = True) -> int:
         """Drop the versions no rule keeps and no reader holds, and free what only they
-        referred to; returns how many were dropped."""
+        referred to; returns how many were dropped.  Without ``scan``, only the page
+        files the dropped versions referred to are candidates for deletion (a commit's
+        reclaim); with it, every page file present (page files a crash left behind
+        too)."""
         if self.readonly or self.head is None:
             return 0
         keep = self.keep if use_retention else None
@@ -425,6 +428,7 @@ class VersionedDataset:
         kept = kept_seqs(manifests, self.repo.tags(), keep, older_than)
         dropped: list[int] = []
         remaining = []
+        candidates: set[int] = set()
         for i, m in enumerate(manifests):
             if m.seq in kept:
                 remaining.append(m)
@@ -433,6 +437,8 @@ class VersionedDataset:
             if self.repo.drop(m.seq, later):
                 self._known.pop(m.seq, None)
                 dropped.append(m.seq)
+                candidates.add(m.seq)
+                candidates.update(int(s) for ms in m.members for s in ms.pages["seq"])
             else:
                 remaining.append(m)
         for name, member in self._members.items():
@@ -444,7 +450,7 @@ class VersionedDataset:
         if self.on_reclaim is not None:
             self.on_reclaim(remaining)
         referenced = {int(s) for m in remaining for ms in m.members for s in ms.pages["seq"]}
-        for seq in self.repo.page_files():
+        for seq in self.repo.page_files() if scan else sorted(candidates):
             if seq not in referenced and seq <= self.head.seq:
                 self.repo.delete_page_file(seq)
         return len(dropped)
