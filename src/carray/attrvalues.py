@@ -26,6 +26,7 @@ import binascii
 import datetime as dt
 import json
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -177,6 +178,14 @@ def _checked(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
+def _full_text(x: np.generic) -> str:
+    """A text scalar's characters, trailing NULs included (``str(x)`` drops them; its
+    dtype counts them)."""
+    raw = x.tobytes()[:x.dtype.itemsize]  # an empty one gives one NUL
+    return raw.decode("utf-32-le" if sys.byteorder == "little" else "utf-32-be",
+                      "surrogatepass")
+
+
 def _scalar_entry(x: np.generic) -> dict[str, Any]:
     dtype = _checked(x.dtype)
     entry: dict[str, Any] = {"type": "scalar", "dtype": _descr(dtype)}
@@ -192,8 +201,8 @@ def _scalar_entry(x: np.generic) -> dict[str, Any]:
         entry["value"] = [float_to_json(x.real, part), float_to_json(x.imag, part)]
     elif kind in "Mm":
         entry["value"] = int(np.array(x).view(np.int64))
-    elif kind == "U" and utf8_text(str(x)):
-        entry["value"] = str(x)
+    elif kind == "U" and utf8_text(_full_text(x)):
+        entry["value"] = _full_text(x)
     else:  # float128, complex256, bytes, records, raw void; text with lone surrogates
         raw = x.tobytes()[:size]  # an empty bytes_ gives one byte
         entry["encoding"], entry["value"] = "base64", _b64(raw)
