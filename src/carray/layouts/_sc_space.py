@@ -12,30 +12,7 @@ import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 Key = tuple[int, int]
-
-
-def used_extents(superchunksize: int, pages: Iterable[tuple[int, np.ndarray]]
-                 ) -> dict[Key, list[tuple[int, int]]]:
-    """The extents ``(offset, room)`` per data file of the stored records that index
-    ``pages`` (``(first chunk, entries)`` pairs) refer to."""
-    found: list[np.ndarray] = []  # rows of (superchunk, gen, off, room)
-    for first, entries in pages:
-        live = np.flatnonzero(entries["off"] >= 0)
-        if live.size:
-            e = entries[live]
-            found.append(np.stack([(first + live) // superchunksize, e["gen"], e["off"],
-                                   e["room"]], axis=1).astype(np.int64))
-    if not found:
-        return {}
-    rows = np.concatenate(found)
-    rows = rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]  # by file, offset
-    cuts = np.flatnonzero(np.any(np.diff(rows[:, :2], axis=0) != 0, axis=1)) + 1
-    return {(int(g[0, 0]), int(g[0, 1])): list(zip(g[:, 2].tolist(), g[:, 3].tolist(),
-                                                     strict=True))
-            for g in np.split(rows, cuts)}
 
 
 class FreeSpace:

@@ -334,17 +334,22 @@ class Layout(abc.ABC):
         read with (a Blosc2 frame may record 0 along an empty axis); else None."""
         return None
 
+    #: Where a layout that keeps sidecars keeps them (None: it keeps none).
+    sidecars: Sidecars | None = None
+
     def sidecar_names(self) -> list[str]:
         """Names of the sidecars kept beside the metadata (see :meth:`save_sidecar`)."""
-        return []
+        return [] if self.sidecars is None else self.sidecars.names()
 
     def load_sidecar(self, name: str) -> bytes | None:
         """One sidecar's bytes, if it exists."""
-        return None
+        return None if self.sidecars is None else self.sidecars.load(name)
 
-    def save_sidecar(self, name: str, data: bytes | None) -> None:  # noqa: B027
+    def save_sidecar(self, name: str, data: bytes | None) -> None:
         """Persist (or, with None, delete) a sidecar: a small file of data derived from
         the chunks (summaries, caches) that readers check before trusting."""
+        if self.sidecars is not None:
+            self.sidecars.save(name, data)
 
     def close(self) -> None:
         """Release file handles, caches and the writer's lock."""

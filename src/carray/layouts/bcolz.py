@@ -196,7 +196,7 @@ class BcolzLayout(Layout):
         self._storage = b""  # meta/storage as stored: meta/sizes carries its digest
         self._datadir = store.join(self.rootdir, DATA_DIR)
         # Our chunk summaries live beside bcolz's own metadata (bcolz ignores them).
-        self._sidecars = Sidecars(store, store.join(self.rootdir, META_DIR), readonly)
+        self.sidecars = Sidecars(store, store.join(self.rootdir, META_DIR), readonly)
         self._pending: set[str] = set()  # files written since the last commit
         self._committed_n = 0  # chunk files the committed meta/sizes refers to
         # Chunks replacing committed ones since the last commit: number -> staged file.
@@ -680,15 +680,6 @@ class BcolzLayout(Layout):
             for files in self._file_caches:
                 while files:
                     files.popitem()[1][0].close()
-
-    def sidecar_names(self) -> list[str]:
-        return self._sidecars.names()
-
-    def load_sidecar(self, name: str) -> bytes | None:
-        return self._sidecars.load(name)
-
-    def save_sidecar(self, name: str, data: bytes | None) -> None:
-        self._sidecars.save(name, data)
 
     def close(self) -> None:
         self._close_files()

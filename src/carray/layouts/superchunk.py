@@ -128,7 +128,7 @@ class SuperchunkLayout(Layout):
         self._dsize = self._ck.size
         self._page = info.page_size if self._dsize else 0
         self.files = DataFiles(store, rootdir, info, self._ck, readonly, fsync)
-        self._sidecars = Sidecars(store, store.join(rootdir, META_DIR), readonly)
+        self.sidecars = Sidecars(store, store.join(rootdir, META_DIR), readonly)
         self._fill_item, self._absent = absent_chunk(info)
         self.records = RecordReader(self.files, self._S, self._ck, self._page, verify,
                                     self._absent)
@@ -696,15 +696,6 @@ class SuperchunkLayout(Layout):
         stamp = _stamp(e.gen, e.off, head, tail, e.cbytes)
         self._stamps[nchunk] = stamp
         return stamp
-
-    def sidecar_names(self) -> list[str]:
-        return self._sidecars.names()
-
-    def load_sidecar(self, name: str) -> bytes | None:
-        return self._sidecars.load(name)
-
-    def save_sidecar(self, name: str, data: bytes | None) -> None:
-        self._sidecars.save(name, data)
 
     def remove_leftovers(self) -> None:
         head = self.dataset.head
