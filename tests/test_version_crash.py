@@ -479,7 +479,7 @@ def kill_while_tagging(work: str) -> dict:
 
 def test_a_kill_while_tagging_leaves_no_false_tag(tmp_path):
     if not os.path.isdir("/proc/self/fd"):
-        pytest.skip("file names of descriptors need /proc")
+        pytest.skip("needs /proc (Linux) to name the file behind a descriptor")
     out = run_driver("test_version_crash", "kill_while_tagging", str(tmp_path))
     assert out == {"tags": ["kept"], "problems": []}
 
@@ -518,7 +518,7 @@ STEPS = {"pwrite chunks", "fsync chunks", "write index pages", "write manifest",
 def test_the_scenarios_reach_every_step(tmp_path, monkeypatch):
     """The kill points above land in every step of a version change (local files)."""
     if not os.path.isdir("/proc/self/fd"):
-        pytest.skip("file names of descriptors need /proc")
+        pytest.skip("needs /proc (Linux) to name the file behind a descriptor")
     seen: set[str] = set()
 
     def wrap(name, func):
