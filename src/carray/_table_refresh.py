@@ -58,6 +58,10 @@ _T = TypeVar("_T")
 # StorageError (EAGAIN) rather than return rows of two states: only a writer that
 # changes the table faster than a read takes, without a pause, gets there.
 MAX_ATTEMPTS = 100
+# While a writer's undo record is out its columns change without the counter moving,
+# so a read that fails then is tried again for this many seconds before the error is
+# taken as the state's own.
+QUIET_PATIENCE = 3.0
 
 
 def is_nested_column(path: str | os.PathLike, store: Store = LOCAL) -> bool:
@@ -191,6 +195,11 @@ class TableReader:
         self._seen, self._record = count, record
         return True
 
+    def _writer_at_work(self) -> bool:
+        """Whether an undo record is out: a writer changing columns (or one that died
+        doing so, whose record stays until the next writer recovers)."""
+        return self._record is not None or load_record(self._store, self._root) is not None
+
     def outdated(self) -> bool:
         """Whether a writer changed the table since the last :meth:`load`."""
         return commit_count(self._store, self._key) != self._seen
@@ -210,7 +219,7 @@ class TableReader:
         if self._busy:
             return read()
         self._busy = True
-        last, quiet_errors = MAX_ATTEMPTS - 1, 0
+        last, quiet_until = MAX_ATTEMPTS - 1, None
         reload = self.outdated() and not self._catch_up()
         try:
             for attempt in range(MAX_ATTEMPTS):
@@ -224,9 +233,14 @@ class TableReader:
                     # Files a writer is replacing can fail to read (while the counter
                     # moves, or between its moves while a record is out); an error that
                     # stays with the state is the caller's.
-                    reload, moved = True, self.outdated()
-                    quiet_errors += not moved
-                    if attempt == last or not (moved or (self._record and quiet_errors < 3)):
+                    reload = True
+                    if attempt == last:
+                        raise
+                    if self.outdated():
+                        continue
+                    if quiet_until is None:
+                        quiet_until = time.monotonic() + QUIET_PATIENCE
+                    if time.monotonic() > quiet_until or not self._writer_at_work():
                         raise
                     continue
                 if not self.outdated():
