@@ -27,6 +27,7 @@ through the group publishes through the group's commit (its dataset's
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import secrets
@@ -111,7 +112,7 @@ class GroupTree:
         if dataset is not None and (not isinstance(nodes, dict) or "" not in nodes):
             raise FormatError("the group's version describes no nodes", self.url)
         self.nodes: dict[str, dict[str, Any]] = \
-            {k: dict(v) for k, v in nodes.items()} if nodes else {"": {"kind": GROUP}}
+            copy.deepcopy(nodes) if nodes else {"": {"kind": GROUP}}
         self._open: dict[str, Any] = {}  # member containers (in memory: the members)
         self._depth = 0
         self._collecting = False
@@ -422,7 +423,7 @@ class GroupTree:
             return
         head = self.dataset.head
         nodes = head.meta.get("nodes", {}) if head is not None else {"": {"kind": GROUP}}
-        self.nodes = {k: dict(v) for k, v in nodes.items()}
+        self.nodes = copy.deepcopy(nodes)
         for path in [p for p in self._open if p not in self.nodes]:
             container = self._open.pop(path)
             self._unwatch(container)
@@ -456,7 +457,8 @@ class GroupTree:
                 rel = os.path.relpath(record, ds.repo.root).replace(os.sep, "/")
                 ds.publish(txn=rel, reclaim=False, message=message)
             self.nodes = self._describe()
-            self.dataset.meta = {"kind": GROUP, "nodes": self.nodes}
+            # The version keeps its own copy: the working nodes change after it.
+            self.dataset.meta = {"kind": GROUP, "nodes": copy.deepcopy(self.nodes)}
             if not pending and not self.dataset.take_staged():
                 return self.version
             self.dataset.publish(kind=kind, txn=f"{TXN_DIR}/{txn}", reclaim=False,

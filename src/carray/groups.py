@@ -66,7 +66,6 @@ class Group(Mapping[str, Any]):
 
     def __init__(self, tree: GroupTree, path: str = "") -> None:
         self._tree, self._path = tree, path
-        self._attrs = Attrs(_GroupAttrs(tree, path), "r" if tree.readonly else "a")
 
     # -- where ----------------------------------------------------------------------------
 
@@ -91,7 +90,8 @@ class Group(Mapping[str, Any]):
     @property
     def attrs(self) -> Attrs:
         """The group's attributes; a change is a group version."""
-        return self._attrs
+        # Read from the tree's description each time: a failed transaction puts it back.
+        return Attrs(_GroupAttrs(self._tree, self._path), "r" if self.readonly else "a")
 
     def _full(self, name: str) -> str:
         return join_path(self._path, "/".join(split_path(name)))
