@@ -266,3 +266,40 @@ def test_a_damaged_group_manifest_is_an_error_naming_it(tmp_path):
     newest.write_bytes(bytes(data))
     with pytest.raises((ca.ChecksumError, ca.FormatError), match=newest.name):
         ca.open_group(path)
+
+
+WRITER = """
+import sys, numpy as np, carray as ca
+g = ca.group(sys.argv[1], fsync=False)
+for day in range(5, 45):
+    g.append({"time": [day], "temp": np.full((1, 2, 3), float(day))}, dim="time")
+    if day % 10 == 0:
+        g.prune(keep_last=2)
+g.close()
+"""
+
+
+def test_readers_see_whole_versions_while_another_process_commits(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "g"
+    g = _weather(ca.group(path, mode="w"))
+    g["temp"][:] = np.arange(5.0)[:, None, None]  # temp[t] == time[t] throughout
+    g.close()
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)],
+                              stderr=subprocess.PIPE)
+    seen = set()
+    try:
+        while writer.poll() is None:
+            r = ca.open_group(path)
+            time, temp = r["time"][:], r["temp"][:]
+            assert len(time) == len(temp) == r.dims["time"]
+            assert (temp == time[:, None, None]).all()
+            seen.add(len(time))
+            r.close()
+    finally:
+        _, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err.decode()
+    assert len(seen) > 1
+    assert ca.open_group(path)["temp"].shape == (45, 2, 3)
