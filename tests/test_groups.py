@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -303,3 +305,55 @@ def test_readers_see_whole_versions_while_another_process_commits(tmp_path):
     assert writer.returncode == 0, err.decode()
     assert len(seen) > 1
     assert ca.open_group(path)["temp"].shape == (45, 2, 3)
+
+
+def test_opening_and_listing_a_big_group_reads_a_bounded_number_of_files(tmp_path,
+                                                                          monkeypatch):
+    from carray.stores.local import LocalStore
+
+    path = tmp_path / "g"
+    with ca.group(path, mode="w", fsync=False) as g, g.transaction():
+        for i in range(300):
+            g.create_array(f"v{i:03d}", np.arange(10.0) + i, dims="n",
+                           attrs={"units": "m"})
+    touched: list[str] = []
+    for name in ("get", "open", "listdir", "isfile", "isdir", "exists"):
+        real = getattr(LocalStore, name)
+
+        def counting(self, p, *args, _real=real, **kwargs):
+            touched.append(p)
+            return _real(self, p, *args, **kwargs)
+
+        monkeypatch.setattr(LocalStore, name, counting)
+    r = ca.open_group(path)
+    names, text, dims = list(r), r.tree(), r.dims
+    assert len(names) == 300 and text.count("float64") == 300 and dims == {"n": 10}
+    assert len(touched) < 20, touched
+    member_files = [p for p in touched if re.search(r"/v\d{3}", p)]
+    assert member_files == []
+    assert r["v123"][3] == 126.0 and r["v123"].attrs["units"] == "m"
+
+
+def test_restore_and_refresh(tmp_path):
+    path = tmp_path / "g"
+    g = _weather(ca.group(path, mode="w"))
+    assert list(g.coords) == ["lat", "time"]
+    first = g.version
+    r = ca.open_group(path)
+    g.append({"time": [5], "temp": np.ones((1, 2, 3))}, dim="time")
+    g.create_array("extra", np.arange(3))
+    del g["lat"]
+    g.attrs["x"] = 1
+    assert r["temp"].shape == (5, 2, 3) and r.refresh()
+    assert r["temp"].shape == (6, 2, 3) and "extra" in r and "lat" not in r
+    assert not r.refresh()
+    vid = g.restore(first)
+    assert g.versions()[0].id == vid and g.versions()[0].message == f"restore {first}"
+    assert g["temp"].shape == (5, 2, 3) and "extra" not in g and "lat" in g
+    assert "x" not in g.attrs and g["lat"][:].tolist() == [10.0, 20.0]
+    g.append({"time": [5], "temp": np.zeros((1, 2, 3))}, dim="time")  # goes on from there
+    g.close()
+    again = ca.open_group(path)
+    assert again["temp"].shape == (6, 2, 3) and again["temp"][5].sum() == 0
+    with pytest.raises(ReadOnlyError):
+        again.restore(first)

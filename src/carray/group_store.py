@@ -381,7 +381,7 @@ class GroupTree:
                           force: bool) -> str | None:
         """A member's commit: within a group transaction (or a group commit collecting
         its members), held for the group's; else a group commit of its own."""
-        if message is not None:
+        if message is not None and self._message is None:  # the group's own comes first
             self._message = message
         if self._depth or self._collecting:
             self._pending[id(dataset)] = dataset
@@ -504,6 +504,44 @@ class GroupTree:
 
     def untag(self, tag: str) -> None:
         self._versioned().untag(tag)
+
+    def restore(self, version: str) -> str:
+        """Make group version ``version`` the newest again: its nodes, and each member at
+        the version it named (a member restored is a new version of it), as one new group
+        version; returns its id."""
+        dataset = self._versioned()
+        self.check_writable()
+        self.commit()
+        old = dataset.repo.find(version)
+        nodes = old.meta.get("nodes") if isinstance(old.meta, dict) else None
+        if not isinstance(nodes, dict) or "" not in nodes:
+            raise FormatError(f"version {version} describes no nodes", self.url)
+        with self.transaction(f"restore {old.id}"):
+            for path in list(self._open):
+                if self.nodes[path].get("dir") != nodes.get(path, {}).get("dir"):
+                    container = self._open.pop(path)
+                    self._unwatch(container)
+                    container.close()
+            self.nodes = copy.deepcopy(nodes)
+            for path, node in self.nodes.items():
+                if node["kind"] in (ARRAY, TABLE):
+                    member = self.member(path)
+                    if "version" in node and member.version != node["version"]:
+                        member.restore(node["version"])
+        return self.version or ""
+
+    def refresh(self) -> bool:
+        """A reader moves to the newest version (members reopen at the versions it
+        names); False when it had it."""
+        dataset = self._versioned()
+        if not self.readonly or not dataset.refresh():
+            return False
+        assert dataset.head is not None
+        self.nodes = copy.deepcopy(dataset.head.meta.get("nodes", {}))
+        for container in self._open.values():
+            container.close()
+        self._open.clear()
+        return True
 
     def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
         """Drop the group versions past the newest ``keep_last`` or made before
