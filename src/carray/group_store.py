@@ -370,12 +370,12 @@ class GroupTree:
 
     def _watch(self, container: Any) -> None:
         if self.store is not None and not self.readonly:
-            container._history().dataset.coordinator = self._member_published
+            container.versioned_dataset().coordinator = self._member_published
 
     def _unwatch(self, container: Any) -> None:
         if self.store is not None and not self.readonly:
             with contextlib.suppress(Exception):
-                container._history().dataset.coordinator = None
+                container.versioned_dataset().coordinator = None
 
     def _member_published(self, dataset: VersionedDataset, message: str | None, kind: str,
                           force: bool) -> str | None:
@@ -560,9 +560,9 @@ class GroupTree:
                     named.setdefault(str(node.get("dir", path)), set()).add(node["version"])
         for path, node in self.nodes.items():
             if node["kind"] in (ARRAY, TABLE):
-                history = self.member(path)._history()
+                member_dataset = self.member(path).versioned_dataset()
                 keep = frozenset(named.get(self.dir_of(path), set()))
-                history.dataset.reclaim(keep_last=1, use_retention=False, keep_ids=keep)
+                member_dataset.reclaim(keep_last=1, use_retention=False, keep_ids=keep)
         self._remove_unnamed(set(named) | {self.dir_of(p) for p in self.nodes})
         return dropped
 
