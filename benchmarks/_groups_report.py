@@ -103,7 +103,7 @@ def report(res: dict) -> str:
              "(fsync on) unless labelled fsync off; zarr and netCDF4 do not fsync.", "",
              f"{p['reps']} repetitions per case, every library once in each, in an order "
              "that rotates; fresh directories under one temporary directory for every "
-             "write. Times: median (min-max) in ms; ratio = peer / carray from the same "
+             "write, and `os.sync()` before each timed write or append. Times: median (min-max) in ms; ratio = peer / carray from the same "
              "repetition (> 1: carray faster), median (min-max). Whole run "
              f"{res['seconds']:.0f} s; load average at start {res['load_start']}, at end "
              f"{res['load_end']}.", ""]

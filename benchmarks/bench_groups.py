@@ -28,8 +28,10 @@ carray runs with its defaults (fsync on: every commit is durable before it count
 fsync-off figure beside it is labelled as such (zarr and netCDF4 never fsync).  Each
 case runs ``--reps`` times (at least 3), every library once per repetition in an order
 that rotates, writes into fresh directories under one temporary directory on the same
-disk; a ratio is the peer's time over carray's from the same repetition (> 1: carray
-faster), reported as the median and range over repetitions.
+disk (dirty pages written out with ``os.sync()`` before each timed write or append, so
+no library pays for another's writeback); a ratio is the peer's time over carray's from
+the same repetition (> 1: carray faster), reported as the median and range over
+repetitions.
 
 Run: ``python benchmarks/bench_groups.py [--quick] [--reps N] [--cases write,append,...]``.
 Writes ``benchmarks/results/groups.{json,md}`` (``groups_quick`` with ``--quick``).
@@ -111,7 +113,11 @@ def remove(path: str) -> None:
         os.remove(path)
 
 
-def timed(fn) -> tuple[float, object]:
+def timed(fn, sync: bool = False) -> tuple[float, object]:
+    """Wall time of ``fn()`` and its result; ``sync`` first writes out every dirty page
+    (so no library's time includes the writeback of another's files)."""
+    if sync:
+        os.sync()
     gc.collect()
     t0 = time.perf_counter()
     out = fn()
@@ -237,7 +243,7 @@ def check_zarr(data: Data, path: str, appended: int = 0) -> None:
 
 # -- 1. write ---------------------------------------------------------------------------------
 
-def case_write(tmp: str, data: Data, reps: int) -> dict:
+def case_write(tmp: str, data: Data, reps: int, sync: bool = True) -> dict:
     ds = data.dataset()
     jobs = [("carray", lambda p: ca_write(data, p)),
             ("carray_nofsync", lambda p: ca_write(data, p, fsync=False)),
@@ -250,7 +256,7 @@ def case_write(tmp: str, data: Data, reps: int) -> dict:
         res = {}
         for lib, write in rotated(jobs, r):
             path = os.path.join(tmp, f"write{r}_{lib}")
-            res[lib], _ = timed(lambda write=write, path=path: write(path))
+            res[lib], _ = timed(lambda write=write, path=path: write(path), sync)
             where = path + ".nc" if lib == "netcdf4" else path
             out["bytes"][lib] = du(where)
             if r == 0 and lib in ("carray", "carray_from_xarray"):
@@ -274,7 +280,7 @@ def versions_of(path: str) -> int:
 
 # -- 2. append --------------------------------------------------------------------------------
 
-def case_append(tmp: str, data: Data, reps: int) -> dict:
+def case_append(tmp: str, data: Data, reps: int, sync: bool = True) -> dict:
     ds = data.dataset()
     nsteps = len(data.steps)
     zarr_steps = [data.step_dataset(s) for s in range(nsteps)]
@@ -309,7 +315,7 @@ def case_append(tmp: str, data: Data, reps: int) -> dict:
             path = os.path.join(tmp, f"append{r}_{lib}")
             build(path)
             before = versions_of(path) if lib.startswith("carray") else 0
-            res[lib], _ = timed(lambda append=append, path=path: append(path))
+            res[lib], _ = timed(lambda append=append, path=path: append(path), sync)
             if lib.startswith("carray"):
                 out.setdefault("versions_added", {})[lib] = versions_of(path) - before
             if r == 0:
@@ -469,10 +475,10 @@ def summarise(out: dict, pairs: list[tuple[str, str]]) -> dict:
 
 def params_for(quick: bool, reps: int) -> dict:
     if quick:
-        return {"reps": reps, "shape": (40, 36, 72), "chunks": (10, 18, 36), "steps": 3,
-                "members": 50, "member_length": 100}
+        return {"reps": reps, "shape": (40, 36, 72), "chunks": (10, 18, 36), "steps": 2,
+                "members": 20, "member_length": 100, "sync": False}
     return {"reps": reps, "shape": (365, 180, 360), "chunks": (30, 90, 180), "steps": 10,
-            "members": 1000, "member_length": 100}
+            "members": 1000, "member_length": 100, "sync": True}
 
 
 def run(cases: set[str], params: dict, tmp_root: str | None = None,
@@ -487,8 +493,8 @@ def run(cases: set[str], params: dict, tmp_root: str | None = None,
         if warm_up:  # imports, codec plugins, thread pools: once, on tiny data, untimed
             tiny = Data((20, 36, 72), (10, 18, 36), 2)  # netCDF4 blosc refuses tiny chunks
             with contextlib.redirect_stdout(io.StringIO()):
-                case_write(tmp, tiny, 1)
-                case_append(tmp, tiny, 1)
+                case_write(tmp, tiny, 1, False)
+                case_append(tmp, tiny, 1, False)
                 case_open(tmp, 1, 5, 10)
                 case_read(tmp, tiny, 1)
         data = None
@@ -498,9 +504,9 @@ def run(cases: set[str], params: dict, tmp_root: str | None = None,
             print(f"data: {len(VARS)} x {params['shape']} float32 in "
                   f"{time.perf_counter() - t0:.1f} s", flush=True)
         if "write" in cases:
-            res["write"] = case_write(tmp, data, reps)
+            res["write"] = case_write(tmp, data, reps, params["sync"])
         if "append" in cases:
-            res["append"] = case_append(tmp, data, reps)
+            res["append"] = case_append(tmp, data, reps, params["sync"])
         if "open" in cases:
             res["open"] = case_open(tmp, reps, params["members"], params["member_length"])
         if "read" in cases:
@@ -533,7 +539,7 @@ def main(argv=None) -> int:
     params = params_for(args.quick, args.reps)
     ca.set_nthreads(2)
     t0 = time.perf_counter()
-    res = run(cases, params, os.environ.get("BENCH_TMP"))
+    res = run(cases, params, os.environ.get("BENCH_TMP"), warm_up=not args.quick)
     res["seconds"] = time.perf_counter() - t0
     res["targets"] = targets(res)
     res["versions"] = {"carray": ca.__version__, "numpy": np.__version__,
