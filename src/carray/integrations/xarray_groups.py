@@ -1,0 +1,630 @@
+"""xarray Datasets in carray groups: :func:`from_xarray` writes one, and the ``carray_group``
+backend opens one with ``xarray.open_dataset`` / ``xarray.open_datatree``.
+
+How a Dataset is stored (as xarray encodes it for NetCDF, through xarray's own coders):
+
+* Every variable, data variable or coordinate, is one array of the group, its dimension
+  names the array's ``dims``, its attributes the array's attributes; the Dataset's
+  attributes are the group's.  Non-dimension coordinates are listed, the CF way, in the
+  ``coordinates`` attribute of the variables they belong to (or of the group).
+* Values are CF-encoded: datetimes and timedeltas become numbers with ``units`` (``"days
+  since ..."``) and ``calendar``; NaNs of a variable given a ``_FillValue`` (in its
+  encoding) become that value; ``scale_factor``/``add_offset`` and ``dtype`` in the
+  encoding pack values; bools become int8 with ``dtype: "bool"``.
+* Strings are fixed-width arrays: a ``U``/``S`` variable as it is, an object variable of
+  str (bytes) items as ``U`` (``S``) as wide as its longest item.  An object variable
+  holding anything else (None included) is refused: there is no missing string.
+* Every variable is read into memory to be written (a dask-backed one is computed).
+
+The encoding (``encoding={"var": {...}}``, or a variable's own ``.encoding``) may hold
+xarray's CF keys (``dtype``, ``_FillValue``, ``missing_value``, ``scale_factor``,
+``add_offset``, ``units``, ``calendar``) and the storage keys ``chunks`` (a tuple, or a
+mapping from dimension name to length), ``blocks``, ``cparams`` (a :class:`CParams` or a
+dict) or ``compressor`` (a codec name such as ``"zstd"``, or a :class:`CParams`).
+
+Reading: every array of the group (tables are left out) is a lazy variable, indexed
+through :class:`GroupBackendArray` (carray reads only the chunks and blocks a selection
+touches), decoded by xarray (``mask_and_scale``, ``decode_times``, ``decode_coords``...).
+The handle shows one group version, the newest or the one asked for with ``version=`` or
+``tag=``; ``group="a/b"`` opens a sub-group; ``chunks={}`` gives dask chunks equal to
+carray's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from xarray import conventions
+from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
+from xarray.backends.store import StoreBackendEntrypoint
+from xarray.core import indexing
+
+from carray.attrvalues import normalise
+from carray.errors import UnstorableAttributeError
+from carray.params import CParams
+
+__all__ = ["GroupBackendArray", "GroupBackendEntrypoint", "GroupDataStore", "from_xarray"]
+
+#: Encoding keys xarray's CF coders read.
+CF_KEYS = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units",
+           "calendar")
+#: Encoding keys choosing how an array is stored.
+STORAGE_KEYS = ("chunks", "blocks", "cparams", "compressor")
+#: Attributes that say how stored numbers are read (compared when appending).
+_PACKING_ATTRS = ("units", "calendar", "_FillValue", "missing_value", "scale_factor",
+                  "add_offset", "dtype")
+_MODES = ("w", "a")
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | None = None,
+                encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
+                storage_options: dict | None = None, *, group: str | None = None) -> Any:
+    """Write an xarray Dataset into a carray group, as one group version.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        What to write: data variables and coordinates become arrays of the group.
+    path : str, os.PathLike, carray Group or None
+        Where the group is (a directory or URL), a group already open for writing, or
+        None for a new group in memory.
+    mode : {"w", "a"}, default "w"
+        ``"w"`` replaces what the group holds; ``"a"`` adds the variables to the group
+        (replacing those of the same name) or, with ``append_dim``, appends to them.
+    append_dim : str, optional
+        Grow every array of the group that has this dimension by the Dataset's
+        variables along it (``mode="a"`` only), in one version.  The Dataset must give
+        every such array, with the same dimensions; its new values are encoded as the
+        stored ones are (the same ``units``, ``calendar``, ``dtype``, ``_FillValue``...).
+        Variables without the dimension must be in the group already, with the same
+        shape, and are left as stored; variable attributes are not rewritten, dataset
+        attributes are updated.
+    encoding : mapping, optional
+        Per-variable encoding, ``{"name": {"chunks": ..., "dtype": ..., ...}}`` (see the
+        module's notes).  When appending, only the keys that agree with what is stored.
+    storage_options : dict, optional
+        For remote paths (fsspec options).
+    group : str, optional
+        A sub-group of the group at ``path`` to write into (``"a/b"``), created if need be.
+
+    Returns
+    -------
+    carray Group
+        The group written (the root of ``path``), open for writing.
+
+    Raises
+    ------
+    ValueError
+        A bad mode, encoding, variable name or attribute value; when appending, variables
+        or dimensions that do not match the group's, or values that cannot be stored as
+        the group's are.  Nothing is written then.
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise ValueError(f"from_xarray writes an xarray.Dataset, got {type(ds).__name__}")
+    if mode not in _MODES:
+        raise ValueError(f"mode must be 'w' or 'a', got {mode!r}")
+    if append_dim is not None and mode != "a":
+        raise ValueError("append_dim needs mode='a'")
+    _check_names(ds)
+    user = _checked_encoding(ds, encoding)
+    root = _open_root(path, mode, storage_options, append=append_dim is not None)
+    target = _sub_group(root, group)
+    if append_dim is None:
+        _write(target, ds, user, replace=mode == "w")
+    else:
+        _append(target, ds, append_dim, user)
+    return root
+
+
+def _check_names(ds: xr.Dataset) -> None:
+    for name, var in ds.variables.items():
+        for what, label in [(name, "variable")] + [(d, "dimension") for d in var.dims]:
+            if not isinstance(what, str) or not what or "/" in what:
+                raise ValueError(f"{label} name {what!r}: names must be non-empty str "
+                                 "without '/' to be stored in a group")
+
+
+def _checked_encoding(ds: xr.Dataset, encoding: Mapping[Hashable, Mapping[str, Any]] | None
+                      ) -> dict[str, dict[str, Any]]:
+    """The ``encoding`` argument checked: known variables and keys only."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, enc in (encoding or {}).items():
+        if name not in ds.variables:
+            raise ValueError(f"encoding names {name!r}, which is not a variable of the "
+                             f"dataset ({', '.join(map(str, ds.variables))})")
+        if not isinstance(enc, Mapping):
+            raise ValueError(f"encoding of {name!r} must be a dict, got {type(enc).__name__}")
+        unknown = sorted(set(enc) - set(CF_KEYS) - set(STORAGE_KEYS))
+        if unknown:
+            raise ValueError(f"encoding of {name!r}: unknown keys {unknown}; known: "
+                             f"{', '.join(CF_KEYS + STORAGE_KEYS)}")
+        if "cparams" in enc and "compressor" in enc:
+            raise ValueError(f"encoding of {name!r}: give 'cparams' or 'compressor', not both")
+        out[str(name)] = dict(enc)
+    return out
+
+
+def _is_group(obj: Any) -> bool:
+    from carray.group import Group
+
+    return isinstance(obj, Group)
+
+
+def _open_root(path: Any, mode: str, storage_options: dict | None, *, append: bool) -> Any:
+    import carray as ca
+
+    if _is_group(path):
+        if path.readonly:
+            raise ValueError("the group is open read-only: open it with mode 'a' to write")
+        return path
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a str, a path, a carray Group or None, got "
+                         f"{type(path).__name__}")
+    if append:
+        if path is None:
+            raise ValueError("append_dim appends to an existing group: give its path")
+        try:
+            return ca.open_group(path, mode="a", storage_options=storage_options)
+        except (FileNotFoundError, KeyError) as exc:
+            raise ValueError(f"{os.fspath(path)}: no group to append to ({exc})") from None
+    return ca.group(path, mode=mode, storage_options=storage_options)
+
+
+def _sub_group(root: Any, group: str | None) -> Any:
+    if not group or group.strip("/") == "":
+        return root
+    name = group.strip("/")
+    if name in root:
+        node = root[name]
+        if not _is_group(node):
+            raise ValueError(f"group={group!r}: {name!r} is not a group of {root.url or 'the group'}")
+        return node
+    return root.create_group(name)
+
+
+def _storage_args(name: str, var: xr.Variable, enc: Mapping[str, Any],
+                  explicit: bool) -> dict[str, Any]:
+    """carray's arguments (``chunks``, ``blocks``, ``cparams``) from an encoding."""
+    args: dict[str, Any] = {}
+    for key in ("chunks", "blocks"):
+        value = enc.get(key)
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            value = tuple(int(value.get(d, n)) for d, n in zip(var.dims, var.shape, strict=True))
+        elif not (isinstance(value, (tuple, list)) and len(value) == var.ndim
+                  and all(isinstance(n, (int, np.integer)) and n > 0 for n in value)):
+            if not explicit:
+                continue  # a stale encoding (another shape): carray chooses
+            raise ValueError(f"encoding of {name!r}: {key} must give a positive int for each "
+                             f"of {var.dims}, got {value!r}")
+        args[key] = tuple(max(1, min(int(n), s)) for n, s in zip(value, var.shape, strict=True))
+    cparams = enc.get("cparams", enc.get("compressor"))
+    if cparams is not None:
+        if isinstance(cparams, str):
+            cparams = {"cname": cparams}
+        try:
+            args["cparams"] = CParams.coerce(cparams)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"encoding of {name!r}: bad cparams/compressor ({exc})") from None
+    return args
+
+
+def _prepared(ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]]) -> xr.Dataset:
+    """A shallow copy of ``ds`` whose variables carry the CF part of the encoding."""
+    out = ds.copy(deep=False)
+    for name, var in out.variables.items():
+        enc = dict(var.encoding)
+        if var.dtype.kind in "OUS" and "dtype" not in user.get(str(name), {}):
+            enc.pop("dtype", None)  # an old width would cut longer strings
+        enc.update({k: v for k, v in user.get(str(name), {}).items() if k in CF_KEYS})
+        var.encoding = enc
+    return out
+
+
+def _encoded(ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]]
+             ) -> tuple[dict[str, xr.Variable], dict[str, Any]]:
+    """The variables and attributes to store, CF-encoded as xarray does for NetCDF."""
+    prepared = _prepared(ds, user)
+    try:
+        variables, attrs = conventions.encode_dataset_coordinates(prepared)
+        variables, attrs = conventions.cf_encoder(variables, attrs)
+    except (TypeError, OverflowError) as exc:
+        raise ValueError(f"the dataset cannot be CF-encoded: {exc}") from exc
+    return {str(k): v for k, v in variables.items()}, dict(attrs)
+
+
+def _fixed_width(name: str, values: np.ndarray) -> np.ndarray:
+    """Object arrays of str (bytes) as fixed-width ``U`` (``S``) arrays."""
+    if values.dtype != object:
+        return values
+    items = values.ravel().tolist()
+    for kind, types in (("U", str), ("S", bytes)):
+        if all(isinstance(v, types) for v in items):
+            width = max((len(v) for v in items), default=1) or 1
+            return values.astype(f"{kind}{width}")
+    bad = next(v for v in items if not isinstance(v, (str, bytes)) or
+               type(v) is not type(items[0]))
+    if bad is None or isinstance(bad, float) and np.isnan(bad):
+        raise ValueError(f"variable {name!r}: missing strings (None or NaN) cannot be stored: "
+                         "a fixed-width string array has no missing value")
+    raise ValueError(f"variable {name!r}: an object array is stored only when it holds str "
+                     f"items (or bytes items) alone; it holds {type(bad).__name__} {bad!r}")
+
+
+def _is_text(var: xr.Variable) -> bool:
+    """Whether ``var`` holds strings (fixed-width, or str/bytes objects)."""
+    if var.dtype.kind in "US":
+        return True
+    if var.dtype != object or not var.size:
+        return False
+    return isinstance(np.asarray(var[(0,) * var.ndim].values).item(), (str, bytes))
+
+
+def _checked_attrs(where: str, attrs: Mapping[Any, Any]) -> dict[str, Any]:
+    try:
+        return {str(k): normalise(k, v) for k, v in attrs.items()}
+    except UnstorableAttributeError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _values(name: str, var: xr.Variable) -> np.ndarray:
+    values = _fixed_width(name, np.asarray(var.values))
+    if values.dtype.kind in "OV":
+        raise ValueError(f"variable {name!r}: dtype {values.dtype} cannot be stored")
+    return values
+
+
+def _write(g: Any, ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]], *,
+           replace: bool) -> None:
+    """Create (or replace) every variable of ``ds`` in ``g``, and set its attributes."""
+    variables, gattrs = _encoded(ds, user)
+    gattrs = _checked_attrs("dataset attributes", gattrs)
+    planned = []
+    for name, var in variables.items():
+        source = ds.variables[name]
+        explicit = user.get(name, {})
+        enc = explicit if any(k in explicit for k in STORAGE_KEYS) else source.encoding
+        planned.append((name, var.dims, _values(name, var),
+                        _checked_attrs(f"attributes of {name!r}", var.attrs),
+                        _storage_args(name, var, enc, enc is explicit)))
+    with g.transaction(message="from_xarray"):
+        if replace:
+            for name in list(g.keys()):
+                del g[name]
+            for key in list(g.attrs.to_dict()):
+                del g.attrs[key]
+        for name, dims, values, attrs, args in planned:
+            if name in g:
+                del g[name]
+            g.create_array(name, data=values, dims=tuple(dims), attrs=attrs, **args)
+        if gattrs:
+            g.attrs.update(gattrs)
+
+
+# -- appending --------------------------------------------------------------------------------
+
+def _same(a: Any, b: Any) -> bool:
+    """Attribute values equal (NaN equal to NaN, arrays item by item)."""
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+        if x.shape != y.shape:
+            return False
+        nan = x.dtype.kind in "fc" and y.dtype.kind in "fc"
+        return bool(np.array_equal(x, y, equal_nan=nan))
+    except (TypeError, ValueError):
+        return bool(a == b)
+
+
+def _stored_encoding(var: xr.Variable, dtype: np.dtype, attrs: Mapping[str, Any]
+                     ) -> dict[str, Any]:
+    """The encoding that makes ``var`` come out as the stored numbers of its array."""
+    enc = {k: attrs[k] for k in ("_FillValue", "missing_value", "scale_factor", "add_offset")
+           if k in attrs}
+    if var.dtype.kind in "mM" or var.dtype == object and var.dtype.kind not in "US":
+        enc.update({k: attrs[k] for k in ("units", "calendar") if k in attrs})
+    if dtype.kind in "iufcmM" and not (var.dtype == bool and attrs.get("dtype") == "bool"):
+        enc["dtype"] = dtype
+    return enc
+
+
+def _appended_values(name: str, var: xr.Variable, stored: Any) -> np.ndarray:
+    """The new values of one variable, CF-encoded as its stored array is."""
+    sattrs = dict(stored.attrs)
+    want = np.dtype(stored.dtype)
+    if _is_text(var) != (want.kind in "US"):
+        raise ValueError(f"variable {name!r}: dtype {var.dtype} does not match the stored "
+                         f"{want}")
+    raw = var.copy(deep=False)
+    raw.attrs = {k: v for k, v in var.attrs.items() if k not in _PACKING_ATTRS
+                 or k == "units" and var.dtype.kind not in "mMO"}
+    raw.encoding = _stored_encoding(var, np.dtype(stored.dtype), sattrs)
+    try:
+        encoded = conventions.encode_cf_variable(raw, name=name)
+    except (TypeError, OverflowError, ValueError) as exc:
+        raise ValueError(f"variable {name!r}: its new values cannot be encoded as the "
+                         f"stored ones are ({exc})") from None
+    for key in _PACKING_ATTRS:
+        if key in encoded.attrs and not _same(encoded.attrs[key], sattrs.get(key)):
+            raise ValueError(f"variable {name!r}: its new values encode with {key}="
+                             f"{encoded.attrs[key]!r}, the stored ones with "
+                             f"{sattrs.get(key)!r}")
+    values = _fixed_width(name, np.asarray(encoded.values))
+    if values.dtype.kind in "US" and values.dtype.kind == want.kind:
+        if values.dtype.itemsize > want.itemsize:
+            raise ValueError(f"variable {name!r}: strings longer than the stored width "
+                             f"({want}) cannot be appended")
+        return values.astype(want)
+    if values.dtype != want:
+        raise ValueError(f"variable {name!r}: dtype {var.dtype} (encoded {values.dtype}) "
+                         f"does not match the stored {want}")
+    return values
+
+
+def _check_append(g: Any, ds: xr.Dataset, dim: str) -> list[str]:
+    """The names of the variables to grow; ValueError when ``ds`` does not fit ``g``."""
+    if dim not in ds.dims:
+        raise ValueError(f"append_dim {dim!r} is not a dimension of the dataset "
+                         f"({', '.join(map(str, ds.dims))})")
+    stored = {name: tuple(g.dims_of(name)) for name, _ in g.arrays()}
+    growing = sorted(n for n, dims in stored.items() if dim in dims)
+    if not growing:
+        raise ValueError(f"no array of the group has the dimension {dim!r}")
+    given = sorted(str(n) for n, v in ds.variables.items() if dim in v.dims)
+    if given != growing:
+        lacking, extra = sorted(set(growing) - set(given)), sorted(set(given) - set(growing))
+        raise ValueError(f"appending along {dim!r}: the group's arrays along it are "
+                         f"{growing}; the dataset lacks {lacking} and adds {extra}")
+    sizes = g.dims
+    for name, var in ds.variables.items():
+        if str(name) not in stored:
+            raise ValueError(f"appending along {dim!r}: variable {name!r} is not in the group")
+        if tuple(var.dims) != stored[str(name)]:
+            raise ValueError(f"variable {name!r}: dims {tuple(var.dims)} in the dataset, "
+                             f"{stored[str(name)]} in the group")
+        for d, n in zip(var.dims, var.shape, strict=True):
+            if d != dim and sizes.get(d) != n:
+                raise ValueError(f"variable {name!r}: dimension {d!r} has length {n}, "
+                                 f"{sizes.get(d)} in the group")
+    return growing
+
+
+def _append(g: Any, ds: xr.Dataset, dim: str, user: Mapping[str, Mapping[str, Any]]) -> None:
+    """Grow every array of ``g`` along ``dim`` by ``ds``'s variables, in one version."""
+    growing = _check_append(g, ds, dim)
+    for name, enc in user.items():
+        fixed = sorted(set(enc) & set(STORAGE_KEYS))
+        if fixed:
+            raise ValueError(f"encoding of {name!r}: {fixed} are chosen when an array is "
+                             "created, not when appending")
+    blocks = {}
+    for name in growing:
+        var = ds.variables[name].copy(deep=False)
+        var.encoding = {**var.encoding, **user.get(name, {})}
+        blocks[name] = _appended_values(name, var, g[name])
+    gattrs = _checked_attrs("dataset attributes", ds.attrs)
+    current = g.attrs.to_dict()
+    changed = {k: v for k, v in gattrs.items() if k not in current or not _same(current[k], v)}
+    with g.transaction(message=f"append along {dim}"):
+        g.append(blocks, dim=dim)
+        if changed:
+            g.attrs.update(changed)
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+class _Source:
+    """Where a group is and which version: reopened (once per process) by the arrays that
+    read it, so it pickles without an open handle."""
+
+    def __init__(self, path: str | None, version: str | None, storage_options: dict | None,
+                 opened: Any) -> None:
+        self.path, self.version, self.storage_options = path, version, storage_options
+        self._root = opened
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_lock"] = None
+        if self.path is not None:
+            state["_root"] = None  # an in-memory group travels with its arrays
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def root(self) -> Any:
+        with self._lock:
+            if self._root is None:
+                import carray as ca
+
+                self._root = ca.open_group(self.path, mode="r", version=self.version,
+                                           storage_options=self.storage_options)
+            return self._root
+
+
+class GroupBackendArray(BackendArray):
+    """One array of a group, read on indexing (outer indexing: a slice, an int or an index
+    array per axis; carray reads only the chunks and blocks the selection touches)."""
+
+    def __init__(self, source: _Source, member: str, shape: tuple[int, ...],
+                 dtype: np.dtype) -> None:
+        self.source, self.member = source, member
+        self.shape, self.dtype = shape, dtype
+        self._array: Any = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_array"], state["_lock"] = None, None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_getitem)
+
+    def _raw_getitem(self, key: tuple) -> np.ndarray:
+        with self._lock:
+            if self._array is None:
+                self._array = self.source.root()[self.member]
+            a = self._array
+            if sum(isinstance(k, np.ndarray) for k in key) > 1:
+                return np.asarray(a.oindex[key])
+            return np.asarray(a[key])
+
+
+def _default_dims(name: str, ndim: int) -> tuple[str, ...]:
+    return tuple(f"{name}_dim_{i}" for i in range(ndim))
+
+
+class GroupDataStore(AbstractDataStore):
+    """The arrays and attributes of one group (its direct children) as an xarray store."""
+
+    def __init__(self, group: Any, source: _Source) -> None:
+        self.group, self.source = group, source
+        self._variables: dict[str, xr.Variable] | None = None
+
+    def _variable(self, name: str, a: Any) -> xr.Variable:
+        dims = tuple(self.group.dims_of(name)) or _default_dims(name, len(a.shape))
+        member = f"{self.group.path}/{name}".strip("/")
+        lazy = indexing.LazilyIndexedArray(
+            GroupBackendArray(self.source, member, tuple(a.shape), np.dtype(a.dtype)))
+        var = xr.Variable(dims, lazy, dict(a.attrs))
+        chunks = tuple(a.chunks) if getattr(a, "chunks", None) else tuple(a.shape)
+        var.encoding["chunks"] = chunks
+        var.encoding["preferred_chunks"] = dict(zip(dims, chunks, strict=True))
+        return var
+
+    def get_variables(self) -> dict[str, xr.Variable]:
+        if self._variables is None:
+            self._variables = {name: self._variable(name, a) for name, a in self.group.arrays()}
+        return dict(self._variables)
+
+    def get_attrs(self) -> dict[str, Any]:
+        return dict(self.group.attrs.to_dict())
+
+    def get_dimensions(self) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for var in self.get_variables().values():
+            sizes.update(zip(map(str, var.dims), var.shape, strict=True))
+        return sizes
+
+    def close(self) -> None:
+        pass  # the handle is the source's; nothing else stays open
+
+
+def _open(filename_or_obj: Any, version: str | None, tag: str | None,
+          storage_options: dict | None) -> tuple[Any, _Source]:
+    """The root group asked for, and the source its arrays reopen."""
+    import carray as ca
+
+    if _is_group(filename_or_obj):
+        if version is not None or tag is not None:
+            raise ValueError("version= and tag= open a group by its path, not an open group")
+        root = filename_or_obj
+        return root, _Source(root.url, root.version if root.url else None,
+                             storage_options, root)
+    if not isinstance(filename_or_obj, (str, os.PathLike)):
+        raise ValueError("the carray_group backend opens a group by its path or URL, or an "
+                         f"open carray Group; got {type(filename_or_obj).__name__}")
+    path = os.fspath(filename_or_obj)
+    root = ca.open_group(path, mode="r", version=version, tag=tag,
+                         storage_options=storage_options)
+    return root, _Source(path, root.version, storage_options, root)
+
+
+def _node(root: Any, group: str | None) -> Any:
+    name = (group or "").strip("/")
+    if not name:
+        return root
+    if name not in root or not _is_group(root[name]):
+        raise ValueError(f"group={group!r}: no such group in {root.url or 'the group'}")
+    return root[name]
+
+
+class GroupBackendEntrypoint(BackendEntrypoint):
+    """Open carray groups with ``xarray.open_dataset(path)`` and ``xarray.open_datatree``
+    (or ``engine="carray_group"``).
+
+    Backend arguments: ``group="a/b"`` (a sub-group), ``version=`` / ``tag=`` (an older
+    version of the group), ``storage_options`` (remote paths).
+    """
+
+    description = "carray groups (arrays with named dimensions, versioned together)"
+    url = ""
+    supports_groups = True
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "mask_and_scale",
+                               "decode_times", "concat_characters", "decode_coords",
+                               "use_cftime", "decode_timedelta", "group", "version", "tag",
+                               "storage_options")
+
+    def open_dataset(self, filename_or_obj: Any, *,
+                     drop_variables: str | Iterable[str] | None = None,
+                     mask_and_scale: Any = True, decode_times: Any = True,
+                     concat_characters: Any = True, decode_coords: Any = True,
+                     use_cftime: Any = None, decode_timedelta: Any = None,
+                     group: str | None = None, version: str | None = None,
+                     tag: str | None = None, storage_options: dict | None = None
+                     ) -> xr.Dataset:
+        root, source = _open(filename_or_obj, version, tag, storage_options)
+        store = GroupDataStore(_node(root, group), source)
+        return StoreBackendEntrypoint().open_dataset(
+            store, mask_and_scale=mask_and_scale, decode_times=decode_times,
+            concat_characters=concat_characters, decode_coords=decode_coords,
+            drop_variables=drop_variables, use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta)
+
+    def open_groups_as_dict(self, filename_or_obj: Any, *,
+                            drop_variables: str | Iterable[str] | None = None,
+                            group: str | None = None, version: str | None = None,
+                            tag: str | None = None, storage_options: dict | None = None,
+                            **decoders: Any) -> dict[str, xr.Dataset]:
+        """Every group from ``group`` (default the root) down, by path (``"/"``, ``"/a"``,
+        ``"/a/b"``), each a Dataset of its own arrays."""
+        root, source = _open(filename_or_obj, version, tag, storage_options)
+        top = _node(root, group)
+        nodes = [("/", top)] + [
+            ("/" + path[len(top.path):].strip("/"), obj) for path, kind, obj in top.walk()
+            if kind == "group"]
+        out = {}
+        for name, node in nodes:
+            out[name] = StoreBackendEntrypoint().open_dataset(
+                GroupDataStore(node, source), drop_variables=drop_variables, **decoders)
+        return out
+
+    def open_datatree(self, filename_or_obj: Any, *,
+                      drop_variables: str | Iterable[str] | None = None,
+                      **kwargs: Any) -> xr.DataTree:
+        """The group (or ``group=``) and every group below it as a DataTree."""
+        return xr.DataTree.from_dict(
+            self.open_groups_as_dict(filename_or_obj, drop_variables=drop_variables, **kwargs))
+
+    def guess_can_open(self, filename_or_obj: Any) -> bool:
+        """An open Group, or a local directory holding a group."""
+        if _is_group(filename_or_obj):
+            return True
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            return False
+        return _is_group_dir(os.fspath(filename_or_obj))
+
+
+def _is_group_dir(path: str) -> bool:
+    if not os.path.isdir(path):
+        return False
+    import importlib
+
+    return bool(importlib.import_module("carray.group").is_group_dir(path))
