@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -45,7 +45,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from carray.attrvalues import normalise
-from carray.errors import UnstorableAttributeError
+from carray.errors import ContainerNotFoundError, UnstorableAttributeError
 from carray.params import CParams
 
 __all__ = ["GroupBackendArray", "GroupBackendEntrypoint", "GroupDataStore", "from_xarray"]
@@ -97,7 +97,9 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
     Returns
     -------
     carray Group
-        The group written (the root of ``path``), open for writing.
+        The group written (the root of ``path``): the one given, or a new one in memory,
+        open for writing; for a path, the writer is closed (its lock released) and the
+        group reopened read-only at the version written.
 
     Raises
     ------
@@ -114,12 +116,21 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
         raise ValueError("append_dim needs mode='a'")
     _check_names(ds)
     user = _checked_encoding(ds, encoding)
+    plan = _plan(ds, user) if append_dim is None else None  # checked before anything changes
     root = _open_root(path, mode, storage_options, append=append_dim is not None)
-    target = _sub_group(root, group)
-    if append_dim is None:
-        _write(target, ds, user, replace=mode == "w")
-    else:
-        _append(target, ds, append_dim, user)
+    opened = root is not path
+    try:
+        if plan is not None:
+            _write(root, group, plan, replace=mode == "w")
+        else:
+            _append(_sub_group(root, group, create=False), ds, str(append_dim), user)
+    finally:
+        if opened and root.url is not None:
+            root.close()  # the writer's lock goes with it
+    if opened and root.url is not None:
+        import carray as ca
+
+        return ca.open_group(path, mode="r", storage_options=storage_options)
     return root
 
 
@@ -152,7 +163,7 @@ def _checked_encoding(ds: xr.Dataset, encoding: Mapping[Hashable, Mapping[str, A
 
 
 def _is_group(obj: Any) -> bool:
-    from carray.group import Group
+    from carray.groups import Group
 
     return isinstance(obj, Group)
 
@@ -172,20 +183,23 @@ def _open_root(path: Any, mode: str, storage_options: dict | None, *, append: bo
             raise ValueError("append_dim appends to an existing group: give its path")
         try:
             return ca.open_group(path, mode="a", storage_options=storage_options)
-        except (FileNotFoundError, KeyError) as exc:
+        except ContainerNotFoundError as exc:
             raise ValueError(f"{os.fspath(path)}: no group to append to ({exc})") from None
     return ca.group(path, mode=mode, storage_options=storage_options)
 
 
-def _sub_group(root: Any, group: str | None) -> Any:
-    if not group or group.strip("/") == "":
+def _sub_group(root: Any, group: str | None, *, create: bool) -> Any:
+    """The sub-group ``group`` of ``root`` (``root`` itself for None or ``"/"``)."""
+    name = (group or "").strip("/")
+    if not name:
         return root
-    name = group.strip("/")
     if name in root:
         node = root[name]
         if not _is_group(node):
-            raise ValueError(f"group={group!r}: {name!r} is not a group of {root.url or 'the group'}")
+            raise ValueError(f"group={group!r}: {name!r} is a {root.kind_of(name)}, not a group")
         return node
+    if not create:
+        raise ValueError(f"group={group!r}: no such group in {root.url or 'the group'}")
     return root.create_group(name)
 
 
@@ -195,7 +209,7 @@ def _storage_args(name: str, var: xr.Variable, enc: Mapping[str, Any],
     args: dict[str, Any] = {}
     for key in ("chunks", "blocks"):
         value = enc.get(key)
-        if value is None:
+        if value is None or var.ndim == 0:
             continue
         if isinstance(value, Mapping):
             value = tuple(int(value.get(d, n)) for d, n in zip(var.dims, var.shape, strict=True))
@@ -236,7 +250,7 @@ def _encoded(ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]]
     try:
         variables, attrs = conventions.encode_dataset_coordinates(prepared)
         variables, attrs = conventions.cf_encoder(variables, attrs)
-    except (TypeError, OverflowError) as exc:
+    except (TypeError, OverflowError, NotImplementedError) as exc:
         raise ValueError(f"the dataset cannot be CF-encoded: {exc}") from exc
     return {str(k): v for k, v in variables.items()}, dict(attrs)
 
@@ -282,31 +296,44 @@ def _values(name: str, var: xr.Variable) -> np.ndarray:
     return values
 
 
-def _write(g: Any, ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]], *,
-           replace: bool) -> None:
-    """Create (or replace) every variable of ``ds`` in ``g``, and set its attributes."""
+class _Plan(NamedTuple):
+    """What writing a Dataset stores: its arrays and the group's attributes."""
+
+    arrays: list[tuple[str, tuple[str, ...], np.ndarray, dict[str, Any], dict[str, Any]]]
+    attrs: dict[str, Any]
+
+
+def _plan(ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]]) -> _Plan:
+    """Every array to create (name, dims, values, attributes, carray arguments), encoded
+    and checked."""
     variables, gattrs = _encoded(ds, user)
-    gattrs = _checked_attrs("dataset attributes", gattrs)
-    planned = []
+    arrays = []
     for name, var in variables.items():
         source = ds.variables[name]
         explicit = user.get(name, {})
         enc = explicit if any(k in explicit for k in STORAGE_KEYS) else source.encoding
-        planned.append((name, var.dims, _values(name, var),
-                        _checked_attrs(f"attributes of {name!r}", var.attrs),
-                        _storage_args(name, var, enc, enc is explicit)))
-    with g.transaction(message="from_xarray"):
+        arrays.append((name, tuple(map(str, var.dims)), _values(name, var),
+                       _checked_attrs(f"attributes of {name!r}", var.attrs),
+                       _storage_args(name, var, enc, enc is explicit)))
+    return _Plan(arrays, _checked_attrs("dataset attributes", gattrs))
+
+
+def _write(root: Any, group: str | None, plan: _Plan, *, replace: bool) -> None:
+    """Create (or replace) the planned arrays in ``root``'s sub-group ``group``, and set
+    its attributes, in one version."""
+    with root.transaction(message="from_xarray"):
+        g = _sub_group(root, group, create=True)
         if replace:
-            for name in list(g.keys()):
+            for name in list(g):
                 del g[name]
-            for key in list(g.attrs.to_dict()):
+            for key in list(g.attrs):
                 del g.attrs[key]
-        for name, dims, values, attrs, args in planned:
+        for name, dims, values, attrs, args in plan.arrays:
             if name in g:
                 del g[name]
-            g.create_array(name, data=values, dims=tuple(dims), attrs=attrs, **args)
-        if gattrs:
-            g.attrs.update(gattrs)
+            g.create_array(name, data=values, dims=dims, attrs=attrs, **args)
+        if plan.attrs:
+            g.attrs.update(plan.attrs)
 
 
 # -- appending --------------------------------------------------------------------------------
@@ -398,6 +425,20 @@ def _check_append(g: Any, ds: xr.Dataset, dim: str) -> list[str]:
     return growing
 
 
+def _check_indexes(g: Any, ds: xr.Dataset, dim: str) -> None:
+    """The dimension coordinates not along ``dim`` must be the stored ones."""
+    for name, var in ds.variables.items():
+        if var.dims != (name,) or name == dim:
+            continue
+        stored = g[str(name)]
+        values = _appended_values(str(name), var, stored)
+        same = values.shape == tuple(stored.shape) and np.array_equal(
+            values, np.asarray(stored[:]), equal_nan=values.dtype.kind in "fc")
+        if not same:
+            raise ValueError(f"coordinate {name!r} differs from the stored one: appending "
+                             f"along {dim!r} keeps the other coordinates as they are")
+
+
 def _append(g: Any, ds: xr.Dataset, dim: str, user: Mapping[str, Mapping[str, Any]]) -> None:
     """Grow every array of ``g`` along ``dim`` by ``ds``'s variables, in one version."""
     growing = _check_append(g, ds, dim)
@@ -406,13 +447,14 @@ def _append(g: Any, ds: xr.Dataset, dim: str, user: Mapping[str, Mapping[str, An
         if fixed:
             raise ValueError(f"encoding of {name!r}: {fixed} are chosen when an array is "
                              "created, not when appending")
+    _check_indexes(g, ds, dim)
     blocks = {}
     for name in growing:
         var = ds.variables[name].copy(deep=False)
         var.encoding = {**var.encoding, **user.get(name, {})}
         blocks[name] = _appended_values(name, var, g[name])
     gattrs = _checked_attrs("dataset attributes", ds.attrs)
-    current = g.attrs.to_dict()
+    current = dict(g.attrs)
     changed = {k: v for k, v in gattrs.items() if k not in current or not _same(current[k], v)}
     with g.transaction(message=f"append along {dim}"):
         g.append(blocks, dim=dim)
@@ -448,6 +490,8 @@ class _Source:
             if self._root is None:
                 import carray as ca
 
+                if self.path is None:
+                    raise ValueError("a group in memory cannot be reopened from a pickle")
                 self._root = ca.open_group(self.path, mode="r", version=self.version,
                                            storage_options=self.storage_options)
             return self._root
@@ -515,7 +559,7 @@ class GroupDataStore(AbstractDataStore):
         return dict(self._variables)
 
     def get_attrs(self) -> dict[str, Any]:
-        return dict(self.group.attrs.to_dict())
+        return dict(self.group.attrs)
 
     def get_dimensions(self) -> dict[str, int]:
         sizes: dict[str, int] = {}
@@ -623,8 +667,14 @@ class GroupBackendEntrypoint(BackendEntrypoint):
 
 
 def _is_group_dir(path: str) -> bool:
+    """Whether the local directory ``path`` holds a group (its marker file)."""
     if not os.path.isdir(path):
         return False
-    import importlib
+    from carray.group_store import is_group
+    from carray.stores import resolve
 
-    return bool(importlib.import_module("carray.group").is_group_dir(path))
+    try:
+        store, key = resolve(path)
+        return is_group(store, key)
+    except (OSError, ValueError):
+        return False
