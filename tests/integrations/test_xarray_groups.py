@@ -155,6 +155,45 @@ def test_decoding_options_are_xarrays():
     assert "elevation" in plain.data_vars
 
 
+def test_other_dtypes_round_trip():
+    times = np.array(["2000-01-01", "NaT", "2000-01-03"], dtype="datetime64[ns]")
+    ds = xr.Dataset({
+        "flag": ("x", np.array([True, False, True])),
+        "lag": ("x", np.array([1, 2, 3], dtype="timedelta64[h]").astype("timedelta64[ns]")),
+        "when": ("x", times),
+        "scalar": ((), 3.5, {"units": "m"}),
+        "raw": ("x", np.array([b"a", b"bb", b"ccc"], dtype=object)),
+        "z": ("x", np.array([1 + 2j, 3, 4])),
+        "empty": (("e", "x"), np.zeros((0, 3), "i2")),
+    }, coords={"x": [10, 20, 30]})
+    g = ca.from_xarray(ds, None)
+    assert g["raw"].dtype == np.dtype("S3") and g["when"].dtype == np.int64
+    assert g["lag"].attrs["units"] == "hours"
+    xr.testing.assert_identical(xr.open_dataset(g, engine="carray_group"), ds)
+
+
+def test_cftime_calendars_append_with_the_stored_units():
+    def days(start, n):
+        return xr.date_range(start, periods=n, calendar="noleap", use_cftime=True)
+
+    ds = xr.Dataset({"v": ("time", np.arange(4.0))}, coords={"time": days("2000-02-27", 4)})
+    g = ca.from_xarray(ds.isel(time=slice(0, 2)), None)
+    ca.from_xarray(ds.isel(time=slice(2, 4)), g, mode="a", append_dim="time")
+    assert g["time"].attrs["calendar"] == "noleap" and g["time"][:].tolist() == [0, 1, 2, 3]
+    xr.testing.assert_identical(xr.open_dataset(g, engine="carray_group"), ds)
+
+
+def test_times_the_stored_units_cannot_hold_are_refused():
+    ds = xr.Dataset({"v": ("time", [1.0, 2.0])},
+                    coords={"time": np.array(["2000-01-01", "2000-01-02"], "datetime64[ns]")})
+    g = ca.from_xarray(ds, None)
+    half = xr.Dataset({"v": ("time", [3.0])},
+                      coords={"time": np.array(["2000-01-02T12"], "datetime64[ns]")})
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="units='hours since"):
+        ca.from_xarray(half, g, mode="a", append_dim="time")
+    assert g["time"][:].tolist() == [0, 1]
+
+
 def test_scale_offset_and_dtype_from_encoding():
     ds = cf_dataset()
     enc = {"wind": {"dtype": "int16", "scale_factor": 0.01, "add_offset": 10.0,
@@ -288,6 +327,15 @@ def test_chunks_are_carrays_and_storage_encoding_is_honoured(tmp_path):
     xr.testing.assert_identical(x.compute(), cf_dataset())
 
 
+def test_dask_chunks_become_carrays():
+    ds = cf_dataset().chunk({"time": 2, "lat": 3})
+    g = ca.from_xarray(ds, None)
+    assert tuple(g["temp"].chunks) == (2, 3, 5)
+    assert tuple(g["temp"].chunks) != tuple(ca.from_xarray(cf_dataset(), None)["temp"].chunks)
+    g = ca.from_xarray(ds, None, encoding={"temp": {"chunks": (6, 4, 5)}})  # explicit wins
+    assert tuple(g["temp"].chunks) == (6, 4, 5)
+
+
 def test_open_datatree_and_sub_groups(tmp_path):
     ds, path = cf_dataset(), tmp_path / "g"
     ca.from_xarray(ds, path).close()
@@ -364,6 +412,14 @@ def test_lazy_variables_pickle_without_an_open_handle(tmp_path):
         inner = inner.array
     state = pickle.loads(pickle.dumps(inner))
     assert state._array is None and state.source._root is None
+
+
+def test_datasets_pickle_and_compute_elsewhere(tmp_path):
+    ca.from_xarray(cf_dataset(), tmp_path / "g").close()
+    for chunks in (None, {}):
+        x = xr.open_dataset(tmp_path / "g", engine="carray_group", chunks=chunks)
+        clone = pickle.loads(pickle.dumps(x))
+        xr.testing.assert_identical(clone.compute(), cf_dataset())
 
 
 def test_guess_can_open_recognises_groups_only(tmp_path, engines_as_declared):

@@ -312,6 +312,8 @@ def _plan(ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]]) -> _Plan:
         source = ds.variables[name]
         explicit = user.get(name, {})
         enc = explicit if any(k in explicit for k in STORAGE_KEYS) else source.encoding
+        if "chunks" not in explicit and source.chunks:  # dask's, before a stale encoding
+            enc = {**enc, "chunks": tuple(int(c[0]) for c in source.chunks)}
         arrays.append((name, tuple(map(str, var.dims)), _values(name, var),
                        _checked_attrs(f"attributes of {name!r}", var.attrs),
                        _storage_args(name, var, enc, enc is explicit)))
@@ -352,6 +354,22 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b)
 
 
+def _same_units(a: Any, b: Any) -> bool:
+    """Two CF time units saying the same (``"days since 2000-01-01"`` and ``"days since
+    2000-01-01 00:00:00"``)."""
+    if not (isinstance(a, str) and isinstance(b, str)) or " since " not in a + b:
+        return False
+    (unit_a, _, ref_a), (unit_b, _, ref_b) = a.partition(" since "), b.partition(" since ")
+    if unit_a.strip().lower() != unit_b.strip().lower():
+        return False
+    import pandas as pd
+
+    try:
+        return bool(pd.Timestamp(ref_a.strip()) == pd.Timestamp(ref_b.strip()))
+    except (ValueError, OverflowError):
+        return ref_a.strip() == ref_b.strip()
+
+
 def _stored_encoding(var: xr.Variable, dtype: np.dtype, attrs: Mapping[str, Any]
                      ) -> dict[str, Any]:
     """The encoding that makes ``var`` come out as the stored numbers of its array."""
@@ -381,6 +399,8 @@ def _appended_values(name: str, var: xr.Variable, stored: Any) -> np.ndarray:
         raise ValueError(f"variable {name!r}: its new values cannot be encoded as the "
                          f"stored ones are ({exc})") from None
     for key in _PACKING_ATTRS:
+        if key == "units" and _same_units(encoded.attrs.get(key), sattrs.get(key)):
+            continue
         if key in encoded.attrs and not _same(encoded.attrs[key], sattrs.get(key)):
             raise ValueError(f"variable {name!r}: its new values encode with {key}="
                              f"{encoded.attrs[key]!r}, the stored ones with "
@@ -536,15 +556,24 @@ def _default_dims(name: str, ndim: int) -> tuple[str, ...]:
 
 
 class GroupDataStore(AbstractDataStore):
-    """The arrays and attributes of one group (its direct children) as an xarray store."""
+    """The arrays and attributes of one group (its direct children) as an xarray store;
+    it pickles as the source and the group's path (a Dataset holds its store)."""
 
-    def __init__(self, group: Any, source: _Source) -> None:
-        self.group, self.source = group, source
+    def __init__(self, source: _Source, path: str) -> None:
+        self.source, self.path = source, path
         self._variables: dict[str, xr.Variable] | None = None
 
-    def _variable(self, name: str, a: Any) -> xr.Variable:
-        dims = tuple(self.group.dims_of(name)) or _default_dims(name, len(a.shape))
-        member = f"{self.group.path}/{name}".strip("/")
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_variables": None}
+
+    @property
+    def group(self) -> Any:
+        """The group shown (opened through the source)."""
+        return self.source.root()[self.path]
+
+    def _variable(self, group: Any, name: str, a: Any) -> xr.Variable:
+        dims = tuple(group.dims_of(name)) or _default_dims(name, len(a.shape))
+        member = f"{self.path}/{name}".strip("/")
         lazy = indexing.LazilyIndexedArray(
             GroupBackendArray(self.source, member, tuple(a.shape), np.dtype(a.dtype)))
         var = xr.Variable(dims, lazy, dict(a.attrs))
@@ -555,7 +584,9 @@ class GroupDataStore(AbstractDataStore):
 
     def get_variables(self) -> dict[str, xr.Variable]:
         if self._variables is None:
-            self._variables = {name: self._variable(name, a) for name, a in self.group.arrays()}
+            group = self.group
+            self._variables = {name: self._variable(group, name, a)
+                               for name, a in group.arrays()}
         return dict(self._variables)
 
     def get_attrs(self) -> dict[str, Any]:
@@ -625,7 +656,7 @@ class GroupBackendEntrypoint(BackendEntrypoint):
                      tag: str | None = None, storage_options: dict | None = None
                      ) -> xr.Dataset:
         root, source = _open(filename_or_obj, version, tag, storage_options)
-        store = GroupDataStore(_node(root, group), source)
+        store = GroupDataStore(source, _node(root, group).path)
         return StoreBackendEntrypoint().open_dataset(
             store, mask_and_scale=mask_and_scale, decode_times=decode_times,
             concat_characters=concat_characters, decode_coords=decode_coords,
@@ -647,7 +678,7 @@ class GroupBackendEntrypoint(BackendEntrypoint):
         out = {}
         for name, node in nodes:
             out[name] = StoreBackendEntrypoint().open_dataset(
-                GroupDataStore(node, source), drop_variables=drop_variables, **decoders)
+                GroupDataStore(source, node.path), drop_variables=drop_variables, **decoders)
         return out
 
     def open_datatree(self, filename_or_obj: Any, *,
