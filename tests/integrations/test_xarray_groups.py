@@ -214,6 +214,20 @@ def test_mode_a_adds_and_replaces_variables_mode_w_replaces_all():
     assert list(g.keys()) == ["only"] and dict(g.attrs) == {"a": 1}
 
 
+def test_writes_breaking_a_shared_dimension_are_refused_before_any_change():
+    g = ca.from_xarray(xr.Dataset({"v": ("t", [1.0, 2.0])}), None)
+    longer = xr.Dataset({"w": ("t", [1.0, 2.0, 3.0])})
+    for group in (None, "sub/deeper"):  # a sub-group shares its ancestors' dimensions
+        with pytest.raises(ValueError, match="'t' is 3 long in the dataset but 2 in 'v'"):
+            ca.from_xarray(longer, g, mode="a", group=group)
+        assert list(g) == ["v"]
+    ca.from_xarray(longer.rename(t="u"), g, mode="a", group="sub")
+    with pytest.raises(ValueError, match="'u' is 2 long in the dataset but 3 in 'sub/w'"):
+        ca.from_xarray(xr.Dataset({"x": ("u", [1, 2])}), g, mode="a")  # sub shares it
+    ca.from_xarray(xr.Dataset({"v": ("t", [1.0, 2.0, 3.0])}), g, mode="a")  # v replaced
+    assert g.dims["t"] == 3
+
+
 # -- appending --------------------------------------------------------------------------------
 
 def test_append_along_time_one_version_each(tmp_path):

@@ -320,9 +320,35 @@ def _plan(ds: xr.Dataset, user: Mapping[str, Mapping[str, Any]]) -> _Plan:
     return _Plan(arrays, _checked_attrs("dataset attributes", gattrs))
 
 
+def _related(a: str, b: str) -> bool:
+    """Whether group paths ``a`` and ``b`` are one, or one is inside the other."""
+    return a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _check_sizes(root: Any, group: str | None, plan: _Plan, *, replace: bool) -> None:
+    """The planned arrays' dimensions agree in length with the arrays they will share
+    them with (those of the group, its ancestors and its sub-groups that stay)."""
+    target = (group or "").strip("/")
+    planned = {name for name, *_ in plan.arrays}
+    sizes: dict[str, int] = {}
+    for _, dims, values, _, _ in plan.arrays:
+        sizes.update(zip(dims, values.shape, strict=True))
+    for path, kind, obj in root.walk():
+        parent, _, name = path.rpartition("/")
+        inside = path.startswith(target + "/") if target else True
+        if kind != "array" or not _related(parent, target) or \
+                (replace and inside) or (parent == target and name in planned):
+            continue
+        for dim, n in zip(root[parent].dims_of(name), obj.shape, strict=True):
+            if sizes.get(dim, n) != n:
+                raise ValueError(f"dimension {dim!r} is {sizes[dim]} long in the dataset but "
+                                 f"{n} in {path!r} of the group, which shares it")
+
+
 def _write(root: Any, group: str | None, plan: _Plan, *, replace: bool) -> None:
     """Create (or replace) the planned arrays in ``root``'s sub-group ``group``, and set
     its attributes, in one version."""
+    _check_sizes(root, group, plan, replace=replace)
     with root.transaction(message="from_xarray"):
         g = _sub_group(root, group, create=True)
         if replace:
