@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import pickle
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -15,7 +18,7 @@ xr = pytest.importorskip("xarray", reason="xarray is the 'xarray' extra (CI has 
 pytest.importorskip("netCDF4", reason="netCDF4 is the 'netcdf' extra (CI has it)")
 
 import carray as ca  # noqa: E402
-from carray.integrations.xarray_groups import (  # noqa: E402
+from carray.integrations.xarray_group_backend import (  # noqa: E402
     GroupBackendArray,
     GroupBackendEntrypoint,
 )
@@ -447,6 +450,16 @@ def test_guess_can_open_recognises_groups_only(tmp_path, engines_as_declared):
     claims = [name for name, e in engines_as_declared.items()
               if e.guess_can_open(str(tmp_path / "g"))]
     assert claims == ["carray_group"]
+
+
+def test_importing_carray_leaves_xarray_unloaded():
+    code = ("import sys, carray\n"
+            "assert 'xarray' not in sys.modules\n"
+            "assert carray.from_xarray.__module__ == 'carray.integrations.xarray_groups'\n"
+            "assert 'xarray' in sys.modules\n")
+    src = str(Path(ca.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 def test_open_errors_are_clear(tmp_path):
