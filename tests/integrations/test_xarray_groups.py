@@ -299,7 +299,7 @@ def test_bad_arguments():
         ca.from_xarray(ds, None, mode="x")
     with pytest.raises(ValueError, match="append_dim needs mode='a'"):
         ca.from_xarray(ds, None, append_dim="time")
-    with pytest.raises(ValueError, match="xarray.Dataset"):
+    with pytest.raises(ValueError, match="xarray.Dataset or DataTree, got DataArray"):
         ca.from_xarray(ds.temp, None)
     with pytest.raises(ValueError, match="not a variable"):
         ca.from_xarray(ds, None, encoding={"nope": {"chunks": (1, 1, 1)}})
@@ -374,6 +374,26 @@ def test_open_datatree_and_sub_groups(tmp_path):
     assert sorted(xr.open_datatree(path).groups) == sorted(tree.groups)  # sniffed
     with pytest.raises(ValueError, match="no such group"):
         xr.open_dataset(path, engine="carray_group", group="model/run3")
+
+
+def test_a_datatree_is_written_in_one_version_and_read_back(tmp_path):
+    ds = cf_dataset()
+    run = xr.Dataset({"bias": (("lat",), np.arange(4.0), {"units": "K"})},
+                     attrs={"run": "a"})
+    tree = xr.DataTree.from_dict({"/": ds, "/model/run1": run,
+                                  "/model/run2": run.assign_attrs(run="b") * 2})
+    path = tmp_path / "g"
+    ca.from_xarray(tree, path, encoding={"/model/run1": {"bias": {"chunks": (2,)}}}).close()
+    assert len(_versions(path)) == 2  # the group made, then everything in one version
+    back = xr.open_datatree(path, engine="carray_group")
+    xr.testing.assert_identical(back, tree)
+    with ca.open_group(path) as g:
+        assert tuple(g["model/run1/bias"].chunks) == (2,)
+        assert g.dims_of("model/run1/bias") == ("lat",)  # the root's lat, inherited
+    with pytest.raises(ValueError, match="does not have: \\['nope'\\]"):
+        ca.from_xarray(tree, None, encoding={"/nope": {}})
+    with pytest.raises(ValueError, match="append_dim needs mode='a' and a Dataset"):
+        ca.from_xarray(tree, path, mode="a", append_dim="time")
 
 
 def test_open_at_a_tag(tmp_path):

@@ -66,8 +66,10 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
 
     Parameters
     ----------
-    ds : xarray.Dataset
-        What to write: data variables and coordinates become arrays of the group.
+    ds : xarray.Dataset or xarray.DataTree
+        What to write: data variables and coordinates become arrays of the group; a
+        DataTree's nodes become sub-groups (each with the variables of its own, the
+        inherited coordinates staying in the ancestor that holds them).
     path : str, os.PathLike, carray Group or None
         Where the group is (a directory or URL), a group already open for writing, or
         None for a new group in memory.
@@ -85,6 +87,7 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
     encoding : mapping, optional
         Per-variable encoding, ``{"name": {"chunks": ..., "dtype": ..., ...}}`` (see the
         module's notes).  When appending, only the keys that agree with what is stored.
+        For a DataTree, one such mapping per node: ``{"/": {...}, "/a/b": {...}}``.
     storage_options : dict, optional
         For remote paths (fsspec options).
     group : str, optional
@@ -104,22 +107,29 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
         or dimensions that do not match the group's, or values that cannot be stored as
         the group's are.  Nothing is written then.
     """
-    if not isinstance(ds, xr.Dataset):
-        raise ValueError(f"from_xarray writes an xarray.Dataset, got {type(ds).__name__}")
+    if not isinstance(ds, (xr.Dataset, xr.DataTree)):
+        raise ValueError("from_xarray writes an xarray.Dataset or DataTree, got "
+                         f"{type(ds).__name__}")
     if mode not in _MODES:
         raise ValueError(f"mode must be 'w' or 'a', got {mode!r}")
-    if append_dim is not None and mode != "a":
-        raise ValueError("append_dim needs mode='a'")
-    _check_names(ds)
-    user = _checked_encoding(ds, encoding)
-    plan = _plan(ds, user) if append_dim is None else None  # checked before anything changes
+    if append_dim is not None and (mode != "a" or isinstance(ds, xr.DataTree)):
+        raise ValueError("append_dim needs mode='a' and a Dataset (append to each group of "
+                         "a tree with group=)")
+    plans: list[tuple[str, _Plan]] = []
+    if isinstance(ds, xr.DataTree):
+        plans = _tree_plans(ds, encoding)
+    elif append_dim is None:  # encoded and checked before anything changes
+        _check_names(ds)
+        plans = [("", _plan(ds, _checked_encoding(ds, encoding)))]
     root = _open_root(path, mode, storage_options, append=append_dim is not None)
     opened = root is not path
     try:
-        if plan is not None:
-            _write(root, group, plan, replace=mode == "w")
+        if append_dim is None:
+            _write_all(root, (group or "").strip("/"), plans, replace=mode == "w")
         else:
-            _append(_sub_group(root, group, create=False), ds, str(append_dim), user)
+            _check_names(ds)
+            _append(_sub_group(root, group, create=False), ds, str(append_dim),
+                    _checked_encoding(ds, encoding))
     finally:
         if opened and root.url is not None:
             root.close()  # the writer's lock goes with it
@@ -352,6 +362,31 @@ def _write(root: Any, group: str | None, plan: _Plan, *, replace: bool) -> None:
             g.create_array(name, data=values, dims=dims, attrs=attrs, **args)
         if plan.attrs:
             g.attrs.update(plan.attrs)
+
+
+def _tree_plans(tree: xr.DataTree, encoding: Mapping[str, Any] | None
+                ) -> list[tuple[str, _Plan]]:
+    """A plan for every node of ``tree`` (its own variables), by path below ``tree``; the
+    encoding maps node paths (``"/"``, ``"/a/b"``) to per-variable encodings."""
+    by_path = {str(k).strip("/"): v for k, v in (encoding or {}).items()}
+    plans = []
+    for node in tree.subtree:
+        rel = str(node.path)[len(str(tree.path)):].strip("/")
+        ds = node.to_dataset(inherit=False)
+        _check_names(ds)
+        plans.append((rel, _plan(ds, _checked_encoding(ds, by_path.pop(rel, None)))))
+    if by_path:
+        raise ValueError(f"encoding names groups the tree does not have: {sorted(by_path)}")
+    return plans
+
+
+def _write_all(root: Any, group: str, plans: list[tuple[str, _Plan]], *,
+               replace: bool) -> None:
+    """Write every plan into its sub-group of ``root``'s ``group``, in one version."""
+    with root.transaction(message="from_xarray"):
+        for rel, plan in plans:
+            where = "/".join(p for p in (group, rel) if p)
+            _write(root, where, plan, replace=replace and not rel)
 
 
 # -- appending --------------------------------------------------------------------------------
