@@ -124,6 +124,39 @@ def test_netcdf_to_group_to_xarray(tmp_path):
     assert raw.temp.attrs["coordinates"] == "elevation"
 
 
+def test_netcdf_written_by_netcdf4_with_bounds_chars_and_packing(tmp_path):
+    import netCDF4
+
+    nc = tmp_path / "raw.nc"
+    with netCDF4.Dataset(nc, "w") as f:
+        for dim, n in (("time", None), ("x", 3), ("nchar", 4), ("nv", 2)):
+            f.createDimension(dim, n)
+        t = f.createVariable("time", "f8", ("time",))
+        t.setncatts({"units": "hours since 2001-01-01 00:00", "calendar": "gregorian",
+                     "bounds": "time_bnds"})
+        t[:] = [0, 6, 12]
+        f.createVariable("time_bnds", "f8", ("time", "nv"))[:] = [[0, 6], [6, 12], [12, 18]]
+        v = f.createVariable("v", "i2", ("time", "x"), fill_value=-1)
+        v.setncatts({"scale_factor": 0.5, "add_offset": 100.0, "missing_value": np.int16(-1)})
+        v[:] = np.ma.masked_array(np.arange(9).reshape(3, 3), mask=np.eye(3, dtype=bool))
+        f.createVariable("code", "S1", ("x", "nchar"))[:] = netCDF4.stringtochar(
+            np.array(["ab", "cde", "f"], "S4"))
+        names = f.createVariable("name", str, ("x",))
+        for i, text in enumerate(["α", "beta", "c"]):
+            names[i] = text
+        f.setncatts({"title": "raw netCDF4", "numbers": np.array([1, 2, 3], "i4")})
+    with xr.open_dataset(nc, engine="netcdf4") as source:
+        path = tmp_path / "g"
+        ca.from_xarray(source.isel(time=slice(0, 2)), path).close()
+        ca.from_xarray(source.isel(time=slice(2, 3)), path, mode="a",
+                       append_dim="time").close()
+        xr.testing.assert_identical(xr.open_dataset(path, engine="carray_group"), source)
+    raw = _raw(path)
+    assert "units" not in raw.time_bnds.attrs  # a bounds variable takes its parent's
+    assert raw.v.dtype == np.int16 and raw.v.values[2, 2] == -1
+    assert raw.code.values.tolist() == [b"ab", b"cde", b"f"]
+
+
 def test_xarray_to_group_to_netcdf(tmp_path):
     ds = cf_dataset()
     ca.from_xarray(ds, tmp_path / "g")

@@ -433,9 +433,10 @@ def _stored_encoding(var: xr.Variable, dtype: np.dtype, attrs: Mapping[str, Any]
     return enc
 
 
-def _appended_values(name: str, var: xr.Variable, stored: Any) -> np.ndarray:
-    """The new values of one variable, CF-encoded as its stored array is."""
-    sattrs = dict(stored.attrs)
+def _raw_for_append(name: str, var: xr.Variable, stored: Any,
+                    user: Mapping[str, Any]) -> xr.Variable:
+    """``var`` set to be encoded as its stored array is (the stored ``dtype``,
+    ``_FillValue``, ``units``..., then the CF keys of the user's encoding)."""
     want = np.dtype(stored.dtype)
     if _is_text(var) != (want.kind in "US"):
         raise ValueError(f"variable {name!r}: dtype {var.dtype} does not match the stored "
@@ -443,12 +444,32 @@ def _appended_values(name: str, var: xr.Variable, stored: Any) -> np.ndarray:
     raw = var.copy(deep=False)
     raw.attrs = {k: v for k, v in var.attrs.items() if k not in _PACKING_ATTRS
                  or k == "units" and var.dtype.kind not in "mMO"}
-    raw.encoding = _stored_encoding(var, np.dtype(stored.dtype), sattrs)
+    raw.encoding = {**_stored_encoding(var, want, dict(stored.attrs)),
+                    **{k: v for k, v in user.items() if k in CF_KEYS}}
+    return raw
+
+
+def _encoded_for_append(raws: dict[str, xr.Variable]) -> dict[str, xr.Variable]:
+    """CF-encoded together, so bounds variables take their parent's time units."""
+    failures = (TypeError, OverflowError, ValueError)
     try:
-        encoded = conventions.encode_cf_variable(raw, name=name)
-    except (TypeError, OverflowError, ValueError) as exc:
-        raise ValueError(f"variable {name!r}: its new values cannot be encoded as the "
-                         f"stored ones are ({exc})") from None
+        encoded, _ = conventions.cf_encoder(raws, {})
+    except failures as exc:
+        for name, raw in raws.items():  # name the variable: encode them one by one
+            try:
+                conventions.encode_cf_variable(raw, name=name)
+            except failures as one:
+                raise ValueError(f"variable {name!r}: its new values cannot be encoded as "
+                                 f"the stored ones are ({one})") from None
+        raise ValueError(f"the new values cannot be encoded as the stored ones are ({exc})"
+                         ) from None
+    return {str(k): v for k, v in encoded.items()}
+
+
+def _stored_block(name: str, encoded: xr.Variable, stored: Any) -> np.ndarray:
+    """The encoded values of one variable, checked against its stored array: the same
+    packing attributes and dtype (strings no wider)."""
+    sattrs, want = dict(stored.attrs), np.dtype(stored.dtype)
     for key in _PACKING_ATTRS:
         if key == "units" and _same_units(encoded.attrs.get(key), sattrs.get(key)):
             continue
@@ -463,8 +484,8 @@ def _appended_values(name: str, var: xr.Variable, stored: Any) -> np.ndarray:
                              f"({want}) cannot be appended")
         return values.astype(want)
     if values.dtype != want:
-        raise ValueError(f"variable {name!r}: dtype {var.dtype} (encoded {values.dtype}) "
-                         f"does not match the stored {want}")
+        raise ValueError(f"variable {name!r}: encoded as {values.dtype}, which does not "
+                         f"match the stored {want}")
     return values
 
 
@@ -502,7 +523,9 @@ def _check_indexes(g: Any, ds: xr.Dataset, dim: str) -> None:
         if var.dims != (name,) or name == dim:
             continue
         stored = g[str(name)]
-        values = _appended_values(str(name), var, stored)
+        raw = _raw_for_append(str(name), var, stored, {})
+        values = _stored_block(str(name), _encoded_for_append({str(name): raw})[str(name)],
+                               stored)
         same = values.shape == tuple(stored.shape) and np.array_equal(
             values, np.asarray(stored[:]), equal_nan=values.dtype.kind in "fc")
         if not same:
@@ -519,11 +542,11 @@ def _append(g: Any, ds: xr.Dataset, dim: str, user: Mapping[str, Mapping[str, An
             raise ValueError(f"encoding of {name!r}: {fixed} are chosen when an array is "
                              "created, not when appending")
     _check_indexes(g, ds, dim)
-    blocks = {}
-    for name in growing:
-        var = ds.variables[name].copy(deep=False)
-        var.encoding = {**var.encoding, **user.get(name, {})}
-        blocks[name] = _appended_values(name, var, g[name])
+    stored = {name: g[name] for name in growing}
+    raws = {name: _raw_for_append(name, ds.variables[name], stored[name], user.get(name, {}))
+            for name in growing}
+    encoded = _encoded_for_append(raws)
+    blocks = {name: _stored_block(name, encoded[name], stored[name]) for name in growing}
     gattrs = _checked_attrs("dataset attributes", ds.attrs)
     current = dict(g.attrs)
     changed = {k: v for k, v in gattrs.items() if k not in current or not _same(current[k], v)}
