@@ -27,7 +27,7 @@ dict) or ``compressor`` (a codec name such as ``"zstd"``, or a :class:`CParams`)
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -325,6 +325,20 @@ def _related(a: str, b: str) -> bool:
     return a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
+def _sharing(g: Any, target: str, dims: set[str]
+             ) -> Iterator[tuple[str, tuple[str, ...], Any]]:
+    """``(path, dims, array)`` of the arrays below ``g`` that name one of ``dims`` and
+    share dimensions with group ``target`` (they are in it, in an ancestor or in a
+    sub-group of it); no other array is opened."""
+    for name in g:
+        path = f"{g.path}/{name}" if g.path else name
+        kind = g.kind_of(name)
+        if kind == "group" and _related(path, target):
+            yield from _sharing(g[name], target, dims)
+        elif kind == "array" and set(g.dims_of(name)) & dims:
+            yield path, tuple(g.dims_of(name)), g[name]
+
+
 def _check_sizes(root: Any, group: str | None, plan: _Plan, *, replace: bool) -> None:
     """The planned arrays' dimensions agree in length with the arrays they will share
     them with (those of the group, its ancestors and its sub-groups that stay)."""
@@ -333,13 +347,12 @@ def _check_sizes(root: Any, group: str | None, plan: _Plan, *, replace: bool) ->
     sizes: dict[str, int] = {}
     for _, dims, values, _, _ in plan.arrays:
         sizes.update(zip(dims, values.shape, strict=True))
-    for path, kind, obj in root.walk():
+    for path, dims, a in _sharing(root, target, set(sizes)):
         parent, _, name = path.rpartition("/")
         inside = path.startswith(target + "/") if target else True
-        if kind != "array" or not _related(parent, target) or \
-                (replace and inside) or (parent == target and name in planned):
-            continue
-        for dim, n in zip(root[parent].dims_of(name), obj.shape, strict=True):
+        if (replace and inside) or (parent == target and name in planned):
+            continue  # gone by then
+        for dim, n in zip(dims, a.shape, strict=True):
             if sizes.get(dim, n) != n:
                 raise ValueError(f"dimension {dim!r} is {sizes[dim]} long in the dataset but "
                                  f"{n} in {path!r} of the group, which shares it")
