@@ -182,6 +182,16 @@ def test_in_memory_round_trip():
     xr.testing.assert_identical(xr.open_dataset(g), ds)  # sniffed: an open Group
 
 
+def test_a_dataset_over_an_open_group_keeps_its_shape_as_the_group_grows():
+    ds = cf_dataset()
+    g = ca.from_xarray(ds.isel(time=slice(0, 3)), None)
+    x = xr.open_dataset(g, engine="carray_group")
+    ca.from_xarray(ds.isel(time=slice(3, 6)), g, mode="a", append_dim="time")
+    xr.testing.assert_identical(x, ds.isel(time=slice(0, 3)))
+    assert x.temp[::-1].shape == (3, 4, 5)
+    xr.testing.assert_identical(xr.open_dataset(g, engine="carray_group"), ds)
+
+
 def test_decoding_options_are_xarrays():
     g = ca.from_xarray(cf_dataset(), None)
     raw = xr.open_dataset(g, engine="carray_group", mask_and_scale=False, decode_times=False)

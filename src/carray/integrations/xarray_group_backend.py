@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -97,9 +97,22 @@ class GroupBackendArray(BackendArray):
             if self._array is None:
                 self._array = self.source.root()[self.member]
             a = self._array
+            key = _bounded(key, self.shape)
             if sum(isinstance(k, np.ndarray) for k in key) > 1:
                 return np.asarray(a.oindex[key])
             return np.asarray(a[key])
+
+
+def _bounded(key: tuple, shape: tuple[int, ...]) -> tuple:
+    """``key`` with its slices made explicit for ``shape``: an open group handle may show
+    an array grown since the variable was made, and the variable keeps its own shape."""
+    out = []
+    for k, n in zip(key, shape, strict=False):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            k = slice(start, None if stop < 0 else stop, step)
+        out.append(k)
+    return tuple(out) + tuple(key[len(out):])
 
 
 def _default_dims(name: str, ndim: int) -> tuple[str, ...]:
@@ -182,6 +195,14 @@ def _node(root: Any, group: str | None) -> Any:
     return root[name]
 
 
+def _group_paths(g: Any) -> Iterator[str]:
+    """The paths of ``g`` and of every group below it, depth first (no member opened)."""
+    yield g.path
+    for name in g:
+        if g.kind_of(name) == "group":
+            yield from _group_paths(g[name])
+
+
 class GroupBackendEntrypoint(BackendEntrypoint):
     """Open carray groups with ``xarray.open_dataset(path)`` and ``xarray.open_datatree``
     (or ``engine="carray_group"``).
@@ -223,13 +244,11 @@ class GroupBackendEntrypoint(BackendEntrypoint):
         ``"/a/b"``), each a Dataset of its own arrays."""
         root, source = _open(filename_or_obj, version, tag, storage_options)
         top = _node(root, group)
-        nodes = [("/", top)] + [
-            ("/" + path[len(top.path):].strip("/"), obj) for path, kind, obj in top.walk()
-            if kind == "group"]
         out = {}
-        for name, node in nodes:
+        for path in _group_paths(top):
+            name = "/" + path[len(top.path):].strip("/")
             out[name] = StoreBackendEntrypoint().open_dataset(
-                GroupDataStore(source, node.path), drop_variables=drop_variables, **decoders)
+                GroupDataStore(source, path), drop_variables=drop_variables, **decoders)
         return out
 
     def open_datatree(self, filename_or_obj: Any, *,
