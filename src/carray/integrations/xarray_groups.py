@@ -107,6 +107,28 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
         or dimensions that do not match the group's, or values that cannot be stored as
         the group's are.  Nothing is written then.
     """
+    plans = _checked_plans(ds, mode, append_dim, encoding)  # before anything changes
+    root = _open_root(path, mode, storage_options, append=append_dim is not None)
+    opened = root is not path and root.url is not None
+    try:
+        if append_dim is None:
+            _write_all(root, (group or "").strip("/"), plans, replace=mode == "w")
+        else:
+            _append(_sub_group(root, group, create=False), ds, append_dim,
+                    _checked_encoding(ds, encoding))
+    finally:
+        if opened:
+            root.close()  # the writer's lock goes with it
+    if opened:
+        import carray as ca
+
+        return ca.open_group(path, mode="r", storage_options=storage_options)
+    return root
+
+
+def _checked_plans(ds: Any, mode: str, append_dim: str | None,
+                   encoding: Mapping[Any, Any] | None) -> list[tuple[str, _Plan]]:
+    """The arguments checked, and what to write by sub-group path (none to append)."""
     if not isinstance(ds, (xr.Dataset, xr.DataTree)):
         raise ValueError("from_xarray writes an xarray.Dataset or DataTree, got "
                          f"{type(ds).__name__}")
@@ -115,29 +137,11 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
     if append_dim is not None and (mode != "a" or isinstance(ds, xr.DataTree)):
         raise ValueError("append_dim needs mode='a' and a Dataset (append to each group of "
                          "a tree with group=)")
-    plans: list[tuple[str, _Plan]] = []
     if isinstance(ds, xr.DataTree):
-        plans = _tree_plans(ds, encoding)
-    elif append_dim is None:  # encoded and checked before anything changes
-        _check_names(ds)
-        plans = [("", _plan(ds, _checked_encoding(ds, encoding)))]
-    root = _open_root(path, mode, storage_options, append=append_dim is not None)
-    opened = root is not path
-    try:
-        if append_dim is None:
-            _write_all(root, (group or "").strip("/"), plans, replace=mode == "w")
-        else:
-            _check_names(ds)
-            _append(_sub_group(root, group, create=False), ds, str(append_dim),
-                    _checked_encoding(ds, encoding))
-    finally:
-        if opened and root.url is not None:
-            root.close()  # the writer's lock goes with it
-    if opened and root.url is not None:
-        import carray as ca
-
-        return ca.open_group(path, mode="r", storage_options=storage_options)
-    return root
+        return _tree_plans(ds, encoding)
+    _check_names(ds)
+    user = _checked_encoding(ds, encoding)
+    return [("", _plan(ds, user))] if append_dim is None else []
 
 
 def _check_names(ds: xr.Dataset) -> None:
