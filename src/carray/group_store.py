@@ -31,12 +31,13 @@ import copy
 import json
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from numpy.lib.format import dtype_to_descr
 
-from carray import attrvalues
+from carray import _parallel, attrvalues
 from carray.array import carray
 from carray.errors import (
     ContainerExistsError,
@@ -58,6 +59,8 @@ TXN_DIR = ".carray-transactions"
 _MARKER = b'{"format": "carray-group", "format_version": 1}\n'
 _RESERVED = {GROUP_FILE, "versions", TXN_DIR}
 GROUP, ARRAY, TABLE = "group", "array", "table"
+#: Members flushed at once by a group commit, at most.
+MAX_PARALLEL_FLUSHES = 8
 #: Members keep every version: the group's versions name them.
 _KEEP_ALL = {"versions": "all"}
 
@@ -117,6 +120,7 @@ class GroupTree:
         self._depth = 0
         self._collecting = False
         self._pending: dict[int, VersionedDataset] = {}
+        self._pending_lock = threading.Lock()
         self._message: str | None = None
         self.closed = False
 
@@ -384,7 +388,8 @@ class GroupTree:
         if message is not None and self._message is None:  # the group's own comes first
             self._message = message
         if self._depth or self._collecting:
-            self._pending[id(dataset)] = dataset
+            with self._pending_lock:  # members may flush on several threads
+                self._pending[id(dataset)] = dataset
             return dataset.head.id if dataset.head is not None else None
         self._publish([dataset], kind)
         return dataset.head.id if dataset.head is not None else None
@@ -438,8 +443,9 @@ class GroupTree:
             self._message = message
         self._collecting = True
         try:
-            for container in list(self._open.values()):
-                container.flush()
+            # Members flush side by side: each one's writes and fsyncs overlap the others'.
+            flushes = [container.flush for container in self._open.values()]
+            _parallel.run(flushes, width=min(len(flushes), MAX_PARALLEL_FLUSHES))
         finally:
             self._collecting = False
         return self._publish(list(self._pending.values()), kind)
