@@ -389,9 +389,19 @@ def test_chunks_are_carrays_and_storage_encoding_is_honoured(tmp_path):
     xr.testing.assert_identical(x.compute(), cf_dataset())
 
 
-def test_dask_chunks_become_carrays():
+def test_dask_chunks_become_carrays_written_slab_by_slab(monkeypatch):
     ds = cf_dataset().chunk({"time": 2, "lat": 3})
+    created = {}
+    create_array = ca.Group.create_array
+
+    def noting(self, name, data=None, **kwargs):
+        created[name] = np.shape(data)
+        return create_array(self, name, data, **kwargs)
+
+    monkeypatch.setattr(ca.Group, "create_array", noting)
     g = ca.from_xarray(ds, None)
+    assert created["temp"] == (2, 4, 5) and created["lat"] == (4,)  # a slab, then appends
+    xr.testing.assert_identical(xr.open_dataset(g, engine="carray_group"), cf_dataset())
     assert tuple(g["temp"].chunks) == (2, 3, 5)
     assert tuple(g["temp"].chunks) != tuple(ca.from_xarray(cf_dataset(), None)["temp"].chunks)
     g = ca.from_xarray(ds, None, encoding={"temp": {"chunks": (6, 4, 5)}})  # explicit wins

@@ -15,7 +15,8 @@ How a Dataset is stored (as xarray encodes it for NetCDF, through xarray's own c
 * Strings are fixed-width arrays: a ``U``/``S`` variable as it is, an object variable of
   str (bytes) items as ``U`` (``S``) as wide as its longest item.  An object variable
   holding anything else (None included) is refused: there is no missing string.
-* Every variable is read into memory to be written (a dask-backed one is computed).
+* Variables are read into memory to be written, but for dask-backed numeric ones, which
+  are computed and appended one slab of blocks (along the first axis) at a time.
 
 The encoding (``encoding={"var": {...}}``, or a variable's own ``.encoding``) may hold
 xarray's CF keys (``dtype``, ``_FillValue``, ``missing_value``, ``scale_factor``,
@@ -293,17 +294,36 @@ def _checked_attrs(where: str, attrs: Mapping[Any, Any]) -> dict[str, Any]:
         raise ValueError(f"{where}: {exc}") from None
 
 
-def _values(name: str, var: xr.Variable) -> np.ndarray:
+def _values(name: str, var: xr.Variable) -> Any:
+    """The values to store: a numpy array, or the dask array of a dask-backed numeric
+    variable (computed slab by slab when written)."""
+    if var.chunks and var.dtype.kind in "biufcmM" and var.ndim:
+        return var.data
     values = _fixed_width(name, np.asarray(var.values))
     if values.dtype.kind in "OV":
         raise ValueError(f"variable {name!r}: dtype {values.dtype} cannot be stored")
     return values
 
 
+def _create(g: Any, name: str, dims: tuple[str, ...], values: Any, attrs: dict[str, Any],
+            args: dict[str, Any]) -> None:
+    """Member array ``name`` of ``g`` holding ``values``; a dask array is computed one
+    slab of blocks along the first axis at a time, each appended to the array (named
+    dimensions once it is whole, so that it agrees with the arrays sharing them)."""
+    if isinstance(values, np.ndarray):
+        g.create_array(name, data=values, dims=dims, attrs=attrs, **args)
+        return
+    slabs = (np.asarray(values.blocks[i]) for i in range(values.numblocks[0]))
+    a = g.create_array(name, data=next(slabs), attrs=attrs, **args)
+    for slab in slabs:
+        a.append(slab)
+    g.set_dims(name, dims)
+
+
 class _Plan(NamedTuple):
     """What writing a Dataset stores: its arrays and the group's attributes."""
 
-    arrays: list[tuple[str, tuple[str, ...], np.ndarray, dict[str, Any], dict[str, Any]]]
+    arrays: list[tuple[str, tuple[str, ...], Any, dict[str, Any], dict[str, Any]]]
     attrs: dict[str, Any]
 
 
@@ -376,7 +396,7 @@ def _write(root: Any, group: str | None, plan: _Plan, *, replace: bool) -> None:
         for name, dims, values, attrs, args in plan.arrays:
             if name in g:
                 del g[name]
-            g.create_array(name, data=values, dims=dims, attrs=attrs, **args)
+            _create(g, name, dims, values, attrs, args)
         if plan.attrs:
             g.attrs.update(plan.attrs)
 
