@@ -27,7 +27,6 @@ through the group publishes through the group's commit (its dataset's
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import secrets
@@ -92,6 +91,11 @@ def parent_of(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
+def _copied(nodes: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a description (JSON values only): a version keeps its own."""
+    return json.loads(json.dumps(nodes))
+
+
 def _encode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {attrvalues.check_name(k): attrvalues.encode_typed(v) for k, v in attrs.items()}
 
@@ -115,12 +119,13 @@ class GroupTree:
         if dataset is not None and (not isinstance(nodes, dict) or "" not in nodes):
             raise FormatError("the group's version describes no nodes", self.url)
         self.nodes: dict[str, dict[str, Any]] = \
-            copy.deepcopy(nodes) if nodes else {"": {"kind": GROUP}}
+            _copied(nodes) if nodes else {"": {"kind": GROUP}}
         self._open: dict[str, Any] = {}  # member containers (in memory: the members)
         self._depth = 0
         self._collecting = False
         self._pending: dict[int, VersionedDataset] = {}
         self._pending_lock = threading.Lock()
+        self._saved = self.nodes  # in memory: the nodes when the transaction began
         self._message: str | None = None
         self.closed = False
 
@@ -287,8 +292,7 @@ class GroupTree:
         if len(set(dims)) != len(dims):
             raise ValueError(f"dims of {path!r} repeat a name: {dims!r}")
         node["dims"] = list(dims)
-        self.check_dims()
-        self.changed()
+        self.changed()  # the commit checks the dimensions
 
     def dims_of(self, path: str) -> tuple[str, ...]:
         node = self.node(path)
@@ -405,6 +409,8 @@ class GroupTree:
     def transaction(self, message: str | None = None) -> Iterator[None]:
         """Changes inside commit as one group version at the end (none when it raises)."""
         self.check_writable()
+        if not self._depth and self.dataset is None:  # in memory: the state to go back to
+            self._saved = _copied(self.nodes)
         self._depth += 1
         if message is not None:
             self._message = message
@@ -417,7 +423,11 @@ class GroupTree:
             raise
         self._depth -= 1
         if not self._depth:
-            self.commit()
+            try:
+                self.commit()
+            except ValueError:  # refused before anything was published (dimensions)
+                self._rollback()
+                raise
 
     def _rollback(self) -> None:
         """A failed transaction: the description goes back to the last version's; members
@@ -425,10 +435,11 @@ class GroupTree:
         self._pending.clear()
         self._message = None
         if self.dataset is None:
-            return
-        head = self.dataset.head
-        nodes = head.meta.get("nodes", {}) if head is not None else {"": {"kind": GROUP}}
-        self.nodes = copy.deepcopy(nodes)
+            self.nodes = self._saved
+        else:
+            head = self.dataset.head
+            self.nodes = _copied(head.meta.get("nodes", {}) if head is not None
+                                 else {"": {"kind": GROUP}})
         for path in [p for p in self._open if p not in self.nodes]:
             container = self._open.pop(path)
             self._unwatch(container)
@@ -437,7 +448,10 @@ class GroupTree:
 
     def commit(self, message: str | None = None, kind: str = "commit") -> str | None:
         """Flush every open member and publish one group version of all that changed."""
-        if self.store is None or self.readonly:
+        if self.store is None:
+            self.check_dims()  # in memory nothing is published, but the rule holds
+            return None
+        if self.readonly:
             return self.version
         if message is not None:
             self._message = message
@@ -464,7 +478,7 @@ class GroupTree:
                 ds.publish(txn=rel, reclaim=False, message=message)
             self.nodes = self._describe()
             # The version keeps its own copy: the working nodes change after it.
-            self.dataset.meta = {"kind": GROUP, "nodes": copy.deepcopy(self.nodes)}
+            self.dataset.meta = {"kind": GROUP, "nodes": _copied(self.nodes)}
             if not pending and not self.dataset.take_staged():
                 return self.version
             self.dataset.publish(kind=kind, txn=f"{TXN_DIR}/{txn}", reclaim=False,
@@ -528,7 +542,7 @@ class GroupTree:
                     container = self._open.pop(path)
                     self._unwatch(container)
                     container.close()
-            self.nodes = copy.deepcopy(nodes)
+            self.nodes = _copied(nodes)
             for path, node in self.nodes.items():
                 if node["kind"] in (ARRAY, TABLE):
                     member = self.member(path)
@@ -543,7 +557,7 @@ class GroupTree:
         if not self.readonly or not dataset.refresh():
             return False
         assert dataset.head is not None
-        self.nodes = copy.deepcopy(dataset.head.meta.get("nodes", {}))
+        self.nodes = _copied(dataset.head.meta.get("nodes", {}))
         for container in self._open.values():
             container.close()
         self._open.clear()
