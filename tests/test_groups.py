@@ -362,3 +362,28 @@ def test_restore_and_refresh(tmp_path):
     assert again["temp"].shape == (6, 2, 3) and again["temp"][5].sum() == 0
     with pytest.raises(ReadOnlyError):
         again.restore(first)
+
+
+@pytest.mark.parametrize("nodes", [
+    None, [], {}, {"": {"kind": "array"}},
+    {"": {"kind": "group"}, "a": {"kind": "array"}},  # no directory
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "../../elsewhere"}},
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "/abs"}},
+    {"": {"kind": "group"}, "a": {"kind": "blob", "dir": "a"}},
+    {"": {"kind": "group"}, "a/b": {"kind": "array", "dir": "a/b"}},  # no parent group
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "a", "dims": [1]}},
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "a", "version": 3}},
+    {"": {"kind": "group"}, "..": {"kind": "group", "dir": "x"}},
+])
+def test_a_hostile_description_is_a_format_error(tmp_path, nodes):
+    from carray.stores import LOCAL
+    from carray.versions.repo import Repository
+
+    path = tmp_path / "g"
+    ca.group(path, mode="w").close()
+    repo = Repository(LOCAL, str(path))
+    head = repo.latest()
+    repo.publish(head.replace(seq=head.seq + 1, id=f"{head.seq + 1:08x}00000000",
+                              parent=head.id, meta={"kind": "group", "nodes": nodes}))
+    with pytest.raises(ca.FormatError, match="damaged|no nodes|describe"):
+        ca.open_group(path)

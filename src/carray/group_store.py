@@ -91,6 +91,37 @@ def parent_of(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
+def check_nodes(nodes: Any, where: str | None) -> None:
+    """Raise FormatError unless ``nodes`` is a description this module wrote: every
+    node a known kind under a group, in a directory inside the group's."""
+    def bad(what: str) -> FormatError:
+        return FormatError(f"the group's version is damaged: {what}", where)
+
+    if not isinstance(nodes, dict) or nodes.get("", {}).get("kind") != GROUP:
+        raise bad("no root group")
+    for path, node in nodes.items():
+        if not isinstance(node, dict) or node.get("kind") not in (GROUP, ARRAY, TABLE):
+            raise bad(f"node {path!r} is of no known kind")
+        if not path:
+            continue
+        try:
+            split_path(path)
+            split_path(str(node.get("dir", "")).replace("~", "_"))
+        except (TypeError, ValueError) as exc:
+            raise bad(f"node {path!r}: {exc}") from None
+        if not isinstance(node.get("dir"), str) or not node["dir"] or \
+                node["dir"].startswith("/"):
+            raise bad(f"node {path!r} has no directory inside the group's")
+        if nodes.get(parent_of(path), {}).get("kind") != GROUP:
+            raise bad(f"node {path!r} is not under a group")
+        dims = node.get("dims")
+        if dims is not None and (not isinstance(dims, list) or
+                                 not all(isinstance(d, str) and d for d in dims)):
+            raise bad(f"dims of {path!r} are not names")
+        if "version" in node and not isinstance(node["version"], str):
+            raise bad(f"the version of {path!r} is not an id")
+
+
 def _copied(nodes: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of a description (JSON values only): a version keeps its own."""
     return json.loads(json.dumps(nodes))
@@ -116,8 +147,8 @@ class GroupTree:
         self._lock = lock
         meta = dataset.meta if dataset is not None else {}
         nodes = meta.get("nodes") if isinstance(meta, dict) else None
-        if dataset is not None and (not isinstance(nodes, dict) or "" not in nodes):
-            raise FormatError("the group's version describes no nodes", self.url)
+        if dataset is not None:
+            check_nodes(nodes, self.url)
         self.nodes: dict[str, dict[str, Any]] = \
             _copied(nodes) if nodes else {"": {"kind": GROUP}}
         self._open: dict[str, Any] = {}  # member containers (in memory: the members)
@@ -534,8 +565,8 @@ class GroupTree:
         self.commit()
         old = dataset.repo.find(version)
         nodes = old.meta.get("nodes") if isinstance(old.meta, dict) else None
-        if not isinstance(nodes, dict) or "" not in nodes:
-            raise FormatError(f"version {version} describes no nodes", self.url)
+        check_nodes(nodes, self.url)
+        assert isinstance(nodes, dict)
         with self.transaction(f"restore {old.id}"):
             for path in list(self._open):
                 if self.nodes[path].get("dir") != nodes.get(path, {}).get("dir"):
