@@ -101,7 +101,8 @@ def report(res: dict) -> str:
              f"Append: {p['steps']} steps of one day to every time variable. Open: "
              f"{p['members']:,} arrays of {p['member_length']} float64. carray's defaults "
              "(fsync on) unless labelled fsync off; zarr and netCDF4 do not fsync.", "",
-             f"{p['reps']} repetitions per case, every library once in each, in an order "
+             f"{p['reps']} repetitions of write and append, {p.get('fast_reps', p['reps'])} of "
+             "open and read, every library once in each, in an order "
              "that rotates; fresh directories under one temporary directory for every "
              "write, and `os.sync()` before each timed write or append. Times: median (min-max) in ms; ratio = peer / carray from the same "
              "repetition (> 1: carray faster), median (min-max). Whole run "
