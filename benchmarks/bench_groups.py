@@ -28,10 +28,10 @@ carray runs with its defaults (fsync on: every commit is durable before it count
 fsync-off figure beside it is labelled as such (zarr and netCDF4 never fsync).  Each
 case runs ``--reps`` times (at least 3; the fast ``open`` and ``read`` at least 9),
 every library once per repetition in an order that rotates, writes into fresh
-directories under one temporary directory on the same disk (dirty pages written out with ``os.sync()`` before each timed write or append, so
-no library pays for another's writeback); a ratio is the peer's time over carray's from
-the same repetition (> 1: carray faster), reported as the median and range over
-repetitions.
+directories under one temporary directory on the same disk (dirty pages written out
+with ``os.sync()`` before each timed write or append, so no library pays for another's
+writeback); a ratio is the peer's time over carray's from the same repetition (> 1:
+carray faster), reported as the median and range over repetitions.
 
 Run: ``python benchmarks/bench_groups.py [--quick] [--reps N] [--cases write,append,...]``.
 Writes ``benchmarks/results/groups.{json,md}`` (``groups_quick`` with ``--quick``).
