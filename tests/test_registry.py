@@ -128,10 +128,16 @@ def _parquet_sample(path: Path) -> None:
     pq.write_table(pa.table({"a": np.arange(10), "b": np.linspace(0, 1, 10)}), path)
 
 
+def _group_sample(path: Path) -> None:
+    with ca.group(path, mode="w") as g:
+        g.create_array("temp", np.arange(40.0).reshape(10, 4), dims=("time", "x"))
+        g.create_table("sub/events", {"a": np.arange(5)})
+
+
 def _sample(fmt: registry.Format, tmp_path: Path) -> Path:
     made = {"carray": lambda p: ca.carray(np.arange(100), rootdir=p, chunklen=30).close(),
             "npy": lambda p: np.save(p, np.arange(12).reshape(4, 3)),
-            "zarr": _zarr_sample, "parquet": _parquet_sample}
+            "zarr": _zarr_sample, "parquet": _parquet_sample, "group": _group_sample}
     if fmt.name in made:
         path = tmp_path / f"x{fmt.extensions[0]}"
         made[fmt.name](path)

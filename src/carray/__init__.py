@@ -31,6 +31,7 @@ from carray.errors import (
     UnsupportedOptionError,
 )
 from carray.formats import bloscpack, ds
+from carray.groups import Group, group, open_group
 from carray.params import (
     BITSHUFFLE,
     NOSHUFFLE,
@@ -76,11 +77,11 @@ def __getattr__(name: str):
 __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
     "AlignmentError", "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
-    "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError",
+    "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError", "Group",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",
     "UnsupportedDTypeError", "UnsupportedOptionError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
-    "get_nthreads", "iterblocks", "ones", "open", "open_array", "open_table", "prune", "transaction", "set_nthreads",
+    "get_nthreads", "group", "iterblocks", "ones", "open", "open_array", "open_group", "open_table", "prune", "transaction", "set_nthreads",
     "zeros",
     # bcolz's module-level API
     "blosc_compressor_list", "blosc_set_nthreads", "blosc_version", "defaults", "defaults_ctx",

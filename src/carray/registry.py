@@ -30,6 +30,8 @@ from carray.formats._b2frame_header import SPARSE_INDEX
 from carray.formats._blp_frame import MAGIC as BLP_MAGIC
 from carray.formats._ds_header import MAGIC as DS_MAGIC
 from carray.formats._ds_header import unescape
+from carray.group_store import is_group
+from carray.groups import Group, open_group
 from carray.integrations import table_files, zarr_arrays
 from carray.layouts import LAYOUTS, LayoutKind, sniff_layout
 from carray.layouts._b2frame_meta import cparams_of as frame_cparams
@@ -40,7 +42,7 @@ from carray.stores import Store, is_url, resolve
 from carray.table import ctable
 from carray.table_store import ROOTDIRS, is_ctable
 
-Kind = Literal["array", "table", "dataset", "file"]
+Kind = Literal["array", "table", "dataset", "file", "group"]
 Location = str | os.PathLike
 
 
@@ -122,6 +124,10 @@ class Probe:
     @cached_property
     def table(self) -> bool:
         return is_ctable(self.path, self.store)
+
+    @cached_property
+    def group(self) -> bool:
+        return self.store.isdir(self.path) and is_group(self.store, self.path)
 
     @cached_property
     def layout(self) -> str | None:
@@ -288,6 +294,69 @@ def _take(a: Any, rows: int) -> Any:
     if not a.ndim:
         return np.asarray(a[()])
     return np.asarray(a[:rows]) if len(a) else np.asarray(a[:0])
+
+
+# -- groups -----------------------------------------------------------------------------------
+
+
+def _open_group(path: str, mode: str, storage_options: dict | None) -> Group:
+    return open_group(path, "r" if mode == "r" else "a", storage_options=storage_options)
+
+
+def describe_group(g: Group) -> dict:
+    """The facts ``carray info`` shows for a group: its tree and version history."""
+    members = []
+    for path, kind, _ in _walk_nodes(g):
+        members.append({"path": path, "kind": kind})
+    return {"type": "group", "tree": g.tree(), "members": members, "attrs": dict(g.attrs),
+            "disk_bytes": stored_bytes(g.url),
+            **({"version": g.version, "versions": [
+                {"id": v.id, "time": v.time.isoformat(timespec="seconds"),
+                 "message": v.message, "tags": list(v.tags), "kind": v.kind}
+                for v in g.versions()]} if g.url else {})}
+
+
+def _walk_nodes(g: Group) -> Iterator[tuple[str, str, str]]:
+    """``(path, kind, name)`` of every node below ``g``, without opening members."""
+    for name in g:
+        kind = g.kind_of(name)
+        path = f"{g.path}/{name}" if g.path else name
+        yield path, kind, name
+        if kind == "group":
+            yield from _walk_nodes(g[name])
+
+
+def _group_info(path: str, storage_options: dict | None) -> dict:
+    with _open_group(path, "r", storage_options) as g:
+        return describe_group(g)
+
+
+def _group_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with _open_group(path, "r", storage_options) as g:
+        for member, kind, obj in g.walk():
+            if kind == "array":
+                out[member] = _take(obj, rows)
+            elif kind == "table":
+                for name in obj.names:
+                    out[f"{member}/{name}"] = _take(obj.cols[name], rows)
+    return out
+
+
+def _verify_group(store: Store, path: str) -> Iterator[Finding]:
+    """Every member of the group's newest version, verified by its own format."""
+    with open_group((store, path), "r") as g:
+        for member, kind, _ in _walk_nodes(g):
+            if kind == "group":
+                continue
+            location = g.member_location(member)
+            sub = store.join(path, location)
+            probe = Probe(store, sub)
+            fmt = next((f for f in FORMATS if f.kind == kind and f.sniff(probe)), None)
+            if fmt is None:
+                yield Problem(store.url(sub), "", f"group member {member!r}: no {kind} here")
+                continue
+            yield from guarded(fmt.verify(store, sub), store.url(sub))
 
 
 # -- single files ---------------------------------------------------------------------------------
@@ -465,6 +534,8 @@ _NC_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")
 #: Every format, in the order sniffing tries them: tables first (a table's root
 #: looks like a bcolz array's), frames before directories, files by magic.
 FORMATS: tuple[Format, ...] = (
+    Format("group", "group", (".cagroup",), "carray group", lambda probe: probe.group,
+           _open_group, _verify_group, _group_info, _group_head),
     Format("ctable", "table", (".ctable", ".bcolz"), "table directory",
            lambda probe: probe.table, _open_table, verify_table,
            _table_info, _table_head, container=True),
@@ -591,6 +662,6 @@ def verify(path: Location, storage_options: dict | None = None) -> Iterator[Find
     yield from guarded(fmt.verify(store, key), store.url(key))
 
 
-__all__ = ["FORMATS", "HEAD_BYTES", "Format", "Probe", "describe_array", "describe_dataset", "describe_table",
+__all__ = ["FORMATS", "HEAD_BYTES", "Format", "Probe", "describe_array", "describe_dataset", "describe_group", "describe_table",
            "extension_of", "file_cparams", "for_extension", "get", "guess", "locate", "open_any", "sniff",
            "verify"]

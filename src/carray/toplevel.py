@@ -16,6 +16,7 @@ from carray.compute.strings import expression as lazy_expression
 from carray.compute.strings import wants_lazy
 from carray.defaults import defaults
 from carray.errors import FormatError
+from carray.groups import Group, open_group
 from carray.query import BlockEvaluator, Expression, caller_scope, collect_result
 from carray.shapes import calc_chunklen
 from carray.table import ctable
@@ -163,18 +164,19 @@ def iterblocks(cobj: carray, blen: int | None = None, start: int = 0,
 
 
 def _container_format(rootdir: str, storage_options: dict | None) -> Any:
-    """The registry's format for ``rootdir``, which must hold a carray or a ctable."""
+    """The registry's format for ``rootdir``, which must hold a carray, ctable or group."""
     # The registry sits above the containers; asked here only when a path is opened.
     fmt = registry.sniff(rootdir, storage_options)
-    if not fmt.container:
+    if not fmt.container and fmt.kind != "group":
         raise FormatError(f"a {fmt.description}, not a carray or ctable (read it with "
                           "carray.registry.open_any, or `carray convert` it)", rootdir)
     return fmt
 
 
 def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
-         storage_options: dict | None = None, **kwargs: Any) -> carray | ctable:
-    """Open a dataset (a carray or a ctable); the format is told by what is stored.
+         storage_options: dict | None = None, **kwargs: Any) -> carray | ctable | Group:
+    """Open a dataset (a carray, a ctable or a group); the format is told by what is
+    stored.
 
     Parameters
     ----------
@@ -196,7 +198,11 @@ def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
         Something is there, but not a carray or ctable in any format carray knows.
     """
     rootdir = os.fspath(rootdir)
-    if _container_format(rootdir, storage_options).kind == "table":
+    kind = _container_format(rootdir, storage_options).kind
+    if kind == "group":
+        return open_group(rootdir, "r" if mode == "r" else "a", storage_options=storage_options,
+                          **kwargs)
+    if kind == "table":
         return open_table(rootdir, mode, storage_options=storage_options, **kwargs)
     return open_array(rootdir, mode, storage_options=storage_options, **kwargs)
 
@@ -261,7 +267,8 @@ def prune(rootdir: str | os.PathLike, keep_last: int | None = None, older_than: 
           *, storage_options: dict | None = None) -> int:
     """Drop the versions of a stored array or table past its newest ``keep_last`` or made
     before ``older_than`` (a datetime, or a timedelta back from now) -- never the newest,
-    a tagged one or one a reader holds -- and reuse their bytes; returns how many went."""
+    a tagged one or one a reader holds -- and reuse their bytes; returns how many went.
+    A group's versions go with the member versions only they named."""
     with open(rootdir, mode="a", storage_options=storage_options) as c:
         return c.prune(keep_last, older_than)
 

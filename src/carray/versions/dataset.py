@@ -138,6 +138,11 @@ class VersionedDataset:
         #: and every version is published by the container's commit, ``owner(message)``,
         #: which stages every member first (so no version holds half a change).
         self.owner: Callable[[str | None], None] | None = None
+        #: The dataset is a member of a group: each version it publishes is published by
+        #: the group's commit, ``coordinator(dataset, message, kind, force)``, under the
+        #: group's transaction record, with a group version naming it.
+        self.coordinator: Callable[[VersionedDataset, str | None, str, bool],
+                                   str | None] | None = None
         self._committing = False
         #: Why this handle cannot commit any more (a failed transaction over datasets).
         self.broken: str | None = None
@@ -276,6 +281,8 @@ class VersionedDataset:
             self._staged.clear()  # the owner stages every member again
             self.owner(message or self._pending_message)
             return self.head.id if self.head is not None else None
+        if self.coordinator is not None and txn is None:
+            return self.coordinator(self, message or self._pending_message, kind, force)
         staged, self._staged = self._staged, {}
         message, self._pending_message = message or self._pending_message, None
         head = self.head
@@ -411,12 +418,14 @@ class VersionedDataset:
             self.reclaim()
 
     def reclaim(self, keep_last: int | None = None, older_than: float | None = None,
-                use_retention: bool = True, scan: bool = True) -> int:
+                use_retention: bool = True, scan: bool = True,
+                keep_ids: frozenset[str] = frozenset()) -> int:
         """Drop the versions no rule keeps and no reader holds, and free what only they
         referred to; returns how many were dropped.  Without ``scan``, only the page
         files the dropped versions referred to are candidates for deletion (a commit's
         reclaim); with it, every page file present (page files a crash left behind
-        too)."""
+        too).  Versions whose ids are in ``keep_ids`` stay (a group's versions name
+        them)."""
         if self.readonly or self.head is None:
             return 0
         keep = self.keep if use_retention else None
@@ -426,6 +435,7 @@ class VersionedDataset:
             return 0  # every version is kept: nothing to drop, nothing to free
         manifests = self.manifests()
         kept = kept_seqs(manifests, self.repo.tags(), keep, older_than)
+        kept |= {m.seq for m in manifests if m.id in keep_ids}
         dropped: list[int] = []
         remaining = []
         candidates: set[int] = set()

@@ -1,0 +1,589 @@
+"""The state of one group tree: its members, its description and its commits.
+
+A group is a directory (docs/formats/group.md, "Files")::
+
+    __group__                 the marker
+    versions/                 the group's versions: manifests whose ``meta`` describes
+                              every node (consolidated: kind, directory, dims, shape,
+                              dtype, chunks, sizes, attributes, and for a member array
+                              or table the id of its version)
+    .carray-transactions/ID   the record of each group commit
+    temp/, events/, sub/x/    members: arrays and tables in carray's own layout, each
+                              with its own ``versions/``; a sub-group is a directory
+
+A group commit publishes, in order, the new version of every member that changed
+(each naming the commit's record), then the group's version (naming it too), then
+writes the record: that one put is the commit point.  A crash before it leaves
+every member and the group at their previous versions (a version naming a record
+that does not exist never counts), after it all at the new ones.  A reader opens
+each member at the version its group version names, so it sees one state of the
+whole tree.
+
+Members keep every version (the group's versions refer to them); a member changed
+through the group publishes through the group's commit (its dataset's
+``coordinator``), so every change to a member is a group version too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+from numpy.lib.format import dtype_to_descr
+
+from carray import attrvalues
+from carray.array import carray
+from carray.errors import (
+    ContainerExistsError,
+    ContainerNotFoundError,
+    FormatError,
+    ReadOnlyError,
+    VersionsUnsupportedError,
+)
+from carray.layouts.base import clear_for_create
+from carray.safejson import load_json
+from carray.stores import Store
+from carray.stores.lock import WriteLock
+from carray.table import ctable
+from carray.versions import Repository
+from carray.versions.dataset import VersionedDataset, VersionInfo, open_dataset
+
+GROUP_FILE = "__group__"
+TXN_DIR = ".carray-transactions"
+_MARKER = b'{"format": "carray-group", "format_version": 1}\n'
+_RESERVED = {GROUP_FILE, "versions", TXN_DIR}
+GROUP, ARRAY, TABLE = "group", "array", "table"
+#: Members keep every version: the group's versions name them.
+_KEEP_ALL = {"versions": "all"}
+
+
+def is_group(store: Store, path: str) -> bool:
+    """Whether ``path`` holds a group (its marker)."""
+    return store.isfile(store.join(path, GROUP_FILE))
+
+
+def split_path(path: str) -> list[str]:
+    """The parts of a member path ``"a/b/c"`` (checked: each a safe directory name)."""
+    if not isinstance(path, str):
+        raise TypeError(f"member names are str, got {path!r}")
+    parts = [p for p in path.strip("/").split("/") if p]
+    for part in parts:
+        if part in (".", "..") or part in _RESERVED or part.startswith(("__", ".")) or \
+                "\\" in part or "\x00" in part or "~" in part:
+            raise ValueError(f"member name {part!r} is not allowed: names become directory "
+                             "names, so they cannot be '.', '..', reserved, start with '.' or "
+                             "'__', or hold '\\', '~' or NUL")
+    return parts
+
+
+def join_path(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def parent_of(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _encode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {attrvalues.check_name(k): attrvalues.encode_typed(v) for k, v in attrs.items()}
+
+
+class GroupTree:
+    """The nodes of one group tree and the handles of its open members.
+
+    Use :meth:`create`, :meth:`open` or :meth:`memory`.  Nodes are described by path
+    (``""`` is the root); :class:`carray.group.Group` is a view of one path.
+    """
+
+    def __init__(self, store: Store | None, root: str, dataset: VersionedDataset | None,
+                 readonly: bool, fsync: bool = True, storage_options: dict | None = None,
+                 lock: WriteLock | None = None) -> None:
+        self.store, self.root, self.dataset = store, root, dataset
+        self.readonly, self.fsync = readonly, fsync
+        self.storage_options = storage_options
+        self._lock = lock
+        meta = dataset.meta if dataset is not None else {}
+        nodes = meta.get("nodes") if isinstance(meta, dict) else None
+        if dataset is not None and (not isinstance(nodes, dict) or "" not in nodes):
+            raise FormatError("the group's version describes no nodes", self.url)
+        self.nodes: dict[str, dict[str, Any]] = \
+            {k: dict(v) for k, v in nodes.items()} if nodes else {"": {"kind": GROUP}}
+        self._open: dict[str, Any] = {}  # member containers (in memory: the members)
+        self._depth = 0
+        self._collecting = False
+        self._pending: dict[int, VersionedDataset] = {}
+        self._message: str | None = None
+        self.closed = False
+
+    # -- making and opening -------------------------------------------------------------
+
+    @classmethod
+    def memory(cls) -> GroupTree:
+        return cls(None, "", None, False)
+
+    @classmethod
+    def create(cls, store: Store, root: str, mode: str, fsync: bool,
+               storage_options: dict | None) -> GroupTree:
+        """A new group at ``root`` (``mode`` 'w' replaces what is there)."""
+        clear_for_create(store, root, "w" if mode == "w" else "x")
+        store.makedirs(root)
+        lock = WriteLock.acquire(store, root)
+        try:
+            store.put(store.join(root, GROUP_FILE), _MARKER, fsync=fsync)
+            dataset = VersionedDataset(Repository(store, root, fsync), False, None, keep=None)
+            dataset.meta = {"kind": GROUP, "nodes": {"": {"kind": GROUP, "attrs": {}}}}
+            dataset.publish(kind="create")
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return cls(store, root, dataset, False, fsync, storage_options, lock)
+
+    @classmethod
+    def open(cls, store: Store, root: str, readonly: bool, fsync: bool,
+             storage_options: dict | None, version: str | None = None,
+             tag: str | None = None, as_of: Any = None) -> GroupTree:
+        """The group at ``root``: a reader holds the version asked for (the newest by
+        default), a writer works on the newest."""
+        key = store.join(root, GROUP_FILE)
+        if not store.isfile(key):
+            raise ContainerNotFoundError(f"{store.url(root)}: no group here")
+        marker = load_json(store.get(key), store.url(key), what=GROUP_FILE)
+        if not isinstance(marker, dict) or marker.get("format") != "carray-group" or \
+                marker.get("format_version") != 1:
+            raise FormatError(f"unsupported group marker {marker!r:.80}", store.url(key))
+        lock = None if readonly else WriteLock.acquire(store, root)
+        try:
+            repo = Repository(store, root, fsync)
+            dataset = open_dataset(repo, readonly, version, tag, as_of, keep="all")
+            if not readonly:
+                repo.remove_leftovers(dataset.head.seq if dataset.head else None)
+            if not isinstance(dataset.meta, dict) or dataset.meta.get("kind") != GROUP:
+                raise FormatError("the version does not describe a group", store.url(root))
+            return cls(store, root, dataset, readonly, fsync, storage_options, lock)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    @property
+    def url(self) -> str | None:
+        return None if self.store is None else self.store.url(self.root)
+
+    @property
+    def version(self) -> str | None:
+        head = self.dataset.head if self.dataset is not None else None
+        return None if head is None else head.id
+
+    def check_writable(self) -> None:
+        if self.closed:
+            raise ValueError("the group is closed")
+        if self.readonly:
+            raise ReadOnlyError(f"{self.url}: group opened read-only (mode 'r' or an "
+                                "earlier version)")
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def node(self, path: str) -> dict[str, Any]:
+        try:
+            return self.nodes[path]
+        except KeyError:
+            raise KeyError(path) from None
+
+    def children(self, path: str) -> list[str]:
+        """Names of the direct children of group ``path``, sorted."""
+        prefix = f"{path}/" if path else ""
+        return sorted(p[len(prefix):] for p in self.nodes
+                      if p and p.startswith(prefix) and "/" not in p[len(prefix):])
+
+    def dir_of(self, path: str) -> str:
+        """The directory of node ``path``, relative to the root's."""
+        if not path:
+            return ""
+        return str(self.nodes[path].get("dir", path))
+
+    def _new_dir(self, path: str) -> str:
+        """A directory for new node ``path``: under its parent's, its name unless
+        something stays there for earlier versions (then ``name~k``)."""
+        parent, leaf = parent_of(path), path.rsplit("/", 1)[-1]
+        base = join_path(self.dir_of(parent), leaf)
+        if self.store is None:
+            return base
+        taken = {str(n.get("dir", p)) for p, n in self.nodes.items()}
+        candidate, k = base, 0
+        while candidate in taken or self.store.exists(self.store.join(self.root, candidate)):
+            k += 1
+            candidate = f"{base}~{k}"
+        return candidate
+
+    def _location(self, directory: str) -> str:
+        assert self.store is not None
+        return self.store.url(self.store.join(self.root, directory))
+
+    def _prepare(self, path: str) -> list[str]:
+        """Check ``path`` is free for a new node and make its missing parent groups."""
+        self.check_writable()
+        parts = split_path(path)
+        if not parts:
+            raise ValueError("a member needs a name")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            if parent not in self.nodes:
+                self.add_group(parent, {})
+            elif self.nodes[parent]["kind"] != GROUP:
+                raise ValueError(f"{parent!r} is an {self.nodes[parent]['kind']}, not a group")
+        full = "/".join(parts)
+        if full in self.nodes:
+            raise ContainerExistsError(f"{full!r} already exists in the group")
+        return parts
+
+    def add_group(self, path: str, attrs: dict[str, Any]) -> None:
+        with self.transaction():
+            full = "/".join(self._prepare(path))
+            node: dict[str, Any] = {"kind": GROUP, "attrs": _encode_attrs(attrs)}
+            if self.store is not None:
+                node["dir"] = self._new_dir(full)
+            self.nodes[full] = node
+
+    def add_member(self, path: str, kind: str, make: Any, dims: Any = None) -> Any:
+        """Create member ``path``: ``make(location, extra_kwargs)`` builds the container
+        (``location`` None in memory)."""
+        with self.transaction():
+            full = "/".join(self._prepare(path))
+            node: dict[str, Any] = {"kind": kind}
+            extra: dict[str, Any] = {}
+            if self.store is not None:
+                node["dir"] = self._new_dir(full)
+                extra = {"rootdir": self._location(node["dir"]), "mode": "w",
+                         "fsync": self.fsync, "storage": dict(_KEEP_ALL),
+                         "storage_options": self.storage_options}
+            container = make(extra)
+            self.nodes[full] = node
+            self._open[full] = container
+            self._watch(container)
+            if dims is not None:
+                self.set_dims(full, dims)
+        return container
+
+    def set_dims(self, path: str, dims: Any) -> None:
+        self.check_writable()
+        node = self.node(path)
+        if node["kind"] != ARRAY:
+            raise TypeError(f"{path!r} is a {node['kind']}: only arrays have dims")
+        a = self.member(path)
+        dims = (dims,) if isinstance(dims, str) else tuple(dims)
+        if len(dims) != a.ndim or not all(isinstance(d, str) and d for d in dims):
+            raise ValueError(f"{path!r} has {a.ndim} axes: dims must be {a.ndim} non-empty "
+                             f"names, got {dims!r}")
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"dims of {path!r} repeat a name: {dims!r}")
+        node["dims"] = list(dims)
+        self.check_dims()
+        self.changed()
+
+    def dims_of(self, path: str) -> tuple[str, ...]:
+        node = self.node(path)
+        if node["kind"] != ARRAY:
+            raise TypeError(f"{path!r} is a {node['kind']}: only arrays have dims")
+        if "dims" in node:
+            return tuple(node["dims"])
+        leaf = path.rsplit("/", 1)[-1]
+        return tuple(f"{leaf}_dim_{i}" for i in range(len(self._shape_of(path))))
+
+    def _shape_of(self, path: str) -> tuple[int, ...]:
+        if path in self._open:
+            return tuple(self._open[path].shape)
+        return tuple(self.node(path).get("shape", ()))
+
+    def dim_sizes(self, group: str) -> dict[str, int]:
+        """Every dimension named by arrays in ``group`` and below, with its length."""
+        out: dict[str, int] = {}
+        prefix = f"{group}/" if group else ""
+        for path, node in self.nodes.items():
+            if node["kind"] == ARRAY and (not group or path.startswith(prefix)):
+                for dim, n in zip(self.dims_of(path), self._shape_of(path), strict=False):
+                    out.setdefault(dim, n)
+        return out
+
+    def check_dims(self) -> None:
+        """Arrays that share a dimension name in one group or its ancestors agree on its
+        length (ValueError naming both otherwise)."""
+        seen: dict[tuple[str, str], tuple[str, int]] = {}
+        for path in sorted(self.nodes, key=lambda p: p.count("/")):
+            node = self.nodes[path]
+            if node["kind"] != ARRAY or "dims" not in node:
+                continue
+            scopes = [parent_of(path)]
+            while scopes[-1]:
+                scopes.append(parent_of(scopes[-1]))
+            for dim, n in zip(node["dims"], self._shape_of(path), strict=False):
+                for scope in scopes:
+                    other = seen.get((scope, dim))
+                    if other is not None and other[1] != n:
+                        raise ValueError(
+                            f"dimension {dim!r} is {other[1]} long in {other[0]!r} but {n} in "
+                            f"{path!r}: arrays sharing a dimension grow together "
+                            "(Group.append, or change them inside Group.transaction())")
+                seen.setdefault((parent_of(path), dim), (path, n))
+
+    def delete(self, path: str) -> None:
+        self.check_writable()
+        self.node(path)
+        gone = [p for p in self.nodes if p == path or p.startswith(f"{path}/")]
+        for p in gone:
+            container = self._open.pop(p, None)
+            if container is not None:
+                self._unwatch(container)
+                with contextlib.suppress(Exception):
+                    container.discard()
+            del self.nodes[p]
+        self.changed()
+
+    # -- members ------------------------------------------------------------------------
+
+    def member(self, path: str) -> Any:
+        """The container of member ``path``, opened once per tree."""
+        found = self._open.get(path)
+        if found is not None:
+            return found
+        node = self.node(path)
+        if node["kind"] == GROUP:
+            raise TypeError(f"{path!r} is a group")
+        if self.store is None:
+            raise KeyError(path)
+        location = self._location(self.dir_of(path))
+        opener = carray if node["kind"] == ARRAY else ctable
+        if self.readonly:
+            container = opener(rootdir=location, mode="r", version=node.get("version"),
+                               storage_options=self.storage_options)
+        else:
+            container = opener(rootdir=location, mode="a", fsync=self.fsync,
+                               storage_options=self.storage_options)
+            self._watch(container)
+        self._open[path] = container
+        return container
+
+    def _watch(self, container: Any) -> None:
+        if self.store is not None and not self.readonly:
+            container._history().dataset.coordinator = self._member_published
+
+    def _unwatch(self, container: Any) -> None:
+        if self.store is not None and not self.readonly:
+            with contextlib.suppress(Exception):
+                container._history().dataset.coordinator = None
+
+    def _member_published(self, dataset: VersionedDataset, message: str | None, kind: str,
+                          force: bool) -> str | None:
+        """A member's commit: within a group transaction (or a group commit collecting
+        its members), held for the group's; else a group commit of its own."""
+        if message is not None:
+            self._message = message
+        if self._depth or self._collecting:
+            self._pending[id(dataset)] = dataset
+            return dataset.head.id if dataset.head is not None else None
+        self._publish([dataset], kind)
+        return dataset.head.id if dataset.head is not None else None
+
+    # -- committing ---------------------------------------------------------------------
+
+    def changed(self) -> None:
+        """The description changed: a group version now, unless a transaction is open."""
+        if self.store is not None and not self._depth:
+            self.commit()
+
+    @contextlib.contextmanager
+    def transaction(self, message: str | None = None) -> Iterator[None]:
+        """Changes inside commit as one group version at the end (none when it raises)."""
+        self.check_writable()
+        self._depth += 1
+        if message is not None:
+            self._message = message
+        try:
+            yield
+        except BaseException:
+            self._depth -= 1
+            if not self._depth:
+                self._rollback()
+            raise
+        self._depth -= 1
+        if not self._depth:
+            self.commit()
+
+    def _rollback(self) -> None:
+        """A failed transaction: the description goes back to the last version's; members
+        made inside are closed (their directories stay for the next writer to reuse)."""
+        self._pending.clear()
+        self._message = None
+        if self.dataset is None:
+            return
+        head = self.dataset.head
+        nodes = head.meta.get("nodes", {}) if head is not None else {"": {"kind": GROUP}}
+        self.nodes = {k: dict(v) for k, v in nodes.items()}
+        for path in [p for p in self._open if p not in self.nodes]:
+            container = self._open.pop(path)
+            self._unwatch(container)
+            with contextlib.suppress(Exception):
+                container.discard()
+
+    def commit(self, message: str | None = None, kind: str = "commit") -> str | None:
+        """Flush every open member and publish one group version of all that changed."""
+        if self.store is None or self.readonly:
+            return self.version
+        if message is not None:
+            self._message = message
+        self._collecting = True
+        try:
+            for container in list(self._open.values()):
+                container.flush()
+        finally:
+            self._collecting = False
+        return self._publish(list(self._pending.values()), kind)
+
+    def _publish(self, datasets: list[VersionedDataset], kind: str) -> str | None:
+        assert self.store is not None and self.dataset is not None
+        self.check_dims()
+        pending = [ds for ds in datasets if ds.take_staged()]
+        message, self._message = self._message, None
+        self._pending.clear()
+        store, txn = self.store, secrets.token_hex(8)
+        record = store.join(self.root, TXN_DIR, txn)
+        try:
+            for ds in pending:
+                rel = os.path.relpath(record, ds.repo.root).replace(os.sep, "/")
+                ds.publish(txn=rel, reclaim=False, message=message)
+            self.nodes = self._describe()
+            self.dataset.meta = {"kind": GROUP, "nodes": self.nodes}
+            if not pending and not self.dataset.take_staged():
+                return self.version
+            self.dataset.publish(kind=kind, txn=f"{TXN_DIR}/{txn}", reclaim=False,
+                                 message=message, force=True)
+            store.makedirs(store.join(self.root, TXN_DIR))
+            store.put(record, (json.dumps({"id": txn, "group": self.version}) + "\n").encode(),
+                      fsync=self.fsync)
+            if self.fsync:
+                store.sync_dir(store.join(self.root, TXN_DIR))
+        except BaseException:
+            for ds in [*pending, self.dataset]:
+                ds.broken = "a group commit failed; reopen the group"
+            raise
+        return self.version
+
+    def _describe(self) -> dict[str, dict[str, Any]]:
+        """The nodes as the next version records them."""
+        return {path: self.described(path) for path in self.nodes}
+
+    def described(self, path: str) -> dict[str, Any]:
+        """Node ``path`` as it is now: an open member's sizes, attributes and version
+        taken from it."""
+        node = dict(self.node(path))
+        container = self._open.get(path)
+        if container is not None:
+            node.update(describe_member(container))
+        return node
+
+    # -- versions -----------------------------------------------------------------------
+
+    def _versioned(self) -> VersionedDataset:
+        if self.dataset is None:
+            raise VersionsUnsupportedError("a group in memory keeps no versions")
+        return self.dataset
+
+    def versions(self) -> list[VersionInfo]:
+        return self._versioned().versions()
+
+    def snapshot(self, tag: str, message: str | None = None) -> str:
+        vid = self.commit(message) or ""
+        self._versioned().tag(tag, vid)
+        return vid
+
+    def untag(self, tag: str) -> None:
+        self._versioned().untag(tag)
+
+    def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
+        """Drop the group versions past the newest ``keep_last`` or made before
+        ``older_than`` (never the newest, a tagged or a held one), then every member's
+        versions no remaining group version names, and the directories of members none
+        names; returns how many group versions went."""
+        dataset = self._versioned()
+        self.check_writable()
+        self.commit()
+        dropped = dataset.reclaim(keep_last, older_than, use_retention=False)
+        named: dict[str, set[str]] = {}
+        for manifest in dataset.manifests():
+            nodes = manifest.meta.get("nodes", {}) if isinstance(manifest.meta, dict) else {}
+            for path, node in nodes.items():
+                if node.get("kind") in (ARRAY, TABLE) and "version" in node:
+                    named.setdefault(str(node.get("dir", path)), set()).add(node["version"])
+        for path, node in self.nodes.items():
+            if node["kind"] in (ARRAY, TABLE):
+                history = self.member(path)._history()
+                keep = frozenset(named.get(self.dir_of(path), set()))
+                history.dataset.reclaim(keep_last=1, use_retention=False, keep_ids=keep)
+        self._remove_unnamed(set(named) | {self.dir_of(p) for p in self.nodes})
+        return dropped
+
+    def _remove_unnamed(self, named: set[str]) -> None:
+        """Delete member directories no kept version names (dropped members, members a
+        failed commit made)."""
+        assert self.store is not None
+        store = self.store
+        keep_parents = {"/".join(d.split("/")[:i]) for d in named
+                        for i in range(1, d.count("/") + 1)}
+
+        def visit(rel: str) -> None:
+            for name in store.listdir(store.join(self.root, rel) if rel else self.root):
+                sub = join_path(rel, name)
+                key = store.join(self.root, sub)
+                if name in _RESERVED or name.startswith(".") or sub in named or \
+                        not store.isdir(key):
+                    continue
+                if sub in keep_parents:
+                    visit(sub)
+                elif any(store.exists(store.join(key, marker))
+                         for marker in ("versions", "meta", "__table__")):
+                    with contextlib.suppress(OSError):  # a member's, nothing else
+                        store.rmtree(key)
+
+        visit("")
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if not self.readonly and self.store is not None:
+                self.commit()
+        finally:
+            self.closed = True
+            for container in self._open.values():
+                self._unwatch(container)
+                with contextlib.suppress(Exception):
+                    container.close()
+            if self.store is not None:
+                self._open.clear()
+            if self.dataset is not None:
+                self.dataset.release()
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+
+def describe_member(container: Any) -> dict[str, Any]:
+    """What a group version records of a member array or table (consolidated)."""
+    version = container.version
+    out: dict[str, Any] = {"nbytes": int(container.nbytes), "cbytes": int(container.cbytes),
+                           "attrs": _encode_attrs(dict(container.attrs))}
+    if version is not None:
+        out["version"] = version
+    if isinstance(container, ctable):
+        out.update(length=len(container),
+                   columns={n: dtype_to_descr(container.dtype[n]) for n in container.names})
+    else:
+        out.update(shape=list(container.shape), dtype=dtype_to_descr(container.dtype),
+                   chunks=list(container.chunks))
+    return out
