@@ -569,12 +569,12 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
     """
     from carray.integrations import group_files
 
-    if group_files.is_group_conversion(src, dst, to, storage_options):
-        group_files.convert_group(src, dst, to, storage_options=storage_options, **options)
-        return
     hinted = registry.for_extension(src)
     if hinted is not None and not hinted.remote:  # refused by name, before looking
         _local_only(src, f"{hinted.extensions[0]} files")
+    if group_files.is_group_conversion(src, dst, to, storage_options):
+        group_files.convert_group(src, dst, to, storage_options=storage_options, **options)
+        return
     src_format = registry.guess(src, options_for(src, storage_options))
     if is_table_conversion(src, dst, to, storage_options):
         convert_table(src, dst, to, storage_options=storage_options, **options)

@@ -21,7 +21,7 @@ import numpy as np
 
 from carray import attrvalues
 from carray.formats import ds
-from carray.formats._ds_header import NUMERIC_TYPES, default_dims, escape, unescape
+from carray.formats._ds_header import NUMERIC_TYPES, escape, unescape
 from carray.formats._ds_read import Reader
 from carray.formats._ds_stream import StreamWriter
 from carray.integrations.group_nodes import (
@@ -29,6 +29,8 @@ from carray.integrations.group_nodes import (
     ArrayNode,
     GroupNode,
     Node,
+    made_up_dims,
+    named_dims,
     own_attrs,
     restore,
     row_step,
@@ -92,7 +94,10 @@ def _ds_array(reader: Reader, key: str, path: str) -> ArrayNode:
             if masked and isinstance(block, np.ma.MaskedArray):
                 block = block.filled(own["_FillValue"])
             yield restore(np.asarray(block), dtype)
-    return ArrayNode(name, shape, dtype, tuple(v.dims) or None, own, None, None, rows)
+    # A variable without .dims has ds's made-up names: no names.
+    given = reader.header.meta[key].get(".dims") is not None
+    return ArrayNode(name, shape, dtype, named_dims(name, v.dims) if given else None, own,
+                     None, None, rows)
 
 
 @contextlib.contextmanager
@@ -160,7 +165,7 @@ class DsWriter:
         if recorded is not None:
             attrs[DTYPE_ATTR] = recorded.str
         key = escape(node.path)
-        dims = list(node.dims) if node.dims else default_dims(key, len(node.shape))
+        dims = list(node.dims or made_up_dims(node.path, len(node.shape)))
         blocks = _stored_blocks(node, type_)
 
         def counted() -> Iterator[Any]:

@@ -53,6 +53,7 @@ from carray.integrations.group_nodes import (
     GroupNode,
     Node,
     TableNode,
+    named_dims,
     row_step,
     sliced_rows,
 )
@@ -146,12 +147,8 @@ def is_group_conversion(src: str | os.PathLike, dst: str | os.PathLike, to: str 
 
 
 def _dims_of(root: Any, path: str) -> tuple[str, ...] | None:
-    parent, _, name = path.rpartition("/")
-    try:
-        dims = tuple(root.dims_of(path))
-    except (KeyError, ValueError, TypeError):
-        dims = tuple((root[parent] if parent else root).dims_of(name))
-    return dims or None
+    """An array's dims; None when they are the names a group makes up for unnamed axes."""
+    return named_dims(path, root.dims_of(path))
 
 
 def _array_node(root: Any, path: str, a: Any) -> ArrayNode:
@@ -188,10 +185,10 @@ def read_carray_group(path: str, storage_options: dict | None) -> Iterator[list[
 
     g = carray.open_group(path, mode="r", storage_options=storage_options)
     try:
-        nodes: list[Node] = [GroupNode("", dict(g.attrs.to_dict()))]
+        nodes: list[Node] = [GroupNode("", dict(g.attrs.getall()))]
         for member, kind, obj in g.walk():
             if kind == "group":
-                nodes.append(GroupNode(member, dict(obj.attrs.to_dict())))
+                nodes.append(GroupNode(member, dict(obj.attrs.getall())))
             elif kind == "array":
                 nodes.append(_array_node(g, member, obj))
             else:
@@ -298,6 +295,10 @@ def _writer(kind: str, path: str, storage_options: dict | None, message: str) ->
     return importlib.import_module(_MODULES[kind]).Writer(path)
 
 
+def _a(what: str) -> str:
+    return f"{'an' if what[0] in 'AEIOUaeiou' or what.startswith('HDF') else 'a'} {what}"
+
+
 def _refuse(src: str, dst: str, skind: str | None, dkind: str | None,
             storage_options: dict | None) -> None:
     """Raise ValueError when one side is a group format and the other is not."""
@@ -305,11 +306,11 @@ def _refuse(src: str, dst: str, skind: str | None, dkind: str | None,
         what = registry.guess(src, storage_options if is_url(src) else None)
         raise ValueError(
             f"cannot convert {src} to {dst}: {src} is a {what.description} (an {what.kind}), "
-            f"and {dst} would be a {GROUP_FORMATS[dkind or 'group']}, which holds groups "
+            f"and {dst} would be {_a(GROUP_FORMATS[dkind or 'group'])}, which holds groups "
             "of arrays; create a group and add the array to it (carray.group)")
     if dkind is None:
         raise ValueError(
-            f"cannot convert {src} to {dst}: {src} is a {GROUP_FORMATS[skind]} (a group of "
+            f"cannot convert {src} to {dst}: {src} is {_a(GROUP_FORMATS[skind])} (a group of "
             "arrays and tables), and an array or table format holds one; convert the group "
             "to .nc, .h5, .zarr, .ds or a carray group directory, or convert one member")
 

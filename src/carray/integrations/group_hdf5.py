@@ -41,6 +41,7 @@ from carray.integrations.group_nodes import (
     as_objects,
     decode_typed_attrs,
     encode_typed_attrs,
+    named_dims,
     own_attrs,
     read_table_mark,
     restore,
@@ -133,20 +134,24 @@ def _dataset(dset: Any, path: str, where: str) -> ArrayNode:
     step = row_step(shape, 8 if vlen else dset.dtype.itemsize,
                     chunks[0] if chunks and shape else None)
     source = dset.asstr() if vlen else dset
-    base = sliced_rows(lambda key: source[key], shape, step)
+    # h5py marks its string dtypes with metadata, which carray does not keep.
+    plain = np.dtype(dset.dtype.str) if not vlen else np.dtype(object)
+    base = sliced_rows(lambda key: source[key], shape, step,
+                       lambda b: np.asarray(b).view(plain) if not vlen else np.asarray(b))
     carray_dtype = stored_dtype(attrs, where)
-    dtype = carray_dtype or (np.dtype(f"U{text_width(base())}") if vlen else dset.dtype)
+    dtype = carray_dtype or (np.dtype(f"U{text_width(base())}") if vlen else plain)
 
     def rows() -> Iterator[np.ndarray]:
         for block in base():
             yield restore(block, dtype)
-    return ArrayNode(path, shape, dtype, _dims(dset), own_attrs(attrs), chunks,
+    return ArrayNode(path, shape, dtype, named_dims(path, _dims(dset)), own_attrs(attrs), chunks,
                      _cparams(dset), rows)
 
 
 def _field_dtype(h5py: Any, dt: np.dtype) -> np.dtype:
     text = h5py.check_string_dtype(dt.base)
-    base = np.dtype(object) if text is not None and text.length is None else dt.base
+    base = np.dtype(object) if text is not None and text.length is None else \
+        np.dtype(dt.base.str)  # without h5py's metadata
     return np.dtype((base, dt.shape)) if dt.shape else base
 
 

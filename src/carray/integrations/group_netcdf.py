@@ -5,8 +5,8 @@ Written (NETCDF4 format):
 * a carray group is a NetCDF group, its attributes the group's;
 * an array is a variable along its dims; a dimension is created in the group of
   the first array naming it, unless an enclosing group already has one of that
-  name and length.  Axes without names get ``<array>_dim<i>`` (and the variable
-  ``_carray_unnamed_dims = 1``).  Chunks carry over; compression is zlib at the
+  name and length.  Axes without names get the names a group shows for them,
+  ``<array>_dim_<i>`` (read back as no names).  Chunks carry over; compression is zlib at the
   array's Blosc level (9 at most) with the byte shuffle when the array shuffles;
   an array's ``_FillValue`` attribute becomes the variable's fill value;
 * ``U`` text is a variable-length string variable, ``S`` text a char variable with
@@ -36,9 +36,9 @@ import numpy as np
 from carray.errors import FormatError
 from carray.integrations.group_nodes import (
     DTYPE_ATTR,
+    JSON_ATTR,
     ROW_DIM,
     TABLE_ATTR,
-    UNNAMED_ATTR,
     ArrayNode,
     GroupNode,
     Node,
@@ -46,6 +46,8 @@ from carray.integrations.group_nodes import (
     as_objects,
     decode_typed_attrs,
     encode_typed_attrs,
+    made_up_dims,
+    named_dims,
     own_attrs,
     read_table_mark,
     restore,
@@ -127,8 +129,7 @@ def _variable(var: Any, path: str, where: str) -> ArrayNode:
     def rows() -> Iterator[np.ndarray]:
         for block in base():
             yield restore(block, dtype)
-    named = None if raw.get(UNNAMED_ATTR) else tuple(dims) or None
-    return ArrayNode(path, shape, dtype, named, own_attrs(raw), chunks if not char else None,
+    return ArrayNode(path, shape, dtype, named_dims(path, dims), own_attrs(raw), chunks if not char else None,
                      _cparams(var), rows)
 
 
@@ -231,8 +232,9 @@ class Writer:
             grp = grp.groups[part] if part in grp.groups else grp.createGroup(part)
         return grp
 
-    def _set_attrs(self, obj: Any, attrs: dict[str, Any], where: str) -> None:
-        for name, value in encode_typed_attrs(attrs, where).items():
+    def _set_attrs(self, obj: Any, attrs: dict[str, Any], where: str,
+                   encoded: bool = False) -> None:
+        for name, value in (attrs if encoded else encode_typed_attrs(attrs, where)).items():
             try:
                 obj.setncattr(name, value)
             except (TypeError, ValueError, AttributeError) as exc:
@@ -275,7 +277,11 @@ class Writer:
             strlen = f"{name}_strlen"
             self._dimension(grp, strlen, max(dtype.itemsize, 1))
             dims = [*dims, strlen]
+        where = f"variable /{grp.path.strip('/')}/{name}".replace("//", "/")
+        attrs = encode_typed_attrs(attrs, where)
         fill = attrs.pop("_FillValue", None)
+        if fill is not None and "_FillValue" in attrs.get(JSON_ATTR, ""):
+            raise ValueError(f"{where}: _FillValue {fill} is not a number NetCDF can hold")
         options: dict[str, Any] = {}
         if shape and all(shape) and kind is not str and kind != "S1":
             if chunks:
@@ -289,18 +295,14 @@ class Writer:
         var = grp.createVariable(name, kind, tuple(dims), **options)
         if kind == "S1":
             var.set_auto_chartostring(False)
-        self._set_attrs(var, attrs, f"variable /{grp.path.strip('/')}/{name}".replace("//", "/"))
+        self._set_attrs(var, attrs, where, encoded=True)
         return var
 
     def _array(self, node: ArrayNode, report: Callable[[int], None]) -> None:
         parent, _, name = node.path.rpartition("/")
         grp = self._group(parent)
-        attrs = dict(node.attrs)
-        dims = list(node.dims) if node.dims else [f"{name}_dim{i}" for i in
-                                                   range(len(node.shape))]
-        if not node.dims and node.shape:
-            attrs[UNNAMED_ATTR] = 1
-        var = self._variable(grp, name, node.dtype, dims, node.shape, attrs, node.chunks,
+        dims = list(node.dims or made_up_dims(node.path, len(node.shape)))
+        var = self._variable(grp, name, node.dtype, dims, node.shape, node.attrs, node.chunks,
                              node.cparams)
         var.set_auto_maskandscale(False)
         at = 0

@@ -19,12 +19,16 @@ the helpers here write and read those marks:
     The names of attributes stored as JSON text (carray's plain JSON form, see
     :mod:`carray.attrvalues`), as a JSON list: every value but text, Python ints
     and floats, numeric numpy scalars and 1-d numeric arrays of 2 items or more.
+``_carray_numpy``
+    The names of int64 and float64 attributes set as numpy scalars (others of those
+    types read back as Python numbers), as a JSON list.
 ``_carray_table``
     On a group (NetCDF, Zarr) or a compound dataset (HDF5): the node is a table;
     JSON ``{"columns": [names in order], "dtypes": {name: [dtype, shape]}}``.
-``_carray_unnamed_dims``
-    On an array whose axes had no names: the dimension names the format needed
-    were made up, and are not kept when read back.
+
+Axes without names, where a format needs names (NetCDF), get the names a group
+gives them (``<array>_dim_<i>``, :meth:`carray.Group.dims_of`), which read back as
+no names.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ from carray.params import CParams
 MARK = "_carray_"
 DTYPE_ATTR = "_carray_dtype"
 JSON_ATTR = "_carray_json"
+NUMPY_ATTR = "_carray_numpy"
 TABLE_ATTR = "_carray_table"
-UNNAMED_ATTR = "_carray_unnamed_dims"
 #: The dimension a table's columns share in formats that name dimensions.
 ROW_DIM = "row"
 #: Bytes of one block of rows, at most (never less than a chunk's row of chunks).
@@ -121,6 +125,18 @@ class TableNode:
 Node = GroupNode | ArrayNode | TableNode
 
 
+def made_up_dims(path: str, ndim: int) -> tuple[str, ...]:
+    """The names a group gives the axes of the array at ``path`` when it was given none."""
+    leaf = path.rsplit("/", 1)[-1]
+    return tuple(f"{leaf}_dim_{i}" for i in range(ndim))
+
+
+def named_dims(path: str, dims: Any) -> tuple[str, ...] | None:
+    """``dims`` as a tuple of names; None when they are :func:`made_up_dims` (or none)."""
+    names = tuple(str(d) for d in dims) if dims else ()
+    return None if not names or names == made_up_dims(path, len(names)) else names
+
+
 # -- blocks of rows ---------------------------------------------------------------------------
 
 
@@ -188,7 +204,11 @@ def stored_dtype(attrs: Mapping[str, Any], source: str) -> np.dtype | None:
 
 
 def restore(block: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
-    """A block read from a foreign format as the carray dtype it was written from."""
+    """A block read from a foreign format as the carray dtype it was written from (and
+    without the metadata some libraries put on their dtypes, which carray does not keep)."""
+    block = np.asarray(block)
+    if block.dtype.metadata and block.dtype.names is None and block.dtype.kind != "O":
+        block = block.view(np.dtype(block.dtype.str))
     if dtype is None or block.dtype == dtype:
         return block
     if dtype.kind in "mM":
@@ -247,10 +267,12 @@ def encode_typed_attrs(attrs: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Attributes as NetCDF or HDF5 store them: native values as themselves, the rest as
     JSON text named in a ``_carray_json`` attribute (see the module docstring)."""
     out: dict[str, Any] = {}
-    as_json = []
+    as_json, numpy = [], []
     for name, value in attrs.items():
         if _native(value):
             out[name] = value
+            if isinstance(value, np.int64 | np.float64):
+                numpy.append(name)  # read back as Python numbers unless listed
             continue
         try:
             out[name] = json.dumps(attrvalues.to_json(value), allow_nan=False)
@@ -259,11 +281,14 @@ def encode_typed_attrs(attrs: Mapping[str, Any], where: str) -> dict[str, Any]:
         as_json.append(name)
     if as_json:
         out[JSON_ATTR] = json.dumps(as_json)
+    if numpy:
+        out[NUMPY_ATTR] = json.dumps(numpy)
     return out
 
 
-def _plain(value: Any) -> Any:
-    """An attribute value as a NetCDF or HDF5 library returns it, as carray keeps it."""
+def _plain(value: Any, numpy: bool = False) -> Any:
+    """An attribute value as a NetCDF or HDF5 library returns it, as carray keeps it
+    (int64 and float64 scalars as Python numbers unless ``numpy``)."""
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "OUS":
             items = [x.decode("utf-8", "backslashreplace") if isinstance(x, bytes) else x
@@ -274,22 +299,36 @@ def _plain(value: Any) -> Any:
         return bytes(value).decode("utf-8", "backslashreplace")
     if isinstance(value, np.str_):
         return str(value)
-    if isinstance(value, np.int64 | np.float64):
+    if isinstance(value, np.int64 | np.float64) and not numpy:
         return value.item()
     return value
+
+
+def _listed(attrs: Mapping[str, Any], mark: str, source: str) -> list[str]:
+    text = attrs.get(mark)
+    if text is None:
+        return []
+    try:
+        names = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise FormatError(f"bad {mark} attribute: {exc}", source) from None
+    if not isinstance(names, list):
+        raise FormatError(f"bad {mark} attribute: not a list of names", source)
+    return [str(n) for n in names]
 
 
 def decode_typed_attrs(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
     """Inverse of :func:`encode_typed_attrs`; ``_carray_`` marks left in (see
     :func:`own_attrs`), other libraries' values kept as near as they are."""
-    attrs = {str(k): _plain(v) for k, v in raw.items()}
-    names = attrs.get(JSON_ATTR)
-    if names is None:
-        return attrs
-    try:
-        listed = json.loads(names)
-        decoded = {name: json.loads(attrs[name]) for name in listed if name in attrs}
-    except (ValueError, TypeError) as exc:
-        raise FormatError(f"bad {JSON_ATTR} attribute: {exc}", source) from None
+    numpy = set(_listed({k: _plain(v) for k, v in raw.items() if k == NUMPY_ATTR},
+                        NUMPY_ATTR, source))
+    attrs = {str(k): _plain(v, str(k) in numpy) for k, v in raw.items()}
+    decoded = {}
+    for name in _listed(attrs, JSON_ATTR, source):
+        if name in attrs:
+            try:
+                decoded[name] = json.loads(attrs[name])
+            except (ValueError, TypeError) as exc:
+                raise FormatError(f"attribute {name!r}: bad JSON: {exc}", source) from None
     attrs.update(attrvalues.load_plain(decoded, source))
     return attrs

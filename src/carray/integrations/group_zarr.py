@@ -42,6 +42,7 @@ from carray.integrations.group_nodes import (
     Node,
     TableNode,
     as_objects,
+    named_dims,
     own_attrs,
     read_table_mark,
     restore,
@@ -85,7 +86,7 @@ def _array(z: Any, path: str, where: str) -> ArrayNode:
         for block in base():
             yield restore(block, dtype)
     names = getattr(z.metadata, "dimension_names", None)
-    dims = tuple(names) if names and all(n is not None for n in names) else None
+    dims = named_dims(path, names) if names and all(n is not None for n in names) else None
     return ArrayNode(path, shape, dtype, dims, own_attrs(attrs), chunks,
                      zarr_arrays.cparams_of(z), rows)
 
