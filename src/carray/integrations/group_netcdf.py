@@ -11,7 +11,8 @@ Written (NETCDF4 format):
   an array's ``_FillValue`` attribute becomes the variable's fill value;
 * ``U`` text is a variable-length string variable, ``S`` text a char variable with
   a last dimension ``<array>_strlen`` (as :mod:`carray.formats.netcdf` writes it),
-  bools int8, datetimes and timedeltas int64 (each with ``_carray_dtype``);
+  bools int8, datetimes and timedeltas int64, float16 float32 (each with
+  ``_carray_dtype``);
   complex arrays are refused;
 * a table is a sub-group marked ``_carray_table``, its columns variables along the
   group's dimension ``row`` (a column of N-d cells along ``row`` and
@@ -202,6 +203,8 @@ def _stored_type(dtype: np.dtype) -> tuple[Any, np.dtype | None]:
         return np.dtype("i8"), dtype
     if dtype.kind == "c":
         raise ValueError(f"NetCDF has no complex type: {dtype} cannot be written")
+    if dtype == np.float16:
+        return np.dtype("f4"), dtype
     return np.dtype(dtype.name), None
 
 
@@ -216,6 +219,8 @@ def _stored(block: np.ndarray, dtype: np.dtype) -> Any:
         return block.view(np.int64)
     if dtype.kind == "b":
         return block.astype("i1")
+    if dtype == np.float16:
+        return block.astype("f4")
     return block
 
 
