@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from carray import registry
-from carray.errors import ContainerExistsError, FormatError, UnsupportedOptionError
+from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations import zarr_arrays
 from carray.integrations.group_nodes import (
     ArrayNode,
@@ -428,6 +428,6 @@ def _remove(store: Store, path: str) -> None:
         store.rmtree(path)
 
 
-__all__ = ["GROUP_FORMATS", "HDF5_EXTENSIONS", "CarrayGroupWriter", "FormatError",
+__all__ = ["GROUP_FORMATS", "HDF5_EXTENSIONS", "CarrayGroupWriter",
            "convert_group", "dest_kind", "is_group_conversion", "read_carray_group",
            "source_kind"]

@@ -80,7 +80,8 @@ def _raw_attrs(obj: Any, where: str) -> dict[str, Any]:
         if name in _BOOKKEEPING or (scale and name in _SCALE_ATTRS):
             continue
         try:
-            out[name] = obj.attrs[name]
+            value = obj.attrs[name]
+            out[name] = None if isinstance(value, _h5py().Empty) else value
         except (OSError, TypeError, ValueError) as exc:
             raise FormatError(f"attribute {name!r} cannot be read: {exc}", where) from None
     return decode_typed_attrs(out, where)
@@ -123,6 +124,9 @@ def _cparams(dset: Any) -> CParams | None:
 def _dataset(dset: Any, path: str, where: str) -> ArrayNode:
     h5py = _h5py()
     attrs = _raw_attrs(dset, where)
+    if dset.shape is None:
+        raise ValueError(f"{where}: an empty dataset (a null dataspace), which has no "
+                         "shape for an array")
     shape = tuple(dset.shape)
     text = h5py.check_string_dtype(dset.dtype)
     vlen = text is not None and text.length is None
