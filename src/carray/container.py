@@ -111,6 +111,11 @@ class Container(abc.ABC):
         """What answers the version methods (see :class:`carray.engine.history.History`)."""
         raise NotImplementedError
 
+    def versioned_dataset(self) -> Any:
+        """The :class:`carray.versions.dataset.VersionedDataset` this container commits to
+        (what transactions over several containers, and groups, coordinate)."""
+        return self._history().dataset
+
     def commit(self, message: str | None = None) -> str:
         """Flush, and return the id of the newest version (a new one when anything changed).
 

@@ -27,6 +27,7 @@ through the group publishes through the group's commit (its dataset's
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import secrets
@@ -111,7 +112,7 @@ class GroupTree:
         if dataset is not None and (not isinstance(nodes, dict) or "" not in nodes):
             raise FormatError("the group's version describes no nodes", self.url)
         self.nodes: dict[str, dict[str, Any]] = \
-            {k: dict(v) for k, v in nodes.items()} if nodes else {"": {"kind": GROUP}}
+            copy.deepcopy(nodes) if nodes else {"": {"kind": GROUP}}
         self._open: dict[str, Any] = {}  # member containers (in memory: the members)
         self._depth = 0
         self._collecting = False
@@ -369,18 +370,18 @@ class GroupTree:
 
     def _watch(self, container: Any) -> None:
         if self.store is not None and not self.readonly:
-            container._history().dataset.coordinator = self._member_published
+            container.versioned_dataset().coordinator = self._member_published
 
     def _unwatch(self, container: Any) -> None:
         if self.store is not None and not self.readonly:
             with contextlib.suppress(Exception):
-                container._history().dataset.coordinator = None
+                container.versioned_dataset().coordinator = None
 
     def _member_published(self, dataset: VersionedDataset, message: str | None, kind: str,
                           force: bool) -> str | None:
         """A member's commit: within a group transaction (or a group commit collecting
         its members), held for the group's; else a group commit of its own."""
-        if message is not None:
+        if message is not None and self._message is None:  # the group's own comes first
             self._message = message
         if self._depth or self._collecting:
             self._pending[id(dataset)] = dataset
@@ -422,7 +423,7 @@ class GroupTree:
             return
         head = self.dataset.head
         nodes = head.meta.get("nodes", {}) if head is not None else {"": {"kind": GROUP}}
-        self.nodes = {k: dict(v) for k, v in nodes.items()}
+        self.nodes = copy.deepcopy(nodes)
         for path in [p for p in self._open if p not in self.nodes]:
             container = self._open.pop(path)
             self._unwatch(container)
@@ -456,7 +457,8 @@ class GroupTree:
                 rel = os.path.relpath(record, ds.repo.root).replace(os.sep, "/")
                 ds.publish(txn=rel, reclaim=False, message=message)
             self.nodes = self._describe()
-            self.dataset.meta = {"kind": GROUP, "nodes": self.nodes}
+            # The version keeps its own copy: the working nodes change after it.
+            self.dataset.meta = {"kind": GROUP, "nodes": copy.deepcopy(self.nodes)}
             if not pending and not self.dataset.take_staged():
                 return self.version
             self.dataset.publish(kind=kind, txn=f"{TXN_DIR}/{txn}", reclaim=False,
@@ -503,6 +505,44 @@ class GroupTree:
     def untag(self, tag: str) -> None:
         self._versioned().untag(tag)
 
+    def restore(self, version: str) -> str:
+        """Make group version ``version`` the newest again: its nodes, and each member at
+        the version it named (a member restored is a new version of it), as one new group
+        version; returns its id."""
+        dataset = self._versioned()
+        self.check_writable()
+        self.commit()
+        old = dataset.repo.find(version)
+        nodes = old.meta.get("nodes") if isinstance(old.meta, dict) else None
+        if not isinstance(nodes, dict) or "" not in nodes:
+            raise FormatError(f"version {version} describes no nodes", self.url)
+        with self.transaction(f"restore {old.id}"):
+            for path in list(self._open):
+                if self.nodes[path].get("dir") != nodes.get(path, {}).get("dir"):
+                    container = self._open.pop(path)
+                    self._unwatch(container)
+                    container.close()
+            self.nodes = copy.deepcopy(nodes)
+            for path, node in self.nodes.items():
+                if node["kind"] in (ARRAY, TABLE):
+                    member = self.member(path)
+                    if "version" in node and member.version != node["version"]:
+                        member.restore(node["version"])
+        return self.version or ""
+
+    def refresh(self) -> bool:
+        """A reader moves to the newest version (members reopen at the versions it
+        names); False when it had it."""
+        dataset = self._versioned()
+        if not self.readonly or not dataset.refresh():
+            return False
+        assert dataset.head is not None
+        self.nodes = copy.deepcopy(dataset.head.meta.get("nodes", {}))
+        for container in self._open.values():
+            container.close()
+        self._open.clear()
+        return True
+
     def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
         """Drop the group versions past the newest ``keep_last`` or made before
         ``older_than`` (never the newest, a tagged or a held one), then every member's
@@ -520,9 +560,9 @@ class GroupTree:
                     named.setdefault(str(node.get("dir", path)), set()).add(node["version"])
         for path, node in self.nodes.items():
             if node["kind"] in (ARRAY, TABLE):
-                history = self.member(path)._history()
+                member_dataset = self.member(path).versioned_dataset()
                 keep = frozenset(named.get(self.dir_of(path), set()))
-                history.dataset.reclaim(keep_last=1, use_retention=False, keep_ids=keep)
+                member_dataset.reclaim(keep_last=1, use_retention=False, keep_ids=keep)
         self._remove_unnamed(set(named) | {self.dir_of(p) for p in self.nodes})
         return dropped
 

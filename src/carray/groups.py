@@ -66,7 +66,6 @@ class Group(Mapping[str, Any]):
 
     def __init__(self, tree: GroupTree, path: str = "") -> None:
         self._tree, self._path = tree, path
-        self._attrs = Attrs(_GroupAttrs(tree, path), "r" if tree.readonly else "a")
 
     # -- where ----------------------------------------------------------------------------
 
@@ -91,7 +90,8 @@ class Group(Mapping[str, Any]):
     @property
     def attrs(self) -> Attrs:
         """The group's attributes; a change is a group version."""
-        return self._attrs
+        # Read from the tree's description each time: a failed transaction puts it back.
+        return Attrs(_GroupAttrs(self._tree, self._path), "r" if self.readonly else "a")
 
     def _full(self, name: str) -> str:
         return join_path(self._path, "/".join(split_path(name)))
@@ -219,6 +219,12 @@ class Group(Mapping[str, Any]):
         """Every dimension named in this group and below, with its length."""
         return self._tree.dim_sizes(self._path)
 
+    @property
+    def coords(self) -> dict[str, carray]:
+        """The coordinate arrays of this group: 1-d arrays named like their dimension."""
+        return {name: self[name] for name in self if self.kind_of(name) == ARRAY
+                and self.dims_of(name) == (name,)}
+
     def append(self, values: Mapping[str, Any], dim: str, message: str | None = None) -> None:
         """Grow member arrays along dimension ``dim`` in one group version.
 
@@ -280,6 +286,15 @@ class Group(Mapping[str, Any]):
 
     def untag(self, tag: str) -> None:
         self._tree.untag(tag)
+
+    def restore(self, version: str) -> str:
+        """Make an earlier version of the whole tree the newest again (members as they
+        were then), as a new version; returns its id."""
+        return self._tree.restore(version)
+
+    def refresh(self) -> bool:
+        """A reader (mode 'r') moves to the newest version; False when it had it."""
+        return self._tree.refresh()
 
     def prune(self, keep_last: int | None = None, older_than: Any = None) -> int:
         """Drop the versions past the newest ``keep_last`` or made before ``older_than``

@@ -253,7 +253,7 @@ def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
     """
     from carray.versions.transaction import transaction as run
 
-    datasets = [c._history().dataset for c in containers]
+    datasets = [c.versioned_dataset() for c in containers]
 
     def flush() -> None:
         for c in containers:
