@@ -113,6 +113,9 @@ def test_a_group_copies_to_a_group_in_one_version(group_path, tmp_path):
     with ca.open_group(group_path) as a, ca.open_group(tmp_path / "copy") as b:
         assert_same_group(a, b)
         assert b["temp"].cparams.cname == "zstd" and b["temp"].cparams.clevel == 7
+        for path, kind, obj in a.walk():
+            if kind == "array" and obj.ndim:
+                assert (obj.chunks, obj.blocks) == (b[path].chunks, b[path].blocks), path
         assert [v.message for v in b.versions()][0] == f"converted from {group_path}"
 
 
@@ -414,3 +417,28 @@ def test_the_marks_are_json(group_path, tmp_path):
         assert set(json.loads(f.getncattr("_carray_json"))) == {
             "flag", "levels", "meta", "when", "none"}  # not text, ints, floats, arrays
         assert f["obs"]["label"].getncattr("_carray_dtype") == "<U3"
+
+
+def test_progress_counts_bytes_up_to_the_total(group_path, tmp_path):
+    seen = []
+    convert(group_path, tmp_path / "g.nc", progress=lambda done, total: seen.append((done, total)))
+    dones = [d for d, _ in seen]
+    totals = {t for _, t in seen}
+    assert len(seen) > 5 and dones == sorted(dones) and len(totals) == 1
+    assert dones[-1] == totals.pop() > 50 * 4 * 8
+
+
+def test_carray_groups_at_urls_convert_and_foreign_files_stay_local(tmp_path):
+    with ca.group("memory://gconv/src", mode="w") as g:
+        g.create_array("a/b", np.arange(10), dims="t")
+    try:
+        convert("memory://gconv/src", tmp_path / "g.nc")
+        convert(tmp_path / "g.nc", "memory://gconv/back")
+        with ca.open_group("memory://gconv/back") as b:
+            assert b["a/b"][:].tolist() == list(range(10)) and b.dims_of("a/b") == ("t",)
+        with pytest.raises(ValueError, match="local paths only"):
+            convert("memory://gconv/src", "memory://gconv/g.nc")
+    finally:
+        import fsspec
+
+        fsspec.filesystem("memory").rm("/gconv", recursive=True)

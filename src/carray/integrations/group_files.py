@@ -154,9 +154,10 @@ def _dims_of(root: Any, path: str) -> tuple[str, ...] | None:
 def _array_node(root: Any, path: str, a: Any) -> ArrayNode:
     shape = tuple(a.shape)
     step = row_step(shape, a.dtype.itemsize, a.chunks[0] if shape else None)
+    blocks = a.blocks if isinstance(a.blocks, tuple) and shape else None
     return ArrayNode(path, shape, a.dtype, _dims_of(root, path), dict(a.attrs.getall()),
                      tuple(a.chunks) if shape else None, a.cparams,
-                     sliced_rows(a.__getitem__, shape, step))
+                     sliced_rows(a.__getitem__, shape, step), blocks)
 
 
 def _column_dtype(col: Any) -> np.dtype:
@@ -198,10 +199,14 @@ def read_carray_group(path: str, storage_options: dict | None) -> Iterator[list[
         g.close()
 
 
-def _clamped(chunks: tuple[int, ...] | None, shape: tuple[int, ...]) -> tuple[int, ...] | None:
-    if not chunks or len(chunks) != len(shape):
-        return None
-    return tuple(max(1, min(int(c), n)) for c, n in zip(chunks, shape, strict=True))
+def _grid(node: ArrayNode) -> dict[str, Any]:
+    """The chunk (and block) shape keywords for a new carray like ``node``'s source."""
+    if not node.chunks or len(node.chunks) != len(node.shape):
+        return {}
+    grid: dict[str, Any] = {"chunks": tuple(max(1, int(c)) for c in node.chunks)}
+    if node.blocks is not None and len(node.blocks) == len(node.shape):
+        grid["blocks"] = node.blocks
+    return grid
 
 
 class CarrayGroupWriter:
@@ -235,10 +240,7 @@ class CarrayGroupWriter:
                            attrs=node.attrs)
             report(node.dtype.itemsize)
             return
-        extra: dict[str, Any] = {}
-        chunks = _clamped(node.chunks, node.shape)
-        if chunks is not None:
-            extra["chunks"] = chunks
+        extra = _grid(node)
         if node.cparams is not None:
             extra["cparams"] = node.cparams
         a = g.create_array(node.path, shape=node.shape, dtype=node.dtype, dims=node.dims,

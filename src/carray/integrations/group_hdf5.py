@@ -148,8 +148,8 @@ def _dataset(dset: Any, path: str, where: str) -> ArrayNode:
     def rows() -> Iterator[np.ndarray]:
         for block in base():
             yield restore(block, dtype)
-    return ArrayNode(path, shape, dtype, named_dims(path, _dims(dset)), own_attrs(attrs), chunks,
-                     _cparams(dset), rows)
+    return ArrayNode(path, shape, dtype, named_dims(path, _dims(dset)), own_attrs(attrs),
+                     chunks, _cparams(dset), rows)
 
 
 def _field_dtype(h5py: Any, dt: np.dtype) -> np.dtype:

@@ -96,6 +96,7 @@ def _chunks(var: Any) -> tuple[int, ...] | None:
 
 
 def _variable(var: Any, path: str, where: str) -> ArrayNode:
+    var.set_auto_maskandscale(False)  # raw values: a fill value or a scale stays an attribute
     raw = decode_typed_attrs({k: var.getncattr(k) for k in var.ncattrs()}, where)
     carray_dtype = stored_dtype(raw, where)
     dims = list(var.dimensions)
@@ -130,8 +131,8 @@ def _variable(var: Any, path: str, where: str) -> ArrayNode:
     def rows() -> Iterator[np.ndarray]:
         for block in base():
             yield restore(block, dtype)
-    return ArrayNode(path, shape, dtype, named_dims(path, dims), own_attrs(raw), chunks if not char else None,
-                     _cparams(var), rows)
+    return ArrayNode(path, shape, dtype, named_dims(path, dims), own_attrs(raw),
+                     chunks if not char else None, _cparams(var), rows)
 
 
 def _table(grp: Any, path: str, attrs: dict[str, Any], where: str) -> TableNode:

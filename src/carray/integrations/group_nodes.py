@@ -88,6 +88,8 @@ class ArrayNode:
     rows : callable
         ``rows()`` -> a fresh iterator of consecutive blocks of rows from the first
         (a 0-d array: one 0-d block).
+    blocks : tuple of int, or None
+        The source's block shape (a carray's), kept by carray destinations.
     """
 
     path: str
@@ -98,6 +100,7 @@ class ArrayNode:
     chunks: tuple[int, ...] | None
     cparams: CParams | None
     rows: Blocks
+    blocks: tuple[int, ...] | None = None
 
     @property
     def nbytes(self) -> int:
