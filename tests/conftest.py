@@ -20,6 +20,7 @@ def count_reads(monkeypatch):
     """
     total = {"bytes": 0, "reads": []}
     pread, pread_into = LocalHandle.pread, LocalHandle.pread_into
+    preadv_into = LocalHandle.preadv_into
 
     def note(n: int) -> None:
         total["bytes"] += n
@@ -35,8 +36,14 @@ def count_reads(monkeypatch):
         note(n)
         return n
 
+    def counting_preadv_into(self, bufs, offset):
+        n = preadv_into(self, bufs, offset)
+        note(n)
+        return n
+
     monkeypatch.setattr(LocalHandle, "pread", counting_pread)
     monkeypatch.setattr(LocalHandle, "pread_into", counting_pread_into)
+    monkeypatch.setattr(LocalHandle, "preadv_into", counting_preadv_into)
     return total
 
 

@@ -176,8 +176,8 @@ def test_every_change_is_one_version_and_old_ones_reopen(tmp_path):
     assert isinstance(ca.open(path), ca.Group)
 
 
-def test_a_failed_transaction_commits_nothing(tmp_path):
-    g = _weather(ca.group(tmp_path / "g", mode="w"))
+def test_a_failed_transaction_commits_nothing(make):
+    g = _weather(make())
     before = g.version
     with pytest.raises(RuntimeError):
         with g.transaction():
@@ -185,10 +185,15 @@ def test_a_failed_transaction_commits_nothing(tmp_path):
             g.attrs["x"] = 1
             raise RuntimeError("stop")
     assert "new" not in g and "x" not in g.attrs and g.version == before
+    with pytest.raises(ValueError, match="dimension 'time'"):
+        with g.transaction():  # refused at its end: nothing of it stays
+            g.create_array("more", np.arange(3), dims="time")
+            g.attrs["y"] = 1
+    assert "more" not in g and "y" not in g.attrs and g.version == before
     g.create_array("new", np.arange(4))  # the name is free again
     g.close()
-    r = ca.open_group(tmp_path / "g")
-    assert r["new"][:].tolist() == [0, 1, 2, 3]
+    if g.url is not None:
+        assert ca.open_group(g.url)["new"][:].tolist() == [0, 1, 2, 3]
 
 
 def test_a_reader_holds_its_version_while_a_writer_commits(tmp_path):
@@ -357,3 +362,28 @@ def test_restore_and_refresh(tmp_path):
     assert again["temp"].shape == (6, 2, 3) and again["temp"][5].sum() == 0
     with pytest.raises(ReadOnlyError):
         again.restore(first)
+
+
+@pytest.mark.parametrize("nodes", [
+    None, [], {}, {"": {"kind": "array"}},
+    {"": {"kind": "group"}, "a": {"kind": "array"}},  # no directory
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "../../elsewhere"}},
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "/abs"}},
+    {"": {"kind": "group"}, "a": {"kind": "blob", "dir": "a"}},
+    {"": {"kind": "group"}, "a/b": {"kind": "array", "dir": "a/b"}},  # no parent group
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "a", "dims": [1]}},
+    {"": {"kind": "group"}, "a": {"kind": "array", "dir": "a", "version": 3}},
+    {"": {"kind": "group"}, "..": {"kind": "group", "dir": "x"}},
+])
+def test_a_hostile_description_is_a_format_error(tmp_path, nodes):
+    from carray.stores import LOCAL
+    from carray.versions.repo import Repository
+
+    path = tmp_path / "g"
+    ca.group(path, mode="w").close()
+    repo = Repository(LOCAL, str(path))
+    head = repo.latest()
+    repo.publish(head.replace(seq=head.seq + 1, id=f"{head.seq + 1:08x}00000000",
+                              parent=head.id, meta={"kind": "group", "nodes": nodes}))
+    with pytest.raises(ca.FormatError, match="damaged|no nodes|describe"):
+        ca.open_group(path)

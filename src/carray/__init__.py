@@ -64,6 +64,8 @@ except _metadata.PackageNotFoundError:  # a source tree put on sys.path, never i
 
 # dask is optional and slow to import: these names load carray.integrations.dask on first use.
 _DASK_NAMES = ("from_dask", "store", "ctable_from_dask")
+# xarray too: from_xarray loads carray.integrations.xarray_groups on first use.
+_XARRAY_NAMES = ("from_xarray",)
 
 
 def __getattr__(name: str):
@@ -71,6 +73,10 @@ def __getattr__(name: str):
         from carray.integrations import dask
 
         return getattr(dask, name)
+    if name in _XARRAY_NAMES:
+        from carray.integrations import xarray_groups
+
+        return getattr(xarray_groups, name)
     raise AttributeError(f"module 'carray' has no attribute {name!r}")
 
 

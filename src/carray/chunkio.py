@@ -277,6 +277,9 @@ class ChunkIO:
         if rows is not None and self.truncates(grid) and region.shape[1:] == ext[1:]:
             return np.ascontiguousarray(region[:rows])
         if region.shape == ext:
+            if self.blocked(grid):  # one copy, straight from the (strided) region
+                assert self.blocks is not None
+                return geo.to_blocked(region, self.blocks).reshape(-1)
             chunk = np.ascontiguousarray(region)
         else:
             # Padding is zeros, as b2nd writes it: it compresses to nothing.  With a

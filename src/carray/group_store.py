@@ -27,16 +27,16 @@ through the group publishes through the group's commit (its dataset's
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from numpy.lib.format import dtype_to_descr
 
-from carray import attrvalues
+from carray import _parallel, attrvalues
 from carray.array import carray
 from carray.errors import (
     ContainerExistsError,
@@ -58,6 +58,8 @@ TXN_DIR = ".carray-transactions"
 _MARKER = b'{"format": "carray-group", "format_version": 1}\n'
 _RESERVED = {GROUP_FILE, "versions", TXN_DIR}
 GROUP, ARRAY, TABLE = "group", "array", "table"
+#: Members flushed at once by a group commit, at most.
+MAX_PARALLEL_FLUSHES = 8
 #: Members keep every version: the group's versions name them.
 _KEEP_ALL = {"versions": "all"}
 
@@ -89,6 +91,42 @@ def parent_of(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
+def check_nodes(nodes: Any, where: str | None) -> None:
+    """Raise FormatError unless ``nodes`` is a description this module wrote: every
+    node a known kind under a group, in a directory inside the group's."""
+    def bad(what: str) -> FormatError:
+        return FormatError(f"the group's version is damaged: {what}", where)
+
+    if not isinstance(nodes, dict) or nodes.get("", {}).get("kind") != GROUP:
+        raise bad("no root group")
+    for path, node in nodes.items():
+        if not isinstance(node, dict) or node.get("kind") not in (GROUP, ARRAY, TABLE):
+            raise bad(f"node {path!r} is of no known kind")
+        if not path:
+            continue
+        try:
+            split_path(path)
+            split_path(str(node.get("dir", "")).replace("~", "_"))
+        except (TypeError, ValueError) as exc:
+            raise bad(f"node {path!r}: {exc}") from None
+        if not isinstance(node.get("dir"), str) or not node["dir"] or \
+                node["dir"].startswith("/"):
+            raise bad(f"node {path!r} has no directory inside the group's")
+        if nodes.get(parent_of(path), {}).get("kind") != GROUP:
+            raise bad(f"node {path!r} is not under a group")
+        dims = node.get("dims")
+        if dims is not None and (not isinstance(dims, list) or
+                                 not all(isinstance(d, str) and d for d in dims)):
+            raise bad(f"dims of {path!r} are not names")
+        if "version" in node and not isinstance(node["version"], str):
+            raise bad(f"the version of {path!r} is not an id")
+
+
+def _copied(nodes: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a description (JSON values only): a version keeps its own."""
+    return json.loads(json.dumps(nodes))
+
+
 def _encode_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {attrvalues.check_name(k): attrvalues.encode_typed(v) for k, v in attrs.items()}
 
@@ -109,14 +147,16 @@ class GroupTree:
         self._lock = lock
         meta = dataset.meta if dataset is not None else {}
         nodes = meta.get("nodes") if isinstance(meta, dict) else None
-        if dataset is not None and (not isinstance(nodes, dict) or "" not in nodes):
-            raise FormatError("the group's version describes no nodes", self.url)
+        if dataset is not None:
+            check_nodes(nodes, self.url)
         self.nodes: dict[str, dict[str, Any]] = \
-            copy.deepcopy(nodes) if nodes else {"": {"kind": GROUP}}
+            _copied(nodes) if nodes else {"": {"kind": GROUP}}
         self._open: dict[str, Any] = {}  # member containers (in memory: the members)
         self._depth = 0
         self._collecting = False
         self._pending: dict[int, VersionedDataset] = {}
+        self._pending_lock = threading.Lock()
+        self._saved = self.nodes  # in memory: the nodes when the transaction began
         self._message: str | None = None
         self.closed = False
 
@@ -283,8 +323,7 @@ class GroupTree:
         if len(set(dims)) != len(dims):
             raise ValueError(f"dims of {path!r} repeat a name: {dims!r}")
         node["dims"] = list(dims)
-        self.check_dims()
-        self.changed()
+        self.changed()  # the commit checks the dimensions
 
     def dims_of(self, path: str) -> tuple[str, ...]:
         node = self.node(path)
@@ -384,7 +423,8 @@ class GroupTree:
         if message is not None and self._message is None:  # the group's own comes first
             self._message = message
         if self._depth or self._collecting:
-            self._pending[id(dataset)] = dataset
+            with self._pending_lock:  # members may flush on several threads
+                self._pending[id(dataset)] = dataset
             return dataset.head.id if dataset.head is not None else None
         self._publish([dataset], kind)
         return dataset.head.id if dataset.head is not None else None
@@ -400,6 +440,8 @@ class GroupTree:
     def transaction(self, message: str | None = None) -> Iterator[None]:
         """Changes inside commit as one group version at the end (none when it raises)."""
         self.check_writable()
+        if not self._depth and self.dataset is None:  # in memory: the state to go back to
+            self._saved = _copied(self.nodes)
         self._depth += 1
         if message is not None:
             self._message = message
@@ -412,7 +454,11 @@ class GroupTree:
             raise
         self._depth -= 1
         if not self._depth:
-            self.commit()
+            try:
+                self.commit()
+            except ValueError:  # refused before anything was published (dimensions)
+                self._rollback()
+                raise
 
     def _rollback(self) -> None:
         """A failed transaction: the description goes back to the last version's; members
@@ -420,10 +466,11 @@ class GroupTree:
         self._pending.clear()
         self._message = None
         if self.dataset is None:
-            return
-        head = self.dataset.head
-        nodes = head.meta.get("nodes", {}) if head is not None else {"": {"kind": GROUP}}
-        self.nodes = copy.deepcopy(nodes)
+            self.nodes = self._saved
+        else:
+            head = self.dataset.head
+            self.nodes = _copied(head.meta.get("nodes", {}) if head is not None
+                                 else {"": {"kind": GROUP}})
         for path in [p for p in self._open if p not in self.nodes]:
             container = self._open.pop(path)
             self._unwatch(container)
@@ -432,14 +479,18 @@ class GroupTree:
 
     def commit(self, message: str | None = None, kind: str = "commit") -> str | None:
         """Flush every open member and publish one group version of all that changed."""
-        if self.store is None or self.readonly:
+        if self.store is None:
+            self.check_dims()  # in memory nothing is published, but the rule holds
+            return None
+        if self.readonly:
             return self.version
         if message is not None:
             self._message = message
         self._collecting = True
         try:
-            for container in list(self._open.values()):
-                container.flush()
+            # Members flush side by side: each one's writes and fsyncs overlap the others'.
+            flushes = [container.flush for container in self._open.values()]
+            _parallel.run(flushes, width=min(len(flushes), MAX_PARALLEL_FLUSHES))
         finally:
             self._collecting = False
         return self._publish(list(self._pending.values()), kind)
@@ -458,7 +509,7 @@ class GroupTree:
                 ds.publish(txn=rel, reclaim=False, message=message)
             self.nodes = self._describe()
             # The version keeps its own copy: the working nodes change after it.
-            self.dataset.meta = {"kind": GROUP, "nodes": copy.deepcopy(self.nodes)}
+            self.dataset.meta = {"kind": GROUP, "nodes": _copied(self.nodes)}
             if not pending and not self.dataset.take_staged():
                 return self.version
             self.dataset.publish(kind=kind, txn=f"{TXN_DIR}/{txn}", reclaim=False,
@@ -514,15 +565,15 @@ class GroupTree:
         self.commit()
         old = dataset.repo.find(version)
         nodes = old.meta.get("nodes") if isinstance(old.meta, dict) else None
-        if not isinstance(nodes, dict) or "" not in nodes:
-            raise FormatError(f"version {version} describes no nodes", self.url)
+        check_nodes(nodes, self.url)
+        assert isinstance(nodes, dict)
         with self.transaction(f"restore {old.id}"):
             for path in list(self._open):
                 if self.nodes[path].get("dir") != nodes.get(path, {}).get("dir"):
                     container = self._open.pop(path)
                     self._unwatch(container)
                     container.close()
-            self.nodes = copy.deepcopy(nodes)
+            self.nodes = _copied(nodes)
             for path, node in self.nodes.items():
                 if node["kind"] in (ARRAY, TABLE):
                     member = self.member(path)
@@ -537,7 +588,7 @@ class GroupTree:
         if not self.readonly or not dataset.refresh():
             return False
         assert dataset.head is not None
-        self.nodes = copy.deepcopy(dataset.head.meta.get("nodes", {}))
+        self.nodes = _copied(dataset.head.meta.get("nodes", {}))
         for container in self._open.values():
             container.close()
         self._open.clear()

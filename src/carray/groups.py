@@ -362,9 +362,18 @@ def _node_text(tree: GroupTree, path: str) -> str:
     shape = tuple(node.get("shape", ()))
     dims = tree.dims_of(path)
     named = ", ".join(f"{d}: {n}" for d, n in zip(dims, shape, strict=False))
-    dtype = np.dtype(node["dtype"]).name if "dtype" in node and isinstance(node["dtype"], str) \
-        else node.get("dtype", "?")
+    dtype = _dtype_text(node.get("dtype"))
     return f"  ({named}) {dtype} chunks {tuple(node.get('chunks', ()))}{sizes}"
+
+
+def _dtype_text(descr: Any) -> str:
+    """A stored dtype as numpy names it (``float64``, ``<U5``, a record's fields)."""
+    try:
+        dtype = np.lib.format.descr_to_dtype(descr)
+    except (TypeError, ValueError, KeyError):
+        return "?"
+    return dtype.name if dtype.kind not in "USVO" else dtype.str if dtype.names is None \
+        else str(dtype)
 
 
 def _bytes(n: int) -> str:

@@ -51,6 +51,10 @@ def _tail_budget() -> int:
 
 
 TAIL_BUDGET = _tail_budget()
+#: Bytes of a tail of several N-d chunks kept decoded after a flush stored it: appending
+#: a frame at a time and committing each (a group's append along time) then never
+#: decodes it again.  A bigger one is decoded again at the next append.
+TAIL_KEPT = 32 * 2**20
 
 
 class Writer:
@@ -181,7 +185,11 @@ class Writer:
         return OrthoKey(self._shape, axes, (), (), (len(rows), *self._shape[1:]))
 
     def drop_cache(self) -> None:
+        """Drop decoded chunks: the cache, and a tail of several N-d chunks already
+        stored."""
         self._cache = None
+        if self.per_row > 1 and self._objects is None and not self._tail_dirty:
+            self._tail = None
 
     @property
     def listeners(self) -> list[ChunkListener]:
@@ -667,12 +675,13 @@ class Writer:
 
     def prepare_flush(self) -> None:
         """Store what appends handed over and, where it is not kept between flushes, the
-        tail (a partial run of several N-d chunks is compressed: its decoded tail lives
-        only between appends and the next flush)."""
+        tail (a partial run of several N-d chunks is compressed; its decoded tail is kept
+        after the flush only up to :data:`TAIL_KEPT` bytes)."""
         self.settle()
         if self._objects is None and self.per_row > 1:
             self.flush_tail()
-            self._tail = None
+            if self._tail is not None and self._tail.nbytes > TAIL_KEPT:
+                self._tail = None
 
     def commit(self, meta: Any, message: str | None) -> None:
         """Store the tail's rows and record ``meta`` (as a version with ``message`` where
