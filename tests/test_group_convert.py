@@ -442,3 +442,16 @@ def test_carray_groups_at_urls_convert_and_foreign_files_stay_local(tmp_path):
         import fsspec
 
         fsspec.filesystem("memory").rm("/gconv", recursive=True)
+
+
+def test_xarray_decodes_bools_and_datetimes_of_the_netcdf_written(group_path, tmp_path):
+    import xarray as xr
+
+    convert(group_path, tmp_path / "g.nc")
+    with xr.open_dataset(tmp_path / "g.nc", group="obs") as obs:
+        assert obs["ok"].dtype == bool and obs["ok"].values.tolist() == \
+            (np.arange(50) % 3 == 0).tolist()
+        assert obs["label"].values.tolist() == ["a", "bb", "ccc", "éé"]
+    with xr.open_dataset(tmp_path / "g.nc", group="obs/deep") as deep:
+        assert deep["when"].values.astype("M8[s]").tolist() == \
+            np.arange(4).astype("M8[s]").tolist()

@@ -12,7 +12,8 @@ Written (NETCDF4 format):
 * ``U`` text is a variable-length string variable, ``S`` text a char variable with
   a last dimension ``<array>_strlen`` (as :mod:`carray.formats.netcdf` writes it),
   bools int8, datetimes and timedeltas int64, float16 float32 (each with
-  ``_carray_dtype``);
+  ``_carray_dtype``), bools with ``dtype = "bool"`` and datetimes with CF ``units``
+  (``"seconds since 1970-01-01"``, ...) so that xarray decodes them too;
   complex arrays are refused;
 * a table is a sub-group marked ``_carray_table``, its columns variables along the
   group's dimension ``row`` (a column of N-d cells along ``row`` and
@@ -131,7 +132,8 @@ def _variable(var: Any, path: str, where: str) -> ArrayNode:
     def rows() -> Iterator[np.ndarray]:
         for block in base():
             yield restore(block, dtype)
-    return ArrayNode(path, shape, dtype, named_dims(path, dims), own_attrs(raw),
+    return ArrayNode(path, shape, dtype, named_dims(path, dims),
+                     _without_hints(carray_dtype, own_attrs(raw)),
                      chunks if not char else None, _cparams(var), rows)
 
 
@@ -190,6 +192,33 @@ def read(path: str) -> Iterator[list[Node]]:
 
 
 # -- writing ----------------------------------------------------------------------------------
+
+
+#: CF's names of the datetime units xarray decodes (numpy's unit -> CF's).
+_CF_UNITS = {"D": "days", "h": "hours", "m": "minutes", "s": "seconds",
+             "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+_EPOCH = "1970-01-01"
+
+
+def cf_hints(dtype: np.dtype, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The attributes CF readers (xarray) need to see a stored int8 as bool and an
+    int64 as datetimes: ``dtype = "bool"``, and ``units = "<unit>s since 1970-01-01"``
+    (when the array has no ``units`` of its own)."""
+    if dtype.kind == "b" and "dtype" not in attrs:
+        return {"dtype": "bool"}
+    unit = np.datetime_data(dtype)[0] if dtype.kind == "M" else None
+    if unit in _CF_UNITS and "units" not in attrs:
+        return {"units": f"{_CF_UNITS[unit]} since {_EPOCH}"}
+    return {}
+
+
+def _without_hints(dtype: np.dtype | None, attrs: dict[str, Any]) -> dict[str, Any]:
+    """``attrs`` without the hints :func:`cf_hints` added for ``dtype`` (the carray dtype
+    the variable records)."""
+    if dtype is None:
+        return attrs
+    written = cf_hints(dtype, {})
+    return {k: v for k, v in attrs.items() if written.get(k, object()) != v}
 
 
 def _stored_type(dtype: np.dtype) -> tuple[Any, np.dtype | None]:
@@ -276,7 +305,7 @@ class Writer:
         kind, recorded = _stored_type(dtype)
         attrs = dict(attrs)
         if recorded is not None:
-            attrs[DTYPE_ATTR] = recorded.str
+            attrs.update({**cf_hints(recorded, attrs), DTYPE_ATTR: recorded.str})
         for dim, n in zip(dims, shape, strict=True):
             self._dimension(grp, dim, n)
         if kind == "S1":
