@@ -38,8 +38,6 @@ from carray.integrations.group_nodes import (
     text_width,
 )
 
-_STEP_BYTES = 16 * 2**20
-
 
 def check_flat(nodes: list[Node], dst: str) -> None:
     """Refuse a group a ds file cannot hold: one with sub-groups or tables."""

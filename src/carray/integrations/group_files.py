@@ -75,7 +75,6 @@ _EXTENSIONS = {".zarr": "zarr", ".ds": "ds", **dict.fromkeys(HDF5_EXTENSIONS, "h
 _MODULES = {"netcdf": "carray.integrations.group_netcdf",
             "hdf5": "carray.integrations.group_hdf5",
             "zarr": "carray.integrations.group_zarr"}
-_LOCAL = ("netcdf", "hdf5", "ds")
 
 Progress = Callable[[int, int], None]
 
