@@ -414,9 +414,13 @@ def _copy(nodes: list[Node], writer: Any, progress: Progress | None) -> None:
             try:
                 writer.add(node, report)
             except (TypeError, ValueError) as exc:
-                if node.path and node.path not in str(exc):
-                    raise type(exc)(f"member {node.path!r}: {exc}") from exc
-                raise
+                if not node.path or node.path in str(exc):
+                    raise
+                try:
+                    named = type(exc)(f"member {node.path!r}: {exc}")
+                except Exception:  # noqa: BLE001 - an error type taking other arguments
+                    raise exc from None
+                raise named from exc
         writer.close()
     except BaseException:
         writer.discard()
