@@ -155,7 +155,7 @@ class DsWriter:
 
     def add(self, node: Node, report: Callable[[int], None]) -> None:
         if isinstance(node, GroupNode):
-            self._attrs = ds._encode_attrs(node.attrs, "dataset", keep_layout=False)
+            self._attrs = ds.encode_attrs(node.attrs, "dataset", keep_layout=False)
             return
         assert isinstance(node, ArrayNode)
         type_, recorded = _ds_type(node)
@@ -170,7 +170,7 @@ class DsWriter:
             for block in blocks:
                 yield block
                 report(np.asarray(block).size * node.dtype.itemsize)
-        self._out.add(key, ds._encode_attrs(attrs, f"variable {node.path!r}",
+        self._out.add(key, ds.encode_attrs(attrs, f"variable {node.path!r}",
                                             keep_layout=False),
                       dims, type_, list(node.shape), counted())
 

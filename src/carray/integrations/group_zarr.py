@@ -55,7 +55,7 @@ from carray.integrations.group_nodes import (
 
 
 def _zarr() -> Any:
-    return zarr_arrays._zarr()
+    return zarr_arrays.zarr_module()
 
 
 @contextlib.contextmanager
@@ -183,7 +183,7 @@ class Writer:
             return self._group(parent).create_array(
                 name, shape=shape, dtype=stored,
                 chunks=tuple(max(int(c), 1) for c in chunks) if chunks and shape else "auto",
-                compressors=zarr_arrays._compressors(cparams),
+                compressors=zarr_arrays.compressors_for(cparams),
                 dimension_names=list(dims) if dims else None,
                 attributes=zarr_arrays.encode_attrs(attrs))
 
