@@ -558,16 +558,23 @@ def _is_dataset(path: str | os.PathLike, to: str | None) -> bool:
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
             storage_options: dict | None = None, **options: Any) -> None:
-    """Convert ``src`` to ``dst``: datasets (.ds, .nc) or arrays (see :func:`convert_array`).
+    """Convert ``src`` to ``dst``: datasets (.ds, .nc), arrays (see :func:`convert_array`),
+    tables (:func:`convert_table`) or groups (a carray group, NetCDF-4, HDF5, a Zarr v3
+    group or a flat ds file: :func:`carray.integrations.group_files.convert_group`).
 
     The source's format is told by what is stored there (:func:`carray.registry.sniff`);
     the destination's by ``to`` or its extension, and an extension no writer knows is
     refused.  Either side may be an fsspec URL where its format allows it;
     ``storage_options`` go to the file system of each side that is one.
     """
+    from carray.integrations import group_files
+
     hinted = registry.for_extension(src)
     if hinted is not None and not hinted.remote:  # refused by name, before looking
         _local_only(src, f"{hinted.extensions[0]} files")
+    if group_files.is_group_conversion(src, dst, to, storage_options):
+        group_files.convert_group(src, dst, to, storage_options=storage_options, **options)
+        return
     src_format = registry.guess(src, options_for(src, storage_options))
     if is_table_conversion(src, dst, to, storage_options):
         convert_table(src, dst, to, storage_options=storage_options, **options)

@@ -34,6 +34,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from numpy.lib.format import dtype_to_descr
 
 from carray import _parallel, attrvalues
@@ -673,8 +674,16 @@ def describe_member(container: Any) -> dict[str, Any]:
         out["version"] = version
     if isinstance(container, ctable):
         out.update(length=len(container),
-                   columns={n: dtype_to_descr(container.dtype[n]) for n in container.names})
+                   columns={n: _descr(container.dtype[n]) for n in container.names})
     else:
-        out.update(shape=list(container.shape), dtype=dtype_to_descr(container.dtype),
+        out.update(shape=list(container.shape), dtype=_descr(container.dtype),
                    chunks=list(container.chunks))
     return out
+
+
+def _descr(dtype: Any) -> Any:
+    """numpy's description of ``dtype``, without metadata (which it cannot keep)."""
+    dtype = np.dtype(dtype)
+    if dtype.metadata:
+        dtype = np.dtype(dtype.descr) if dtype.names else np.dtype(dtype.str)
+    return dtype_to_descr(dtype)

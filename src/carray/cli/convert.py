@@ -1,7 +1,8 @@
-"""``carray convert SRC DST [--to FORMAT]``: convert arrays and datasets between formats.
+"""``carray convert SRC DST [--to FORMAT]``: convert arrays, tables, datasets and groups.
 
 Arrays: carray directories, bcolz 1.x directories, ``.b2nd`` frames and ``.npy``
-files; datasets: ``.ds`` and ``.nc``.  Either side may be an fsspec URL
+files; datasets: ``.ds`` and ``.nc``; groups: carray groups, NetCDF-4, HDF5, Zarr v3
+groups and flat ``.ds`` files (:mod:`carray.integrations.group_files`).  Either side may be an fsspec URL
 (``s3://bucket/x``; ``.npy`` and ``.nc`` stay local), with ``--storage-option``
 for its file system.  The work is :func:`carray.convert.convert`; this module
 parses options and draws the progress bar.
@@ -65,16 +66,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        for name, (ext, _) in ARRAY_FORMATS.items())
     datasets = ", ".join(e for f in FORMATS for e in f.extensions)
     p = subparsers.add_parser(
-        "convert", help="convert an array or a dataset between formats",
+        "convert", help="convert an array, a table, a dataset or a group between formats",
         description=f"Convert an array ({arrays}), a table (ctable directory, .parquet, "
-                    f"and to or from .ds/.nc) or a dataset ({datasets}). The source "
+                    f"and to or from .ds/.nc), a dataset ({datasets}) or a group (a carray "
+                    "group, to and from .nc, .h5/.hdf5, a Zarr v3 group (.zarr) and a flat "
+                    ".ds; a dataset without an output extension becomes a group). The source "
                     "may be in any format `carray info` reads; the destination format "
                     "follows its extension, or --to; a destination without an extension is "
                     "a carray directory, one with an unknown extension is refused.")
     p.add_argument("src", help="input array, table or dataset (a path or a URL)")
     p.add_argument("dst", help="output path or URL")
     p.add_argument("--to", metavar="FORMAT",
-                   choices=[*ARRAY_FORMATS, *(f.name for f in FORMATS), *TABLE_EXTENSIONS],
+                   choices=[*ARRAY_FORMATS, *(f.name for f in FORMATS), *TABLE_EXTENSIONS,
+                            "group", "hdf5"],
                    help="output format, instead of guessing it from DST's extension")
     p.add_argument("--chunks", metavar="C0,C1,...",
                    help="chunk shape of the output array, one size per axis (bcolz: whole "
@@ -107,11 +111,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 @clean_errors
 def run(args: argparse.Namespace) -> int:
     from carray.convert import _is_dataset, is_table_conversion
+    from carray.integrations.group_files import is_group_conversion
 
     storage = args.storage_options
     array_options = [f"--{name}" for name in ("chunks", "blocks", "codec", "clevel")
                      if getattr(args, name) is not None]
     unlimited = ["--unlimited"] if args.unlimited else []
+    if is_group_conversion(args.src, args.dst, args.to, storage):
+        _refuse(array_options + unlimited, "a group conversion keeps each array's chunks and "
+                                          "compression and takes none of these")
+        with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
+                      min_total=0 if args.progress else _BAR_BYTES,
+                      always=bool(args.progress)) as report:
+            convert(args.src, args.dst, args.to, overwrite=args.force, progress=report,
+                    storage_options=storage)
+        return 0
     if is_table_conversion(args.src, args.dst, args.to, storage):
         _refuse(array_options + unlimited, "only array conversions take these; this one "
                                           "converts a table")

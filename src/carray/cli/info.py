@@ -1,7 +1,7 @@
 """``carray info PATH``: what a dataset or file holds and how it is stored.
 
 Works on every format the registry knows (:mod:`carray.registry`); PATH may be a
-URL where the format allows it.
+URL where the format allows it.  A group prints its tree, then its version.
 """
 
 from __future__ import annotations
@@ -139,6 +139,15 @@ def print_dataset_info(info: dict) -> None:
     print_fields(_attr_rows(info["attrs"]))
 
 
+def print_group_info(info: dict) -> None:
+    """A group's description: its tree, what it holds, its version and attributes."""
+    from carray.cli._groups import info_rows
+
+    print(info["tree"])
+    print()
+    print_fields(info_rows(info) + _history_rows(info) + _attr_rows(info["attrs"]))
+
+
 def run(args: argparse.Namespace) -> int:
     storage = options_for(args.path, args.storage_options)
     fmt = registry.guess(args.path, storage)
@@ -149,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         print_table_info(info)
     elif fmt.kind == "dataset":
         print_dataset_info(info)
+    elif fmt.kind == "group":
+        print_group_info(info)
     elif fmt.name == "bloscpack":
         from carray.cli.pack import format_info
 

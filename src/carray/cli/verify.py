@@ -2,26 +2,44 @@
 
 The checking is the registry's (:func:`carray.registry.verify`): each layout and
 file format verifies itself with its own reader's parsing code.  This module
-only prints what it finds and counts.  Nothing is written.
+only prints what it finds and counts.  A group is checked member by member, every
+problem naming its member.  Nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
 
 from carray import registry
 from carray.cli._ui import progress
 from carray.cli.main import add_storage_options
 from carray.convert import options_for
-from carray.problems import Problem, tally
+from carray.errors import CArrayError
+from carray.problems import Finding, Problem, tally
+
+
+def findings(path: str, storage_options: dict | None = None) -> Iterator[Finding]:
+    """What checking ``path`` finds: the registry's checks of its format, or for a group
+    every member's, each problem naming the member (:mod:`carray.cli._groups`)."""
+    options = options_for(path, storage_options)
+    try:
+        kind = registry.guess(path, options).kind
+    except (CArrayError, OSError, ValueError):
+        kind = None  # the registry's verify says what is wrong
+    if kind == "group":
+        from carray.cli._groups import verify_group
+
+        return verify_group(path, options)
+    return registry.verify(path, options)
 
 
 def verify_path(path: str | os.PathLike,
                 storage_options: dict | None = None) -> tuple[list[str], int]:
     """Check what is at ``path``: (every problem as a line of text, chunks checked fine)."""
     path = os.fspath(path)
-    problems, checked = tally(registry.verify(path, options_for(path, storage_options)))
+    problems, checked = tally(findings(path, storage_options))
     return [str(p) for p in problems], checked
 
 
@@ -41,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
     for path in args.paths:
         problems = checked = 0
         with progress(f"verify {path}", quiet=args.quiet) as report:
-            for finding in registry.verify(path, options_for(path, args.storage_options)):
+            for finding in findings(path, args.storage_options):
                 if isinstance(finding, Problem):
                     print(finding, flush=True)
                     problems += 1

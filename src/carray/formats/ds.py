@@ -248,7 +248,7 @@ def decode_attrs(entry: Mapping, source: str) -> dict:
     return {k: v if k.startswith(".") else attrs[k] for k, v in entry.items()}
 
 
-def _encode_attrs(attrs: Mapping, where: str, keep_layout: bool = True) -> dict:
+def encode_attrs(attrs: Mapping, where: str, keep_layout: bool = True) -> dict:
     """Attributes in their plain JSON form: as ds-format writes them where JSON holds them
     exactly, marked typed values otherwise."""
     out = {}
@@ -554,7 +554,7 @@ def encode(d: Mapping) -> list:
         data = _as_array(name, d[name])
         user = _mapping(metadata.get(name, {}), f"metadata of variable {unescape(name)!r}")
         # User attributes and .dims first, then the layout keys: ds-format's key order.
-        entry = _encode_attrs({k: v for k, v in user.items() if k not in _LAYOUT_KEYS},
+        entry = encode_attrs({k: v for k, v in user.items() if k not in _LAYOUT_KEYS},
                               f"variable {unescape(name)!r}")
         names_ = entry.get(".dims")
         ndim = 0 if data is None else data.ndim
@@ -585,7 +585,7 @@ def encode(d: Mapping) -> list:
         # unchanged.
         header[name] = entry
         body.extend(parts)
-    header["."] = _encode_attrs(attrs, "dataset", keep_layout=False)
+    header["."] = encode_attrs(attrs, "dataset", keep_layout=False)
     try:
         text = _JSON.encode(header)
     except (TypeError, ValueError) as exc:

@@ -35,7 +35,7 @@ ZARR_JSON = "zarr.json"
 _MAX_JSON = 1 << 20
 
 
-def _zarr() -> Any:
+def zarr_module() -> Any:
     try:
         import zarr
     except ImportError:
@@ -66,7 +66,7 @@ def is_zarr_array(store: Store, path: str) -> bool:
 
 def open_zarr(path: str, mode: str = "r", storage_options: dict | None = None) -> Any:
     """The ``zarr.Array`` at ``path`` (a local path or an fsspec URL)."""
-    zarr = _zarr()
+    zarr = zarr_module()
     kwargs = {"storage_options": storage_options} if storage_options else {}
     try:
         return zarr.open_array(store=path, mode="r" if mode == "r" else "r+", **kwargs)
@@ -214,7 +214,7 @@ def verify(store: Store, path: str) -> Iterator[Finding]:
         yield Checked(url)
 
 
-def _compressors(cparams: Any) -> Any:
+def compressors_for(cparams: Any) -> Any:
     """Zarr's Blosc codec with carray's codec, level and shuffle (Zarr's default when the
     codec is not one Blosc offers)."""
     if cparams is None:
@@ -238,11 +238,11 @@ def write_zarr(path: str, shape: tuple[int, ...], dtype: np.dtype,
     become a Blosc codec with the same codec, level and shuffle; ``attrs`` are
     written by :func:`encode_attrs`.
     """
-    zarr = _zarr()
+    zarr = zarr_module()
     kwargs: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     z = zarr.create_array(store=path, shape=shape, dtype=dtype,
                           chunks=tuple(chunks) if chunks else "auto",
-                          compressors=_compressors(cparams),
+                          compressors=compressors_for(cparams),
                           attributes=encode_attrs(dict(attrs or {})),
                           overwrite=True, **kwargs)
     for start, block in blocks:

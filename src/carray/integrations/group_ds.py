@@ -1,0 +1,181 @@
+"""Groups to and from ds files (:mod:`carray.formats.ds`), which are flat datasets.
+
+Written, a group's arrays become the file's variables and its attributes the
+dataset's; a group holding sub-groups or tables is refused (ds has no place for
+them), naming them.  Text is written as ds ``unicode``/``str`` variables,
+datetimes and timedeltas as int64 and float16 as float32, each with its carray
+dtype in ``_carray_dtype``.  Read, every variable becomes an array of the root
+group, along its ``.dims``; missing values (ds masks) are filled with the
+variable's ``_FillValue`` attribute, or numpy's default fill value for its type,
+which is then recorded as ``_FillValue``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from carray import attrvalues
+from carray.formats import ds
+from carray.formats._ds_header import NUMERIC_TYPES, escape, unescape
+from carray.formats._ds_read import Reader
+from carray.formats._ds_stream import StreamWriter
+from carray.integrations.group_nodes import (
+    DTYPE_ATTR,
+    ArrayNode,
+    GroupNode,
+    Node,
+    made_up_dims,
+    named_dims,
+    own_attrs,
+    restore,
+    row_step,
+    stored_dtype,
+    text_width,
+)
+
+
+def check_flat(nodes: list[Node], dst: str) -> None:
+    """Refuse a group a ds file cannot hold: one with sub-groups or tables."""
+    nested = [n.path for n in nodes if n.path and not isinstance(n, ArrayNode)]
+    deep = [n.path for n in nodes if isinstance(n, ArrayNode) and "/" in n.path]
+    if nested or deep:
+        names = ", ".join((nested + deep)[:5]) + (" ..." if len(nested + deep) > 5 else "")
+        raise ValueError(f"{dst}: a ds file is flat (the root group's arrays only), but the "
+                         f"group holds sub-groups or tables ({names}); convert to .nc, .h5 "
+                         "or .zarr to keep them")
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _fill(attrs: dict[str, Any], dtype: np.dtype) -> Any:
+    if "_FillValue" in attrs:
+        return np.asarray(attrs["_FillValue"]).astype(dtype)[()]
+    return np.ma.default_fill_value(np.zeros(0, dtype))
+
+
+def _ds_array(reader: Reader, key: str, path: str) -> ArrayNode:
+    v = reader.header.layouts[key]
+    name = unescape(key)
+    if "/" in name:
+        raise ValueError(f"{path}: variable {name!r}: a name with '/' would be a member of "
+                         "a sub-group; ds files are flat")
+    if v.shape is None:
+        raise ValueError(f"{path}: variable {name!r} has no data (.size null): a group's "
+                         "arrays have a shape")
+    attrs = ds.decode_attrs({k: x for k, x in reader.header.meta[key].items()
+                             if not k.startswith(".")}, path)
+    carray_dtype = stored_dtype(attrs, f"{path}: {name}")
+    shape = tuple(v.shape)
+    step = row_step(shape, max(v.dtype.itemsize, 8))
+
+    def raw() -> Iterator[Any]:
+        return reader.iter_rows(v, step)
+
+    if v.type in ("str", "unicode"):
+        width = text_width(raw())
+        dtype = carray_dtype or np.dtype(f"{'U' if v.type == 'unicode' else 'S'}{width}")
+    else:
+        dtype = carray_dtype or v.dtype.newbyteorder("=")
+    own = own_attrs(attrs)
+    masked = v.missing
+    if masked:
+        own["_FillValue"] = _fill(own, dtype if dtype.kind not in "mM" else np.dtype("i8"))
+
+    def rows() -> Iterator[np.ndarray]:
+        for block in raw():
+            if masked and isinstance(block, np.ma.MaskedArray):
+                block = block.filled(own["_FillValue"])
+            yield restore(np.asarray(block), dtype)
+    # A variable without .dims has ds's made-up names: no names.
+    given = reader.header.meta[key].get(".dims") is not None
+    return ArrayNode(name, shape, dtype, named_dims(name, v.dims) if given else None, own,
+                     None, None, rows)
+
+
+@contextlib.contextmanager
+def read_ds(path: str) -> Iterator[list[Node]]:
+    """The nodes of a ds file: the root group and an array per variable."""
+    with Reader(path) as reader:
+        root = attrvalues.load_plain(reader.header.meta.get(".", {}), path)
+        nodes: list[Node] = [GroupNode("", root)]
+        nodes += [_ds_array(reader, key, path) for key in reader.header.layouts]
+        yield nodes
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
+def _ds_type(node: ArrayNode) -> tuple[str, np.dtype | None]:
+    """The ds type ``node`` is stored as, and the dtype to record when it is not its own."""
+    dt = node.dtype
+    if dt.kind == "U":
+        return "unicode", dt
+    if dt.kind == "S":
+        return "str", dt
+    if dt.kind == "b":
+        return "bool", None
+    if dt.kind in "mM":
+        return "int64", dt
+    if dt == np.float16:
+        return "float32", dt
+    for name, native in NUMERIC_TYPES.items():
+        if native == dt.newbyteorder("="):
+            return name, None
+    raise ValueError(f"a ds file cannot hold {dt} values (ds types: bool, ints, float32, "
+                     "float64, text)")
+
+
+def _stored_blocks(node: ArrayNode, type_: str) -> Iterator[Any]:
+    for block in node.rows():
+        if type_ in ("unicode", "str"):
+            out = np.empty(block.shape, dtype=object)
+            if block.ndim:
+                out[...] = block.tolist()
+            else:
+                out[()] = block.item()
+            yield out
+        elif type_ in NUMERIC_TYPES and block.dtype.kind in "mM":
+            yield block.view(np.int64)
+        else:
+            yield block.astype(NUMERIC_TYPES[type_]) if type_ in NUMERIC_TYPES else block
+
+
+class DsWriter:
+    """A ds file at ``path`` written from the nodes of a flat group."""
+
+    def __init__(self, path: str) -> None:
+        self._out = StreamWriter(os.fspath(path))
+        self._attrs: dict[str, Any] = {}
+
+    def add(self, node: Node, report: Callable[[int], None]) -> None:
+        if isinstance(node, GroupNode):
+            self._attrs = ds.encode_attrs(node.attrs, "dataset", keep_layout=False)
+            return
+        assert isinstance(node, ArrayNode)
+        type_, recorded = _ds_type(node)
+        attrs = dict(node.attrs)
+        if recorded is not None:
+            attrs[DTYPE_ATTR] = recorded.str
+        key = escape(node.path)
+        dims = list(node.dims or made_up_dims(node.path, len(node.shape)))
+        blocks = _stored_blocks(node, type_)
+
+        def counted() -> Iterator[Any]:
+            for block in blocks:
+                yield block
+                report(np.asarray(block).size * node.dtype.itemsize)
+        self._out.add(key, ds.encode_attrs(attrs, f"variable {node.path!r}",
+                                            keep_layout=False),
+                      dims, type_, list(node.shape), counted())
+
+    def close(self) -> None:
+        self._out.close(self._attrs)
+
+    def discard(self) -> None:
+        self._out.discard()

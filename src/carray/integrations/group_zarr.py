@@ -1,0 +1,230 @@
+"""Groups to and from Zarr v3 groups, through the zarr package.
+
+A Zarr v3 group is a directory whose ``zarr.json`` has ``node_type`` ``"group"``;
+its members are arrays and groups in sub-directories.  Written:
+
+* a carray group is a Zarr group, an array a Zarr array with the same chunks and a
+  Blosc codec of the same codec, level and shuffle, its dims the array's
+  ``dimension_names``;
+* attributes are in carray's plain JSON form (as :mod:`carray.integrations.zarr_arrays`
+  writes an array's), so every value reads back as it was set;
+* ``U`` text is stored as Zarr's variable-length ``string`` type (Zarr v3 has no
+  fixed-width text type in its specification) with ``_carray_dtype`` recording
+  the width; ``S`` text as zarr-python's ``null_terminated_bytes``;
+* a table is a group marked by the attribute ``_carray_table`` (its columns in
+  order and their dtypes), each column an array of its own along ``row``.
+
+Read back: every group and array; a group with ``_carray_table`` is a table again.
+An array's codecs become the nearest Blosc parameters
+(:func:`carray.integrations.zarr_arrays.cparams_of`); variable-length strings
+become ``U`` text as wide as their longest value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from carray import attrvalues
+from carray.errors import FormatError
+from carray.integrations import zarr_arrays
+from carray.integrations.group_nodes import (
+    DTYPE_ATTR,
+    ROW_DIM,
+    TABLE_ATTR,
+    ArrayNode,
+    GroupNode,
+    Node,
+    TableNode,
+    as_objects,
+    named_dims,
+    own_attrs,
+    read_table_mark,
+    restore,
+    row_step,
+    sliced_rows,
+    stored_dtype,
+    table_mark,
+    text_width,
+)
+
+
+def _zarr() -> Any:
+    return zarr_arrays.zarr_module()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """zarr-python warns that fixed-width bytes have no Zarr v3 specification yet."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification")
+        yield
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _array(z: Any, path: str, where: str) -> ArrayNode:
+    attrs = attrvalues.load_plain(dict(z.attrs), where)
+    shape = tuple(z.shape)
+    vlen = z.dtype.kind in "OT"
+    if not vlen and z.dtype.kind not in "biufcSUmM":
+        raise ValueError(f"{where}: a Zarr array of type {z.dtype}, which carray arrays do "
+                         "not hold")
+    chunks = tuple(int(c) for c in z.chunks) if shape else None
+    step = row_step(shape, 8 if vlen else z.dtype.itemsize, chunks[0] if chunks else None)
+    base = sliced_rows(z.__getitem__, shape, step, lambda b: np.asarray(b))
+    carray_dtype = stored_dtype(attrs, where)
+    dtype = carray_dtype or (np.dtype(f"U{text_width(base())}") if vlen else z.dtype)
+
+    def rows() -> Iterator[np.ndarray]:
+        for block in base():
+            yield restore(block, dtype)
+    names = getattr(z.metadata, "dimension_names", None)
+    dims = named_dims(path, names) if names and all(n is not None for n in names) else None
+    return ArrayNode(path, shape, dtype, dims, own_attrs(attrs), chunks,
+                     zarr_arrays.cparams_of(z), rows)
+
+
+def _table(grp: Any, path: str, attrs: dict[str, Any], where: str) -> TableNode:
+    columns = read_table_mark(attrs[TABLE_ATTR], where)
+    arrays = {}
+    for name in columns:
+        try:
+            arrays[name] = grp[name]
+        except KeyError:
+            raise FormatError(f"table column {name!r} is missing", where) from None
+    nrows = int(arrays[next(iter(arrays))].shape[0]) if arrays else 0
+    first = next(iter(arrays.values()), None)
+    step = row_step((nrows,), sum(max(d.itemsize, 8) for d in columns.values()),
+                    int(first.chunks[0]) if first is not None else None)
+
+    def batches() -> Iterator[dict[str, np.ndarray]]:
+        for lo in range(0, nrows, step):
+            out = {}
+            for name, dt in columns.items():
+                block = np.asarray(arrays[name][lo:lo + step])
+                out[name] = as_objects(block) if dt.base.kind == "O" else restore(block, dt.base)
+            yield out
+    return TableNode(path, columns, nrows, own_attrs(attrs), batches)
+
+
+def _walk(grp: Any, path: str, source: str) -> Iterator[Node]:
+    zarr = _zarr()
+    where = f"{source}:/{path}"
+    attrs = attrvalues.load_plain(dict(grp.attrs), where)
+    if TABLE_ATTR in attrs and path:
+        yield _table(grp, path, attrs, where)
+        return
+    yield GroupNode(path, own_attrs(attrs))
+    prefix = f"{path}/" if path else ""
+    members = sorted(grp.members(), key=lambda kv: kv[0])
+    for name, obj in members:
+        if isinstance(obj, zarr.Array):
+            yield _array(obj, prefix + name, f"{source}:/{prefix}{name}")
+    for name, obj in members:
+        if isinstance(obj, zarr.Group):
+            yield from _walk(obj, prefix + name, source)
+
+
+@contextlib.contextmanager
+def read(path: str) -> Iterator[list[Node]]:
+    """The nodes of the Zarr v3 group at ``path``."""
+    zarr = _zarr()
+    try:
+        grp = zarr.open_group(store=path, mode="r", zarr_format=3)
+    except (FileNotFoundError, ValueError, TypeError, KeyError) as exc:
+        raise FormatError(f"not a readable Zarr v3 group: {exc}", path) from None
+    with _quiet():
+        yield list(_walk(grp, "", path))
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
+class Writer:
+    """A Zarr v3 group at ``path`` written from nodes."""
+
+    def __init__(self, path: str) -> None:
+        self._root = _zarr().open_group(store=path, mode="w", zarr_format=3)
+
+    def _group(self, path: str) -> Any:
+        grp = self._root
+        for part in filter(None, path.split("/")):
+            grp = grp.require_group(part)
+        return grp
+
+    def add(self, node: Node, report: Callable[[int], None]) -> None:
+        if isinstance(node, GroupNode):
+            grp = self._group(node.path)
+            grp.attrs.update(zarr_arrays.encode_attrs(node.attrs))
+        elif isinstance(node, ArrayNode):
+            self._array(node, report)
+        else:
+            self._table(node, report)
+
+    def _create(self, path: str, shape: tuple[int, ...], dtype: np.dtype,
+                chunks: tuple[int, ...] | None, cparams: Any, dims: tuple[str, ...] | None,
+                attrs: dict[str, Any]) -> Any:
+        parent, _, name = path.rpartition("/")
+        if dtype.kind in "UOT":
+            if dtype.kind == "U":
+                attrs = {**attrs, DTYPE_ATTR: dtype.str}
+            dtype = np.dtype(str) if dtype.kind == "U" else dtype
+            stored: Any = str
+        else:
+            stored = dtype
+        with _quiet():
+            return self._group(parent).create_array(
+                name, shape=shape, dtype=stored,
+                chunks=tuple(max(int(c), 1) for c in chunks) if chunks and shape else "auto",
+                compressors=zarr_arrays.compressors_for(cparams),
+                dimension_names=list(dims) if dims else None,
+                attributes=zarr_arrays.encode_attrs(attrs))
+
+    def _array(self, node: ArrayNode, report: Callable[[int], None]) -> None:
+        z = self._create(node.path, node.shape, node.dtype, node.chunks, node.cparams,
+                         node.dims, node.attrs)
+        at = 0
+        with _quiet():
+            for block in node.rows():
+                values = as_objects(block) if node.dtype.kind == "U" else block
+                if not node.shape:
+                    z[()] = values
+                else:
+                    z[at:at + len(block)] = values
+                    at += len(block)
+                report(block.nbytes)
+
+    def _table(self, node: TableNode, report: Callable[[int], None]) -> None:
+        grp = self._group(node.path)
+        grp.attrs.update(zarr_arrays.encode_attrs(
+            {**node.attrs, TABLE_ATTR: json.loads(table_mark(node))}))
+        step = row_step((node.nrows,), 8)
+        arrays = {}
+        for name, dt in node.columns.items():
+            dims = (ROW_DIM, *(f"{name}_dim{i}" for i in range(1, 1 + len(dt.shape))))
+            arrays[name] = self._create(f"{node.path}/{name}", (node.nrows, *dt.shape),
+                                        dt.base, (step, *dt.shape), None, dims, {})
+        at = 0
+        with _quiet():
+            for batch in node.batches():
+                n = 0
+                for name, dt in node.columns.items():
+                    block = np.asarray(batch[name])
+                    n = len(block)
+                    arrays[name][at:at + n] = as_objects(block) if dt.base.kind in "OUT" \
+                        else block
+                    report(block.nbytes if block.dtype.kind not in "OT" else 8 * block.size)
+                at += n
+
+    def close(self) -> None:
+        pass
+
+    def discard(self) -> None:
+        pass
