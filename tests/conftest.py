@@ -12,6 +12,19 @@ from carray.stores.local import LocalHandle
 
 
 @pytest.fixture
+def frozen_gc():
+    """Objects alive before the test are left out of garbage collections while it runs:
+    a test calling ``gc.collect()`` in a loop (to drop a killed writer's handles) then
+    pays for what it made, not for every module and object the session holds."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
+
+@pytest.fixture
 def count_reads(monkeypatch):
     """Bytes read from local files while the test runs: ``{"bytes": total, "reads": [n...]}``.
 

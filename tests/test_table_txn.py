@@ -93,7 +93,7 @@ def _states(auto_flush: bool) -> list:
 
 @pytest.mark.parametrize("auto_flush", [True, False])
 @pytest.mark.parametrize("fmt", [None, "bcolz"])
-def test_killed_at_every_file_operation(tmp_path, monkeypatch, fmt, auto_flush):
+def test_killed_at_every_file_operation(tmp_path, monkeypatch, fmt, auto_flush, frozen_gc):
     states = _states(auto_flush)
     seen = set()
     pristine = str(tmp_path / "pristine")

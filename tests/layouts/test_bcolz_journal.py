@@ -63,7 +63,7 @@ def _writer(root: str) -> None:
     a.close()
 
 
-def test_killed_at_every_file_operation(tmp_path, monkeypatch):
+def test_killed_at_every_file_operation(tmp_path, monkeypatch, frozen_gc):
     states = _states()
     seen = set()
     for at in range(1, 300):
