@@ -205,3 +205,12 @@ def run_driver(module: str, function: str, *args: Any, timeout: float = 3000) ->
     if out.returncode != 0:
         raise AssertionError(f"the driver failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def points(total: int, limit: int | None, rng: Any) -> list[tuple[int, str]]:
+    """Storage calls to kill at, with how (see :data:`HOW`): every one of ``total``, the
+    ways in turn, or ``limit`` drawn at random by ``rng`` (a numpy Generator)."""
+    if limit is None:
+        return [(at, HOW[at % len(HOW)]) for at in range(1, total + 1)]
+    ats = sorted({int(x) for x in rng.integers(1, total + 1, size=limit)})
+    return [(at, HOW[int(rng.integers(0, len(HOW)))]) for at in ats]

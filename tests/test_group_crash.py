@@ -16,7 +16,7 @@ import os
 import shutil
 
 import numpy as np
-from kill_points import HOW, REAL, WRITERS, count_calls, in_child, run_driver
+from kill_points import REAL, WRITERS, count_calls, in_child, points, run_driver
 
 import carray as ca
 from carray import registry
@@ -144,12 +144,6 @@ def check(root: str, committed: list[str]) -> str:
     return f"carray verify after recovery: {problems[:3]}" if problems else "ok"
 
 
-def _points(total: int, limit: int | None, rng: np.random.Generator) -> list[tuple[int, str]]:
-    if limit is None:
-        return [(at, HOW[at % len(HOW)]) for at in range(1, total + 1)]
-    ats = sorted({int(x) for x in rng.integers(1, total + 1, size=limit)})
-    return [(at, HOW[int(rng.integers(0, len(HOW)))]) for at in ats]
-
 
 def drive(work: str) -> dict:
     rng = np.random.default_rng(2026)
@@ -175,7 +169,7 @@ def drive(work: str) -> dict:
         if result != "ok":
             failures.append({**what, "of": total, "result": result})
 
-    for at, how in _points(total, POINTS, rng):
+    for at, how in points(total, POINTS, rng):
         root = os.path.join(work, f"k{at}{how}")
         shutil.copytree(pristine, root)
         killed = in_child(scenario, root, at=at, how=how)
@@ -183,7 +177,7 @@ def drive(work: str) -> dict:
             failures.append({"at": at, "how": how, "result": killed.error[-300:]})
             continue
         judge(root, {"kill at": at, "how": how})
-    for at, _ in _points(total, FAULT_POINTS, rng):
+    for at, _ in points(total, FAULT_POINTS, rng):
         err = (errno.ENOSPC, errno.EIO)[at % 2]
         root = os.path.join(work, f"f{at}")
         shutil.copytree(pristine, root)

@@ -38,7 +38,7 @@ import zlib
 
 import numpy as np
 import pytest
-from kill_points import HOW, REAL, WRITERS, count_calls, in_child, run_driver
+from kill_points import REAL, WRITERS, count_calls, in_child, points, run_driver
 
 import carray as ca
 from carray.cli.verify import verify_path
@@ -337,13 +337,6 @@ def check(root: str, kind: str, before: dict, published: dict, kept: dict) -> st
 
 # -- the driver ------------------------------------------------------------------------------
 
-def _points(total: int, limit: int | None, rng: np.random.Generator) -> list[tuple[int, str]]:
-    """Calls to kill at, and how: all of them, or ``limit`` drawn at random."""
-    if limit is None:
-        return [(at, HOW[at % len(HOW)]) for at in range(1, total + 1)]
-    ats = sorted({int(x) for x in rng.integers(1, total + 1, size=limit)})
-    return [(at, HOW[int(rng.integers(0, len(HOW)))]) for at in ats]
-
 
 def drive(work: str, kind: str) -> dict:
     """Every scenario of ``kind``: the tally of each, and each failure's kill or fault."""
@@ -386,7 +379,7 @@ def _drive_one(work: str, kind: str, scenario: str) -> dict:
         else:
             shutil.rmtree(root)
 
-    for at, how in _points(total, POINTS, rng):
+    for at, how in points(total, POINTS, rng):
         root = os.path.join(work, f"k{at}{how}")
         shutil.copytree(pristine, root)
         killed = in_child(SCENARIOS[scenario], root, kind, at=at, how=how)
@@ -395,7 +388,7 @@ def _drive_one(work: str, kind: str, scenario: str) -> dict:
             failures.append({"at": at, "how": how, "result": killed.error[-300:]})
             continue
         judge(root, {"kill at": at, "how": how})
-    for at, _ in _points(total, FAULT_POINTS, rng):
+    for at, _ in points(total, FAULT_POINTS, rng):
         for err in (errno.ENOSPC, errno.EIO)[at % 2:at % 2 + 1]:
             root = os.path.join(work, f"f{at}{err}")
             shutil.copytree(pristine, root)
