@@ -22,6 +22,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,6 +32,7 @@ from carray import geometry as geo
 from carray._util import quantize
 from carray.codecs import blosc, ranged
 from carray.codecs.fill import fill_chunk, special_item
+from carray.codecs.pipeline import decode_error
 from carray.errors import CArrayError, FormatError
 from carray.grid import (
     NDGrid,
@@ -294,10 +296,11 @@ class ChunkIO:
 
     # -- fetching -------------------------------------------------------------------------
 
-    def fetch(self, nchunk: int):
-        """The whole stored chunk, read into this thread's scratch buffer where possible."""
+    def fetch(self, nchunk: int, slot: str = "read"):
+        """The whole stored chunk, read into this thread's scratch buffer ``slot`` where
+        possible (valid until that slot is used again)."""
         if self.layout.concurrent_reads:
-            return self.layout.read_chunk_into(nchunk, _parallel.scratch)
+            return self.layout.read_chunk_into(nchunk, partial(_parallel.scratch, slot=slot))
         with _parallel.io_lock:
             return bytes(self.layout.read_chunk(nchunk))
 
@@ -318,6 +321,15 @@ class ChunkIO:
         return ChunkReader(size, read, read_into), size
 
     # -- decoding -------------------------------------------------------------------------
+
+    def open(self, nchunk: int, items: int, slot: str) -> OpenChunk:
+        """Stored chunk ``nchunk`` (of ``items`` items) fetched and checked into this
+        thread's scratch buffer ``slot``, for decoding piece by piece."""
+        value = self.fill_of(nchunk)
+        if value is not None:
+            return OpenChunk(items, self.itemsize, values=value)
+        return OpenChunk(items, self.itemsize, chunk=self.fetch(nchunk, slot),
+                         path=self.path(nchunk))
 
     def decode_whole(self, nchunk: int, out: np.ndarray) -> int:
         """Decode chunk ``nchunk`` into the flat buffer ``out``; returns the items decoded.
@@ -531,3 +543,92 @@ class _ChunkPath(os.PathLike):
 
     def __str__(self) -> str:
         return self.__fspath__()
+
+
+# -- one chunk held open --------------------------------------------------------------
+
+
+class OpenChunk:
+    """The items of one chunk, in stored order, decoded on demand.
+
+    Build with :meth:`ArrayEngine.open_chunk <carray.engine.ArrayEngine.open_chunk>`;
+    valid until the thread that opened it reuses the scratch slot it was read into.
+
+    Attributes
+    ----------
+    items : int
+        How many items the chunk holds (padding included).
+    """
+
+    __slots__ = ("_chunk", "_fast", "_header", "_itemsize", "_path", "_values", "items")
+
+    def __init__(self, items: int, itemsize: int, *, chunk: Any = None, path: Any = None,
+                 values: np.ndarray | None = None) -> None:
+        self.items = items
+        self._itemsize = max(itemsize, 1)
+        self._chunk = chunk
+        self._path = path
+        self._values = values
+        self._header = None
+        self._fast = None
+        if chunk is not None:
+            h = blosc.validate_chunk(chunk, None, path)
+            if h.nbytes % self._itemsize or h.nbytes > items * self._itemsize:
+                raise FormatError(f"chunk of {h.nbytes} bytes is not at most {items} items "
+                                  f"of {self._itemsize} bytes", path)
+            self._header = h
+            self._fast = _parallel.decoder().item_reader(chunk, h, self._itemsize)
+
+    @property
+    def stored_items(self) -> int:
+        """Items actually stored (a truncated last chunk holds fewer than :attr:`items`)."""
+        if self._header is None:
+            return self.items
+        return self._header.nbytes // self._itemsize
+
+    @property
+    def block_items(self) -> int | None:
+        """Items per Blosc block (None: values in hand, no blocks to pick)."""
+        h = self._header
+        if h is None or h.blocksize % self._itemsize:
+            return None
+        return h.blocksize // self._itemsize
+
+    def read(self, start: int, out: np.ndarray) -> np.ndarray:
+        """Items ``[start, start + out.size)`` into the contiguous ``out``; returns ``out``.
+
+        Items past the end of a truncated chunk (the last run of rows of a C-ordered
+        array, stored with only its rows) are outside the array: they read as zeros.
+        """
+        if start < 0 or start + out.size > self.items:
+            raise ValueError(f"items [{start}, {start + out.size}) outside a chunk of "
+                             f"{self.items}")
+        stored = self.stored_items
+        if start + out.size > stored:
+            out[max(stored - start, 0):] = 0
+            if start >= stored:
+                return out
+            self.read(start, out[:stored - start])
+            return out
+        values = self._values
+        if values is not None:
+            if values.ndim == 0:
+                out[...] = values
+            else:
+                out[...] = values[start:start + out.size]
+            return out
+        nbytes = out.nbytes
+        fast = self._fast
+        if fast is not None and out.flags.c_contiguous:
+            n = fast(start, out.size, out.ctypes.data)
+            if n != nbytes:
+                raise decode_error(self._chunk, self._path, "decode items", n)
+            return out
+        offset = start * out.itemsize
+        assert self._header is not None  # values in hand returned above
+        if offset == 0 and nbytes == self._header.nbytes:
+            _parallel.decoder().decompress_into(self._chunk, out, self._path)
+        else:
+            _parallel.decoder().getitem_into(self._chunk, offset, out, self._path,
+                                             self._header)
+        return out

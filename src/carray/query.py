@@ -34,6 +34,7 @@ import numpy as np
 
 from carray import _parallel
 from carray.array import carray
+from carray.compute.kernel import same_chunks, select_chunk
 from carray.errors import ExpressionError
 
 try:
@@ -449,18 +450,37 @@ class BlockEvaluator:
         # A block's buffers are reused by the next, so groups only amortise the hand-over
         # to a worker: few per worker, enough of them to keep every worker busy.
         size = max(1, min(_SELECT_GROUP, len(todo) // (4 * _parallel.workers())))
+        fused = self._kernel_chunks(outputs)
 
         def run(group: list[int]) -> dict[str, np.ndarray]:
             parts: dict[str, list[np.ndarray]] = {name: [] for name in outputs}
             for b in group:
                 lo, hi = b * self.blen, min((b + 1) * self.blen, n)
-                picked = self._select_block(lo, hi, outputs)
+                picked = select_chunk(b, self.blen, n, self.columns, self.scalars, outputs,
+                                      self._evaluate, self.expr.text) if b in fused else \
+                    self._select_block(lo, hi, outputs)
                 for name, values in picked.items():
                     parts[name].append(values)
             return {name: p[0] if len(p) == 1 else np.concatenate(p) if p else
                     _empty(outputs[name]) for name, p in parts.items()}
 
         yield from _parallel.pipeline(run, _runs(todo, size), 2 * _parallel.workers())
+
+    def _kernel_chunks(self, outputs: Mapping[str, Any]) -> set[int] | range:
+        """The blocks :meth:`select` runs through the block kernel: all of them when every
+        operand and output is a carray chunked as the blocks are, but those whose
+        zone map entry is still to learn (they are decoded whole, once)."""
+        arrays = [c for c in (*self.columns.values(), *outputs.values()) if c is not None]
+        if not arrays or not all(isinstance(c, carray) for c in arrays) or \
+                same_chunks(arrays) != self.blen or not self.columns:
+            return set()
+        nblocks = -(-(self.length or 0) // self.blen)
+        learn: set[int] = set()
+        for col in self.columns.values():
+            zones = col.zone_map()
+            if zones is not None:
+                learn.update(b for b in range(len(zones)) if not zones.is_known(b))
+        return range(nblocks) if not learn else set(range(nblocks)) - learn
 
     def _select_block(self, lo: int, hi: int, outputs: Mapping[str, Any]
                       ) -> dict[str, np.ndarray]:

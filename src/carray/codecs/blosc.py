@@ -149,6 +149,26 @@ class Decoder:
             if n != hi - lo:
                 raise decode_error(chunk, path, "decode items", n)
 
+    def item_reader(self, chunk: ChunkBytes, h: ChunkHeader, itemsize: int
+                    ) -> Callable[[int, int, int], int] | None:
+        """A lean ``read(start, count, dest)`` of ``count`` items of ``itemsize`` bytes
+        from item ``start`` of a validated chunk into the address ``dest``, returning the
+        bytes written (negative: a libblosc2 error code); for loops that decode a chunk
+        a piece at a time on one thread.  None when this context cannot (then use
+        :meth:`getitem_into`).  ``chunk`` must stay alive while the reader is used."""
+        ts = h.typesize
+        if self._ctx is None or not ts or itemsize % ts or \
+                (not h.is_blosc1 and not blocks_independent(h, bytes(chunk[:BLOSC2_HEADER]))):
+            return None
+        per, src, cbytes, ctx = itemsize // ts, _address(chunk), h.cbytes, self._ctx
+        getitem = _lib.blosc2_getitem_ctx
+
+        def read(start: int, count: int, dest: int) -> int:
+            return int(getitem(ctx, src, cbytes, start * per, count * per, dest,
+                               count * itemsize))
+
+        return read
+
     def decompress_blocks(self, chunk: ChunkBytes, out: np.ndarray, blocks: np.ndarray,
                           path: str | os.PathLike[str] | None = None, header: ChunkHeader | None = None) -> None:
         """Decode only Blosc blocks ``blocks`` (sorted) of a chunk, each to its place in ``out``.

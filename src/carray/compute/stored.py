@@ -27,6 +27,7 @@ a chunk held decoded in an array's tail) goes the general way
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ from carray import _parallel
 from carray import geometry as geo
 from carray.compute._types import is_carray
 from carray.compute.expr import Expr, is_scalar
+from carray.compute.kernel import PIECE_BYTES, Program
 
 # Item kinds evaluated and reduced in stored order (numbers and booleans).
 _KINDS = "biufc"
@@ -140,6 +142,14 @@ class StoredPlan:
         self.src = src
         self.leaves = leaves
         self.grid = leaves[0].engine.grid
+        engine, ext = leaves[0].engine, self.grid.ext_chunks
+        if stored_blocked(engine, self.grid):
+            self.piece_shape: tuple[int, ...] = tuple(engine.blocks)
+        else:  # C order: runs of whole rows of the extended chunk, when they divide it
+            row = math.prod(ext[1:]) * max(leaf.dtype.itemsize for leaf in leaves)
+            rows = max(1, min(ext[0], PIECE_BYTES // max(row, 1)))
+            self.piece_shape = (rows, *ext[1:]) if ext[0] % rows == 0 else ext
+        self.program = Program(src, is_carray)
         # How often each carray is read in the tree: its buffer is free after the last.
         self.uses: dict[int, int] = {}
         for leaf in (src.leaves() if isinstance(src, Expr) else [src]):
@@ -164,6 +174,50 @@ class StoredPlan:
         if flat.dtype != dtype:
             flat = flat.astype(dtype)
         return StoredChunk(flat, state.blocks, grid.ext_chunks, grid.valid_shape(coords))
+
+
+    def pieces(self, coords: tuple[int, ...]
+               ) -> Iterator[tuple[tuple[int, ...], StoredChunk]]:
+        """The chunk at ``coords`` a piece at a time (see :mod:`carray.compute.kernel`):
+        its Blosc blocks (block after block), or runs of rows of a C-ordered chunk, each
+        decoded from the chunk opened once into small buffers of this thread and evaluated
+        there, as ``(piece coordinates in the chunk, values)``.  Pieces wholly in the
+        padding are left out; a piece's padding is marked by its ``valid`` shape, as a
+        chunk's is.  Each piece lives in this thread's buffers until the next is
+        produced."""
+        grid = self.grid
+        nchunk = grid.chunk_index(coords)
+        ext, valid = grid.ext_chunks, grid.valid_shape(coords)
+        shape = self.piece_shape
+        items = math.prod(shape)
+        program = self.program
+        chunks = [leaf.engine.open_chunk(nchunk, f"piece.read{i}")
+                  for i, leaf in enumerate(program.leaves)]
+        buffers = program.buffers(items, "piece")
+        dtype = self.src.dtype
+        per = tuple(e // b for e, b in zip(ext, shape, strict=True))
+        whole = tuple(v // b for v, b in zip(valid, shape, strict=True))
+        for k, bcoords in enumerate(np.ndindex(*per)):
+            inside = shape if all(c < w for c, w in zip(bcoords, whole, strict=True)) \
+                else _inside(bcoords, shape, valid)
+            if min(inside) <= 0:
+                continue
+            flat = program.run(buffers, chunks, k * items)
+            if flat.dtype != dtype:
+                flat = flat.astype(dtype)
+            yield bcoords, StoredChunk(flat, shape, shape, inside)
+
+
+def _inside(bcoords: tuple[int, ...], shape: tuple[int, ...], valid: tuple[int, ...]
+            ) -> tuple[int, ...]:
+    """The shape of a piece's part inside the array (a size <= 0: none)."""
+    return tuple(min(b, v - c * b) for c, b, v in zip(bcoords, shape, valid, strict=True))
+
+
+def stored_blocked(engine: Any, grid: Any) -> bool:
+    """Whether ``engine``'s chunks are stored block after block (not in C order)."""
+    blocks = engine.blocks
+    return blocks is not None and not geo.blocked_is_c_order(grid.ext_chunks, blocks)
 
 
 def stored_plan(src: Any) -> StoredPlan | None:
@@ -202,16 +256,17 @@ def _supported(expr: Expr) -> bool:
 
 
 class _Buffers:
-    """This thread's scratch buffers for one chunk, handed out by name and given back
-    once their values are no longer needed."""
+    """This thread's scratch buffers for one chunk (or piece), handed out by name and
+    given back once their values are no longer needed."""
 
-    def __init__(self, items: int) -> None:
+    def __init__(self, items: int, prefix: str = "stored") -> None:
         self.items = items
+        self.prefix = prefix
         self.free: list[str] = []
         self.made = 0
 
     def take(self, dtype: np.dtype) -> tuple[np.ndarray, str]:
-        name = self.free.pop() if self.free else f"stored{self._new()}"
+        name = self.free.pop() if self.free else f"{self.prefix}{self._new()}"
         nbytes = self.items * dtype.itemsize
         return _parallel.scratch(nbytes, name)[:nbytes].view(dtype), name
 
@@ -232,10 +287,14 @@ class _Eval:
     reads not done yet; a node's own reads count as done when it has computed).
     """
 
-    def __init__(self, nchunk: int, buffers: _Buffers, uses: dict[int, int]) -> None:
+    def __init__(self, nchunk: int, buffers: _Buffers, uses: dict[int, int],
+                 read: Callable[[Any, np.ndarray], tuple[int, ...] | None] | None = None
+                 ) -> None:
         self.nchunk = nchunk
         self.buffers = buffers
         self.uses = uses
+        # How a carray's values get into a buffer: its whole chunk, or a piece of it.
+        self.read_leaf = read or (lambda leaf, arr: leaf.engine.decode_stored(nchunk, arr))
         self.read: dict[int, tuple[np.ndarray, str]] = {}
         self.blocks: tuple[int, ...] = ()
 
@@ -244,7 +303,7 @@ class _Eval:
         key = id(leaf)
         if key not in self.read:
             arr, name = self.buffers.take(leaf.dtype)
-            blocks = leaf.engine.decode_stored(self.nchunk, arr)
+            blocks = self.read_leaf(leaf, arr)
             if blocks is None or (self.blocks and tuple(blocks) != self.blocks):
                 return None
             self.blocks = tuple(blocks)

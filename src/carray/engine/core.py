@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from carray import _parallel
-from carray.chunkio import ChunkIO
+from carray.chunkio import ChunkIO, OpenChunk
 from carray.engine.boxes import BoxReader, is_box
 from carray.engine.closed import Closed
 from carray.engine.description import ArrayDescription
@@ -506,6 +506,28 @@ class ArrayEngine:
         elif self._io.decode_whole(nchunk, out) != out.size:
             return None
         return self._d.blocks if self._io.blocked(grid) else grid.ext_chunks
+
+    def open_chunk(self, nchunk: int, slot: str) -> OpenChunk:
+        """Chunk ``nchunk`` held open for reading its items (stored order, padding
+        included) a piece at a time on this thread, its stored bytes fetched and checked
+        once into scratch buffer ``slot`` (see :mod:`carray.engine.opened`)."""
+        w = self._w
+        w.settle()
+        grid = self.grid
+        items, itemsize = grid.chunk_items, self._d.dtype.itemsize
+        if w.objects is not None:
+            raise UnsupportedDTypeError(f"{self.describe()}: object items have no chunks")
+        if w.tail is not None and w.nleft and nchunk >= w.nfull * self.per_row:
+            view = w.tail_view(grid.chunk_coords(nchunk))
+            if self._io.blocked(grid):
+                return OpenChunk(items, itemsize, values=self._io.stored_from_region(view, grid))
+            ext = np.zeros(grid.ext_chunks, dtype=self._d.dtype)
+            ext[tuple(slice(0, n) for n in view.shape)] = view
+            return OpenChunk(items, itemsize, values=ext.reshape(-1))
+        cached = w.cached(nchunk)
+        if cached is not None:
+            return OpenChunk(items, itemsize, values=cached.reshape(-1))
+        return self._io.open(nchunk, items, slot)
 
     def tail_buffer(self) -> np.ndarray:
         """The decoded last partial run of chunk rows (``chunks[0]`` rows; those past
