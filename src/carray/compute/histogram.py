@@ -20,26 +20,20 @@ from carray.compute.slabs import scan
 from carray.errors import UnsupportedOptionError
 
 
-def _range(a: Any, bins: Any, range: Any) -> Any:  # noqa: A002 - numpy's name
-    """The range numpy would use for an int ``bins``: given, or the data's min and max."""
-    if range is not None or np.ndim(bins) != 0:
-        return range
+def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None,  # noqa: A002
+                        weights: Any = None) -> np.ndarray:
+    """The bin edges ``numpy.histogram`` would use, as ``numpy.histogram_bin_edges``: numpy
+    computes them from the range alone, here from a stand-in holding the data's min and
+    max (numpy's errors included)."""
     if isinstance(bins, str):
         raise UnsupportedOptionError(f"histogram bins={bins!r} (estimated from the data) is "
                                      "not supported on carrays; give a number of bins or "
                                      "the edges")
-    if a.size == 0:
-        return (0, 1)
-    return (reduce("min", a), reduce("max", a))
-
-
-def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None,  # noqa: A002
-                        weights: Any = None) -> np.ndarray:
-    """The bin edges ``numpy.histogram`` would use, as ``numpy.histogram_bin_edges``."""
-    lohi = _range(a, bins, range)
-    stand_in = np.zeros(0, dtype=a.dtype) if lohi is None else \
-        np.asarray(lohi, dtype=np.result_type(a.dtype, np.float16))
-    return np.histogram_bin_edges(stand_in, bins, range=lohi)
+    if range is not None or np.ndim(bins) != 0 or a.size == 0:
+        stand_in = np.zeros(0, dtype=a.dtype)
+    else:
+        stand_in = np.array([reduce("min", a), reduce("max", a)], dtype=a.dtype)
+    return np.histogram_bin_edges(stand_in, bins, range=range)
 
 
 def histogram(a: Any, bins: Any = 10, range: Any = None,  # noqa: A002
@@ -65,8 +59,10 @@ def histogram(a: Any, bins: Any = 10, range: Any = None,  # noqa: A002
     -------
     hist, bin_edges : numpy.ndarray
     """
-    lohi = _range(a, bins, range)
-    edges = histogram_bin_edges(a, bins, lohi)
+    edges = histogram_bin_edges(a, bins, range)
+    # Equal bins: every chunk gets numpy's outer edges, so numpy bins each item where it
+    # would bin it in the whole array.
+    lohi = range if np.ndim(bins) != 0 or range is not None else (edges[0], edges[-1])
     if weights is not None and tuple(np.shape(weights)) != tuple(a.shape):
         raise ValueError("weights should have the same shape as a.")
     # The same bins and range for every chunk as numpy is given, so numpy bins each item

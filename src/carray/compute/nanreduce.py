@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from carray.compute.protocols import LazyExpr
 from carray.compute.reduce import NO_VALUE, reduce
 from carray.errors import CArrayError
 
@@ -25,9 +26,7 @@ class AllNaNError(CArrayError, ValueError):
     """Every item of a slice is NaN where a position was asked for (``nanargmin``)."""
 
 
-def _lazy(func: Any, *args: Any) -> Any:
-    from carray.compute.protocols import LazyExpr
-
+def _lazy(func: Any, *args: Any) -> LazyExpr:
     return LazyExpr(func, args)
 
 
@@ -47,9 +46,9 @@ def _replaced(a: Any, fill: Any) -> Any:
 
 def _counts(a: Any, axis: Any, keepdims: bool, where: Any) -> np.ndarray:
     """Items per cell that are not NaN (and ``where``)."""
-    return np.asarray(reduce("count_nonzero" if where is True else "sum", _valid(a, where),
-                             axis, keepdims=keepdims, **({} if where is True else
-                                                         {"dtype": np.intp})))
+    if where is True:
+        return np.asarray(reduce("count_nonzero", _valid(a, where), axis, keepdims=keepdims))
+    return np.asarray(reduce("sum", _valid(a, where), axis, keepdims=keepdims, dtype=np.intp))
 
 
 def _out(result: Any, out: np.ndarray | None) -> Any:

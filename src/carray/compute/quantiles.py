@@ -24,6 +24,7 @@ numpy's own function, one at a time.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -81,8 +82,8 @@ def _virtual(n: int, q: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray
     Hyndman & Fan definitions named in ``numpy.quantile``'s documentation)."""
     t = (n - 1) * q
     if method in ("lower", "higher", "nearest"):
-        idx = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}[method](t)
-        return _exact(np.asarray(idx), n)
+        rounding: Any = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}[method]
+        return _exact(np.asarray(rounding(t)), n)
     if method in ("inverted_cdf", "closest_observation"):
         shifted = n * q - 1 - (0.5 if method == "closest_observation" else 0.0)
         low = np.floor(shifted)
@@ -195,8 +196,7 @@ def _select(src: Any, ranks: list[int], first: tuple[int, int, int, int]) -> dic
         if not pending:
             break
         parts: list[list[np.ndarray]] = [[] for _ in pending]
-        for _, got in scan(src, lambda block, region, ranges=pending:
-                           _parts(block, ranges)):
+        for _, got in scan(src, partial(_parts, pending)):
             for i, p in enumerate(got):
                 parts[i].append(p)
         narrower = []
@@ -210,7 +210,7 @@ def _select(src: Any, ranks: list[int], first: tuple[int, int, int, int]) -> dic
     return found
 
 
-def _parts(block: np.ndarray, ranges: list[_Range]) -> list[np.ndarray]:
+def _parts(ranges: list[_Range], block: np.ndarray, region: Any) -> list[np.ndarray]:
     flat = block.reshape(-1)
     if flat.dtype.kind in "fc":
         flat = flat[~np.isnan(flat)]
@@ -225,9 +225,9 @@ def _reference(q: Any, method: str, nan: bool) -> Any:
     """numpy's own function for these arguments, taking ``(array, axis, keepdims)``; the
     median is numpy's separate function (a mean of the middle values, not a quantile)."""
     if q is None:
-        func = np.nanmedian if nan else np.median
-        return lambda x, axis=None, keepdims=False: func(x, axis=axis, keepdims=keepdims)
-    func = np.nanquantile if nan else np.quantile
+        middle: Any = np.nanmedian if nan else np.median
+        return lambda x, axis=None, keepdims=False: middle(x, axis=axis, keepdims=keepdims)
+    func: Any = np.nanquantile if nan else np.quantile
     return lambda x, axis=None, keepdims=False: func(x, q, axis=axis, method=method,
                                                      keepdims=keepdims)
 
@@ -259,8 +259,8 @@ def _flat(src: Any, q: Any, method: str, nan: bool) -> Any:
             g = float(gamma[i]) if type(q) in (int, float) else np.float64(gamma[i])
             with np.errstate(invalid="ignore"):
                 out[i] = np.quantile(np.array([below[i], above[i]], dtype=dtype), g)
-    out = out.reshape(want.shape)
-    return out[()] if out.ndim == 0 else out
+    shaped = out.reshape(want.shape)
+    return shaped[()] if shaped.ndim == 0 else shaped
 
 
 def _along(src: Any, q: Any, axes: tuple[int, ...], method: str, nan: bool,

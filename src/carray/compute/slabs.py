@@ -65,5 +65,6 @@ def small(*values: Any) -> bool:
     own function on ``np.asarray`` (see ``carray.compute.FALLBACK_BYTES``)."""
     from carray.compute import protocols
 
-    total = sum(int(v.nbytes) for v in values if isinstance(v, protocols.ComputeMixin))
+    total = sum(int(getattr(v, "nbytes", 0)) for v in values
+                if isinstance(v, protocols.ComputeMixin))
     return total <= protocols.FALLBACK_BYTES
