@@ -20,7 +20,7 @@ from carray._array_meta import fortran_meta, new_meta, object_items, object_meta
 from carray._indexer import Indexer, is_int, plain
 from carray._order import check_order, stored_ckey, stored_okey
 from carray.attrs import Attrs
-from carray.compute import ComputeMixin, register_array_type
+from carray.compute import ComputeMixin, masks, register_array_type
 from carray.container import Container, check_mode, refuse_own_source
 from carray.engine import ArrayEngine
 from carray.errors import (
@@ -443,6 +443,8 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             raise TypeError("string (expression) keys need a ctable; use carray.eval")
+        if not isinstance(key, (int, slice, tuple)) and masks.is_mask_key(self, key):
+            return masks.select(self, key)  # numpy's N-d boolean mask, streamed
         key = plain(key)
         try:  # the first try inline: a[i] in a loop is a few microseconds in all
             return self._get(key)
@@ -519,6 +521,10 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._engine.check_writable()
+        if not isinstance(key, (int, slice, tuple)) and masks.is_mask_key(self, key) and \
+                self._engine.objects is None:
+            masks.assign(self, key, value)
+            return
         key = plain(key)
         objects = self._engine.objects
         if objects is not None:

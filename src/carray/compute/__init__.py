@@ -9,6 +9,7 @@
 * :mod:`.zones` lets per-chunk min/max summaries answer without reading.
 """
 
+from carray.compute import functions as _functions  # noqa: F401,I001 - registers numpy functions
 from carray.compute._types import array_type, register_array_type
 from carray.compute.protocols import FALLBACK_BYTES, ComputeMixin, LazyExpr
 from carray.compute.reduce import reduce

@@ -175,6 +175,9 @@ class ComputeMixin:
             return getattr(args[0], name)
         if name in reduce.SIGNATURES and args and _ours(args[0]):
             return getattr(args[0], name)(*args[1:], **kwargs)
+        handler = _HANDLERS.get(func)
+        if handler is not None:  # carray.compute.functions
+            return handler(func, args, kwargs)
         return _fallback(func, args, kwargs)
 
     # -- reductions ------------------------------------------------------------------------------
@@ -251,6 +254,41 @@ class ComputeMixin:
         """Number of non-zero items, as ``numpy.count_nonzero``."""
         return reduce.reduce("count_nonzero", self, axis, None, keepdims=keepdims)
 
+    # -- arrays of the same items (carray.compute.transpose, carray.compute.scans) ----------
+
+    def cumsum(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> Any:
+        """Running sums as a new carray, as ``numpy.cumsum`` (no axis: in C order, 1-d)."""
+        from carray.compute import scans
+
+        return scans.scan_op("cumsum", self, axis, dtype, out)
+
+    def cumprod(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> Any:
+        """Running products as a new carray, as ``numpy.cumprod``."""
+        from carray.compute import scans
+
+        return scans.scan_op("cumprod", self, axis, dtype, out)
+
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
+               subok: bool = True, copy: bool = True) -> Any:
+        """The items converted to ``dtype``, lazily (a LazyExpr), as ``numpy.ndarray.astype``;
+        ``copy=False`` with the same dtype gives the array itself."""
+        from carray.compute import transpose
+
+        return transpose.astype(self, dtype, order, casting, subok, copy)
+
+    def transpose(self, *axes: Any) -> Any:
+        """The axes permuted, lazily, as ``numpy.ndarray.transpose`` (reversed by default)."""
+        from carray.compute import transpose
+
+        order = axes[0] if len(axes) == 1 and (axes[0] is None or isinstance(
+            axes[0], (tuple, list))) else axes
+        return transpose.transpose(self, tuple(order) if order else None)
+
+    @property
+    def T(self) -> Any:  # noqa: N802 - numpy's name
+        """The axes reversed, lazily."""
+        return self.transpose()
+
 
 class LazyExpr(ComputeMixin, Expr):
     """A lazy elementwise expression over carrays, numpy arrays and scalars.
@@ -263,6 +301,13 @@ class LazyExpr(ComputeMixin, Expr):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = evaluate.to_numpy(self)
         return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __getitem__(self, key: Any) -> Any:
+        from carray.compute import masks
+
+        if masks.is_mask_key(self, key):
+            return masks.select(self, key)
+        return super().__getitem__(key)
 
     def compute(self, **kwargs: Any) -> Any:
         """Write the values into a new carray, chunk by chunk (chunks evaluated on worker
@@ -282,6 +327,16 @@ _FUNCTIONS: dict[Any, str] = {
     np.count_nonzero: "count_nonzero", np.where: "where", np.shape: "shape",
     np.ndim: "ndim", np.size: "size",
 }
+
+
+# More numpy functions, registered by carray.compute.functions (which builds on this module).
+_HANDLERS: dict[Any, Any] = {}
+
+
+def register_functions(handlers: dict[Any, Any]) -> None:
+    """Add numpy functions ``__array_function__`` hands to ``handlers[func](func, args,
+    kwargs)``."""
+    _HANDLERS.update(handlers)
 
 
 def _fallback(func: Any, args: tuple, kwargs: dict) -> Any:
