@@ -239,7 +239,7 @@ def _ne_binop(op: type, left: str | None, right: str | None) -> str | None:
         return None
     kinds = {left, right}
     if op in (ast.BitAnd, ast.BitOr, ast.BitXor):
-        return left if len(kinds) == 1 else None
+        return left if len(kinds) == 1 and left in "bi" else None
     if "b" in kinds:
         return None
     if op in (ast.LShift, ast.RShift, ast.FloorDiv, ast.Mod):

@@ -38,15 +38,19 @@ def evaluate(expr: Expression, scope: Mapping[str, Any]) -> Any:
                           "use vm='numexpr' or 'python'") from exc
     from carray.integrations.dask_read import to_dask
 
+    wrapped: dict[str, Any] = {}  # one dask array per operand, however often it is named
+
     def lookup(name: str) -> Any:
         if name not in scope:
             raise ExpressionError(f"{name!r} in {expr.text!r} is not a known variable")
-        value = scope[name]
-        if isinstance(value, carray):
-            return to_dask(value)
-        if isinstance(value, LazyExpr):  # read region by region, as dask asks
-            return da.from_array(value, chunks="auto", asarray=True)
-        return value
+        if name not in wrapped:
+            value = scope[name]
+            if isinstance(value, carray):
+                value = to_dask(value)
+            elif isinstance(value, LazyExpr):  # read region by region, as dask asks
+                value = da.from_array(value, chunks="auto", asarray=True)
+            wrapped[name] = value
+        return wrapped[name]
 
     value = walk(expr.tree, lookup)
     if isinstance(value, da.Array):
