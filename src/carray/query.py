@@ -49,6 +49,8 @@ _GROUP_BYTES = 4 << 20
 _SELECT_GROUP = 4
 # Zone maps learnt while a query decodes are updated one thread at a time.
 _zone_lock = threading.Lock()
+# The numexpr text of an evaluator before its first block is seen.
+_UNPLANNED = object()
 
 
 # -- evaluation over blocks -------------------------------------------------------------------
@@ -116,6 +118,7 @@ class BlockEvaluator:
             # comparisons and arithmetic; numexpr's threads pay off on functions.
             vm = "numexpr" if numexpr is not None and self.expr.calls_functions else "python"
         self.vm = vm
+        self._numexpr_text: Any = _UNPLANNED
         chunklens = [c.chunklen for c in self.columns.values() if hasattr(c, "chunklen")]
         self.blen = int(blen) if blen else (min(chunklens) if chunklens else _DEFAULT_BLEN)
         if self.blen < 1:
@@ -141,9 +144,12 @@ class BlockEvaluator:
 
     def _evaluate(self, env: dict[str, Any]) -> np.ndarray:
         if self.vm == "numexpr":
-            # Only where numexpr gives numpy's answer for these dtypes (ops.numexpr_text).
-            text = numexpr_text(self.expr.tree, {k: getattr(v, "dtype", type(v))
-                                                 for k, v in env.items()})
+            # Only where numexpr gives numpy's answer for these dtypes (ops.numexpr_text);
+            # planned on the first block, as every block has the same dtypes.
+            text = self._numexpr_text
+            if text is _UNPLANNED:
+                text = self._numexpr_text = numexpr_text(
+                    self.expr.tree, {k: getattr(v, "dtype", type(v)) for k, v in env.items()})
             if text is not None:
                 try:
                     return numexpr.evaluate(text, local_dict=env, global_dict={})

@@ -137,7 +137,9 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
     Parameters
     ----------
     expression : str
-        numexpr syntax, e.g. ``"a * 2 + sin(b)"`` or ``"(x < 0.1) & (y > 0.5)"``.
+        numexpr syntax, e.g. ``"a * 2 + sin(b)"`` or ``"(x < 0.1) & (y > 0.5)"``;
+        also ``"x in [1, 2]"``, ``"name == b'abc'"`` and, on datetime64 operands,
+        ``"day >= '2013-06-01'"`` (see :mod:`carray.compute.ops`).
     vm : {None, 'numexpr', 'python', 'dask'}
         The evaluator (default ``carray.defaults.vm``: None picks per expression);
         'dask' evaluates with dask's arrays (the carray operands read region by region
