@@ -7,8 +7,9 @@ Two uses of the per-chunk summaries of 1-d numeric carrays (:mod:`carray.zonemap
   partial one, and any written by other programs); of a sorted array that is
   almost nothing.
 * A boolean expression built from comparisons of such carrays with constants,
-  ``&``, ``|`` and ``~`` is decided per chunk three-valued (may it be true
-  somewhere? may it be false somewhere?).  A chunk where it is certainly
+  membership (``x in [...]``), ``isnan``, ``&``, ``|`` and ``~`` is decided per
+  chunk three-valued (may it be true somewhere? may it be false somewhere?) by
+  :mod:`carray.compute.prune`, the logic table queries use too.  A chunk where it is certainly
   constant is not decoded: counting, ``any``/``all`` and the other reductions
   use the constant, and a ``where=`` mask that is certainly false drops the
   chunk.  ``any``/``all`` over everything stop at the first chunk that decides
