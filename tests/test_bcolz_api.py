@@ -67,9 +67,15 @@ def test_defaults_refuse_unknown_attribute():
         bcolz.defaults.cparam = {"clevel": 1}  # a typo must not pass silently
 
 
-def test_defaults_vm_dask_refused_with_a_pointer():
-    with pytest.raises(ValueError, match="from_dask"):
+def test_defaults_vm_dask_is_an_evaluator():
+    pytest.importorskip("dask.array")
+    before = bcolz.defaults.vm
+    try:
         bcolz.defaults.vm = "dask"
+        out = bcolz.eval("a * 2", user_dict={"a": bcolz.arange(5)}, out_flavor="numpy")
+        np.testing.assert_array_equal(out, np.arange(5) * 2)
+    finally:
+        bcolz.defaults.vm = before
 
 
 def test_defaults_cparams_dict_is_read_only():

@@ -22,16 +22,14 @@ from typing import Any
 from carray.params import CParams
 
 #: Evaluators ``eval`` knows; None lets it choose per expression (numexpr when the
-#: expression calls functions, numpy otherwise).
-VMS = (None, "numexpr", "python")
+#: expression calls functions, numpy otherwise); "dask" evaluates with dask's arrays
+#: (table queries, which run block by block, evaluate as "python" does).
+VMS = (None, "numexpr", "python", "dask")
 #: What ``eval`` returns: a carray (``"bcolz"`` is bcolz's name for it) or a numpy array.
 OUT_FLAVORS = ("carray", "bcolz", "numpy")
 
 
 def _check_vm(vm: Any) -> str | None:
-    if vm == "dask":
-        raise ValueError("vm='dask' is not an evaluator of carray.eval; for dask, use "
-                         "carray.from_dask and dask's own evaluation")
     if vm not in VMS:
         raise ValueError(f"vm must be one of {VMS}, got {vm!r}")
     return vm
@@ -160,7 +158,7 @@ def defaults_ctx(cparams: CParams | Mapping[str, Any] | None = None, vm: str | N
     ----------
     cparams : CParams or dict, optional
         Compression parameters of arrays created inside the block.
-    vm : {'numexpr', 'python'}, optional
+    vm : {'numexpr', 'python', 'dask'}, optional
         The evaluator of :func:`carray.eval` inside the block.
     out_flavor : {'carray', 'bcolz', 'numpy'}, optional
         What :func:`carray.eval` returns inside the block.

@@ -1,33 +1,30 @@
 """Expressions over columns, evaluated block by block, skipping what cannot match.
 
 An expression is numexpr syntax (``(x < 0.1) & (y > 0.5)``, arithmetic,
-``where``/``sin``/...; ``and``/``or``/``not`` are accepted as ``&``/``|``/``~``).
-It is parsed once with :mod:`ast` - which also tells which columns it reads -
-then evaluated over consecutive blocks of rows: only the named columns are
-decoded, one block at a time into reused buffers, never whole.  Table queries
-(:meth:`BlockEvaluator.select`) also pick their output rows block by block, all on
-worker threads.
+``where``/``sin``/..., ``carrier in ['UA', 'AA']``, ``day >= '2013-06-01'``); it
+is parsed once (:mod:`carray.compute.parse`, which also tells which columns it
+reads) and its operators and functions mean what :mod:`carray.compute.ops` says,
+as for N-d expressions.  It is evaluated over consecutive blocks of rows: only the
+named columns are decoded, one block at a time into reused buffers, never whole.
+Table queries (:meth:`BlockEvaluator.select`) also pick their output rows block by
+block, all on worker threads.
 
-Before decoding a block, the comparisons of a column with a constant are
-checked against the column's per-chunk min/max (:mod:`carray.zonemap`); a
-block where the whole expression cannot be true is skipped.  The check is
-three-valued: for every sub-expression we know whether it *may be true* and
-whether it *may be false* somewhere in the block, which is what ``~`` needs.
+Before decoding a block, the expression is checked three-valued against the
+columns' per-chunk min/max (:mod:`carray.zonemap`, :mod:`carray.compute.prune`);
+a block where it cannot be true is skipped.
 
-A small numpy evaluator walks the same tree; on blocks that fit in the CPU
-caches it is faster than numexpr for comparisons and arithmetic (numexpr's
-per-call cost dominates), so numexpr is used by default only when the
-expression calls functions (``sin``, ``exp``...), where its threads pay off.
+The numpy evaluator is faster than numexpr on blocks that fit in the CPU caches
+for comparisons and arithmetic (numexpr's per-call cost dominates), so numexpr is
+used by default only when the expression calls functions (``sin``, ``exp``...),
+where its threads pay off, and only where it gives numpy's answer.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import sys
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +32,9 @@ import numpy as np
 from carray import _parallel
 from carray.array import carray
 from carray.compute.kernel import same_chunks, select_chunk
+from carray.compute.ops import evaluate_numpy, numexpr_text
+from carray.compute.parse import Expression
+from carray.compute.prune import Bounds, may_match
 from carray.errors import ExpressionError
 
 try:
@@ -42,27 +42,6 @@ try:
 except ImportError:  # the numpy evaluator covers everything, slower
     numexpr = None
 
-_FUNCTIONS: dict[str, Any] = {
-    "where": np.where, "abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "expm1": np.expm1,
-    "log": np.log, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan,
-    "arctan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
-    "arcsinh": np.arcsinh, "arccosh": np.arccosh, "arctanh": np.arctanh, "real": np.real,
-    "imag": np.imag, "conj": np.conj, "floor": np.floor, "ceil": np.ceil,
-    "contains": lambda s, sub: np.strings.find(s, sub) >= 0,
-}
-_BINOPS: dict[type, Any] = {
-    ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
-    ast.FloorDiv: np.floor_divide, ast.Mod: np.mod, ast.Pow: np.power,
-    ast.BitAnd: np.logical_and, ast.BitOr: np.logical_or, ast.BitXor: np.logical_xor,
-    ast.LShift: np.left_shift, ast.RShift: np.right_shift,
-}
-_CMPOPS: dict[type, Any] = {
-    ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater, ast.GtE: np.greater_equal,
-    ast.Eq: np.equal, ast.NotEq: np.not_equal,
-}
-_FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE,
-         ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 # Rows per block when no column says otherwise (numpy arrays only).
 _DEFAULT_BLEN = 1 << 16
 # Bytes of columns a worker thread decodes per hand-over in queries.
@@ -71,204 +50,8 @@ _GROUP_BYTES = 4 << 20
 _SELECT_GROUP = 4
 # Zone maps learnt while a query decodes are updated one thread at a time.
 _zone_lock = threading.Lock()
-
-
-class _Normalise(ast.NodeTransformer):
-    """``and``/``or``/``not`` to ``&``/``|``/``~``, and chained comparisons split."""
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
-        self.generic_visit(node)
-        op = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
-        out = node.values[0]
-        for value in node.values[1:]:
-            out = ast.BinOp(left=out, op=op, right=value)
-        return out
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.op, ast.Not):
-            return ast.UnaryOp(op=ast.Invert(), operand=node.operand)
-        return node
-
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        self.generic_visit(node)
-        parts, left = [], node.left
-        for op, right in zip(node.ops, node.comparators, strict=True):
-            if type(op) not in _CMPOPS:
-                raise ExpressionError(f"unsupported comparison {type(op).__name__}")
-            parts.append(ast.Compare(left=left, ops=[op], comparators=[right]))
-            left = right
-        out: ast.expr = parts[0]
-        for part in parts[1:]:
-            out = ast.BinOp(left=out, op=ast.BitAnd(), right=part)
-        return out
-
-
-_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Constant,
-            ast.Call, ast.Load, ast.operator, ast.unaryop, ast.cmpop)
-
-
-@dataclass(frozen=True)
-class Expression:
-    """A parsed expression: its tree, its numexpr text and the variable names it uses."""
-
-    text: str
-    tree: ast.Expression
-    names: tuple[str, ...]
-    numexpr_text: str
-    calls_functions: bool
-
-    @classmethod
-    def parse(cls, text: str) -> Expression:
-        if not isinstance(text, str) or not text.strip():
-            raise ExpressionError(f"expected an expression string, got {text!r}")
-        try:
-            tree = ast.parse(text.strip(), mode="eval")
-        except SyntaxError as exc:
-            raise ExpressionError(f"cannot parse {text!r}: {exc.msg}") from None
-        tree = ast.fix_missing_locations(_Normalise().visit(tree))
-        names: list[str] = []
-        for node in ast.walk(tree):
-            if not isinstance(node, _ALLOWED):
-                raise ExpressionError(f"{type(node).__name__} is not allowed in {text!r}")
-            if isinstance(node, ast.Call):
-                if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS \
-                        or node.keywords:
-                    raise ExpressionError(f"unknown function in {text!r}")
-            elif isinstance(node, ast.Name) and node.id not in names:
-                names.append(node.id)
-        calls = {n.func.id for n in ast.walk(tree)
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-        names = [n for n in names if n not in calls or _is_used_as_value(tree, n)]
-        return cls(text, tree, tuple(names), ast.unparse(tree), bool(calls))
-
-
-def _is_used_as_value(tree: ast.AST, name: str) -> bool:
-    funcs = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in funcs
-               for n in ast.walk(tree))
-
-
-# -- the numpy evaluator ------------------------------------------------------------------
-
-
-def evaluate_numpy(tree: ast.AST, env: Mapping[str, Any]) -> Any:
-    """Evaluate a normalised expression tree with numpy operations."""
-    if isinstance(tree, ast.Expression):
-        return evaluate_numpy(tree.body, env)
-    if isinstance(tree, ast.Constant):
-        return tree.value
-    if isinstance(tree, ast.Name):
-        return env[tree.id]
-    if isinstance(tree, ast.BinOp):
-        left, right = evaluate_numpy(tree.left, env), evaluate_numpy(tree.right, env)
-        op = _BINOPS.get(type(tree.op))
-        if op is None:
-            raise ExpressionError(f"unsupported operator {type(tree.op).__name__}")
-        if isinstance(tree.op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and not (
-                _is_bool(left) and _is_bool(right)):
-            op = {ast.BitAnd: np.bitwise_and, ast.BitOr: np.bitwise_or,
-                  ast.BitXor: np.bitwise_xor}[type(tree.op)]
-        return op(left, right)
-    if isinstance(tree, ast.UnaryOp):
-        value = evaluate_numpy(tree.operand, env)
-        if isinstance(tree.op, ast.USub):
-            return np.negative(value)
-        if isinstance(tree.op, ast.UAdd):
-            return value
-        return np.logical_not(value) if _is_bool(value) else np.invert(value)
-    if isinstance(tree, ast.Compare):
-        return _CMPOPS[type(tree.ops[0])](evaluate_numpy(tree.left, env),
-                                          evaluate_numpy(tree.comparators[0], env))
-    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name):
-        return _FUNCTIONS[tree.func.id](*(evaluate_numpy(a, env) for a in tree.args))
-    raise ExpressionError(f"{type(tree).__name__} is not allowed")  # pragma: no cover
-
-
-def _is_bool(value: Any) -> bool:
-    return np.asarray(value).dtype == np.bool_
-
-
-# -- zone-map pruning -----------------------------------------------------------------------
-
-
-@dataclass
-class Bounds:
-    """Per-block facts about one column: min, max, any NaN, and whether they are known."""
-
-    lo: np.ndarray
-    hi: np.ndarray
-    nan: np.ndarray
-    known: np.ndarray
-
-
-def _constant(node: ast.AST, scalars: Mapping[str, Any]) -> Any:
-    """The value of a constant operand, or None when it is not one."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _constant(node.operand, scalars)
-        return -inner if inner is not None and not isinstance(inner, bool) else None
-    if isinstance(node, ast.Name) and node.id in scalars:
-        value = scalars[node.id]
-        if isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
-            return value
-    return None
-
-
-def may_match(tree: ast.AST, bounds: Mapping[str, Bounds], scalars: Mapping[str, Any],
-              nblocks: int) -> np.ndarray:
-    """For each block, False when the expression is certainly false on all its rows."""
-    may_true, _ = _tri(tree.body if isinstance(tree, ast.Expression) else tree, bounds,
-                       scalars, nblocks)
-    return may_true
-
-
-def _tri(node: ast.AST, bounds, scalars, n) -> tuple[np.ndarray, np.ndarray]:
-    unknown = (np.ones(n, bool), np.ones(n, bool))
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
-        lt, lf = _tri(node.left, bounds, scalars, n)
-        rt, rf = _tri(node.right, bounds, scalars, n)
-        if isinstance(node.op, ast.BitAnd):
-            return lt & rt, lf | rf
-        return lt | rt, lf & rf
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
-        t, f = _tri(node.operand, bounds, scalars, n)
-        return f, t
-    if isinstance(node, ast.Name) and node.id in bounds and \
-            bounds[node.id].lo.dtype == np.bool_:
-        b = bounds[node.id]
-        return ~b.known | b.hi, ~b.known | ~b.lo
-    if isinstance(node, ast.Compare):
-        op, left, right = type(node.ops[0]), node.left, node.comparators[0]
-        if isinstance(right, ast.Name) and right.id in bounds:
-            left, right, op = right, left, _FLIP[op]
-        if not (isinstance(left, ast.Name) and left.id in bounds):
-            return unknown
-        c = _constant(right, scalars)
-        if c is None or (isinstance(c, float) and math.isnan(c) and op is not ast.NotEq):
-            return unknown if c is None else (np.zeros(n, bool), np.ones(n, bool))
-        b = bounds[left.id]
-        with np.errstate(invalid="ignore"):
-            t, f = _compare_bounds(op, b.lo, b.hi, b.nan, c)
-        return t | ~b.known, f | ~b.known
-    return unknown
-
-
-def _compare_bounds(op, lo, hi, nan, c) -> tuple[np.ndarray, np.ndarray]:
-    if op is ast.Lt:
-        return lo < c, (hi >= c) | nan
-    if op is ast.LtE:
-        return lo <= c, (hi > c) | nan
-    if op is ast.Gt:
-        return hi > c, (lo <= c) | nan
-    if op is ast.GtE:
-        return hi >= c, (lo < c) | nan
-    inside = (lo <= c) & (c <= hi)
-    single = (lo == c) & (hi == c)
-    if op is ast.Eq:
-        return inside, ~single | nan
-    return ~single | nan, inside  # NotEq
+# The numexpr text of an evaluator before its first block is seen.
+_UNPLANNED = object()
 
 
 # -- evaluation over blocks -------------------------------------------------------------------
@@ -336,6 +119,7 @@ class BlockEvaluator:
             # comparisons and arithmetic; numexpr's threads pay off on functions.
             vm = "numexpr" if numexpr is not None and self.expr.calls_functions else "python"
         self.vm = vm
+        self._numexpr_text: Any = _UNPLANNED
         chunklens = [c.chunklen for c in self.columns.values() if hasattr(c, "chunklen")]
         self.blen = int(blen) if blen else (min(chunklens) if chunklens else _DEFAULT_BLEN)
         if self.blen < 1:
@@ -361,11 +145,18 @@ class BlockEvaluator:
 
     def _evaluate(self, env: dict[str, Any]) -> np.ndarray:
         if self.vm == "numexpr":
-            try:
-                return numexpr.evaluate(self.expr.numexpr_text, local_dict=env,
-                                        global_dict={})
-            except (TypeError, ValueError, NotImplementedError, KeyError, SyntaxError):
-                self.vm = "python"  # e.g. unicode or uint64 columns: numpy can
+            # Only where numexpr gives numpy's answer for these dtypes (ops.numexpr_text);
+            # planned on the first block, as every block has the same dtypes.
+            text = self._numexpr_text
+            if text is _UNPLANNED:
+                text = self._numexpr_text = numexpr_text(
+                    self.expr.tree, {k: getattr(v, "dtype", type(v)) for k, v in env.items()})
+            if text is not None:
+                try:
+                    return numexpr.evaluate(text, local_dict=env, global_dict={})
+                except (TypeError, ValueError, NotImplementedError, KeyError, SyntaxError):
+                    pass
+            self.vm = "python"  # e.g. unicode, uint64 or date columns, lists: numpy can
         return np.asarray(evaluate_numpy(self.expr.tree, env))
 
     def constant(self) -> Any:
@@ -587,8 +378,8 @@ def _block_bounds(zones, chunklen: int, blen: int, n: int) -> Bounds:
     return Bounds(lo, hi, nan, known)
 
 
-__all__ = ["BlockEvaluator", "Expression", "ExpressionError", "caller_scope", "evaluate_numpy",
-           "may_match"]
+__all__ = ["BlockEvaluator", "Bounds", "Expression", "ExpressionError", "caller_scope",
+           "evaluate_numpy", "may_match"]
 
 
 def collect_result(ev: Any, out_flavor: str, kwargs: dict) -> Any:

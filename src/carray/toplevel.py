@@ -137,10 +137,13 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
     Parameters
     ----------
     expression : str
-        numexpr syntax, e.g. ``"a * 2 + sin(b)"`` or ``"(x < 0.1) & (y > 0.5)"``.
+        numexpr syntax, e.g. ``"a * 2 + sin(b)"`` or ``"(x < 0.1) & (y > 0.5)"``;
+        also ``"x in [1, 2]"``, ``"name == b'abc'"`` and, on datetime64 operands,
+        ``"day >= '2013-06-01'"`` (see :mod:`carray.compute.ops`).
     vm : {None, 'numexpr', 'python', 'dask'}
         The evaluator (default ``carray.defaults.vm``: None picks per expression);
-        'dask' is accepted for bcolz's scripts and evaluates as 'python' does.
+        'dask' evaluates with dask's arrays (the carray operands read region by region
+        by dask's scheduler), as bcolz did; it needs dask installed.
     out_flavor : {'carray', 'numpy'}
         The result's type (default ``carray.defaults.out_flavor``); other keyword
         arguments go to the result carray.
@@ -150,11 +153,25 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
     scope = caller_scope(1)
     scope.update(user_dict or {})
     parsed = Expression.parse(expression)
+    if vm == "dask":
+        return _eval_dask(parsed, scope, out_flavor, kwargs)
     if wants_lazy(parsed.names, scope):  # N-d operands broadcast, as in carray.compute
         lazy = lazy_expression(parsed.tree, scope)
         return np.asarray(lazy) if out_flavor == "numpy" else lazy.compute(**kwargs)
     ev = BlockEvaluator(parsed, {}, scope, vm=vm, blen=blen, prune=False)
     return collect_result(ev, out_flavor, kwargs)
+
+
+def _eval_dask(parsed: Expression, scope: dict, out_flavor: str, kwargs: dict) -> Any:
+    """``eval`` with vm='dask' (dask is imported only then: it is slow to import)."""
+    if out_flavor not in ("carray", "bcolz", "numpy"):
+        raise ValueError(f"out_flavor must be 'carray' or 'numpy', got {out_flavor!r}")
+    from carray.integrations import dask_eval
+
+    value = dask_eval.evaluate(parsed, scope)
+    if np.ndim(value) == 0:
+        return value[()] if isinstance(value, np.ndarray) else value
+    return value if out_flavor == "numpy" else carray(value, **kwargs)
 
 
 def iterblocks(cobj: carray, blen: int | None = None, start: int = 0,

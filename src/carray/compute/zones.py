@@ -7,8 +7,9 @@ Two uses of the per-chunk summaries of 1-d numeric carrays (:mod:`carray.zonemap
   partial one, and any written by other programs); of a sorted array that is
   almost nothing.
 * A boolean expression built from comparisons of such carrays with constants,
-  ``&``, ``|`` and ``~`` is decided per chunk three-valued (may it be true
-  somewhere? may it be false somewhere?).  A chunk where it is certainly
+  membership (``x in [...]``), ``isnan``, ``&``, ``|`` and ``~`` is decided per
+  chunk three-valued (may it be true somewhere? may it be false somewhere?) by
+  :mod:`carray.compute.prune`, the logic table queries use too.  A chunk where it is certainly
   constant is not decoded: counting, ``any``/``all`` and the other reductions
   use the constant, and a ``where=`` mask that is certainly false drops the
   chunk.  ``any``/``all`` over everything stop at the first chunk that decides
@@ -20,15 +21,16 @@ worker threads only look them up.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from carray.compute import prune
 from carray.compute._types import is_carray
 from carray.compute.evaluate import carray_leaves, regions
 from carray.compute.expr import Expr, is_scalar, leaf_selection
+from carray.compute.ops import IsIn
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,18 @@ def region_constant(src: Any, region: tuple[slice, ...], shape: tuple[int, ...],
     else None."""
     if not info:
         return None
-    tri = _tri(src, region, shape, info)
-    if tri is None:
-        return None
-    may_true, may_false = tri
-    if may_true and not may_false:
+
+    def bounds_of(key: tuple[Any, tuple[slice, ...], tuple[int, ...]]) -> prune.Bounds | None:
+        b = _leaf_bounds(*key, info)
+        if b is None:
+            return None
+        return prune.Bounds(np.array([b[0]]), np.array([b[1]]), np.array([b[2]]),
+                            np.ones(1, bool))
+
+    may_true, may_false = prune.tri((src, region, shape), _describe, bounds_of, 1)
+    if may_true[0] and not may_false[0]:
         return True
-    if may_false and not may_true:
+    if may_false[0] and not may_true[0]:
         return False
     return None
 
@@ -101,74 +108,43 @@ def _leaf_bounds(leaf: Any, region, shape, info: Summaries) -> tuple[Any, Any, b
     return summary.bounds(start, stop) if step == 1 else None
 
 
-_FLIP = {np.less: np.greater, np.less_equal: np.greater_equal, np.greater: np.less,
-         np.greater_equal: np.less_equal, np.equal: np.equal, np.not_equal: np.not_equal}
+_SYMBOL = {np.less: "<", np.less_equal: "<=", np.greater: ">", np.greater_equal: ">=",
+           np.equal: "==", np.not_equal: "!="}
+_AND_OR = {np.logical_and: "and", np.bitwise_and: "and", np.logical_or: "or",
+           np.bitwise_or: "or"}
 
 
-def _tri(node: Any, region, shape, info: Summaries) -> tuple[bool, bool] | None:
-    """(may be true somewhere, may be false somewhere) of a boolean node in the box."""
+def _describe(item: tuple[Any, Any, Any]) -> prune.Fact | None:
+    """What a node of a lazy expression is to :func:`carray.compute.prune.tri`; nodes
+    travel with the box of the node's shape they are asked about."""
+    node, region, shape = item
+    if is_scalar(node):
+        return prune.Fact("constant", value=node) if isinstance(node, (bool, np.bool_)) \
+            else None
     if is_carray(node):
-        if node.dtype != bool:
-            return None
-        b = _leaf_bounds(node, region, shape, info)
-        return None if b is None else (bool(b[1]), not bool(b[0]))
+        return prune.Fact("column", key=item) if node.dtype == bool else None
     if not isinstance(node, Expr):
         return None
     func, args = node.func, node.args
-    if func in (np.logical_and, np.bitwise_and, np.logical_or, np.bitwise_or) and \
-            node.dtype == bool:
-        left = _tri(args[0], region, node.shape, info) if not is_scalar(args[0]) else \
-            (bool(args[0]), not bool(args[0]))
-        right = _tri(args[1], region, node.shape, info) if not is_scalar(args[1]) else \
-            (bool(args[1]), not bool(args[1]))
-        if func in (np.logical_and, np.bitwise_and):
-            # False anywhere on one side is enough to make the whole box false.
-            if left is not None and not left[0] or right is not None and not right[0]:
-                return False, True
-            if left is None or right is None:
-                return None
-            return left[0] and right[0], left[1] or right[1]
-        if left is not None and not left[1] or right is not None and not right[1]:
-            return True, False
-        if left is None or right is None:
-            return None
-        return left[0] or right[0], left[1] and right[1]
+    # Operands broadcast to the node's shape: ask each about its part of the box.
+    kids = tuple((a, region, shape) if is_scalar(a) or is_carray(a) else
+                 (a, leaf_selection(region, shape, tuple(a.shape)), tuple(a.shape))
+                 for a in args)
+    if func in _AND_OR and node.dtype == bool:
+        return prune.Fact(_AND_OR[func], kids)
     if func in (np.logical_not, np.invert) and node.dtype == bool:
-        inner = _tri(args[0], region, node.shape, info)
-        return None if inner is None else (inner[1], inner[0])
-    if func in _FLIP:
-        return _compare(func, args, region, node.shape, info)
+        return prune.Fact("not", kids)
+    if isinstance(func, IsIn) and is_carray(args[0]):
+        return prune.Fact("isin", key=kids[0], value=func.members, invert=func.invert)
+    if func is np.isnan and is_carray(args[0]):
+        return prune.Fact("isnan", key=kids[0])
+    if func in _SYMBOL:
+        op = _SYMBOL[func]
+        if is_scalar(args[0]) and is_carray(args[1]):
+            return prune.Fact("compare", key=kids[1], op=prune.FLIP[op], value=args[0])
+        if is_carray(args[0]) and is_scalar(args[1]):
+            return prune.Fact("compare", key=kids[0], op=op, value=args[1])
     return None
-
-
-def _compare(func, args, region, shape, info: Summaries) -> tuple[bool, bool] | None:
-    left, right = args
-    if is_scalar(left) and is_carray(right):
-        left, right, func = right, left, _FLIP[func]
-    if not (is_carray(left) and is_scalar(right)) or isinstance(right, complex) or \
-            np.iscomplexobj(right):
-        return None
-    b = _leaf_bounds(left, region, shape, info)
-    if b is None:
-        return None
-    lo, hi, nan = b
-    c = right
-    if isinstance(c, (float, np.floating)) and math.isnan(c):
-        return (True, False) if func is np.not_equal else (False, True)
-    with np.errstate(all="ignore"):
-        if func is np.less:
-            return bool(lo < c), bool(hi >= c) or nan
-        if func is np.less_equal:
-            return bool(lo <= c), bool(hi > c) or nan
-        if func is np.greater:
-            return bool(hi > c), bool(lo <= c) or nan
-        if func is np.greater_equal:
-            return bool(hi >= c), bool(lo < c) or nan
-        inside = bool(lo <= c <= hi)
-        single = bool(lo == c == hi)
-    if func is np.equal:
-        return inside, not single or nan
-    return not single or nan, inside
 
 
 def shortcut(spec: Any, chunks: tuple[int, ...], info: Summaries) -> Any:

@@ -1,0 +1,154 @@
+"""Expression strings, parsed once: the one parser behind table queries and ``carray.eval``.
+
+The syntax is numexpr's (Python's expression grammar, a subset of it): names,
+numbers, strings and byte strings, arithmetic, comparisons, the functions of
+:data:`carray.compute.ops.FUNCTIONS`, and membership in a literal list
+(``carrier in ['UA', 'AA']``, ``x not in (1, 2)``).  The tree is normalised so
+that every consumer (the numpy evaluator, the lazy expressions, numexpr's text
+and zone-map pruning) sees one small set of nodes:
+
+* ``and``/``or``/``not`` become ``&``/``|``/``~`` -- the same on booleans, and
+  numexpr knows only the latter;
+* a chained comparison ``a < b < c`` becomes ``(a < b) & (b < c)``;
+* anything else (attributes, subscripts, comprehensions, lambdas, calls of
+  unknown names or with keywords) is rejected with an :class:`ExpressionError`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from carray.compute.ops import CMPOPS, FUNCTIONS, MEMBERSHIP
+from carray.errors import ExpressionError
+
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Constant,
+            ast.Call, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.List, ast.Tuple)
+_LITERALS = (int, float, complex, str, bytes, bool)
+
+
+class Normalise(ast.NodeTransformer):
+    """``and``/``or``/``not`` to ``&``/``|``/``~``, and chained comparisons split."""
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        op = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
+        out = node.values[0]
+        for value in node.values[1:]:
+            out = ast.BinOp(left=out, op=op, right=value)
+        return out
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.UnaryOp(op=ast.Invert(), operand=node.operand)
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        parts, left = [], node.left
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if type(op) not in CMPOPS and type(op) not in MEMBERSHIP:
+                raise ExpressionError(f"unsupported comparison {type(op).__name__}")
+            parts.append(ast.Compare(left=left, ops=[op], comparators=[right]))
+            left = right
+        out: ast.expr = parts[0]
+        for part in parts[1:]:
+            out = ast.BinOp(left=out, op=ast.BitAnd(), right=part)
+        return out
+
+
+def literal(node: ast.AST) -> tuple[bool, object]:
+    """``(True, value)`` when ``node`` is a literal constant (a negated number too)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, _LITERALS):
+        return True, node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        ok, value = literal(node.operand)
+        if ok and isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+            return True, -value if isinstance(node.op, ast.USub) else value
+    return False, None
+
+
+def _check_lists(tree: ast.AST, text: str) -> None:
+    """Lists and tuples only as the right side of ``in``, and only of literals."""
+    allowed: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            right = node.comparators[0]
+            if type(node.ops[0]) in MEMBERSHIP:
+                if not isinstance(right, (ast.List, ast.Tuple)):
+                    raise ExpressionError(f"'in' needs a literal list, as in "
+                                          f"\"x in [1, 2]\", in {text!r}")
+                if not all(literal(e)[0] for e in right.elts):
+                    raise ExpressionError(f"the list of 'in' must hold only literals in "
+                                          f"{text!r}")
+                allowed.add(id(right))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and id(node) not in allowed:
+            raise ExpressionError(f"a list is allowed only after 'in', in {text!r}")
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A parsed, normalised expression.
+
+    Attributes
+    ----------
+    text : str
+        As the user wrote it.
+    tree : ast.Expression
+        The normalised tree.
+    names : tuple of str
+        The variables it reads, in order of appearance (function names excluded).
+    numexpr_text : str
+        The normalised tree as text (numexpr's syntax when it uses no lists).
+    calls_functions : bool
+        Whether it calls any function.
+    """
+
+    text: str
+    tree: ast.Expression
+    names: tuple[str, ...]
+    numexpr_text: str
+    calls_functions: bool
+
+    @classmethod
+    def parse(cls, text: str) -> Expression:
+        """Parse and normalise ``text``.
+
+        Raises
+        ------
+        ExpressionError
+            ``text`` is not an expression, or uses what expressions do not allow.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ExpressionError(f"expected an expression string, got {text!r}")
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError as exc:
+            raise ExpressionError(f"cannot parse {text!r}: {exc.msg}") from None
+        tree = ast.fix_missing_locations(Normalise().visit(tree))
+        names: list[str] = []
+        for node in ast.walk(tree):
+            if not isinstance(node, _ALLOWED):
+                raise ExpressionError(f"{type(node).__name__} is not allowed in {text!r}")
+            if isinstance(node, ast.Call):
+                if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS \
+                        or node.keywords:
+                    raise ExpressionError(f"unknown function in {text!r}")
+            elif isinstance(node, ast.Name) and node.id not in names:
+                names.append(node.id)
+        _check_lists(tree, text)
+        calls = {n.func.id for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        names = [n for n in names if n not in calls or _is_used_as_value(tree, n)]
+        return cls(text, tree, tuple(names), ast.unparse(tree), bool(calls))
+
+
+def _is_used_as_value(tree: ast.AST, name: str) -> bool:
+    funcs = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in funcs
+               for n in ast.walk(tree))
+
+
+__all__ = ["Expression", "Normalise", "literal"]
