@@ -5,7 +5,9 @@ Chunks are visited in C order over a chunk grid: they are read and evaluated
 on worker threads (:mod:`carray._parallel`; decoding and numpy release the
 GIL) a few chunks ahead of the caller and handed back in order, so what is
 built from them is the same whatever the thread count, and only those few
-chunks are decoded at once.
+chunks are decoded at once.  Written to disk (:func:`compute`), chunks are also
+compressed on the workers, so only compressed chunks wait for the caller to
+write them, a file (unit) at a time.
 """
 
 from __future__ import annotations
