@@ -158,10 +158,12 @@ class ChunkIO:
 
     # -- encoding -------------------------------------------------------------------------
 
-    def encode(self, raw: np.ndarray, grid: NDGrid, nthreads: int | None = None) -> bytes:
+    def encode(self, raw: np.ndarray, grid: NDGrid, nthreads: int | None = None,
+               scratch: Callable[[int], np.ndarray] | None = None) -> bytes:
         """Compress a chunk already in stored order (flat, or any C-contiguous shape).
 
-        ``nthreads``: Blosc threads for this chunk (default: the process-wide count).
+        ``nthreads``: Blosc threads for this chunk (default: the process-wide count);
+        ``scratch(nbytes)``: a byte buffer to compress into, where the codec can use one.
         """
         if self._lazy and self.is_fill(raw):
             special = self.fill_chunk(grid)
@@ -176,7 +178,7 @@ class ChunkIO:
         if nthreads is None and data.nbytes < _THREADED_CHUNK:
             nthreads = 1  # waking Blosc's threads costs more than a small chunk takes
         return blosc.compress2(data, self.typesize, self.cparams, blocksize=blocksize,
-                               nthreads=nthreads)
+                               nthreads=nthreads, scratch=scratch)
 
     def encode_all(self, chunks: Iterable[tuple[int, np.ndarray]], grid: NDGrid,
                    parallel: bool = True,
@@ -208,12 +210,13 @@ class ChunkIO:
 
     def encode_on_worker(self, raw: np.ndarray, grid: NDGrid) -> bytes:
         """:meth:`encode` on a worker thread, one of several compressing at once (each
-        on its own single-threaded Blosc context)."""
+        on its own single-threaded Blosc context, into the thread's scratch buffer:
+        only the compressed bytes are new)."""
         if self.layout.blosc1:
             # c-blosc 1.x takes the block size from process-wide state: one at a time.
             with _BLOSC1_LOCK:
                 return self.encode(raw, grid)
-        return self.encode(raw, grid, nthreads=1)
+        return self.encode(raw, grid, nthreads=1, scratch=_encode_scratch)
 
     # -- fill chunks ----------------------------------------------------------------------
 
@@ -261,6 +264,11 @@ class ChunkIO:
         if value is None:
             value = self._fill_values[item] = np.frombuffer(item, self.dtype).reshape(())
         return value
+
+    @property
+    def padding(self) -> Any:
+        """What the padding of edge chunks holds (see :meth:`stored_from_region`)."""
+        return self.fill if self._lazy else 0
 
     def stored_from_region(self, region: np.ndarray, grid: NDGrid,
                            rows: int | None = None) -> np.ndarray:
@@ -523,6 +531,11 @@ class ChunkIO:
         block = np.ravel_multi_index(tuple(q), grid.blocks_per_chunk)
         return block * math.prod(grid.blocks) + np.ravel_multi_index(tuple(r), grid.blocks)
 
+
+
+def _encode_scratch(nbytes: int) -> np.ndarray:
+    """This thread's buffer to compress a chunk into."""
+    return _parallel.scratch(nbytes, "encoded")
 
 
 def _repeats(arr: np.ndarray) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import blosc2 as _blosc2
@@ -78,9 +78,13 @@ def _code(value: Any) -> int:
 
 
 def compress(data: np.ndarray, typesize: int, codec: Any, clevel: int,
-             filters: Sequence[Any], filters_meta: Sequence[int], blocksize: int) -> bytes:
+             filters: Sequence[Any], filters_meta: Sequence[int], blocksize: int,
+             scratch: Callable[[int], np.ndarray] | None = None) -> bytes:
     """A Blosc2 chunk of ``data`` (C-contiguous) compressed on this thread alone, as
     python-blosc2's ``compress2(..., nthreads=1)`` makes it.
+
+    ``scratch(nbytes)``, when given, lends a byte buffer of at least ``nbytes`` to
+    compress into (e.g. one kept per thread), so only the compressed bytes are new.
 
     Raises
     ------
@@ -92,7 +96,8 @@ def compress(data: np.ndarray, typesize: int, codec: Any, clevel: int,
     for i, (code, meta) in enumerate(zip(filters, filters_meta, strict=True)):
         params.filters[i], params.filters_meta[i] = _code(code), meta
     nbytes = data.nbytes
-    dest = np.empty(nbytes + _MAX_OVERHEAD, dtype=np.uint8)
+    size = nbytes + _MAX_OVERHEAD
+    dest = np.empty(size, dtype=np.uint8) if scratch is None else scratch(size)[:size]
     ctx = _lib.blosc2_create_cctx(params)
     if not ctx:
         raise ValueError("blosc2_create_cctx returned NULL")

@@ -782,11 +782,14 @@ def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:
 
 
 def compress2(data: np.ndarray, typesize: int, cparams: CParams,
-              blocksize: int | None = None, nthreads: int | None = None) -> bytes:
+              blocksize: int | None = None, nthreads: int | None = None,
+              scratch: Callable[[int], np.ndarray] | None = None) -> bytes:
     """Compress to a Blosc2 chunk (faster, and carries the filter pipeline in its header).
 
     ``nthreads`` is the threads Blosc uses for this chunk (default: the process-wide
-    setting); writers compressing several chunks at once pass 1.
+    setting); writers compressing several chunks at once pass 1.  ``scratch(nbytes)``
+    lends a byte buffer to compress into where it can be used (see
+    :func:`carray.codecs._encoder.compress`).
 
     Raises
     ------
@@ -808,7 +811,7 @@ def compress2(data: np.ndarray, typesize: int, cparams: CParams,
         codec = _BLOSC2_CODECS[cparams.cname]
         if nthreads == 1 and _encoder.handles(codec, filters):  # let the GIL go meanwhile
             return _encoder.compress(data, typesize, codec, cparams.clevel, filters,
-                                     filters_meta, blocksize)
+                                     filters_meta, blocksize, scratch)
         return bytes(_blosc2.compress2(
             data, typesize=typesize, clevel=cparams.clevel,
             codec=_BLOSC2_CODECS[cparams.cname], filters=filters, filters_meta=filters_meta,

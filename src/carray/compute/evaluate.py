@@ -5,11 +5,14 @@ Chunks are visited in C order over a chunk grid: they are read and evaluated
 on worker threads (:mod:`carray._parallel`; decoding and numpy release the
 GIL) a few chunks ahead of the caller and handed back in order, so what is
 built from them is the same whatever the thread count, and only those few
-chunks are decoded at once.
+chunks are decoded at once.  Written to disk (:func:`compute`), chunks are also
+compressed on the workers, so only compressed chunks wait for the caller to
+write them, a file (unit) at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -18,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
+from carray import _parallel, zonemap
 from carray.compute._types import array_type, is_carray
 from carray.compute.expr import Expr
+from carray.compute.stored import stored_plan
+from carray.engine.units import UnitWriter
 
 # Chunks in flight per worker: enough to keep every worker busy while the caller takes
 # its time to consume a result; results a chunk large (compute()) keep one, for memory.
@@ -170,11 +175,111 @@ def _new_array_args(expr: Expr, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def compute(expr: Expr, **kwargs: Any) -> Any:
-    """Write an expression's values into a new carray (see :meth:`LazyExpr.compute`)."""
+    """Write an expression's values into a new carray (see :meth:`LazyExpr.compute`).
+
+    On disk, in a layout of files written whole (superchunk, bcolz), chunks are
+    produced, compressed and written unit by unit (:func:`_write_units`) and the
+    shape is recorded once all are written, so memory stays at a few chunks per
+    worker thread and a failure leaves the new array empty.  Elsewhere (memory,
+    ``.b2nd`` frames, Fortran order, arrays with chunk summaries) the values go
+    through the array's own writes (:func:`_write_rows`).
+    """
     if expr.ndim == 0:
         raise ValueError("a 0-d expression has no carray form; use np.asarray(expr)")
     cls = array_type()
     out = cls(np.empty((0, *expr.shape[1:]), dtype=expr.dtype), **_new_array_args(expr, kwargs))
+    if _streams(expr, out):
+        return _write_units(expr, out)
+    _write_rows(expr, out)
+    out.flush()
+    return out
+
+
+def _streams(expr: Expr, out: Any) -> bool:
+    """Whether ``out`` (new, empty) can take ``expr``'s values unit by unit."""
+    engine = out.engine
+    return out.rootdir is not None and not engine.remote and engine.unit_chunks > 0 and \
+        out.dtype == expr.dtype and not out.dtype.hasobject and 0 not in expr.shape and \
+        not zonemap.summarised(out.dtype, tuple(expr.shape[1:]))
+
+
+def _write_units(expr: Expr, out: Any) -> Any:
+    """Write every unit of ``out`` (see :func:`compute`), record the shape and return
+    the array reopened; on failure the array is left as created (empty)."""
+    engine = out.engine
+    reopen = {**out.reopen_args(), "mode": "a"}
+    try:
+        writer = engine.unit_writer(expr.shape)
+        grid = writer.grid
+        size, nchunks = writer.unit_chunks, grid.nchunks
+        encoded = partial(_encoded_chunk, ChunkValues(expr, writer), writer)
+        items = regions(expr.shape, grid.chunks)
+        if threaded_for(grid.chunks, expr):
+            # One chunk queued beyond one per worker: every worker stays busy while this
+            # thread writes, and only the compressed chunks wait here.
+            results = _parallel.pipeline(encoded, items, window=_parallel.workers() + 1)
+        else:
+            results = map(encoded, items)
+        cbytes, unit, held = 0, 0, []
+        for data in results:
+            held.append(data)
+            if len(held) == size or unit * size + len(held) == nchunks:
+                cbytes += writer.write_encoded(unit, held)
+                unit, held = unit + 1, []
+        engine.adopt(expr.shape, cbytes)
+    except BaseException:
+        with contextlib.suppress(Exception):  # nothing recorded: the array stays empty
+            engine.release()
+        raise
+    return type(out)(**reopen)
+
+
+def _encoded_chunk(values: ChunkValues, writer: UnitWriter,
+                   item: tuple[tuple[int, ...], Region]) -> bytes:
+    """A chunk's values produced and compressed (on a worker thread)."""
+    return writer.encode(values(*item))
+
+
+class ChunkValues:
+    """Produces the values of an expression's chunks as a new array stores them: in
+    stored order, padding included (unless the layout truncates the chunk).
+
+    Where every carray operand is stored as the new array is (same chunks and blocks:
+    :func:`carray.compute.stored.stored_plan`), a chunk is evaluated in stored order
+    in the worker thread's scratch buffers, with no reordering before compression;
+    otherwise its box of values is evaluated in C order and put in stored order.
+
+    Parameters
+    ----------
+    expr : Expr
+        The expression, of the new array's shape and dtype.
+    writer : UnitWriter
+        The new array's writer (its grid, layout of chunks and padding).
+    """
+
+    def __init__(self, expr: Expr, writer: UnitWriter) -> None:
+        self.expr, self.writer = expr, writer
+        grid = writer.grid
+        plan = stored_plan(expr)
+        if plan is not None and (plan.grid.chunks != grid.chunks or
+                                 plan.grid.ext_chunks != grid.ext_chunks):
+            plan = None
+        self.plan = plan
+
+    def __call__(self, coords: tuple[int, ...], region: Region) -> np.ndarray:
+        """The values of the chunk at ``coords`` (its items: ``region``), valid until
+        this thread's next call."""
+        writer = self.writer
+        if self.plan is not None:
+            chunk = self.plan.chunk(coords)
+            if chunk is not None and chunk.blocks == writer.stored_blocks:
+                chunk.fill_padding(writer.padding)  # as other writes store padding
+                return writer.trimmed(chunk.flat, writer.grid.chunk_index(coords))
+        return writer.stored(_evaluate_region(self.expr, (coords, region)))
+
+
+def _write_rows(expr: Expr, out: Any) -> None:
+    """Write ``expr``'s values into ``out`` (new, empty) through its appends and writes."""
     shape, chunks = expr.shape, tuple(out.chunks)
     threaded = threaded_for(chunks, expr)
     evaluate = partial(_evaluate_region, expr)
@@ -182,24 +287,22 @@ def compute(expr: Expr, **kwargs: Any) -> Any:
         # Chunks span whole rows: append them in order, each compressed once.
         for _, block in waves(regions(shape, chunks), evaluate, threaded, ahead=1):
             out.append(block)
-    else:
-        # Several chunks per run of rows: size the array to its whole runs, then write
-        # chunk by chunk, so only a wave of chunks is in memory.  A partial last run is
-        # built whole and appended (writes into it would each decode all of it again).
-        whole = shape[0] - shape[0] % chunks[0]
-        out.resize((whole, *shape[1:]))
-        last = None
-        for (_, region), block in waves(regions(shape, chunks), evaluate, threaded, ahead=1):
-            if region[0].start < whole:
-                out[region] = block
-                continue
-            if last is None:
-                last = np.empty((shape[0] - whole, *shape[1:]), dtype=expr.dtype)
-            last[(slice(region[0].start - whole, region[0].stop - whole), *region[1:])] = block
-        if last is not None:
-            out.append(last)
-    out.flush()
-    return out
+        return
+    # Several chunks per run of rows: size the array to its whole runs, then write
+    # chunk by chunk, so only a wave of chunks is in memory.  A partial last run is
+    # built whole and appended (writes into it would each decode all of it again).
+    whole = shape[0] - shape[0] % chunks[0]
+    out.resize((whole, *shape[1:]))
+    last = None
+    for (_, region), block in waves(regions(shape, chunks), evaluate, threaded, ahead=1):
+        if region[0].start < whole:
+            out[region] = block
+            continue
+        if last is None:
+            last = np.empty((shape[0] - whole, *shape[1:]), dtype=expr.dtype)
+        last[(slice(region[0].start - whole, region[0].stop - whole), *region[1:])] = block
+    if last is not None:
+        out.append(last)
 
 
 def _evaluate_region(expr: Expr, item: tuple[tuple[int, ...], Region]) -> np.ndarray:
