@@ -270,8 +270,17 @@ class ChunkValues:
         """The values of the chunk at ``coords`` (its items: ``region``), valid until
         this thread's next call."""
         writer = self.writer
-        if self.plan is not None:
-            chunk = self.plan.chunk(coords)
+        plan = self.plan
+        if plan is not None and plan.program.steps and \
+                plan.stored_blocks == writer.stored_blocks:
+            # An expression: evaluated piece by piece, the operands never decoded whole.
+            nbytes = writer.grid.chunk_items * self.expr.dtype.itemsize
+            out = _parallel.scratch(nbytes, "kernel.chunk")[:nbytes].view(self.expr.dtype)
+            whole = plan.chunk_in_pieces(coords, out)
+            whole.fill_padding(writer.padding)
+            return writer.trimmed(whole.flat, writer.grid.chunk_index(coords))
+        if plan is not None:
+            chunk = plan.chunk(coords)
             if chunk is not None and chunk.blocks == writer.stored_blocks:
                 chunk.fill_padding(writer.padding)  # as other writes store padding
                 return writer.trimmed(chunk.flat, writer.grid.chunk_index(coords))

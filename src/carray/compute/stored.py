@@ -143,7 +143,8 @@ class StoredPlan:
         self.leaves = leaves
         self.grid = leaves[0].engine.grid
         engine, ext = leaves[0].engine, self.grid.ext_chunks
-        if stored_blocked(engine, self.grid):
+        self.blocked = stored_blocked(engine, self.grid)
+        if self.blocked:
             self.piece_shape: tuple[int, ...] = tuple(engine.blocks)
         else:  # C order: runs of whole rows of the extended chunk, when they divide it
             row = math.prod(ext[1:]) * max(leaf.dtype.itemsize for leaf in leaves)
@@ -206,6 +207,26 @@ class StoredPlan:
             if flat.dtype != dtype:
                 flat = flat.astype(dtype)
             yield bcoords, StoredChunk(flat, shape, shape, inside)
+
+
+    @property
+    def stored_blocks(self) -> tuple[int, ...]:
+        """The shape of the blocks chunks are stored in (the extended chunk shape when
+        they are stored in C order)."""
+        return self.piece_shape if self.blocked else self.grid.ext_chunks
+
+    def chunk_in_pieces(self, coords: tuple[int, ...], out: np.ndarray) -> StoredChunk:
+        """:meth:`chunk`, evaluated piece by piece (:meth:`pieces`) into ``out`` (flat,
+        ``grid.chunk_items`` items of the result's dtype): the operands are never
+        decoded whole.  Padding holds anything: :meth:`StoredChunk.fill_padding`."""
+        ext = self.grid.ext_chunks
+        shape = self.piece_shape
+        items = math.prod(shape)
+        per = tuple(e // b for e, b in zip(ext, shape, strict=True))
+        for bcoords, piece in self.pieces(coords):
+            k = int(np.ravel_multi_index(bcoords, per))
+            out[k * items:(k + 1) * items] = piece.flat
+        return StoredChunk(out, self.stored_blocks, ext, self.grid.valid_shape(coords))
 
 
 def _inside(bcoords: tuple[int, ...], shape: tuple[int, ...], valid: tuple[int, ...]
