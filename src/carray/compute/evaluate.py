@@ -153,9 +153,21 @@ def to_numpy(expr: Expr) -> np.ndarray:
     if out.size == 0 or out.ndim == 0:
         return np.asarray(expr.evaluate(())) if out.ndim == 0 else out
     chunks = plan_chunks(expr)
+    plan = stored_plan(expr)
+    if plan is not None and (not plan.program.steps or plan.grid.chunks != chunks):
+        plan = None  # a lone carray reads faster whole
 
     def fill(item: tuple[tuple[int, ...], Region]) -> None:
-        out[item[1]] = expr.evaluate(item[1])
+        coords, region = item
+        if plan is None:
+            out[region] = expr.evaluate(region)
+            return
+        # Piece by piece (carray.compute.kernel), each straight to its box of ``out``.
+        for bcoords, piece in plan.pieces(coords):
+            box = tuple(slice(r.start + c * b, r.start + c * b + n) for r, c, b, n in
+                        zip(region, bcoords, piece.blocks, piece.valid, strict=True))
+            out[box] = piece.flat.reshape(piece.blocks)[tuple(slice(0, n)
+                                                              for n in piece.valid)]
 
     for _ in waves(regions(expr.shape, chunks), fill, threaded_for(chunks, expr)):
         pass

@@ -483,6 +483,9 @@ class _Var(_Reducer):
             var = np.full(shape, np.nan)
         else:
             n, _, q = acc
+            if np.any(n - self.spec.kw["ddof"] <= 0):
+                warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning,
+                              stacklevel=2)  # numpy's words
             with np.errstate(all="ignore"):
                 var = q / np.maximum(n - self.spec.kw["ddof"], 0)
         if self.spec.op == "std":
