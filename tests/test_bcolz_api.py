@@ -307,3 +307,12 @@ def test_print_versions():
     for name in ("carray", "NumPy", "libblosc2", "Python", "Detected cores"):
         assert name in text
     assert bcolz.blosc_version()[0] in text
+
+
+@pytest.mark.parametrize("args", [(24.0,), (0, 24.0), (5,), (1, 10, 2), (0.0, 1.0, 0.1),
+                                  (np.datetime64("2020-01-01"), np.datetime64("2020-01-05"),
+                                   np.timedelta64(1, "D"))])
+def test_arange_has_numpys_dtype_and_values(args):
+    a, want = bcolz.arange(*args), np.arange(*args)
+    assert a.dtype == want.dtype
+    np.testing.assert_array_equal(a[:], want)

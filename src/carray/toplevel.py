@@ -63,7 +63,8 @@ def arange(start: Any = None, stop: Any = None, step: Any = None, dtype: Any = N
     start = 0 if start is None else start
     step = 1 if step is None else step
     n = len(range(0, int(np.ceil((stop - start) / step)))) if step else 0
-    dt = np.dtype(dtype) if dtype is not None else np.arange(start, start + step, step).dtype
+    dt = np.dtype(dtype) if dtype is not None else \
+        np.arange(start, start + step, step, dtype=np.result_type(start, stop, step)).dtype
     kwargs.setdefault("expectedlen", n)
     a = carray(np.empty(0, dtype=dt), **kwargs)
     blen = a.chunklen
