@@ -19,7 +19,7 @@ Cases, every library in the same run, medians of ``--repeat`` runs:
   on and off, vs pyarrow+Parquet (which prunes by row-group statistics).
 * conversion: ``fromdataframe``/``todataframe`` vs pandas ``to_parquet``/``read_parquet``.
 
-Run: ``python benchmarks/bench_ctable.py [--rows N] [--repeat R]``.
+Run: ``python benchmarks/bench_ctable.py [--rows N] [--repeat R] [--rounds N]``.
 Writes ``benchmarks/results/bench_ctable.{json,md}``.
 """
 
@@ -49,6 +49,7 @@ import carray as ca
 
 RESULTS = Path(__file__).parent / "results"
 EXPR = "(x < 0.1) & (y > 0.5)"
+ROUNDS = 3  # every library timed once per round; ratios come from same-round timings
 
 
 def median_time(fn, repeat: int) -> tuple[float, object]:
@@ -170,14 +171,16 @@ def run_data(rows: int, sort: bool, tmp: str, repeat: int) -> dict:
         "duckdb Parquet": lambda: duckdb_query(con, parquet),
         "blosc2 lazyexpr (disk)": lambda: blosc2_disk_query(b2root),
     })
-    case = {}
-    for name, fn in timings.items():
-        seconds, value = median_time(fn, repeat)
-        if not np.array_equal(np.sort(np.asarray(value)), want):
+    for name, fn in timings.items():  # each checked once, which also warms it up
+        if not np.array_equal(np.sort(np.asarray(fn())), want):
             raise AssertionError(f"{name} returned wrong ids")
-        case[name] = seconds
-        print(f"{label:7s} {name:40s} {seconds * 1e3:9.2f} ms", flush=True)
-    out = {label: case}
+    case: dict[str, list[float]] = {name: [] for name in timings}
+    for r in range(ROUNDS):
+        for name, fn in timings.items():
+            seconds, _ = median_time(fn, repeat)
+            case[name].append(seconds)
+            print(f"round {r + 1} {label:7s} {name:40s} {seconds * 1e3:9.2f} ms", flush=True)
+    out: dict = {label: case}
     if not sort:
         conv = {
             "carray fromdataframe (disk)": lambda: ca.ctable.fromdataframe(
@@ -191,34 +194,43 @@ def run_data(rows: int, sort: bool, tmp: str, repeat: int) -> dict:
         }
         out["conversion"] = {}
         for name, fn in conv.items():
-            out["conversion"][name], _ = median_time(fn, repeat)
-            print(f"convert {name:40s} {out['conversion'][name] * 1e3:9.2f} ms", flush=True)
+            out["conversion"][name] = [median_time(fn, repeat)[0]]
+            print(f"convert {name:40s} {out['conversion'][name][0] * 1e3:9.2f} ms", flush=True)
     return out
 
 
 def ratios(results: dict) -> dict:
+    """Each ratio (peer time / ours) per round: same-round timings only."""
     r, s, c = results["cases"]["random"], results["cases"]["sorted"], \
         results["cases"]["conversion"]
-    mem, disk = r["carray (memory)"], r["carray (disk, cold open)"]
-    sdisk = s["carray (disk, cold open)"]
+
+    def per_round(peer: dict, peer_name: str, ours: dict, ours_name: str) -> list[float]:
+        return [p / o for p, o in zip(peer[peer_name], ours[ours_name], strict=False)]
+
+    mem, disk = "carray (memory)", "carray (disk, cold open)"
     return {
-        "memory vs pandas df.query (target >= 2)": r["pandas df.query"] / mem,
-        "memory vs pandas mask": r["pandas mask"] / mem,
-        "memory vs numpy+numexpr": r["numpy+numexpr"] / mem,
-        "memory vs blosc2 CTable.where (target >= 5)": r["blosc2 CTable.where"] / mem,
-        "memory vs polars in memory (target >= 0.5)": r["polars filter (memory)"] / mem,
-        "disk vs polars scan_parquet (target >= 2)": r["polars scan_parquet"] / disk,
-        "disk vs duckdb Parquet (target >= 2)": r["duckdb Parquet"] / disk,
-        "disk vs pyarrow+Parquet (target >= 3)": r["pyarrow+Parquet (filter)"] / disk,
-        "disk vs blosc2 lazyexpr (target > 1)": r["blosc2 lazyexpr (disk)"] / disk,
+        "memory vs pandas df.query (target >= 2)": per_round(r, "pandas df.query", r, mem),
+        "memory vs pandas mask": per_round(r, "pandas mask", r, mem),
+        "memory vs numpy+numexpr": per_round(r, "numpy+numexpr", r, mem),
+        "memory vs blosc2 CTable.where (target >= 5)":
+            per_round(r, "blosc2 CTable.where", r, mem),
+        "memory vs polars in memory (target >= 1.0)":
+            per_round(r, "polars filter (memory)", r, mem),
+        "disk vs polars scan_parquet (target >= 2)": per_round(r, "polars scan_parquet", r,
+                                                               disk),
+        "disk vs duckdb Parquet (target >= 2)": per_round(r, "duckdb Parquet", r, disk),
+        "disk vs pyarrow+Parquet (target >= 3)": per_round(r, "pyarrow+Parquet (filter)", r,
+                                                           disk),
+        "disk vs blosc2 lazyexpr (target > 1)": per_round(r, "blosc2 lazyexpr (disk)", r,
+                                                          disk),
         "sorted: disk vs pyarrow+Parquet (target >= 2)":
-            s["pyarrow+Parquet (filter)"] / sdisk,
+            per_round(s, "pyarrow+Parquet (filter)", s, disk),
         "sorted: pruning on vs off (target >= 5)":
-            s["carray (disk, cold open, no pruning)"] / sdisk,
+            per_round(s, "carray (disk, cold open, no pruning)", s, disk),
         "fromdataframe (disk) vs to_parquet":
-            c["pandas to_parquet"] / c["carray fromdataframe (disk)"],
+            per_round(c, "pandas to_parquet", c, "carray fromdataframe (disk)"),
         "todataframe (disk) vs read_parquet":
-            c["pandas read_parquet"] / c["carray todataframe (disk, cold open)"],
+            per_round(c, "pandas read_parquet", c, "carray todataframe (disk, cold open)"),
     }
 
 
@@ -227,14 +239,17 @@ def write(results: dict, name: str) -> None:
     results["ratios"] = ratios(results)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     lines = [f"# {name}", "",
-             f"{results['rows']:,} rows x 4 columns; query `{EXPR}` returning ids; medians of "
-             f"{results['repeat']} runs; {results['cores']} cores.", "",
+             f"{results['rows']:,} rows x 4 columns; query `{EXPR}` returning ids; times are "
+             f"medians of {results['repeat']} runs (first round); ratios are the median "
+             f"[range] over {ROUNDS} rounds, every library in each round; "
+             f"{results['cores']} cores.", "",
              "| case | library | ms |", "| --- | --- | ---: |"]
     for case, timings in results["cases"].items():
         for lib, seconds in timings.items():
-            lines.append(f"| {case} | {lib} | {seconds * 1e3:.2f} |")
-    lines += ["", "| ratio (peer time / ours) | value |", "| --- | ---: |"]
-    lines += [f"| {k} | {v:.2f}x |" for k, v in results["ratios"].items()]
+            lines.append(f"| {case} | {lib} | {seconds[0] * 1e3:.2f} |")
+    lines += ["", "| ratio (peer time / ours) | median [range] |", "| --- | ---: |"]
+    lines += [f"| {k} | {statistics.median(v):.2f}x [{min(v):.2f}, {max(v):.2f}] |"
+              for k, v in results["ratios"].items()]
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -243,7 +258,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    global ROUNDS
+    ROUNDS = args.rounds
     ca.set_nthreads(2)
     blosc2.set_nthreads(2)
     numexpr.set_num_threads(2)
