@@ -757,22 +757,28 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         zones = self._zones
         if zones is None or not self.shape:
             return None
+        self._engine.settle()  # chunks still being compressed get their statistics
         stored = self._engine.nfull * self._engine.per_row
         zones.validate(0, stored, self._engine.chunk_stamp)
         zones.truncate(stored)
         return zones
 
     def learn_zone(self, nchunk: int, values: np.ndarray) -> None:
-        """Summarise full chunk ``nchunk`` of a 1-d array, decoded for another reason (saved
-        on flush); nothing when it already has a summary."""
-        zones = self._zones
-        if zones is not None and len(self.shape) == 1 and nchunk < self._engine.nfull and \
-                not zones.is_known(nchunk) and len(values) == self.chunklen:
-            zones.learn(nchunk, values, self._engine.chunk_stamp(nchunk))
-            if self._mode == "r" or self._engine.in_memory:
-                zones.dirty = False
-            else:
-                self._engine.mark_pending()
+        """Summarise chunk ``nchunk`` (in whole runs of chunk rows) from its items inside the
+        array, ``values``, decoded for another reason (saved on flush); nothing when it
+        already has a summary."""
+        zones, engine = self._zones, self._engine
+        if zones is None or not self.shape or \
+                nchunk >= engine.nfull * engine.per_row or zones.has_stats(nchunk, nchunk + 1):
+            return
+        grid = engine.grid
+        if values.size != math.prod(grid.valid_shape(grid.chunk_coords(nchunk))):
+            return
+        zones.learn(nchunk, values, engine.chunk_stamp(nchunk))
+        if self._mode == "r" or engine.in_memory:
+            zones.dirty = False
+        else:
+            engine.mark_pending()
 
 
 register_array_type(carray)

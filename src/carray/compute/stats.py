@@ -41,11 +41,17 @@ OPS = frozenset({"sum", "mean", "var", "std", "min", "max", "count_nonzero", "an
 _FIELDS = ("count", "nnan", "nonzero", "lo", "hi", "total", "fsum", "m2")
 
 
+#: Chunks without trusted statistics that :func:`whole` decodes (and summarises for the
+#: next time) rather than give up: at most this fraction of the chunks, or 4.
+DECODE_FRACTION = 1 / 8
+
+
 def whole(arr: Any) -> ChunkStats | None:
     """The statistics of every item of carray ``arr``, merged in chunk order (see the
-    module doc), or None when some chunk in whole runs of rows has no trusted entry
-    (written by another program, or not summarised yet) or ``arr`` is not a numeric,
-    non-empty carray of at least one dimension."""
+    module doc), or None when ``arr`` is not a numeric, non-empty carray of at least one
+    dimension, or too many chunks in whole runs of rows have no trusted entry (written by
+    another program, put back by a failed operation): a few such chunks are decoded
+    (see :data:`DECODE_FRACTION`) and summarised for the next time."""
     if not USE_STATS or not is_carray(arr) or not arr.shape or 0 in arr.shape or \
             arr.dtype.kind not in KINDS:
         return None
@@ -54,7 +60,7 @@ def whole(arr: Any) -> ChunkStats | None:
         return None
     engine = arr.engine
     stored = engine.nfull * engine.per_row
-    if not zm.has_stats(0, stored):
+    if not zm.has_stats(0, stored) and not _learn(arr, zm, stored):
         return None
     table = {f: getattr(zm, f)[:stored] for f in _FIELDS}
     tail = _tail_stats(arr, engine)
@@ -65,21 +71,39 @@ def whole(arr: Any) -> ChunkStats | None:
     return _merge_all(table)
 
 
+def _learn(arr: Any, zm: Any, stored: int) -> bool:
+    """Decode and summarise the chunks of ``[0, stored)`` without statistics, when they
+    are few; whether all have statistics now."""
+    missing = np.flatnonzero(~zm.full[:stored]) if len(zm) >= stored else None
+    if missing is None or len(missing) > max(4, stored * DECODE_FRACTION):
+        return False
+    grid = arr.engine.grid
+    for nchunk in missing.tolist():
+        box = grid.chunk_slices(grid.chunk_coords(nchunk))
+        arr.learn_zone(nchunk, _stored_values(arr, box))
+    return zm.has_stats(0, stored)
+
+
 def _tail_stats(arr: Any, engine: Any) -> list[ChunkStats]:
     """The statistics of the chunks of the last, partial run of rows, in chunk order
     (from the tail the array keeps decoded; read when it keeps none)."""
-    c0 = engine.chunks[0]
-    start = engine.nfull * c0
-    if start >= arr.shape[0]:
+    shape, chunks = engine.shape, engine.chunks
+    start = engine.nfull * chunks[0]
+    if start >= shape[0]:
         return []
-    rows = np.asarray(arr[start:])
     out = []
-    for trailing in np.ndindex(*(-(-n // c) for n, c in zip(arr.shape[1:], engine.chunks[1:],
+    for trailing in np.ndindex(*(-(-n // c) for n, c in zip(shape[1:], chunks[1:],
                                                             strict=True))):
-        box = tuple(slice(t * c, (t + 1) * c) for t, c in zip(trailing, engine.chunks[1:],
+        box = tuple(slice(t * c, (t + 1) * c) for t, c in zip(trailing, chunks[1:],
                                                               strict=True))
-        out.append(of_values(rows[(slice(None), *box)]))
+        out.append(of_values(_stored_values(arr, (slice(start, shape[0]), *box))))
     return out
+
+
+def _stored_values(arr: Any, box: tuple[slice, ...]) -> np.ndarray:
+    """The items of ``arr`` in ``box`` of the stored array (a Fortran-order carray stores
+    the transpose of what its users see), in any order."""
+    return np.asarray(arr[box[::-1]] if arr.order == "F" else arr[box])
 
 
 def _merge_all(table: dict[str, np.ndarray]) -> ChunkStats:
