@@ -74,7 +74,7 @@ def _region(draw, shape: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(out)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_statistics_follow_every_write(data):
     draw = data.draw
@@ -92,7 +92,7 @@ def test_statistics_follow_every_write(data):
         known, saved = True, None
         _check(a, ref, known)
         for op in draw(st.lists(st.sampled_from(
-                ["append", "setitem", "fill", "grow", "shrink", "trailing", "fail", "flush",
+                ["append", "setitem", "fill", "points", "grow", "shrink", "trailing", "fail", "flush",
                  "reopen", "commit", "restore"]), min_size=1, max_size=6), "ops"):
             if op == "append":
                 more = _values(rng, (draw(st.integers(1, 9)), *ref.shape[1:]), dtype, special)
@@ -104,6 +104,12 @@ def test_statistics_follow_every_write(data):
                     else np.zeros((), dtype)
                 a[box] = value
                 ref[box] = value
+            elif op == "points" and ref.size and ndim == 1:  # N-d: main assigns the outer product
+                flat = rng.choice(ref.size, size=min(ref.size, 3), replace=False)
+                coords = np.unravel_index(flat, ref.shape)
+                value = _values(rng, (len(flat),), dtype, special)
+                a[coords] = value
+                ref[coords] = value
             elif op == "grow" or op == "shrink":
                 n = ref.shape[0] + draw(st.integers(1, 9)) if op == "grow" else \
                     draw(st.integers(0, ref.shape[0]))

@@ -263,7 +263,7 @@ class ZoneMap:
             self._nan[rows], self._known[rows] = table["nan"], table["known"]
             self._stamp[rows, 0], self._stamp[rows, 1] = table["size"], table["mtime"]
             self._checked[rows] = False
-            if "full" in table.dtype.names:
+            if "full" in (table.dtype.names or ()):
                 self._full[rows] = table["full"] & table["known"]
                 for f in ("count", "nnan", "nonzero", "total", "fsum", "m2"):
                     getattr(self, "_" + f)[rows] = table[f]
@@ -281,7 +281,7 @@ class ZoneMap:
         table = np.frombuffer(data, want, shape[0], start)
         if len(table) and (table["crc"] != _crc(table)).any():
             raise FormatError("zone map segment does not match its CRC-32", where)
-        if "format" in want.names and len(table) and (table["format"] != self.FORMAT).any():
+        if "format" in (want.names or ()) and len(table) and (table["format"] != self.FORMAT).any():
             raise FormatError(f"zone map segment rows are not of format {self.FORMAT}", where)
         return table
 

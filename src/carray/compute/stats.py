@@ -150,7 +150,7 @@ def answer(spec: Any) -> Any:
     only, a ``dtype=`` they do not give exactly, a chunk without statistics)."""
     if spec.op not in OPS or not zones.USE_SUMMARIES or spec.where is not None or \
             not is_carray(spec.src) or len(spec.axes) != len(spec.shape) or \
-            spec.kw.get("initial", np._NoValue) is not np._NoValue:  # type: ignore[attr-defined]
+            spec.kw.get("initial", np._NoValue) is not np._NoValue:
         return None
     dtype = spec.kw.get("dtype")
     kind = spec.src.dtype.kind
