@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import carray as ca
 from carray.chunkio import ChunkIO
 from carray.compute import stats
-from carray.errors import VersionError
+from carray.errors import VersionError, VersionsUnsupportedError
 from carray.zonemap import _crc
 
 DTYPES = ["bool", "int8", "int32", "int64", "uint16", "uint64", "float32", "float64"]
@@ -61,9 +61,12 @@ def _check(a: ca.carray, ref: np.ndarray, known: bool) -> None:
                                                   "all"):
                 assert got == want and np.asarray(got).dtype == np.asarray(want).dtype, op
             else:
-                rtol = 1e-12 if np.asarray(want).dtype == np.float64 else 1e-5
-                np.testing.assert_allclose(got, want, rtol=rtol, atol=0, err_msg=op)
                 assert np.asarray(got).dtype == np.asarray(want).dtype, op
+                if np.asarray(want).dtype != np.float64:
+                    # Worked out in float64, then cast: numpy's float32 sums may be worse.
+                    want = getattr(np, op)(ref.astype(np.float64))
+                np.testing.assert_allclose(got, want, rtol=1e-12 if np.asarray(got).dtype == np.float64
+                                           else 1e-6, atol=0, err_msg=op)
 
 
 def _region(draw, shape: tuple[int, ...]) -> tuple[slice, ...]:
@@ -83,12 +86,17 @@ def test_statistics_follow_every_write(data):
     chunks = tuple(draw(st.integers(1, 4)) for _ in range(ndim))
     shape = (draw(st.integers(0, 14)), *(draw(st.integers(1, 5)) for _ in range(ndim - 1)))
     on_disk = draw(st.booleans(), "on disk")
+    formats = ["superchunk", "b2nd"] + (["bcolz"] if ndim == 1 else [])  # bcolz: rows
+    fmt = draw(st.sampled_from(formats), "format") if on_disk else None
+    blocks = tuple(draw(st.integers(1, c)) for c in chunks) if draw(st.booleans()) and \
+        fmt != "bcolz" else None
+    grid = {"chunklen": chunks[0]} if fmt == "bcolz" else {"chunks": chunks, "blocks": blocks}
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     special = draw(st.booleans(), "NaN/inf")
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "a") if on_disk else None
         ref = _values(rng, shape, dtype, special)
-        a = ca.carray(ref, chunks=chunks, rootdir=root)
+        a = ca.carray(ref, rootdir=root, format=fmt, **grid)
         known, saved = True, None
         _check(a, ref, known)
         for op in draw(st.lists(st.sampled_from(
@@ -137,8 +145,10 @@ def test_statistics_follow_every_write(data):
             elif op == "reopen" and on_disk:
                 a.close()
                 a = ca.open(root)
+                known = known and fmt != "b2nd"  # a Blosc2 frame keeps no sidecars
             elif op == "commit":
-                saved = (a.commit(), ref.copy())
+                with contextlib.suppress(VersionsUnsupportedError):
+                    saved = (a.commit(), ref.copy())
             elif op == "restore" and saved is not None:
                 try:
                     a.restore(saved[0])
