@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import carray as ca
 from carray.chunkio import ChunkIO
 from carray.compute import stats
+from carray.engine import chunkstats
 from carray.errors import VersionError, VersionsUnsupportedError
 from carray.zonemap import _crc
 
@@ -284,3 +285,38 @@ def test_versions_show_their_own_statistics(tmp_path):
     assert a.sum() == x.sum() and a.min() == 0
     a.close()
     assert ca.open(root, mode="r").sum() == x.sum()
+
+
+@pytest.mark.parametrize("values", [
+    np.array([1.0, np.inf, 2.0]), np.array([np.inf, -np.inf, 1.0]),
+    np.array([np.nan, np.nan]), np.array([np.nan, -np.inf, 0.0, -0.0]),
+    np.array([2**63, 2**64 - 1, 5], dtype=np.uint64),
+    np.array([2**62, 2**62, 2**62, -7], dtype=np.int64),
+    np.array([True, False, True]), np.arange(-5, 5, dtype=np.int8),
+])
+def test_one_chunk_gives_numpy_answers(values):
+    s = chunkstats.of_values(values)
+    numbers = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert s.count == values.size and s.nonzero == np.count_nonzero(values)
+        assert s.nnan == values.size - numbers.size
+        assert s.total == np.sum(numbers) or np.isnan(s.total) and np.isnan(np.sum(numbers))
+        assert np.sum(values).dtype == np.asarray(s.total).dtype or values.dtype.kind == "f"
+        if numbers.size:
+            np.testing.assert_allclose(s.m2, np.var(numbers.astype(np.float64)) * numbers.size)
+            assert s.lo == numbers.min() and s.hi == numbers.max()
+        else:
+            assert np.isnan(s.lo) and np.isnan(s.hi)
+
+
+@pytest.mark.parametrize("value", [np.float64(0.5), np.float32(np.inf), np.float64(np.nan),
+                                   np.int64(2**62), np.uint64(2**64 - 3), np.bool_(True),
+                                   np.int16(-3)])
+def test_a_fill_chunk_has_the_statistics_of_its_items(value):
+    stored = chunkstats.of_values(np.full(1000, value))
+    fill = chunkstats.constant(value, 1000)
+    for field in ("count", "nnan", "nonzero", "total", "lo", "hi", "m2"):
+        got, want = getattr(fill, field), getattr(stored, field)
+        assert got == want or np.isnan(got) and np.isnan(want) or \
+            np.isclose(got, want, rtol=1e-13), field

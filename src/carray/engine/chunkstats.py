@@ -59,8 +59,14 @@ class ChunkStats:
         return self.count - self.nnan
 
 
+#: Items of the float64 buffer each thread keeps (8 MiB); bigger chunks get a new one.
+_KEPT = 2**20
+
+
 def _scratch(n: int) -> np.ndarray:
     """This thread's float64 buffer of at least ``n`` items (no page faults per chunk)."""
+    if n > _KEPT:
+        return np.empty(n, dtype=np.float64)
     buf = getattr(_LOCAL, "buf", None)
     if buf is None or len(buf) < n:
         buf = _LOCAL.buf = np.empty(max(n, 1024), dtype=np.float64)
