@@ -753,24 +753,38 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def zone_map(self) -> ZoneMap | None:
         """Min/max summaries of the full chunks (1-d numeric arrays), checked against the
         stored chunks; None for other arrays."""
+        return self.chunk_stats() if len(self.shape) == 1 else None
+
+    def chunk_stats(self) -> ZoneMap | None:
+        """The summaries and statistics of the chunks in whole runs of chunk rows (numeric
+        arrays of any number of dimensions; chunks numbered in C order of the chunk grid),
+        checked against the stored chunks; None for other arrays.  The last, partial run
+        of rows is not in it (see :func:`carray.compute.stats.whole`)."""
         zones = self._zones
-        if zones is None:
+        if zones is None or not self.shape:
             return None
-        nfull = self._engine.nfull
-        zones.validate(0, nfull, self._engine.chunk_stamp)
-        zones.truncate(nfull)
+        self._engine.settle()  # chunks still being compressed get their statistics
+        stored = self._engine.nfull * self._engine.per_row
+        zones.validate(0, stored, self._engine.chunk_stamp)
+        zones.truncate(stored)
         return zones
 
     def learn_zone(self, nchunk: int, values: np.ndarray) -> None:
-        """Summarise full chunk ``nchunk``, decoded for another reason (saved on flush);
-        nothing when it already has a summary."""
-        zones = self._zones
-        if zones is not None and nchunk < self._engine.nfull and not zones.is_known(nchunk):
-            zones.update(nchunk, values, self._engine.chunk_stamp(nchunk))
-            if self._mode == "r" or self._engine.in_memory:
-                zones.dirty = False
-            else:
-                self._engine.mark_pending()
+        """Summarise chunk ``nchunk`` (in whole runs of chunk rows) from its items inside the
+        array, ``values``, decoded for another reason (saved on flush); nothing when it
+        already has a summary."""
+        zones, engine = self._zones, self._engine
+        if zones is None or not self.shape or \
+                nchunk >= engine.nfull * engine.per_row or zones.has_stats(nchunk, nchunk + 1):
+            return
+        grid = engine.grid
+        if values.size != math.prod(grid.valid_shape(grid.chunk_coords(nchunk))):
+            return
+        zones.learn(nchunk, values, engine.chunk_stamp(nchunk))
+        if self._mode == "r" or engine.in_memory:
+            zones.dirty = False
+        else:
+            engine.mark_pending()
 
 
 register_array_type(carray)

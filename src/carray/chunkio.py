@@ -182,10 +182,10 @@ class ChunkIO:
 
     def encode_all(self, chunks: Iterable[tuple[int, np.ndarray]], grid: NDGrid,
                    parallel: bool = True,
-                   summarise: Callable[[np.ndarray], np.ndarray] | None = None,
+                   summarise: Callable[[int, np.ndarray], Any] | None = None,
                    digest: Callable[[bytes], bytes | None] | None = None
-                   ) -> Iterator[tuple[int, np.ndarray, bytes, np.ndarray | None, bytes | None]]:
-        """``(nchunk, raw, compressed, summarise(raw), digest(compressed))`` (None for
+                   ) -> Iterator[tuple[int, np.ndarray, bytes, Any, bytes | None]]:
+        """``(nchunk, raw, compressed, summarise(nchunk, raw), digest(compressed))`` (None for
         either when not given) for every ``(nchunk, raw)``, in order.
 
         With ``parallel``, several chunks are compressed (summarised, digested) at once on
@@ -195,9 +195,9 @@ class ChunkIO:
         (:func:`carray._parallel.pipeline`).
         """
         def encode(item: tuple[int, np.ndarray]
-                   ) -> tuple[int, np.ndarray, bytes, np.ndarray | None, bytes | None]:
+                   ) -> tuple[int, np.ndarray, bytes, Any, bytes | None]:
             nchunk, raw = item
-            summary = summarise(raw) if summarise is not None else None
+            summary = summarise(nchunk, raw) if summarise is not None else None
             if not parallel:
                 return nchunk, raw, self.encode(raw, grid), summary, None
             data = self.encode_on_worker(raw, grid)

@@ -1,9 +1,12 @@
-"""Per-chunk min/max summaries ("zone maps") of numeric columns.
+"""Per-chunk summaries ("zone maps") of numeric arrays: min/max and statistics.
 
 A query that compares a column with a constant can skip every chunk whose
-[min, max] range cannot satisfy the comparison, without decoding it.  The map
-is kept up to date by the array on every chunk it writes and persisted beside
-the column (``meta/zonemap.npy``) at flush.  Other writers (bcolz itself) do not
+[min, max] range cannot satisfy the comparison, without decoding it; a
+whole-array reduction (sum, mean, var...) merges the chunks' statistics
+(:mod:`carray.engine.chunkstats`, :mod:`carray.compute.stats`) instead of decoding
+them.  The map is kept up to date by the array on every chunk it writes (the
+statistics are worked out where the chunk is compressed) and persisted beside
+the array (``meta/zonemap_NNNNNN.npy``, docs/formats/zonemap.md) at flush.  Other writers (bcolz itself) do not
 know about it, so each entry also records the size and modification time of
 the chunk file it summarises: an entry whose file has changed is ignored and
 recomputed the next time that chunk is decoded.  Every row of a segment also holds
@@ -21,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from carray.engine import chunkstats
+from carray.engine.chunkstats import ChunkStats
 from carray.errors import FormatError
 
 if TYPE_CHECKING:
@@ -38,8 +43,10 @@ SUMMARISED_KINDS = "biuf"
 
 
 def summarised(dtype: np.dtype, atomshape: tuple[int, ...]) -> bool:
-    """Whether a column of this dtype gets a zone map."""
-    return dtype.kind in SUMMARISED_KINDS and not atomshape and dtype.isnative
+    """Whether an array of this dtype gets a zone map (N-d arrays, whose rows have shape
+    ``atomshape``, included: their chunks are numbered in C order of the chunk grid)."""
+    del atomshape  # every row shape: statistics are over each chunk's items
+    return dtype.kind in SUMMARISED_KINDS and dtype.isnative
 
 
 def _field_view(name: str) -> property:
@@ -53,9 +60,13 @@ def _field_view(name: str) -> property:
 
 
 class ZoneMap:
-    """Min, max and has-NaN per chunk, plus the stamp of the chunk file summarised."""
+    """Min, max, has-NaN and the statistics of each chunk (see
+    :class:`~carray.engine.chunkstats.ChunkStats`), plus the stamp of the chunk
+    summarised.  ``known`` says the min/max are trusted; ``full`` that the
+    statistics are too (rows of segments written before statistics have only min/max)."""
 
-    _FIELDS = ("lo", "hi", "nan", "known", "checked", "stamp")
+    _FIELDS = ("lo", "hi", "nan", "known", "checked", "stamp", "full", "count", "nnan",
+               "nonzero", "total", "fsum", "m2")
 
     def __init__(self, dtype: np.dtype, nchunks: int = 0) -> None:
         self.dtype = np.dtype(dtype)
@@ -79,12 +90,22 @@ class ZoneMap:
         self._checked = np.zeros(capacity, dtype=bool)
         # (size, mix of inode and times) of the chunk file; zeros in memory.
         self._stamp = np.zeros((capacity, 2), dtype=np.int64)
+        self._full = np.zeros(capacity, dtype=bool)
+        self._count = np.zeros(capacity, dtype=np.int64)
+        self._nnan = np.zeros(capacity, dtype=np.int64)
+        self._nonzero = np.zeros(capacity, dtype=np.int64)
+        self._total = np.zeros(capacity, dtype=chunkstats.total_dtype(self.dtype))
+        self._fsum = np.zeros(capacity, dtype=np.float64)
+        self._m2 = np.zeros(capacity, dtype=np.float64)
         for f, arr in old.items():
             if arr is not None:
                 getattr(self, "_" + f)[:self._n] = arr[:self._n]
 
     lo, hi, nan = _field_view("lo"), _field_view("hi"), _field_view("nan")
     known, checked, stamp = _field_view("known"), _field_view("checked"), _field_view("stamp")
+    full, count, nnan = _field_view("full"), _field_view("count"), _field_view("nnan")
+    nonzero, total = _field_view("nonzero"), _field_view("total")
+    fsum, m2 = _field_view("fsum"), _field_view("m2")
 
     def __len__(self) -> int:
         self._ensure()
@@ -102,28 +123,38 @@ class ZoneMap:
         if nchunks > len(self._lo):
             self._alloc(max(nchunks, 2 * len(self._lo)))
         # Entries past the old end are unknown (stale values may linger after truncate).
-        self._known[self._n:nchunks] = False
+        self._known[self._n:nchunks] = self._full[self._n:nchunks] = False
         self._checked[self._n:nchunks] = False
         self._n = nchunks
 
-    def update(self, nchunk: int, data: np.ndarray, stamp: tuple[int, int] | None) -> None:
-        """Summarise the values just written as chunk ``nchunk``."""
+    def update(self, nchunk: int, stats: ChunkStats | None,
+               stamp: tuple[int, int] | None) -> None:
+        """Keep the statistics of the values just written as chunk ``nchunk`` (None: the
+        chunk has none, its entry is unknown)."""
         self._ensure()
         self._grow(nchunk + 1)
-        if len(data) == 0:
-            self._known[nchunk] = False
+        if stats is None or stats.count == 0:
+            self.forget(nchunk)
             return
-        if self.dtype.kind == "f":
-            lo, hi = np.fmin.reduce(data), np.fmax.reduce(data)
-            # fmin ignores NaN unless every value is NaN, so NaN bounds mean "all NaN".
-            has_nan = bool(np.isnan(lo) or np.isnan(hi)) or bool(np.isnan(data.sum()))
-        else:
-            lo, hi, has_nan = data.min(), data.max(), False
-        self._lo[nchunk], self._hi[nchunk], self._nan[nchunk] = lo, hi, has_nan
-        self._known[nchunk] = True
+        self._lo[nchunk], self._hi[nchunk] = stats.lo, stats.hi
+        self._nan[nchunk] = stats.nnan > 0
+        self._count[nchunk], self._nnan[nchunk] = stats.count, stats.nnan
+        self._nonzero[nchunk], self._total[nchunk] = stats.nonzero, stats.total
+        self._fsum[nchunk], self._m2[nchunk] = stats.fsum, stats.m2
+        self._known[nchunk] = self._full[nchunk] = True
         self._checked[nchunk] = True
         self._stamp[nchunk] = stamp if stamp is not None else (0, 0)
         self._mark(nchunk)
+
+    def learn(self, nchunk: int, values: np.ndarray, stamp: tuple[int, int] | None) -> None:
+        """Summarise chunk ``nchunk`` from its items inside the array, decoded for another
+        reason."""
+        self.update(nchunk, chunkstats.of_values(values) if values.size else None, stamp)
+
+    def has_stats(self, first: int, stop: int) -> bool:
+        """Whether chunks ``[first, stop)`` all have trusted statistics."""
+        self._ensure()
+        return stop <= self._n and bool(self._full[first:stop].all())
 
     def _mark(self, nchunk: int) -> None:
         self._dirty_segments.add(nchunk // self.SEGMENT)
@@ -132,7 +163,7 @@ class ZoneMap:
     def forget(self, nchunk: int) -> None:
         self._ensure()
         if nchunk < self._n and self._known[nchunk]:
-            self._known[nchunk] = False
+            self._known[nchunk] = self._full[nchunk] = False
             self._mark(nchunk)
 
     def truncate(self, nchunks: int) -> None:
@@ -151,7 +182,7 @@ class ZoneMap:
         if len(todo):
             now = np.array([stamp_of(n) for n in todo.tolist()], dtype=np.int64)
             changed = (now != self._stamp[todo]).any(axis=1)
-            self._known[todo[changed]] = False
+            self._known[todo[changed]] = self._full[todo[changed]] = False
             self._checked[todo] = True
 
     # -- persistence ------------------------------------------------------------------------
@@ -163,6 +194,15 @@ class ZoneMap:
     SEGMENT = 512
     SAVE_EVERY = 1.0  # seconds between saves of a writer committing often
     _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8"), ("crc", "<u4")]
+    #: The format marker of segments with statistics (every row holds it; CRC-covered).
+    FORMAT = 2
+    _STATS = [("format", "u1"), ("full", "?"), ("count", "<i8"), ("nnan", "<i8"),
+              ("nonzero", "<i8"), ("fsum", "<f8"), ("m2", "<f8")]
+
+    def _row_dtype(self, stats: bool = True) -> np.dtype:
+        """The row of a segment: format 1 (min/max only) or, with ``stats``, format 2."""
+        extra = [("total", chunkstats.total_dtype(self.dtype)), *self._STATS] if stats else []
+        return np.dtype([("lo", self.dtype), ("hi", self.dtype), *self._ROW, *extra])
 
     @classmethod
     def attach(cls, engine: ArrayEngine) -> ZoneMap | None:
@@ -177,17 +217,21 @@ class ZoneMap:
 
     # -- the engine's listener protocol ---------------------------------------------------
 
-    def chunk_written(self, nchunk: int, values: np.ndarray,
+    def chunk_written(self, nchunk: int, stats: ChunkStats | None,
                       stamp: tuple[int, int] | None) -> None:
-        self.update(nchunk, values, stamp)
+        self.update(nchunk, stats, stamp)
 
     def chunks_dropped(self, first: int) -> None:
         self.truncate(first)
 
+    def chunks_restored(self, nchunks: list[int]) -> None:
+        for nchunk in nchunks:
+            self.forget(nchunk)
+
     def committing(self, engine: ArrayEngine, final: bool) -> None:
         if not self.dirty:
             return
-        self.truncate(engine.nfull)
+        self.truncate(engine.nfull * engine.per_row)
         # A cache need not be written by every commit of a writer committing many times
         # a second: readers check each row's stamp, and rebuild what is missing.
         if final or time.monotonic() - self._saved_at >= self.SAVE_EVERY:
@@ -219,11 +263,17 @@ class ZoneMap:
             self._nan[rows], self._known[rows] = table["nan"], table["known"]
             self._stamp[rows, 0], self._stamp[rows, 1] = table["size"], table["mtime"]
             self._checked[rows] = False
+            if "full" in (table.dtype.names or ()):
+                self._full[rows] = table["full"] & table["known"]
+                for f in ("count", "nnan", "nonzero", "total", "fsum", "m2"):
+                    getattr(self, "_" + f)[rows] = table[f]
+            else:  # a segment of format 1: min/max only
+                self._full[rows] = False
         self._dirty_segments = set()
 
     def _parse(self, data: bytes, where: str) -> np.ndarray:
-        want = np.dtype([("lo", self.dtype), ("hi", self.dtype), *self._ROW])
         shape, fortran, dtype, start = _header(data, where)
+        want = self._row_dtype(stats=dtype != self._row_dtype(stats=False))
         if dtype != want or fortran or len(shape) != 1 or not 0 <= shape[0] <= self.SEGMENT \
                 or len(data) != start + shape[0] * want.itemsize:
             raise FormatError(f"zone map segment of {dtype} {shape} in {len(data)} bytes, "
@@ -231,17 +281,21 @@ class ZoneMap:
         table = np.frombuffer(data, want, shape[0], start)
         if len(table) and (table["crc"] != _crc(table)).any():
             raise FormatError("zone map segment does not match its CRC-32", where)
+        if "format" in (want.names or ()) and len(table) and (table["format"] != self.FORMAT).any():
+            raise FormatError(f"zone map segment rows are not of format {self.FORMAT}", where)
         return table
 
     def _segment_bytes(self, k: int) -> bytes | None:
         rows = slice(k * self.SEGMENT, min((k + 1) * self.SEGMENT, self._n))
         if rows.start >= rows.stop:
             return None
-        table = np.empty(rows.stop - rows.start,
-                         dtype=[("lo", self.dtype), ("hi", self.dtype), *self._ROW])
+        table = np.empty(rows.stop - rows.start, dtype=self._row_dtype())
         table["lo"], table["hi"] = self._lo[rows], self._hi[rows]
         table["nan"], table["known"] = self._nan[rows], self._known[rows]
         table["size"], table["mtime"] = self._stamp[rows, 0], self._stamp[rows, 1]
+        table["format"] = self.FORMAT
+        for f in ("full", "count", "nnan", "nonzero", "total", "fsum", "m2"):
+            table[f] = getattr(self, "_" + f)[rows]
         table["crc"] = _crc(table)
         buf = io.BytesIO()
         np.save(buf, table, allow_pickle=False)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from carray.compute import zones
+from carray.compute import stats, zones
 from carray.compute._types import is_carray
 from carray.compute.evaluate import grid_shape, plan_chunks, regions, threaded_for, values_at, waves
 from carray.compute.expr import Expr, as_operand, leaf_selection
@@ -160,6 +160,7 @@ def _stream(spec: _Spec) -> Any:
     reducer = _REDUCERS[spec.op](spec)
     info, winfo = zones.gather(spec.src), zones.gather(spec.where)
     quick = zones.shortcut(spec, chunks, info)
+    quick = stats.answer(spec) if quick is None else quick  # chunk statistics, no decoding
     if quick is not None:
         result = np.full(_keep_shape(spec), quick, dtype=spec.result_dtype)
         return _finish_shape(spec, result)

@@ -21,10 +21,11 @@ from typing import NamedTuple
 import numpy as np
 
 from carray import _parallel
+from carray.engine.chunkstats import ChunkStats
 
 # What a compressing thread returns: the compressed chunk, its digest for the layout
-# and the summary of its values for listeners (None: worked out when stored).
-Encoded = tuple[bytes, bytes | None, np.ndarray | None]
+# and the statistics of its values for listeners (None: none kept).
+Encoded = tuple[bytes, bytes | None, ChunkStats | None]
 
 
 class Entry(NamedTuple):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
-import numpy as np
+from carray.engine.chunkstats import ChunkStats
 
 
 class Transactional(Protocol):
@@ -19,14 +19,18 @@ class Transactional(Protocol):
 class ChunkListener(Protocol):
     """Told about the chunks an engine writes (zone maps keep their summaries this way)."""
 
-    def chunk_written(self, nchunk: int, values: np.ndarray,
+    def chunk_written(self, nchunk: int, stats: ChunkStats | None,
                       stamp: tuple[int, int] | None) -> None:
-        """Full chunk ``nchunk`` was stored; ``values`` has its range of values: its
-        items, or (when chunks are written in parallel) a few values with the same
-        minimum, maximum and NaN-ness, worked out on the compressing threads."""
+        """Full chunk ``nchunk`` was stored; ``stats``: the statistics of its items inside
+        the array (:mod:`.chunkstats`; None for items without them), worked out where
+        the chunk was compressed."""
 
     def chunks_dropped(self, first: int) -> None:
         """Chunks ``first`` and above (in runs of whole rows) no longer exist."""
+
+    def chunks_restored(self, nchunks: list[int]) -> None:
+        """A failed operation put chunks ``nchunks`` back as they were before it: what
+        :meth:`chunk_written` said of them no longer holds."""
 
     def committing(self, engine: Any, final: bool) -> None:
         """The engine is about to record its state (``final``: for the last time before

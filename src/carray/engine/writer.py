@@ -28,12 +28,14 @@ import numpy as np
 
 from carray import _parallel
 from carray.chunkio import ChunkIO
+from carray.engine import chunkstats
+from carray.engine.chunkstats import ChunkStats
 from carray.engine.description import ArrayDescription
 from carray.engine.handoff import Encoded, Handoff
 from carray.engine.points import point_groups
 from carray.engine.regrid import regrid
 from carray.engine.txn import ChunkListener
-from carray.grid import NDGrid, plan, scatter
+from carray.grid import NDGrid, deblock, plan, scatter
 from carray.keys import CoordKey, OrthoKey
 from carray.layouts.base import Layout
 
@@ -96,6 +98,7 @@ class Writer:
         self._objects_from: int | None = None  # object items to store again from here
         # What the operation under way puts back on failure (see transaction).
         self._undo: dict[int, bytes | None] | None = None
+        self._told: set[int] = set()  # chunks listeners heard of in the operation under way
         self._saved: tuple[Any, ...] | None = None
         self._savepoint: Any = None  # the layout's, for layouts that undo their own writes
         self.pending = False  # something waits for the next flush
@@ -233,6 +236,7 @@ class Writer:
             self._layout.release_savepoint()
         finally:
             self._undo = self._saved = self._savepoint = None
+            self._told = set()
 
     def _committed(self) -> None:
         """A commit inside a transaction: a later failure goes back to here, not to the
@@ -240,6 +244,7 @@ class Writer:
         if self._undo is not None:
             self._saved, self._undo = self._state(), {}
             self._savepoint = self._layout.savepoint()
+            self._told = set()
 
     def _state(self) -> tuple[Any, ...]:
         return (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache,
@@ -249,6 +254,10 @@ class Writer:
         (self._shape, self._nfull, self._tail, self._tail_dirty, self._cache, self._cbytes,
          self._grid_memo, handed) = saved
         self._handoff.restore(handed)
+        if self._told:  # what listeners heard of these chunks no longer holds
+            told, self._told = sorted(self._told), set()
+            for listener in self._listeners:
+                listener.chunks_restored(told)
         if self._layout.savepoints:  # the layout undoes its own writes
             with contextlib.suppress(Exception):
                 self._layout.rollback(self._savepoint)
@@ -343,10 +352,10 @@ class Writer:
     # -- storing chunks -------------------------------------------------------------------
 
     def _store_chunk(self, nchunk: int, raw: np.ndarray, grid: NDGrid,
-                     data: bytes | None = None, values: np.ndarray | None = None,
+                     data: bytes | None = None, stats: ChunkStats | None = None,
                      digest: bytes | None = None) -> None:
         """Store a chunk given in stored order (``data``: already compressed, ``digest``
-        its layout digest; ``values``: what listeners get, see :meth:`_listened`)."""
+        its layout digest; ``stats``: what listeners get, see :meth:`_stats_of`)."""
         self._remember(nchunk)
         if data is None:
             data = self._io.encode(raw, grid)
@@ -354,11 +363,17 @@ class Writer:
         if self.cached(nchunk) is not None:
             self._cache = None
         if nchunk < self._nfull * self.per_row and self._listeners:
-            stamp = self._layout.chunk_stamp(nchunk)
-            if values is None:
-                values = self._listened(raw)
-            for listener in self._listeners:
-                listener.chunk_written(nchunk, values, stamp)
+            if stats is None:
+                stats = self._stats_of(nchunk, raw, grid)
+            self._tell(nchunk, stats)
+
+    def _tell(self, nchunk: int, stats: ChunkStats | None) -> None:
+        """Tell the listeners that full chunk ``nchunk`` was stored."""
+        stamp = self._layout.chunk_stamp(nchunk)
+        if self._undo is not None:
+            self._told.add(nchunk)
+        for listener in self._listeners:
+            listener.chunk_written(nchunk, stats, stamp)
 
     def settle(self, wait: bool = True) -> None:
         """Store the chunks appends handed to the compressing threads, in order (with
@@ -374,22 +389,22 @@ class Writer:
             self._store_row(row, slab)
             return
         grid = self.grid
-        dtype = self._d.dtype
-        summarise = bool(self._listeners) and dtype.kind in "biuf" and dtype.isnative
+        summarise = self._summarises()
         for nchunk, raw in self._row_chunks(row, slab, None):
-            self._handoff.submit(nchunk, raw, partial(self._encode_handed, raw, grid,
+            self._handoff.submit(nchunk, raw, partial(self._encode_handed, nchunk, raw, grid,
                                                       summarise), slab)
         self.mark_pending()
 
-    def _encode_handed(self, raw: np.ndarray, grid: NDGrid, summarise: bool) -> Encoded:
+    def _encode_handed(self, nchunk: int, raw: np.ndarray, grid: NDGrid,
+                       summarise: bool) -> Encoded:
         data = self._io.encode_on_worker(raw, grid)
         return (data, self._layout.chunk_digest(data),
-                self._value_range(raw) if summarise else None)
+                self._stats_of(nchunk, raw, grid) if summarise else None)
 
     def _store_handed(self, nchunk: int, raw: np.ndarray, encoded: Encoded) -> None:
-        data, digest, summary = encoded
+        data, digest, stats = encoded
         with self._guarded():
-            self._store_chunk(nchunk, raw, self.grid, data, summary, digest)
+            self._store_chunk(nchunk, raw, self.grid, data, stats, digest)
 
     def _row_chunks(self, row: int, slab: np.ndarray, rows: int | None
                     ) -> Iterator[tuple[int, np.ndarray]]:
@@ -416,32 +431,41 @@ class Writer:
         listeners and the layout expect), several compressed at once on worker threads
         while this one writes (see :meth:`ChunkIO.encode_all`); all stored on return."""
         grid = self.grid
-        dtype = self._d.dtype
         chunks = (c for r, slab in enumerate(slabs) for c in self._row_chunks(first + r, slab,
                                                                                rows))
-        # Listeners need only the range of a chunk's values: found on the workers too.
-        summarise = self._value_range if self._listeners and rows is None and \
-            dtype.kind in "biuf" and dtype.isnative else None
-        for nchunk, raw, data, values, digest in self._io.encode_all(
+        # Listeners' statistics are worked out on the compressing threads too.
+        summarise = partial(self._stats_of, grid=grid) if rows is None and \
+            self._summarises() else None
+        for nchunk, raw, data, stats, digest in self._io.encode_all(
                 chunks, grid, len(slabs) * self.per_row > 1, summarise,
                 self._layout.chunk_digest):
-            self._store_chunk(nchunk, raw, grid, data, values, digest)
+            self._store_chunk(nchunk, raw, grid, data, stats, digest)
 
-    def _listened(self, raw: np.ndarray) -> np.ndarray:
-        """The values of a stored-order chunk that listeners are told about."""
-        return raw.reshape(-1)[:math.prod(self._d.chunks[:1])]
+    def _summarises(self) -> bool:
+        """Whether stored chunks get statistics (someone listens, and the items are
+        numbers of the machine's byte order)."""
+        dtype = self._d.dtype
+        return bool(self._listeners) and dtype.kind in chunkstats.KINDS and dtype.isnative
 
-    def _value_range(self, raw: np.ndarray) -> np.ndarray:
-        """A few values with the same minimum, maximum and NaN-ness as the chunk's
-        listened values (all a listener learns from them; see ChunkListener)."""
-        values = self._listened(raw)
-        if not values.size:
-            return values
-        if values.dtype.kind != "f":
-            return np.array([values.min(), values.max()], dtype=values.dtype)
-        lo, hi = np.fmin.reduce(values), np.fmax.reduce(values)
-        nan = np.isnan(lo) or np.isnan(hi) or np.isnan(values.sum())
-        return np.array([lo, hi, np.nan] if nan else [lo, hi], dtype=values.dtype)
+    def _stats_of(self, nchunk: int, raw: np.ndarray, grid: NDGrid) -> ChunkStats | None:
+        """The statistics of chunk ``nchunk`` of ``grid`` from its items in stored order
+        ``raw`` (only those inside the array count; None for items without statistics).
+        Thread-safe: compressing threads call it."""
+        dtype = self._d.dtype
+        if dtype.kind not in chunkstats.KINDS or not dtype.isnative:
+            return None
+        valid = grid.valid_shape(grid.chunk_coords(nchunk))
+        ext = grid.ext_chunks
+        if raw.size == 1 or (raw.size and not any(raw.strides)):  # the fill value only
+            return chunkstats.constant(raw.reshape(-1)[0], math.prod(valid))
+        if tuple(valid) != tuple(ext):
+            chunk = deblock(raw, grid) if self._io.blocked(grid) else raw.reshape(ext)
+            raw = chunk[tuple(slice(0, v) for v in valid)]
+        return chunkstats.of_values(raw)
+
+    def _fill_stats(self, nchunk: int, grid: NDGrid) -> ChunkStats | None:
+        """The statistics of chunk ``nchunk`` holding only the fill value."""
+        return self._stats_of(nchunk, self._d.dflt.reshape(1), grid)
 
     # -- appending ------------------------------------------------------------------------
 
@@ -538,7 +562,8 @@ class Writer:
                 in_tail.append(piece)  # applied last: writing the tail cannot fail
                 continue
             if piece.full and fill is not None:
-                self._store_chunk(piece.nchunk, self._d.dflt.reshape(1), grid, fill)
+                self._store_chunk(piece.nchunk, self._d.dflt.reshape(1), grid, fill,
+                                  self._fill_stats(piece.nchunk, grid))
                 continue
             raw = np.zeros(grid.chunk_items, dtype=self._d.dtype) if piece.full else \
                 self._chunk_for_update(piece.nchunk, grid)
@@ -579,6 +604,8 @@ class Writer:
         """Change every axis but the first: chunks moved to a new grid."""
         self.flush_tail()
         self._tail, self._cache = None, None
+        for listener in self._listeners:  # chunks are numbered anew
+            listener.chunks_dropped(0)
         old = self._shape
         middle = (old[0], *(min(o, n) for o, n in zip(old[1:], new_trailing, strict=True)))
         new = (old[0], *new_trailing)
@@ -605,7 +632,6 @@ class Writer:
             # One chunk written many times: a special chunk where the layout takes them.
             chunk = self._io.fill_chunk(grid) or self._io.encode(
                 np.full(grid.chunk_items, dflt, dtype=self._d.dtype), grid)
-            full = np.full(1, dflt, dtype=self._d.dtype)  # listeners' range of values
             per_row = self.per_row
             for _ in range(rows):
                 self._shape = (self._shape[0] + c0, *self._shape[1:])
@@ -615,9 +641,7 @@ class Writer:
                     self._remember(nchunk)
                     self._cbytes += self._layout.write_chunk(nchunk, chunk)
                     if self._listeners:
-                        stamp = self._layout.chunk_stamp(nchunk)
-                        for listener in self._listeners:
-                            listener.chunk_written(nchunk, full, stamp)
+                        self._tell(nchunk, self._fill_stats(nchunk, self.grid))
         if nitems > self._shape[0] and not self.nleft and self._grow_lazily(nitems):
             return
         if nitems > self._shape[0]:
