@@ -169,7 +169,8 @@ def test_statistics_follow_every_write(data):
 def _decodes(monkeypatch) -> list[str]:
     """The names of the chunk decoders called from now on."""
     calls: list[str] = []
-    for name in ("decode_whole", "decode_range", "decode_blocks", "read_piece", "decoded"):
+    for name in ("decode_whole", "decode_range", "decode_blocks", "read_piece", "decoded",
+                 "open"):
         original = getattr(ChunkIO, name)
 
         def counting(self, *args, _name=name, _original=original, **kwargs):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -23,6 +23,7 @@ from carray.attrs import Attrs
 from carray.compute import ComputeMixin, masks, register_array_type
 from carray.container import Container, check_mode, refuse_own_source
 from carray.engine import ArrayEngine
+from carray.engine.chunkstats import ChunkStats
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
@@ -768,6 +769,21 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         zones.validate(0, stored, self._engine.chunk_stamp)
         zones.truncate(stored)
         return zones
+
+    def keep_chunk_stats(self, stats: Mapping[int, ChunkStats]) -> None:
+        """Keep the statistics of chunks written outside this handle (parallel unit
+        writers, which work them out from the values they compress); saved on flush."""
+        zones, engine = self._zones, self._engine
+        if zones is None or not stats:
+            return
+        stored = engine.nfull * engine.per_row
+        for nchunk, value in stats.items():
+            if nchunk < stored:
+                zones.update(nchunk, value, engine.chunk_stamp(nchunk))
+        if self._mode == "r" or engine.in_memory:
+            zones.dirty = False
+        else:
+            engine.mark_pending()
 
     def learn_zone(self, nchunk: int, values: np.ndarray) -> None:
         """Summarise chunk ``nchunk`` (in whole runs of chunk rows) from its items inside the

@@ -21,10 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel, zonemap
+from carray import _parallel
+from carray import geometry as geo
 from carray.compute._types import array_type, is_carray
 from carray.compute.expr import Expr
 from carray.compute.stored import stored_plan
+from carray.engine.chunkstats import KINDS as STATS_KINDS
+from carray.engine.chunkstats import ChunkStats, of_values
 from carray.engine.units import UnitWriter
 
 # Chunks in flight per worker: enough to keep every worker busy while the caller takes
@@ -193,7 +196,7 @@ def compute(expr: Expr, **kwargs: Any) -> Any:
     produced, compressed and written unit by unit (:func:`_write_units`) and the
     shape is recorded once all are written, so memory stays at a few chunks per
     worker thread and a failure leaves the new array empty.  Elsewhere (memory,
-    ``.b2nd`` frames, Fortran order, arrays with chunk summaries) the values go
+    ``.b2nd`` frames, Fortran order) the values go
     through the array's own writes (:func:`_write_rows`).
     """
     if expr.ndim == 0:
@@ -211,8 +214,7 @@ def _streams(expr: Expr, out: Any) -> bool:
     """Whether ``out`` (new, empty) can take ``expr``'s values unit by unit."""
     engine = out.engine
     return out.rootdir is not None and not engine.remote and engine.unit_chunks > 0 and \
-        out.dtype == expr.dtype and not out.dtype.hasobject and 0 not in expr.shape and \
-        not zonemap.summarised(out.dtype, tuple(expr.shape[1:]))
+        out.dtype == expr.dtype and not out.dtype.hasobject and 0 not in expr.shape
 
 
 def _write_units(expr: Expr, out: Any) -> Any:
@@ -233,7 +235,10 @@ def _write_units(expr: Expr, out: Any) -> Any:
         else:
             results = map(encoded, items)
         cbytes, unit, held = 0, 0, []
-        for data in results:
+        stats: dict[int, ChunkStats] = {}
+        for nchunk, (data, chunk_stats) in enumerate(results):
+            if chunk_stats is not None:
+                stats[nchunk] = chunk_stats
             held.append(data)
             if len(held) == size or unit * size + len(held) == nchunks:
                 cbytes += writer.write_encoded(unit, held)
@@ -243,13 +248,34 @@ def _write_units(expr: Expr, out: Any) -> Any:
         with contextlib.suppress(Exception):  # nothing recorded: the array stays empty
             engine.release()
         raise
-    return type(out)(**reopen)
+    result = type(out)(**reopen)
+    if stats:
+        result.keep_chunk_stats(stats)
+        result.flush()
+    return result
 
 
 def _encoded_chunk(values: ChunkValues, writer: UnitWriter,
-                   item: tuple[tuple[int, ...], Region]) -> bytes:
-    """A chunk's values produced and compressed (on a worker thread)."""
-    return writer.encode(values(*item))
+                   item: tuple[tuple[int, ...], Region]) -> tuple[bytes, ChunkStats | None]:
+    """A chunk's values produced and compressed, and their statistics (on a worker
+    thread; see :mod:`carray.engine.chunkstats`)."""
+    flat = values(*item)
+    return writer.encode(flat), _stats_of(writer, flat, item[0])
+
+
+def _stats_of(writer: UnitWriter, flat: np.ndarray, coords: tuple[int, ...]
+              ) -> ChunkStats | None:
+    """The statistics of a chunk's items inside the array, from the chunk as stored."""
+    if flat.dtype.kind not in STATS_KINDS or not flat.dtype.isnative:
+        return None
+    grid = writer.grid
+    ext, valid = grid.ext_chunks, grid.valid_shape(coords)
+    if valid == ext:
+        return of_values(flat)  # every item counts, in any order
+    blocks = writer.stored_blocks
+    items = flat.reshape((-1, *ext[1:])) if blocks == ext else \
+        geo.blocked_view(flat, ext, blocks).reshape(ext)
+    return of_values(items[tuple(slice(0, n) for n in valid)])
 
 
 class ChunkValues:

@@ -272,13 +272,22 @@ def _along(src: Any, q: Any, axes: tuple[int, ...], method: str, nan: bool,
     qshape = np.shape(q) if q is not None else ()
     keep = tuple(1 if ax in axes else n for ax, n in enumerate(shape))
     want = reference(np.zeros((2,) * len(shape), dtype=src.dtype), axis=axes, keepdims=True)
-    result = np.empty(qshape + keep, dtype=np.asarray(want).dtype)
+    # numpy's dtype can depend on the values (float32 lines all NaN stay float32): start
+    # from the narrowest slab result and widen as numpy would.
+    result: np.ndarray | None = None
     boxes = line_slabs(shape, plan_chunks(src), axes)
     lead = (slice(None),) * len(qshape)
     for region, got in scan(src, lambda block, region: reference(
             block, axis=axes, keepdims=True), boxes):
+        got = np.asarray(got)
+        if result is None:
+            result = np.empty(qshape + keep, dtype=got.dtype)
+        elif np.result_type(result.dtype, got.dtype) != result.dtype:
+            result = result.astype(np.result_type(result.dtype, got.dtype))
         cell = tuple(slice(0, 1) if ax in axes else r for ax, r in enumerate(region))
         result[lead + cell] = got
+    if result is None:
+        result = np.empty(qshape + keep, dtype=np.asarray(want).dtype)
     if not keepdims:
         result = result.reshape(qshape + tuple(n for ax, n in enumerate(shape)
                                                if ax not in axes))

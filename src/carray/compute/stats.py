@@ -24,6 +24,7 @@ NaN, ``count - nnan`` of them (``lo``/``hi`` are NaN when every value is).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -185,6 +186,9 @@ def _value(op: str, s: ChunkStats, kind: str, dtype: np.dtype | None, ddof: Any)
         if dtype is not None and dtype.kind == "f":
             return nan if s.nnan else s.fsum
         return nan if s.nnan else s.total
+    if op in ("var", "std") and s.count - ddof <= 0:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning,
+                      stacklevel=4)  # numpy's words
     if s.nnan:
         return nan
     with np.errstate(all="ignore"):
