@@ -285,3 +285,7 @@ def write_results(args, shape, nbytes, rounds, peaks, zeros=None) -> None:
             for lib, (secs, nfiles, nbytes) in zeros.items()) + "."]
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
