@@ -273,9 +273,16 @@ def _stats_of(writer: UnitWriter, flat: np.ndarray, coords: tuple[int, ...]
     if valid == ext:
         return of_values(flat)  # every item counts, in any order
     blocks = writer.stored_blocks
-    items = flat.reshape((-1, *ext[1:])) if blocks == ext else \
-        geo.blocked_view(flat, ext, blocks).reshape(ext)
-    return of_values(items[tuple(slice(0, n) for n in valid)])
+    if blocks == ext:
+        items = flat.reshape((-1, *ext[1:]))
+    else:  # put in C order in this thread's buffers (kept: no new memory per chunk)
+        items = _scratch_like(ext, flat.dtype, "stats.ext")
+        np.copyto(items.reshape(geo.split_shape(ext, blocks)),
+                  geo.blocked_view(flat, ext, blocks))
+    inside = items[tuple(slice(0, n) for n in valid)]
+    packed = _scratch_like(inside.shape, flat.dtype, "stats.valid")
+    np.copyto(packed, inside)
+    return of_values(packed)
 
 
 class ChunkValues:
@@ -323,6 +330,12 @@ class ChunkValues:
                 chunk.fill_padding(writer.padding)  # as other writes store padding
                 return writer.trimmed(chunk.flat, writer.grid.chunk_index(coords))
         return writer.stored(_evaluate_region(self.expr, (coords, region)))
+
+
+def _scratch_like(shape: tuple[int, ...], dtype: np.dtype, slot: str) -> np.ndarray:
+    """This thread's reusable buffer ``slot`` as an array of ``shape`` and ``dtype``."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    return _parallel.scratch(nbytes, slot)[:nbytes].view(dtype).reshape(shape)
 
 
 def _write_rows(expr: Expr, out: Any) -> None:

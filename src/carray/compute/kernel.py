@@ -35,6 +35,10 @@ from carray import _parallel
 #: Bytes of operand values decoded at once per thread: well inside a core's L2 cache
 #: (1 MiB here), large enough that the Python work per piece is a small share.
 PIECE_BYTES = 384 * 2**10
+#: Bytes per operand of the runs of pieces consumers that do not care where items sit
+#: take at once (:meth:`StoredPlan.runs <carray.compute.stored.StoredPlan.runs>`): the
+#: Python work per run holds the GIL, which the other workers then wait for.
+RUN_BYTES = 1 << 20
 # Fewer matches than one in this many rows of a piece: decode only their Blosc blocks.
 _SPARSE_OUTPUT = 64
 

@@ -191,7 +191,7 @@ def _stream(spec: _Spec) -> Any:
                 # An expression: piece by piece, each evaluated and reduced while in the
                 # cache (carray.compute.kernel).  A lone carray gains nothing from pieces
                 # that pays for their Python work: its chunks are decoded whole.
-                return reducer.partial_pieces(stored.pieces(coords),
+                return reducer.partial_pieces(stored.runs(coords),
                                               stored.grid.valid_shape(coords))
             chunk = stored.chunk(coords) if stored is not None else None
             if chunk is not None:
@@ -278,11 +278,11 @@ class _Reducer:
         """Whether :meth:`partial_pieces` can reduce chunks piece by piece."""
         return len(self.axes) == len(self.spec.shape)
 
-    def partial_pieces(self, pieces: Iterator[tuple[tuple[int, ...], StoredChunk]],
+    def partial_pieces(self, pieces: Iterator[tuple[int, StoredChunk]],
                        valid: tuple[int, ...]) -> Any:
-        """:meth:`partial` of a chunk (of valid shape ``valid``) from its pieces in stored
-        order (:meth:`StoredPlan.pieces <carray.compute.stored.StoredPlan.pieces>`),
-        every axis reduced: the pieces' partials merged in order."""
+        """:meth:`partial` of a chunk (of valid shape ``valid``) from its runs of pieces
+        (:meth:`StoredPlan.runs <carray.compute.stored.StoredPlan.runs>`), every axis
+        reduced: the runs' partials merged in order."""
         acc = None
         for _, piece in pieces:
             acc = self.combine(acc, self.partial_stored(piece))
@@ -347,27 +347,6 @@ class _Fold(_Reducer):
 
     def merge(self, a, b):
         return self.ufunc(a, b)
-
-    def pieces_ok(self):
-        return True
-
-    def partial_pieces(self, pieces, valid):
-        if len(self.axes) == len(valid):
-            return super().partial_pieces(pieces, valid)
-        # Some axes kept: each piece's partial folds into its box of the chunk's partial,
-        # which starts as the fold's identity.
-        acc = None
-        for bcoords, piece in pieces:
-            part = self.partial_stored(piece)
-            if acc is None:
-                acc = np.full(tuple(1 if ax in self.axes else v for ax, v in enumerate(valid)),
-                              padding_identity(self.spec.op, part.dtype), dtype=part.dtype)
-            box = tuple(slice(0, 1) if ax in self.axes else slice(c * b, c * b + n)
-                        for ax, (c, b, n) in enumerate(zip(bcoords, piece.blocks, part.shape,
-                                                           strict=True)))
-            target = acc[box]
-            self.ufunc(target, part, out=target)
-        return acc
 
     def finish(self, acc, shape):
         spec = self.spec

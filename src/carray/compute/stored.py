@@ -37,7 +37,7 @@ from carray import _parallel
 from carray import geometry as geo
 from carray.compute._types import is_carray
 from carray.compute.expr import Expr, is_scalar
-from carray.compute.kernel import PIECE_BYTES, Program
+from carray.compute.kernel import PIECE_BYTES, RUN_BYTES, Program
 
 # Item kinds evaluated and reduced in stored order (numbers and booleans).
 _KINDS = "biufc"
@@ -209,6 +209,37 @@ class StoredPlan:
             yield bcoords, StoredChunk(flat, shape, shape, inside)
 
 
+    def runs(self, coords: tuple[int, ...]) -> Iterator[tuple[int, StoredChunk]]:
+        """The chunk at ``coords`` for consumers to whom the place of an item does not
+        matter (reductions over every axis, copies in stored order): ``(offset of the
+        first item, values)`` of runs of whole pieces, as many as keep every operand's
+        buffer within :data:`RUN_BYTES` (fewer hand-overs of the GIL per chunk), each
+        shaped as a box of its items; a chunk with padding goes piece by piece."""
+        grid = self.grid
+        ext, shape = grid.ext_chunks, self.piece_shape
+        items = math.prod(shape)
+        per = tuple(e // b for e, b in zip(ext, shape, strict=True))
+        width = max(leaf.dtype.itemsize for leaf in self.program.leaves)
+        run = max(1, RUN_BYTES // max(items * width, 1))
+        if grid.valid_shape(coords) != ext or run == 1:
+            for bcoords, piece in self.pieces(coords):
+                yield int(np.ravel_multi_index(bcoords, per)) * items, piece
+            return
+        nchunk = grid.chunk_index(coords)
+        program, dtype = self.program, self.src.dtype
+        chunks = [leaf.engine.open_chunk(nchunk, f"piece.read{i}")
+                  for i, leaf in enumerate(program.leaves)]
+        full = program.buffers(run * items, "run")
+        total = math.prod(per)
+        for first in range(0, total, run):
+            n = min(run, total - first)
+            buffers = full if n == run else [b[:n * items] for b in full]
+            flat = program.run(buffers, chunks, first * items)
+            if flat.dtype != dtype:
+                flat = flat.astype(dtype)
+            box = (n * shape[0], *shape[1:])
+            yield first * items, StoredChunk(flat, box, box, box)
+
     @property
     def stored_blocks(self) -> tuple[int, ...]:
         """The shape of the blocks chunks are stored in (the extended chunk shape when
@@ -220,12 +251,8 @@ class StoredPlan:
         ``grid.chunk_items`` items of the result's dtype): the operands are never
         decoded whole.  Padding holds anything: :meth:`StoredChunk.fill_padding`."""
         ext = self.grid.ext_chunks
-        shape = self.piece_shape
-        items = math.prod(shape)
-        per = tuple(e // b for e, b in zip(ext, shape, strict=True))
-        for bcoords, piece in self.pieces(coords):
-            k = int(np.ravel_multi_index(bcoords, per))
-            out[k * items:(k + 1) * items] = piece.flat
+        for start, piece in self.runs(coords):
+            out[start:start + piece.flat.size] = piece.flat
         return StoredChunk(out, self.stored_blocks, ext, self.grid.valid_shape(coords))
 
 
