@@ -23,7 +23,7 @@ from carray.attrs import Attrs
 from carray.compute import ComputeMixin, masks, register_array_type
 from carray.container import Container, check_mode, refuse_own_source
 from carray.engine import ArrayEngine
-from carray.engine.chunkstats import ChunkStats
+from carray.engine.chunkstats import ChunkStats, of_values
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
@@ -789,18 +789,11 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         """Summarise chunk ``nchunk`` (in whole runs of chunk rows) from its items inside the
         array, ``values``, decoded for another reason (saved on flush); nothing when it
         already has a summary."""
-        zones, engine = self._zones, self._engine
-        if zones is None or not self.shape or \
-                nchunk >= engine.nfull * engine.per_row or zones.has_stats(nchunk, nchunk + 1):
-            return
-        grid = engine.grid
-        if values.size != math.prod(grid.valid_shape(grid.chunk_coords(nchunk))):
-            return
-        zones.learn(nchunk, values, engine.chunk_stamp(nchunk))
-        if self._mode == "r" or engine.in_memory:
-            zones.dirty = False
-        else:
-            engine.mark_pending()
+        zones, grid = self._zones, self._engine.grid
+        if zones is not None and self.shape and values.size and \
+                not zones.has_stats(nchunk, nchunk + 1) and \
+                values.size == math.prod(grid.valid_shape(grid.chunk_coords(nchunk))):
+            self.keep_chunk_stats({nchunk: of_values(values)})
 
 
 register_array_type(carray)

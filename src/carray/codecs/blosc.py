@@ -1,4 +1,5 @@
-"""Blosc chunks: compress, decompress into a caller's buffer, decode single blocks.
+"""Blosc chunks: decompress into a caller's buffer, decode single blocks (compressing:
+:mod:`carray.codecs.compress`, re-exported here).
 
 Format facts relied on (docs/formats/blosc1-chunk.md and docs/formats/blosc2-chunk.md):
 
@@ -34,7 +35,6 @@ import blosc as _blosc1
 import blosc2 as _blosc2
 import numpy as np
 
-from carray.codecs import _encoder
 from carray.codecs._libcheck import (
     PublicLibrary,
     dparams_type,
@@ -42,14 +42,19 @@ from carray.codecs._libcheck import (
     load_library,
     self_check,
 )
-from carray.codecs.pipeline import blosc2_filters, check_blosc1_filters, decode_error
-from carray.errors import CodecError, CodecUnavailableError, FormatError
-from carray.params import CParams
+
+# The encoding half lives in carray.codecs.compress; callers find it here too.
+from carray.codecs.compress import MAX_BUFFERSIZE as MAX_BUFFERSIZE
+from carray.codecs.compress import MAX_TYPESIZE as MAX_TYPESIZE
+from carray.codecs.compress import blosc_typesize as blosc_typesize
+from carray.codecs.compress import compress1 as compress1
+from carray.codecs.compress import compress2 as compress2
+from carray.codecs.compress import default_blocksize as default_blocksize
+from carray.codecs.pipeline import decode_error
+from carray.errors import CodecUnavailableError, FormatError
 
 BLOSC1_HEADER = 16
 BLOSC2_HEADER = 32
-MAX_BUFFERSIZE = 2**31 - 1 - BLOSC2_HEADER
-MAX_TYPESIZE = 255
 
 #: A stored chunk: any buffer holding its bytes.
 ChunkBytes = bytes | bytearray | memoryview | np.ndarray
@@ -59,13 +64,6 @@ ReadAt = Callable[[int, int], bytes]
 _FORMAT_NAMES = {0: "blosclz", 1: "lz4", 2: "snappy", 3: "zlib", 4: "zstd"}
 HEADER_STRUCT = struct.Struct("<BBBBiii")
 
-_BLOSC2_CODECS = {
-    "blosclz": _blosc2.Codec.BLOSCLZ,
-    "lz4": _blosc2.Codec.LZ4,
-    "lz4hc": _blosc2.Codec.LZ4HC,
-    "zlib": _blosc2.Codec.ZLIB,
-    "zstd": _blosc2.Codec.ZSTD,
-}
 
 
 try:
@@ -723,99 +721,3 @@ def _block_ends(bstarts: np.ndarray, starts: np.ndarray, cbytes: int) -> np.ndar
     else:
         stored = np.append(np.sort(bstarts), cbytes).astype(np.int64)
     return stored[np.searchsorted(stored, starts, side="right")]
-
-
-def blosc_typesize(dtype: np.dtype) -> int:
-    """The typesize Blosc is told for a dtype, as bcolz chooses it."""
-    if dtype.kind == "S":
-        return 1
-    if dtype.kind == "U":
-        return 4
-    size = dtype.base.itemsize
-    return size if 0 < size <= MAX_TYPESIZE else 1
-
-
-# Blocks are what a partial read decodes: small enough that reading one value
-# is cheap, large enough that codecs keep their ratio and speed.  For lz4 and
-# blosclz 16 KiB: against 64 KiB (1 MiB chunks of int64 and float64, one thread)
-# ratios within 2%, whole chunks decode 7-18% faster, one item 1.5-1.8x faster,
-# compression 3-15% slower.  zstd and zlib pay more per block (16 KiB decodes whole
-# chunks 1.4-1.7x slower), so they keep 64 KiB, as do Blosc1 chunks.
-_BLOCK = 16 * 1024
-_BLOCK_DENSE = 64 * 1024
-_BLOCK1 = 64 * 1024
-
-
-def default_blocksize(cname: str) -> int:
-    """Bytes per Blosc block for codec ``cname`` (Blosc2 chunks)."""
-    return _BLOCK_DENSE if cname in ("zstd", "zlib") else _BLOCK
-
-
-def compress1(data: np.ndarray, typesize: int, cparams: CParams) -> bytes:
-    """Compress to a Blosc1 (format version 2) chunk that c-blosc 1.x can read.
-
-    Raises
-    ------
-    CodecError
-        ``cparams.filters`` is more than one shuffle: a Blosc1 chunk has no room
-        for a filter pipeline.
-    """
-    check_blosc1_filters(cparams)
-    data = np.ascontiguousarray(data)
-    if data.nbytes > MAX_BUFFERSIZE:
-        raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
-    if not data.nbytes:
-        return bytes(_blosc1.compress(b"", typesize, cparams.clevel, int(cparams.shuffle or 0),
-                                      cparams.cname))
-    blocksize = _BLOCK1
-    if cparams.cname != "zstd":
-        # c-blosc 1.x multiplies a forced blocksize by the typesize when it splits
-        # blocks into byte streams (every codec but zstd), with a 64 KiB floor.
-        blocksize = max(blocksize // max(typesize, 1), 1)
-    _blosc1.set_blocksize(blocksize)
-    try:
-        return bytes(_blosc1.compress_ptr(data.ctypes.data, data.nbytes // typesize, typesize,
-                                          cparams.clevel, int(cparams.shuffle or 0),
-                                          cparams.cname))
-    finally:
-        _blosc1.set_blocksize(0)
-
-
-def compress2(data: np.ndarray, typesize: int, cparams: CParams,
-              blocksize: int | None = None, nthreads: int | None = None,
-              scratch: Callable[[int], np.ndarray] | None = None) -> bytes:
-    """Compress to a Blosc2 chunk (faster, and carries the filter pipeline in its header).
-
-    ``nthreads`` is the threads Blosc uses for this chunk (default: the process-wide
-    setting); writers compressing several chunks at once pass 1.  ``scratch(nbytes)``
-    lends a byte buffer to compress into where it can be used (see
-    :func:`carray.codecs._encoder.compress`).
-
-    Raises
-    ------
-    CodecError
-        The chunk is too large, or libblosc2 refuses the filters for this data
-        (e.g. ``trunc_prec`` on items that are not 4- or 8-byte floats).
-    """
-    data = np.ascontiguousarray(data)
-    if data.nbytes > MAX_BUFFERSIZE:
-        raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
-    if blocksize is None:
-        blocksize = default_blocksize(cparams.cname)
-    filters, filters_meta = blosc2_filters(cparams)
-    if len(filters) > 2:
-        # libblosc2 (3.3) uses the source as scratch space once a pipeline passes
-        # through more than two buffers: give it a copy, never the caller's array.
-        data = data.copy()
-    try:
-        codec = _BLOSC2_CODECS[cparams.cname]
-        if nthreads == 1 and _encoder.handles(codec, filters):  # let the GIL go meanwhile
-            return _encoder.compress(data, typesize, codec, cparams.clevel, filters,
-                                     filters_meta, blocksize, scratch)
-        return bytes(_blosc2.compress2(
-            data, typesize=typesize, clevel=cparams.clevel,
-            codec=_BLOSC2_CODECS[cparams.cname], filters=filters, filters_meta=filters_meta,
-            blocksize=blocksize, nthreads=nthreads or _blosc2.nthreads))
-    except (RuntimeError, ValueError) as exc:
-        raise CodecError(f"Blosc2 cannot compress {data.nbytes} bytes of typesize {typesize} "
-                         f"with filters {list(cparams.filters or ())}: {exc}") from None

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from carray.compute import histogram, nanreduce, protocols, quantiles, scans, transpose
+from carray.compute import masks as _masks  # noqa: F401 - registers the mask methods
 from carray.compute.slabs import small
 
 Handler = Callable[[Any, tuple, dict], Any]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from carray.compute import protocols
 from carray.compute._types import is_carray
 from carray.compute.evaluate import plan_chunks, threaded_for, values_at, waves
 from carray.compute.expr import Expr
@@ -88,3 +89,6 @@ def assign(dest: Any, mask: Any, value: Any) -> None:
         block[where] = values if values.ndim == 0 else values[done:done + hits]
         done += hits
         dest[region] = block
+
+
+protocols.register_methods({"is_mask_key": is_mask_key, "select": select})

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -258,31 +259,23 @@ class ComputeMixin:
 
     def cumsum(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> Any:
         """Running sums as a new carray, as ``numpy.cumsum`` (no axis: in C order, 1-d)."""
-        from carray.compute import scans
-
-        return scans.scan_op("cumsum", self, axis, dtype, out)
+        return _METHODS["cumsum"](self, axis, dtype, out)
 
     def cumprod(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> Any:
         """Running products as a new carray, as ``numpy.cumprod``."""
-        from carray.compute import scans
-
-        return scans.scan_op("cumprod", self, axis, dtype, out)
+        return _METHODS["cumprod"](self, axis, dtype, out)
 
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
                subok: bool = True, copy: bool = True) -> Any:
         """The items converted to ``dtype``, lazily (a LazyExpr), as ``numpy.ndarray.astype``;
         ``copy=False`` with the same dtype gives the array itself."""
-        from carray.compute import transpose
-
-        return transpose.astype(self, dtype, order, casting, subok, copy)
+        return _METHODS["astype"](self, dtype, order, casting, subok, copy)
 
     def transpose(self, *axes: Any) -> Any:
         """The axes permuted, lazily, as ``numpy.ndarray.transpose`` (reversed by default)."""
-        from carray.compute import transpose
-
         order = axes[0] if len(axes) == 1 and (axes[0] is None or isinstance(
             axes[0], (tuple, list))) else axes
-        return transpose.transpose(self, tuple(order) if order else None)
+        return _METHODS["transpose"](self, tuple(order) if order else None)
 
     @property
     def T(self) -> Any:  # noqa: N802 - numpy's name
@@ -303,10 +296,8 @@ class LazyExpr(ComputeMixin, Expr):
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __getitem__(self, key: Any) -> Any:
-        from carray.compute import masks
-
-        if masks.is_mask_key(self, key):
-            return masks.select(self, key)
+        if _METHODS["is_mask_key"](self, key):
+            return _METHODS["select"](self, key)
         return super().__getitem__(key)
 
     def compute(self, **kwargs: Any) -> Any:
@@ -331,6 +322,14 @@ _FUNCTIONS: dict[Any, str] = {
 
 # More numpy functions, registered by carray.compute.functions (which builds on this module).
 _HANDLERS: dict[Any, Any] = {}
+# Methods whose work lives in modules built on this one (scans, transpose, masks), which
+# register it when imported (carray.compute imports them all).
+_METHODS: dict[str, Callable[..., Any]] = {}
+
+
+def register_methods(methods: dict[str, Callable[..., Any]]) -> None:
+    """Add the implementations of methods named in ``methods`` (see ``_METHODS``)."""
+    _METHODS.update(methods)
 
 
 def register_functions(handlers: dict[Any, Any]) -> None:

@@ -12,11 +12,13 @@ one to the next.  Only a box (or slab) and its result are in memory at once.
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
+from carray.compute import protocols
 from carray.compute._types import array_type
 from carray.compute.evaluate import grid_shape, plan_chunks, values_at
 from carray.compute.slabs import row_slabs
@@ -114,3 +116,7 @@ def _along(op: str, a: Any, axis: int, dtype: np.dtype, kwargs: dict[str, Any]) 
             carry = np.take(scanned, -1, axis=axis)
     result.flush()
     return result
+
+
+protocols.register_methods({"cumsum": partial(scan_op, "cumsum"),
+                            "cumprod": partial(scan_op, "cumprod")})

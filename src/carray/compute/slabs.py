@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from carray.compute import protocols
 from carray.compute.evaluate import plan_chunks, regions, threaded_for, values_at, waves
 
 Region = tuple[slice, ...]
@@ -63,8 +64,6 @@ def scan(src: Any, fn: Callable[[np.ndarray, Region], Any],
 def small(*values: Any) -> bool:
     """Whether the carrays and expressions among ``values`` are small enough for numpy's
     own function on ``np.asarray`` (see ``carray.compute.FALLBACK_BYTES``)."""
-    from carray.compute import protocols
-
     total = sum(int(getattr(v, "nbytes", 0)) for v in values
                 if isinstance(v, protocols.ComputeMixin))
     return total <= protocols.FALLBACK_BYTES

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from carray.compute.expr import Expr, read_leaf
-from carray.compute.protocols import LazyExpr
+from carray.compute.protocols import LazyExpr, register_methods
 from carray.errors import UnsupportedDTypeError, UnsupportedOptionError
 
 
@@ -168,5 +168,7 @@ def _fill(expr: Any, out: Any) -> Any:
     out[...] = np.asarray(expr)
     return out
 
+
+register_methods({"astype": astype, "transpose": transpose})
 
 __all__ = ["TransposedExpr", "astype", "around", "clip", "transpose"]
