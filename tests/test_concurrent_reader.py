@@ -57,7 +57,7 @@ def test_a_reader_sees_old_or_new_values_while_a_writer_edits(tmp_path, fmt):
 # -- readers opening a dataset again and again while a writer appends ------------------------
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
-APPEND_SECONDS = 60.0 if SOAK else 4.0
+APPEND_SECONDS = 60.0 if SOAK else 2.0
 N0, ROWS = 300, 37
 
 APPENDER = """

@@ -24,8 +24,8 @@ from carray.errors import StorageError
 from carray.problems import tally
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
-POINTS = None if SOAK else 24
-FAULT_POINTS = None if SOAK else 8
+POINTS = None if SOAK else 12
+FAULT_POINTS = None if SOAK else 4
 
 
 def _strings(v: np.ndarray) -> np.ndarray:

@@ -400,7 +400,7 @@ def _row_keys(n: int):
     return ints | st.builds(slice, bounds, bounds, steps) | lists | hnp.arrays(bool, n)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(0, 40), chunklen=st.integers(1, 9), disk=st.booleans(), data=st.data())
 def test_every_row_key_matches_numpy(tmp_path_factory, n, chunklen, disk, data):
     rec = sample(n)

@@ -29,6 +29,8 @@ from carray.errors import ChecksumError, CodecError, FormatError, ReadOnlyError
 from carray.formats._blp_frame import CHECKSUMS
 from carray.layouts import superchunk_open
 
+SOAK = os.environ.get("CARRAY_SOAK") == "1"
+
 
 class TestSuperchunkLayout(PersistentLayoutConformance):
     options: dict = {"superchunksize": 4}
@@ -416,7 +418,8 @@ def test_crash_at_every_file_operation(tmp_path):
     status, last, total = _run_child(_fresh(tmp_path, "dry"), None)
     assert status == 0 and last == 5 and total > 20
     _check_recovered(str(tmp_path / "dry"), 5)
-    for n in range(1, total + 1):
+    # Every operation under CARRAY_SOAK=1; every second one (and the last) in CI.
+    for n in sorted({*range(1, total + 1, 1 if SOAK else 2), total}):
         root = _fresh(tmp_path, f"c{n}")
         status, last, _ = _run_child(root, n)
         assert status == 17, f"child did not crash at operation {n} (status {status})"

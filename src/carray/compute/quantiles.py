@@ -272,8 +272,9 @@ def _along(src: Any, q: Any, axes: tuple[int, ...], method: str, nan: bool,
     qshape = np.shape(q) if q is not None else ()
     keep = tuple(1 if ax in axes else n for ax, n in enumerate(shape))
     want = reference(np.zeros((2,) * len(shape), dtype=src.dtype), axis=axes, keepdims=True)
-    # numpy's dtype can depend on the values (float32 lines all NaN stay float32): start
-    # from the narrowest slab result and widen as numpy would.
+    # numpy's dtype can depend on the values: along an axis its NaN-aware functions take
+    # the dtype of the first line's result (float32 when that line is all NaN, else
+    # float64) and cast the other lines to it, and the first slab holds the first line.
     result: np.ndarray | None = None
     boxes = line_slabs(shape, plan_chunks(src), axes)
     lead = (slice(None),) * len(qshape)
@@ -282,8 +283,6 @@ def _along(src: Any, q: Any, axes: tuple[int, ...], method: str, nan: bool,
         got = np.asarray(got)
         if result is None:
             result = np.empty(qshape + keep, dtype=got.dtype)
-        elif np.result_type(result.dtype, got.dtype) != result.dtype:
-            result = result.astype(np.result_type(result.dtype, got.dtype))
         cell = tuple(slice(0, 1) if ax in axes else r for ax, r in enumerate(region))
         result[lead + cell] = got
     if result is None:
