@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from carray import _parallel
@@ -130,3 +131,40 @@ def test_submit_runs_here_once_a_pool_takes_no_more_work():
     failing = _parallel.submit(pool, lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failing.result()
+
+
+def test_a_finalizer_inside_a_pool_submit_flushes_without_waiting_on_the_pool(tmp_path):
+    """Garbage collection can run an array's finalizer inside ``ThreadPoolExecutor.submit``,
+    which holds the pool's lock: the finalizer's flush must not hand work to a pool."""
+    import gc
+    from concurrent.futures import ThreadPoolExecutor
+
+    import carray as ca
+
+    values = np.arange(50 * 4000.0).reshape(50, 4000)
+    # Rows of four 800 KB chunks wait in the tail: a flush compresses them on the pool.
+    victim = [ca.carray(np.empty((0, 4000)), chunks=(100, 1000), rootdir=tmp_path / "a")]
+    victim[0].append(values)
+    real = ThreadPoolExecutor.submit
+
+    def submit(self, fn, *args, **kwargs):
+        with self._shutdown_lock:  # held as the real submit holds it
+            if victim:
+                victim.pop()  # the last reference; the collector runs the finalizer here
+                gc.collect()
+        return real(self, fn, *args, **kwargs)
+
+    def scenario():
+        ThreadPoolExecutor.submit = submit
+        try:  # another array's flush hands its chunks to the pool
+            other = ca.carray(np.empty((0, 4000)), chunks=(100, 1000), rootdir=tmp_path / "b")
+            other.append(values)
+            other.flush()
+        finally:
+            ThreadPoolExecutor.submit = real
+
+    worker = threading.Thread(target=scenario, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the finalizer waited on the pool's lock"
+    np.testing.assert_array_equal(ca.open(tmp_path / "a", mode="r")[:], values)

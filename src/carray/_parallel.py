@@ -9,6 +9,7 @@ around the C call, so plain Python threads suffice.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
@@ -85,6 +86,20 @@ def _executor(n: int) -> ThreadPoolExecutor:
 def in_worker() -> bool:
     """Whether this thread is running a share of :func:`run` (nested runs go sequential)."""
     return getattr(_local, "inside", False)
+
+
+@contextlib.contextmanager
+def inline() -> Iterator[None]:
+    """Within: :func:`run` and :func:`pipeline` on this thread do their work here, handing
+    nothing to the pools.  For finalizers, which may run inside a call that holds a
+    pool's own lock (``ThreadPoolExecutor.submit``): handing work over there would wait
+    on that lock forever."""
+    before = getattr(_local, "inside", False)
+    _local.inside = True
+    try:
+        yield
+    finally:
+        _local.inside = before
 
 
 def run(tasks: Sequence[Callable[[], None]], threads: bool = True,

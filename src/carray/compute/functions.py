@@ -30,8 +30,8 @@ def _streamed(impl: Callable[..., Any], **fixed: Any) -> Handler:
     """numpy's own function on small operands, ``impl`` (same arguments) otherwise."""
 
     def handler(func: Any, args: tuple, kwargs: dict) -> Any:
-        if not args or not protocols._ours(args[0]) or small(*args, *kwargs.values()):
-            return protocols._fallback(func, args, kwargs)
+        if not args or not protocols.is_ours(args[0]) or small(*args, *kwargs.values()):
+            return protocols.fallback(func, args, kwargs)
         return impl(*args, **kwargs, **fixed)
 
     return handler
@@ -41,8 +41,8 @@ def _lazy(impl: Callable[..., Any], **fixed: Any) -> Handler:
     """``impl`` whenever the first operand is a carray or expression."""
 
     def handler(func: Any, args: tuple, kwargs: dict) -> Any:
-        if not args or not protocols._ours(args[0]):
-            return protocols._fallback(func, args, kwargs)
+        if not args or not protocols.is_ours(args[0]):
+            return protocols.fallback(func, args, kwargs)
         return impl(*args, **kwargs, **fixed)
 
     return handler
@@ -54,8 +54,8 @@ def _real_only(impl: Callable[..., Any]) -> Handler:
     streamed = _streamed(impl)
 
     def handler(func: Any, args: tuple, kwargs: dict) -> Any:
-        if args and protocols._ours(args[0]) and np.dtype(args[0].dtype).kind == "c":
-            return protocols._fallback(func, args, kwargs)
+        if args and protocols.is_ours(args[0]) and np.dtype(args[0].dtype).kind == "c":
+            return protocols.fallback(func, args, kwargs)
         return streamed(func, args, kwargs)
 
     return handler

@@ -35,7 +35,8 @@ _UFUNC_REDUCTIONS = {np.add: "sum", np.multiply: "prod", np.minimum: "min",
                      np.maximum: "max", np.logical_or: "any", np.logical_and: "all"}
 
 
-def _ours(value: Any) -> bool:
+def is_ours(value: Any) -> bool:
+    """Whether ``value`` is a carray or a lazy expression (computed here)."""
     return isinstance(value, ComputeMixin)
 
 
@@ -151,7 +152,7 @@ class ComputeMixin:
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         for x in inputs:
-            if not (_ours(x) or isinstance(x, np.ndarray)) and \
+            if not (is_ours(x) or isinstance(x, np.ndarray)) and \
                     getattr(type(x), "__array_ufunc__", None) is not None:
                 return NotImplemented  # another library's array: let it decide
         if method == "reduce" and ufunc in _UFUNC_REDUCTIONS and len(inputs) == 1:
@@ -174,12 +175,12 @@ class ComputeMixin:
             return LazyExpr(np.where, (*args, *kwargs.values()))
         if name in ("shape", "ndim", "size") and len(args) == 1 and not kwargs:
             return getattr(args[0], name)
-        if name in reduce.SIGNATURES and args and _ours(args[0]):
+        if name in reduce.SIGNATURES and args and is_ours(args[0]):
             return getattr(args[0], name)(*args[1:], **kwargs)
         handler = _HANDLERS.get(func)
         if handler is not None:  # carray.compute.functions
             return handler(func, args, kwargs)
-        return _fallback(func, args, kwargs)
+        return fallback(func, args, kwargs)
 
     # -- reductions ------------------------------------------------------------------------------
 
@@ -338,13 +339,13 @@ def register_functions(handlers: dict[Any, Any]) -> None:
     _HANDLERS.update(handlers)
 
 
-def _fallback(func: Any, args: tuple, kwargs: dict) -> Any:
+def fallback(func: Any, args: tuple, kwargs: dict) -> Any:
     """numpy's ``func`` on ``np.asarray`` of every carray or expression among the
     arguments, when they are small enough (see :data:`FALLBACK_BYTES`)."""
     found: list[Any] = []
 
     def walk(value: Any) -> None:
-        if _ours(value):
+        if is_ours(value):
             found.append(value)
         elif isinstance(value, (list, tuple)):
             for v in value:
@@ -361,7 +362,7 @@ def _fallback(func: Any, args: tuple, kwargs: dict) -> Any:
                         f"= {FALLBACK_BYTES}); pass np.asarray(a) explicitly, or a slice")
 
     def plain(value: Any) -> Any:
-        if _ours(value):
+        if is_ours(value):
             return np.asarray(value)
         if isinstance(value, list):
             return [plain(v) for v in value]

@@ -705,7 +705,8 @@ class ArrayEngine:
                               "off the main thread; they are lost (flush() or use 'with')",
                               ResourceWarning, stacklevel=1)
                 return
-            self.flush()
+            with _parallel.inline():  # a finalizer may run inside a pool's submit()
+                self.flush()
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
 
