@@ -448,7 +448,7 @@ def test_sigkill_at_random_moments(tmp_path):
     duration = time.perf_counter() - t1
     assert t1 - t0 > 0
     rng = np.random.default_rng(11)
-    for i in range(8):
+    for i in range(8 if SOAK else 4):
         root = _fresh(tmp_path, f"k{i}")
         proc = start(root)
         time.sleep(rng.random() * duration)
