@@ -68,7 +68,7 @@ def test_defaults_refuse_unknown_attribute():
 
 
 def test_defaults_vm_dask_is_an_evaluator():
-    pytest.importorskip("dask.array")
+    pytest.importorskip("dask.array", reason="dask is the 'dask' extra (CI has it)")
     before = bcolz.defaults.vm
     try:
         bcolz.defaults.vm = "dask"
@@ -285,7 +285,7 @@ def test_blosc_set_nthreads_returns_previous():
 
 
 def test_set_nthreads_sets_numexpr_too():
-    numexpr = pytest.importorskip("numexpr")
+    numexpr = pytest.importorskip("numexpr", reason="numexpr is optional (the numpy evaluator covers it)")
     first = bcolz.set_nthreads(1)
     try:
         assert numexpr.get_num_threads() == 1

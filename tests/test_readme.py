@@ -90,7 +90,7 @@ def _memory_files() -> dict:
 @pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line{n}" for n, _ in BLOCKS])
 def test_readme_example(line, code, tmp_path, monkeypatch):
     for name in _needs(code):
-        pytest.importorskip(name)
+        pytest.importorskip(name, reason=f"the example needs {name}, an optional package")
     monkeypatch.chdir(tmp_path)
     compiled = compile(code, f"README.md:{line}", "exec")
     namespace: dict = {"__name__": "__readme__"}

@@ -195,7 +195,7 @@ def test_coerce_keeps_a_finer_date_finer():
 
 
 def test_vm_dask_evaluates_through_dask(monkeypatch):
-    pytest.importorskip("dask.array")
+    pytest.importorskip("dask.array", reason="dask is the 'dask' extra (CI has it)")
     from carray.integrations import dask_read
 
     x = np.arange(24.0).reshape(4, 6)

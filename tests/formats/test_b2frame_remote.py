@@ -15,7 +15,7 @@ from carray.formats import _b2frame_write
 from carray.formats.b2frame import read_array, read_frame, write_array
 from carray.stores import resolve
 
-pytest.importorskip("fsspec")
+pytest.importorskip("fsspec", reason="fsspec is the 'remote' extra (CI has it)")
 
 # Compressible, with two all-zero chunks (stored as special offsets, no bytes).
 ARRAY = (np.arange(120 * 90, dtype="<i4").reshape(120, 90) // 7) % 1000

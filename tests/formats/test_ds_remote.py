@@ -10,7 +10,7 @@ from carray.errors import FormatError
 from carray.formats import _ds_header, ds
 from carray.stores import resolve
 
-pytest.importorskip("fsspec")
+pytest.importorskip("fsspec", reason="fsspec is the 'remote' extra (CI has it)")
 
 
 def dataset() -> dict:

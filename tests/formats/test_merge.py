@@ -69,7 +69,7 @@ def _same_values(a, b) -> None:
 
 
 def test_between_ds_and_netcdf(parts, tmp_path, monkeypatch):
-    netcdf = pytest.importorskip("carray.formats.netcdf")
+    netcdf = pytest.importorskip("carray.formats.netcdf", reason="needs netCDF4, the 'netcdf' extra")
     pytest.importorskip("netCDF4", reason="netCDF4 is the 'netcdf' extra (CI has it)")
     monkeypatch.setattr(merge, "BLOCK_BYTES", 64)
     merge_files(parts, "time", tmp_path / "all.nc")

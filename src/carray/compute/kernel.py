@@ -24,7 +24,6 @@ that the buffers of all operands together stay around :data:`PIECE_BYTES`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -250,7 +249,3 @@ def same_chunks(arrays: list[Any]) -> int | None:
             return None
         lengths.add(int(a.chunklen))
     return lengths.pop() if len(lengths) == 1 else None
-
-
-def chunks_of(length: int, chunklen: int) -> int:
-    return math.ceil(length / chunklen) if chunklen else 0
