@@ -89,3 +89,32 @@ def column_engines(col: Any) -> Iterator[Any]:
         yield col.engine
     else:
         yield from col.engines()
+
+
+# -- missing values and categories: the contract every table operation reads them by ----------
+
+
+def read_valid(col: Any, rows: Any) -> np.ndarray | None:
+    """Booleans, True where column ``col`` holds a value, for ``rows`` (a range or an
+    int array, as :func:`read_any` takes); None when the column cannot hold missing
+    values.  Where this says False, what :func:`read_any` returns is a filler (0, '',
+    NaT) that means nothing."""
+    return None
+
+
+def null_count(col: Any) -> int:
+    """How many rows of ``col`` are missing."""
+    return 0
+
+
+def categories_of(col: Any) -> np.ndarray | None:
+    """The dictionary of a categorical column (its values, in code order), or None when
+    ``col`` is not categorical."""
+    return None
+
+
+def read_codes(col: Any, rows: Any) -> np.ndarray | None:
+    """The integer codes of a categorical column for ``rows`` (indexes into
+    :func:`categories_of`; a missing row's code means nothing), or None when ``col`` is
+    not categorical.  :func:`read_any` returns the decoded values."""
+    return None
