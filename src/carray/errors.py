@@ -139,6 +139,11 @@ class HandleClosedError(CArrayError, ValueError):
     """
 
 
+class IndexUnsupportedError(CArrayError, ValueError):
+    """A table index cannot be made for this table or column (its kind, dtype or the
+    table's format), or a column has no index to drop."""
+
+
 __all__ = [
     "AlignmentError",
     "BroadcastError",
@@ -151,6 +156,7 @@ __all__ = [
     "ExpressionError",
     "FormatError",
     "HandleClosedError",
+    "IndexUnsupportedError",
     "IndexingError",
     "LockError",
     "ReadOnlyError",

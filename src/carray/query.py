@@ -143,6 +143,10 @@ class BlockEvaluator:
             return np.ones(nblocks, bool)
         return may_match(self.expr.tree, bounds, self.scalars, nblocks)
 
+    def block_mask(self) -> np.ndarray:
+        """Per block of ``blen`` rows, whether the zone maps leave it possibly matching."""
+        return self._block_mask()
+
     def _evaluate(self, env: dict[str, Any]) -> np.ndarray:
         if self.vm == "numexpr":
             # Only where numexpr gives numpy's answer for these dtypes (ops.numexpr_text);

@@ -26,6 +26,7 @@ from carray import _table_refresh as refresh
 from carray import table_query, table_rows
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
+from carray._table_conform import conform_rows
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import TableBase, check_mode, refuse_own_source
@@ -51,6 +52,7 @@ from carray.table_columns import (
 )
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import TableHistory
+from carray.table_index import TableIndexes
 from carray.table_store import (
     ARRAY,
     NESTED,
@@ -64,7 +66,6 @@ from carray.tables_interop import (
     check_name,
     column_values,
     normalise_columns,
-    normalise_rows,
 )
 from carray.vlstring import StringColumn, wants_string_column
 
@@ -82,7 +83,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
+class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa: N801 - bcolz
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -540,32 +541,11 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if self._mode == "r":
             raise ReadOnlyError(f"{self._rootdir or 'ctable'}: opened in mode 'r'")
 
-    def _conform(self, values: Any) -> dict[str, Any]:
-        """Incoming rows as one converted array per column, all checked before any write."""
-        cols = normalise_rows(values, self.names)
-        out, lengths = {}, set()
-        for name, col in self._cols.items():
-            v = cols[name]
-            if isinstance(col, StringColumn):
-                v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
-            else:
-                v = np.asarray(v, dtype=col.dtype)
-                if v.shape == col.shape[1:]:
-                    v = v.reshape((1, *v.shape))
-                if v.shape[1:] != col.shape[1:]:
-                    raise ValueError(f"column {name!r}: rows of shape {v.shape[1:]}, expected "
-                                     f"{col.shape[1:]}")
-            out[name] = v
-            lengths.add(len(v))
-        if len(lengths) > 1:
-            raise ValueError(f"appended columns have different lengths: {sorted(lengths)}")
-        return out
-
     def append(self, rows: Any) -> None:
         """Append rows: a structured array or record, a list of columns (arrays or scalars),
         a dict of columns, a DataFrame, an Arrow table or another ctable."""
         self._writable()
-        cols = self._conform(rows)
+        cols = conform_rows(self._cols, rows)
         n = len(next(iter(cols.values()))) if cols else 0
         if n == 0:
             return
@@ -585,7 +565,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
 
     def _note_edit(self, key: Any, cols: dict[str, Any]) -> None:
         """Record the old values of the rows ``key`` selects, before an edit changes them
-        (storages that undo with records of old values)."""
+        (storages that undo with records of old values), and tell the indexes."""
+        self._index_note_edit(key, cols)
         if self._storage.undo_records:
             rows = np.atleast_1d(np.arange(self._len, dtype=np.int64)[key])
             self._storage.note_edit(cols, rows, self._len)
@@ -676,6 +657,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
             raise KeyError(f"no column {name!r}")
         with self._storage.batch():
             col = self._cols.pop(name)
+            self._index_column_dropped(name)
             if self._rootdir is not None:
                 self._storage.column_dropped(self, name, col, keep)
             if not self._cols:
@@ -709,6 +691,7 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if self._mode == "r":
             return
         self._check_open()
+        self._index_before_commit()  # indexes fit the state committed: part of its version
         self._storage.commit(self, message)
 
     def _release(self) -> None:

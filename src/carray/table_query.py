@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from carray import index_planner
 from carray.query import BlockEvaluator, Expression, caller_scope
 from carray.table_columns import field_dtype, read_any, select_rows
 from carray.vlstring import StringColumn
@@ -41,6 +42,8 @@ def evaluator(t: Any, expression: str, user_dict: Mapping | None, vm: str | None
 def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
             limit: int | None) -> Iterator[dict[str, np.ndarray]]:
     """Blocks of matching rows: column name -> values (copies)."""
+    if (indexed := index_planner.planned(t, ev)) is not None:  # an index is cheaper
+        return (yield from index_planner.matches(t, ev, indexed, names, skip, limit))
     outputs = {n: None if n == "nrow__" else t.cols[n] for n in names}
     if not skip and limit is None and ev.length and ev.columns and ev.can_select(outputs):
         yield from ev.select(outputs)  # everything on the worker threads

@@ -40,7 +40,9 @@ TABLE_FILE = "__table__"
 #: A bcolz table's list of column names, and its attributes file.
 ROOTDIRS = "__rootdirs__"
 ATTRS_FILE = "__attrs__"
-_RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions"}
+#: The directory of a table's index builds (:mod:`carray.table_index`).
+INDEX_DIR = "__indexes__"
+_RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
 _MARKER = b'{"format": "carray-table", "format_version": 3}\n'
 #: What a column is, as a version records it.
 ARRAY, STRING, NESTED = "array", "string", "nested"
@@ -457,6 +459,37 @@ class VersionedTable(TableStorage):
                     self.store.isdir(self.store.join(key, "data")):
                 with contextlib.suppress(OSError):
                     self.store.rmtree(key)
+        self._remove_unreferenced_indexes([mf.meta for mf in kept])
+
+    def _remove_unreferenced_indexes(self, metas: list[Any]) -> None:
+        """Delete the index builds no kept version (nor the next one) refers to: those
+        of dropped indexes, replaced builds, and builds a crash interrupted."""
+        referenced = set()
+        for meta in [*metas, self.dataset.meta]:
+            state = meta.get("indexes", {}) if isinstance(meta, dict) else {}
+            for desc in state.values() if isinstance(state, dict) else ():
+                if isinstance(desc, dict) and isinstance(desc.get("build"), str):
+                    referenced.add(desc["build"])
+        where = self.store.join(self.root, INDEX_DIR)
+        if not self.store.isdir(where):
+            return
+        for name in self.store.listdir(where):
+            if name not in referenced:
+                with contextlib.suppress(OSError):
+                    self.store.rmtree(self.store.join(where, name))
+
+    def index_state(self) -> dict[str, Any]:
+        """The table's indexes as the version held describes them (what
+        :mod:`carray.table_index` recorded; not checked here)."""
+        meta = self.dataset.meta if isinstance(self.dataset.meta, dict) else {}
+        state = meta.get("indexes", {})
+        return state if isinstance(state, dict) else {}
+
+    def save_index_state(self, state: dict[str, Any]) -> None:
+        """The indexes the next version describes (published by the table's next
+        commit)."""
+        self.dataset.check_writable()
+        self.dataset.meta = {**self.dataset.meta, "indexes": state}
 
     # -- attributes and versions --------------------------------------------------------------
 

@@ -1,0 +1,308 @@
+"""Table indexes: made, kept correct under every change, dropped, listed (a mixin of
+:class:`carray.ctable`); queries use them through :mod:`carray.index_planner`.
+
+An index describes rows ``[0, covered)`` of its column, except the rows edited since
+it was built (``edited``); a query checks those and the rows past ``covered`` (the
+tail: appended, or grown by a resize) itself.  So an append changes nothing, an edit
+adds its rows to ``edited`` and a shrink lowers ``covered``; when the tail or the edits
+grow past a share of the table, the commit rebuilds the index.
+
+Where the state lives: in a versioned table each version records its indexes (their
+kind, build, ``covered`` and ``edited``) with its columns, so a version opened later
+(``as_of``, ``version=``) reads the index as it was for that version, never one of
+another state.  A build is a directory under ``__indexes__/`` that is never changed
+once written, made before any version names it (a crash while building leaves the
+table and its last version's index as they were) and deleted once no kept version
+names it.  An in-memory table keeps its indexes on the handle.  bcolz-format tables
+keep none (:class:`~carray.errors.IndexUnsupportedError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from carray import index_planner
+from carray._index_build import INDEX_CHUNKLEN
+from carray._index_kinds import KINDS, BloomIndex
+from carray.array import carray
+from carray.errors import FormatError, IndexUnsupportedError
+from carray.table_store import INDEX_DIR, MemoryTable, VersionedTable
+
+#: Default memory of a build (bytes): runs of about 2 M int64 rows.
+DEFAULT_MEMORY = 64 << 20
+#: A tail this long (and an eighth of the indexed rows) is merged into the index at the
+#: next commit; so are more than ``EDIT_LIMIT`` edited rows.
+MERGE_ROWS, MERGE_SHARE = 1 << 16, 8
+EDIT_LIMIT = 4096
+
+
+def edited_rows(key: Any, length: int) -> np.ndarray | None:
+    """The row numbers a ``t[key] = ...`` edit changes (None: every row)."""
+    if isinstance(key, slice):
+        if key == slice(None):
+            return None
+        return np.arange(*key.indices(length), dtype=np.int64)
+    if isinstance(key, (int, np.integer)):
+        return np.array([int(key) % max(length, 1)], np.int64)
+    arr = np.asarray(key)
+    if arr.dtype == np.bool_:
+        return np.flatnonzero(arr).astype(np.int64)
+    if arr.dtype.kind in "iu":
+        return np.unique(arr.astype(np.int64).ravel() % max(length, 1))
+    return None
+
+
+class TableIndexes:
+    """The index methods of :class:`carray.ctable` (module doc)."""
+
+    # What the table provides (this is one of its bases).
+    _storage: Any
+    _cols: dict[str, Any]
+    _rootdir: str | None
+    _fsync: bool
+
+    if TYPE_CHECKING:
+        def __len__(self) -> int: ...
+        def _writable(self) -> None: ...
+        def flush(self, message: str | None = None) -> None: ...
+
+    # -- where the state lives ------------------------------------------------------------
+
+    def _index_states(self) -> dict[str, dict[str, Any]]:
+        storage = self._storage
+        if isinstance(storage, VersionedTable):
+            return {k: dict(v) for k, v in storage.index_state().items() if isinstance(v, dict)}
+        return {k: dict(v) for k, v in self.__dict__.get("_index_memory", {}).items()}
+
+    def _save_index_states(self, states: dict[str, dict[str, Any]]) -> None:
+        storage = self._storage
+        if isinstance(storage, VersionedTable):
+            storage.save_index_state(states)
+        else:
+            self.__dict__["_index_memory"] = states
+
+    def _index_cache(self) -> dict[str, Any]:
+        return self.__dict__.setdefault("_index_opened", {})
+
+    def _build_dir(self, build: str) -> tuple[Any, str]:
+        storage = self._storage
+        return storage.store, storage.store.join(storage.root, INDEX_DIR, build)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def _indexable(self, name: str) -> carray:
+        storage = self._storage
+        where = self._rootdir or "ctable"
+        if not isinstance(storage, (VersionedTable, MemoryTable)):
+            raise IndexUnsupportedError(f"{where}: a bcolz-format table keeps no indexes "
+                                        "(open it without format='bcolz' to upgrade it)")
+        col = self._cols.get(name)
+        if col is None:
+            raise KeyError(f"{where}: no column {name!r}")
+        if not isinstance(col, carray):
+            raise IndexUnsupportedError(f"{where}: column {name!r} is not a column of "
+                                        "fixed-width values (string and nested columns "
+                                        "cannot be indexed yet)")
+        return col
+
+    def _build(self, name: str, kind: str, memory: int) -> dict[str, Any]:
+        """Build a ``kind`` index of column ``name`` over every row; its state."""
+        col = self._indexable(name)
+        length = len(self)
+        build = f"{kind}-{uuid.uuid4().hex[:16]}"
+        on_disk = isinstance(self._storage, VersionedTable)
+        store, where = self._build_dir(build) if on_disk else (None, "")
+        scratch: list[carray] = []
+
+        def new_array(part: str, empty: np.ndarray) -> carray:
+            rootdir = store.url(store.join(where, part)) if store is not None else None
+            arr = carray(empty, rootdir=rootdir, mode="w", chunklen=INDEX_CHUNKLEN,
+                         expectedlen=max(length, 1),
+                         fsync=self._fsync)
+            if part.startswith("run"):
+                scratch.append(arr)
+            return arr
+
+        try:
+            arrays = KINDS[kind].build(col, length, memory, new_array)
+        finally:
+            for arr in scratch:
+                rootdir = arr.rootdir
+                arr.close()
+                if rootdir is not None and store is not None:
+                    with contextlib.suppress(OSError):
+                        store.rmtree(store.join(where, rootdir.rstrip("/").rsplit("/", 1)[-1]))
+        for arr in arrays.values():
+            arr.flush()
+        self._index_cache()[build] = self._opened(kind, arrays, col)
+        return {"kind": kind, "build": build, "covered": length, "edited": [],
+                "memory": int(memory), "dtype": col.dtype.str}
+
+    @staticmethod
+    def _opened(kind: str, arrays: dict[str, Any], col: carray) -> Any:
+        index = KINDS[kind](arrays)
+        if isinstance(index, BloomIndex):
+            index.dtype = col.dtype
+        return index
+
+    def create_index(self, col: str, kind: str = "sorted", *, memory: int = DEFAULT_MEMORY
+                     ) -> None:
+        """Index column ``col``; queries then use it by themselves where it is cheaper
+        than a scan (:meth:`explain` says which).
+
+        Parameters
+        ----------
+        col : str
+            A column of fixed-width values (numbers, dates, booleans, fixed strings;
+            ``bloom``: not strings).
+        kind : {'sorted', 'bloom'}
+            ``sorted``: the values sorted with their row numbers (equality, ``in``,
+            ranges).  ``bloom``: per-block Bloom filters (equality and ``in`` on
+            unsorted columns of many distinct values; small and quick to build).
+        memory : int
+            Bytes the build may hold decoded at once (the sort goes in runs).
+
+        Raises
+        ------
+        IndexUnsupportedError
+            A bcolz-format table, a string or nested column, or an unknown kind.
+        """
+        self._writable()
+        if kind not in KINDS:
+            raise IndexUnsupportedError(f"unknown index kind {kind!r} (known: {sorted(KINDS)})")
+        if memory < 1 << 16:
+            raise ValueError(f"memory must be at least 64 KiB, got {memory}")
+        state = self._build(col, kind, memory)
+        states = self._index_states()
+        states[col] = state
+        self._save_index_states(states)
+        self.flush(f"create index on {col!r}")
+
+    def drop_index(self, col: str) -> None:
+        """Drop the index of column ``col`` (its files go once no kept version uses them).
+
+        Raises
+        ------
+        IndexUnsupportedError
+            ``col`` has no index.
+        """
+        self._writable()
+        states = self._index_states()
+        if col not in states:
+            raise IndexUnsupportedError(f"{self._rootdir or 'ctable'}: column {col!r} has "
+                                        f"no index (indexes: {sorted(states)})")
+        self._index_cache().pop(str(states.pop(col).get("build")), None)
+        self._save_index_states(states)
+        self.flush(f"drop index on {col!r}")
+
+    @property
+    def indexes(self) -> dict[str, dict[str, Any]]:
+        """The indexes by column: ``kind``, ``rows`` (indexed), ``tail`` (rows past them,
+        scanned), ``edited`` (rows edited since the build, checked), ``usable`` (False:
+        its build cannot be read, queries scan) and ``cbytes``."""
+        out = {}
+        n = len(self)
+        for name, state in self._index_states().items():
+            found = self.lookup_index(name)
+            covered = min(int(state.get("covered", 0)), n)
+            arrays = found[1].arrays.values() if found is not None else ()
+            out[name] = {"kind": state.get("kind"), "rows": covered, "tail": n - covered,
+                         "edited": len(state.get("edited", [])),
+                         "usable": found is not None,
+                         "cbytes": sum(int(a.cbytes) for a in arrays)}
+        return out
+
+    def lookup_index(self, name: str) -> tuple[dict[str, Any], Any] | None:
+        """The state and reader of column ``name``'s index, or None when it has none
+        usable (not indexed, or its build cannot be read: then queries scan)."""
+        state = self._index_states().get(name)
+        col = self._cols.get(name)
+        if state is None or not isinstance(col, carray):
+            return None
+        kind, build = state.get("kind"), state.get("build")
+        if kind not in KINDS or not isinstance(build, str) or \
+                not isinstance(state.get("covered"), int) or \
+                not isinstance(state.get("edited"), list) or state.get("dtype") != col.dtype.str:
+            return None
+        index = self._index_cache().get(build)
+        if index is None:
+            if not isinstance(self._storage, VersionedTable):
+                return None
+            store, where = self._build_dir(build)
+            try:
+                arrays = {part: carray(rootdir=store.url(store.join(where, part)), mode="r")
+                          for part in KINDS[kind].names}
+                index = self._index_cache()[build] = self._opened(kind, arrays, col)
+            except (OSError, FormatError, KeyError, ValueError):
+                return None  # a build that is gone or damaged: scan
+        return state, index
+
+    def explain(self, expression: str, user_dict: Mapping | None = None) -> str:
+        """How a query of ``expression`` would run: which index, or a scan with zone
+        maps, the rows or blocks it expects to read, and why."""
+        from carray.table_query import evaluator  # noqa: PLC0415 - table_query uses us
+
+        ev = evaluator(self, expression, user_dict, None, 1)
+        return index_planner.explain(self, ev)
+
+    # -- kept correct: the hooks ctable's changes call ---------------------------------------
+
+    def _index_note_edit(self, key: Any, cols: Mapping[str, Any]) -> None:
+        """Rows ``key`` of ``cols`` are about to change (before the write)."""
+        states = self._index_states()
+        touched = [n for n in states if n in cols]
+        if not touched:
+            return
+        whole = key == slice(None) if isinstance(key, slice) else False
+        rows = None if whole else edited_rows(key, len(self))
+        for name in touched:
+            state = states[name]
+            covered = int(state.get("covered", 0))
+            if rows is None:
+                state.update(covered=0, edited=[])  # every row: checked by scans till rebuilt
+                continue
+            mine = np.union1d(np.asarray(state.get("edited", []), np.int64), rows[rows < covered])
+            if len(mine) > EDIT_LIMIT:
+                state.update(covered=0, edited=[])
+            else:
+                state["edited"] = [int(r) for r in mine]
+        self._save_index_states(states)
+
+    def _index_before_commit(self) -> None:
+        """Make every index's state fit the table about to be committed: forget what a
+        shrink cut off, drop indexes of dropped columns, and rebuild those whose tail or
+        edits grew too long."""
+        states = self._index_states()
+        if not states:
+            return
+        n, changed = len(self), False
+        for name, state in list(states.items()):
+            col = self._cols.get(name)
+            if not isinstance(col, carray):
+                del states[name]
+                changed = True
+                continue
+            covered = min(int(state.get("covered", 0)), n)
+            edited = [r for r in state.get("edited", []) if r < covered]
+            if (covered, edited) != (state.get("covered"), state.get("edited")):
+                state.update(covered=covered, edited=edited)
+                changed = True
+            tail = n - covered
+            if (tail and (tail > MERGE_ROWS or not covered) and tail * MERGE_SHARE > covered) \
+                    or len(edited) > EDIT_LIMIT:
+                states[name] = self._build(name, state["kind"],
+                                           int(state.get("memory", DEFAULT_MEMORY)))
+                changed = True
+        if changed:
+            self._save_index_states(states)
+
+    def _index_column_dropped(self, name: str) -> None:
+        states = self._index_states()
+        if name in states:
+            del states[name]
+            self._save_index_states(states)
