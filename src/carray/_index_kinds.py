@@ -31,37 +31,63 @@ from carray._index_build import (
 )
 from carray.errors import IndexUnsupportedError
 
-#: Rows per Bloom filter (the block a lookup decodes when its filter says "maybe").
+#: Most rows per Bloom filter (a column's chunk, when shorter: the rows a lookup decodes
+#: when its filter says "maybe").
 BLOOM_BLOCK = 1 << 16
 
 
 @dataclass
 class Condition:
-    """What a query asks of one column: values in ``[lo, hi]`` (None: unbounded; bounds
-    are inclusive, a superset of strict ones) and, when ``members`` is not None, equal to
-    one of them."""
+    """What a query asks of one column: values between ``lo`` and ``hi`` (None:
+    unbounded; ``*_strict``: the bound itself excluded) and, when ``members`` is not
+    None, equal to one of them; ``empty``: nothing can match (a NaN bound).  ``parts``
+    counts the expression's conjuncts it stands for."""
 
     lo: Any = None
     hi: Any = None
+    lo_strict: bool = False
+    hi_strict: bool = False
     members: list[Any] | None = None
+    empty: bool = False
+    parts: int = 0
+
+    def admits(self, value: Any) -> bool:
+        """Whether ``value`` is within the bounds."""
+        if self.lo is not None and not (value > self.lo if self.lo_strict else value >= self.lo):
+            return False
+        return self.hi is None or bool(value < self.hi if self.hi_strict else value <= self.hi)
 
     def describe(self, name: str) -> str:
+        if self.empty:
+            return f"{name}: nothing (a NaN bound)"
         if self.members is not None:
             shown = ", ".join(repr(m) for m in self.members[:5])
             more = ", ..." if len(self.members) > 5 else ""
             return f"{name} in [{shown}{more}]" if len(self.members) != 1 else \
                 f"{name} == {self.members[0]!r}"
-        parts = [f"{self.lo!r} <= " if self.lo is not None else "", name,
-                 f" <= {self.hi!r}" if self.hi is not None else ""]
+        parts = [f"{self.lo!r} {'<' if self.lo_strict else '<='} " if self.lo is not None
+                 else "", name,
+                 f" {'<' if self.hi_strict else '<='} {self.hi!r}" if self.hi is not None
+                 else ""]
         return "".join(parts)
+
+
+def is_missing(value: Any) -> bool:
+    """NaN or NaT: equal to nothing, and no bound."""
+    try:
+        return bool(value != value)
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass
 class Found:
-    """Candidate rows: explicit ``rows`` (ascending) and ``ranges`` ``[lo, hi)`` to check."""
+    """Candidate rows: explicit ``rows`` (ascending), with the column's ``values`` at them
+    when the index knows them, and ``ranges`` ``[lo, hi)`` to check."""
 
     rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     ranges: list[tuple[int, int]] = field(default_factory=list)
+    values: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -112,7 +138,8 @@ class SortedIndex:
         if block is None:
             if len(self._blocks) > 64:
                 self._blocks.clear()
-            block = self._blocks[b] = self.values[b * SAMPLE_EVERY:(b + 1) * SAMPLE_EVERY]
+            stop = min((b + 1) * SAMPLE_EVERY, len(self.values))
+            block = self._blocks[b] = self.values.read_rows(range(b * SAMPLE_EVERY, stop))
         return block
 
     def position(self, value: Any, side: str) -> int:
@@ -122,37 +149,56 @@ class SortedIndex:
         block = self._block(b)
         return b * SAMPLE_EVERY + int(np.searchsorted(block, value, side=side))  # type: ignore[call-overload]
 
+    def _last(self) -> int:
+        """Where NaN (NaT) values start: they sort last and match no comparison."""
+        kind = self.values.dtype.kind
+        if kind not in "fcmM" or not len(self.values):
+            return len(self.values)
+        missing = np.array([np.nan if kind in "fc" else "NaT"], dtype=self.values.dtype)[0]
+        return self.position(missing, "left")
+
     def spans(self, cond: Condition) -> list[tuple[int, int]]:
-        """Positions ``[start, stop)`` of the sorted values the condition may select."""
+        """Positions ``[start, stop)`` of the sorted values the condition selects (exactly:
+        as numpy compares them)."""
+        if cond.empty:
+            return []
         if cond.members is not None:
-            members = np.unique(np.asarray(cond.members, dtype=self.values.dtype)) \
-                if self.values.dtype.kind in "mMSU" else np.unique(np.asarray(cond.members))
-            out = [(self.position(m, "left"), self.position(m, "right")) for m in members
-                   if (cond.lo is None or not m < cond.lo) and
-                   (cond.hi is None or not m > cond.hi)]
+            members = [m for m in cond.members if not is_missing(m) and cond.admits(m)]
+            if self.values.dtype.kind in "mMSU":
+                members = list(np.asarray(members, dtype=self.values.dtype))
+            out = sorted({(self.position(m, "left"), self.position(m, "right"))
+                          for m in members})
             return [(a, b) for a, b in out if b > a]
-        start = 0 if cond.lo is None else self.position(cond.lo, "left")
-        stop = len(self.values) if cond.hi is None else self.position(cond.hi, "right")
+        start = 0 if cond.lo is None else \
+            self.position(cond.lo, "right" if cond.lo_strict else "left")
+        stop = self._last() if cond.hi is None else \
+            self.position(cond.hi, "left" if cond.hi_strict else "right")
         return [(start, stop)] if stop > start else []
 
     def count(self, cond: Condition) -> int:
         return sum(b - a for a, b in self.spans(cond))
 
     def find(self, cond: Condition) -> Found:
-        parts = [self.rows[a:b] for a, b in self.spans(cond)]
-        rows = np.concatenate(parts) if parts else np.empty(0, np.int64)
-        return Found(np.unique(rows) if len(parts) > 1 else np.sort(rows))
+        """The rows the condition selects, ascending, with their values."""
+        spans = self.spans(cond)
+        if not spans:
+            return Found(values=self.values[:0])
+        rows = np.concatenate([self.rows.read_rows(range(a, b)) for a, b in spans])
+        values = np.concatenate([self.values.read_rows(range(a, b)) for a, b in spans])
+        order = np.argsort(rows, kind="stable")
+        return Found(rows[order], values=values[order])
 
 
 class BloomIndex:
     """Per-block Bloom filters over arrays ``bits`` and ``offsets`` (module doc)."""
 
     kind = "bloom"
-    names = ("bits", "offsets")
+    names = ("bits", "offsets", "block")
 
     def __init__(self, arrays: dict[str, Any]) -> None:
         self.bits = np.asarray(arrays["bits"][:])
         self.offsets = np.asarray(arrays["offsets"][:])
+        self.block = int(arrays["block"][0])
         self.arrays = arrays
         self.dtype: np.dtype | None = None
 
@@ -162,10 +208,13 @@ class BloomIndex:
         if not bloomable(col.dtype) or col.ndim != 1:
             raise IndexUnsupportedError(f"a bloom index needs a column of numbers, dates or "
                                         f"booleans, not {col.dtype} of shape {col.shape}")
-        bits, offsets = build_bloom(col, length, BLOOM_BLOCK)
-        out = {"bits": new_array("bits", bits[:0]), "offsets": new_array("offsets", offsets[:0])}
+        block = min(BLOOM_BLOCK, col.chunklen)  # a chunk: what a check decodes anyway
+        bits, offsets = build_bloom(col, length, block)
+        out = {"bits": new_array("bits", bits[:0]), "offsets": new_array("offsets", offsets[:0]),
+               "block": new_array("block", offsets[:0])}
         out["bits"].append(bits)
         out["offsets"].append(offsets)
+        out["block"].append(np.array([block], np.int64))
         return out
 
     def blocks(self, members: np.ndarray) -> np.ndarray:
@@ -185,7 +234,7 @@ class BloomIndex:
         may = self.blocks(exact_members(cond.members, self.dtype))
         ranges: list[tuple[int, int]] = []
         for b in np.flatnonzero(may):
-            lo, hi = int(b) * BLOOM_BLOCK, (int(b) + 1) * BLOOM_BLOCK
+            lo, hi = int(b) * self.block, (int(b) + 1) * self.block
             if ranges and ranges[-1][1] == lo:
                 ranges[-1] = (ranges[-1][0], hi)
             else:

@@ -14,15 +14,16 @@ ascending, with ``skip`` and ``limit`` applied after.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from carray._index_kinds import Condition, Found
+from carray._index_kinds import Condition, Found, is_missing
 from carray.compute.ops import coerce, evaluate_numpy
-from carray.compute.parse import literal
+from carray.compute.parse import Expression, literal
 from carray.errors import ExpressionError
 from carray.table_columns import read_any, read_valid
 
@@ -31,6 +32,8 @@ from carray.table_columns import read_any, read_valid
 RANDOM_ROW_COST = 64
 #: Candidate rows checked, and result rows read, per step.
 _STEP = 1 << 16
+#: Result rows read one by one rather than gathered.
+_FEW = 32
 _FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq}
 
 
@@ -45,6 +48,14 @@ class Plan:
     estimate: int
     reason: str
     found: Found | None = None
+    exact: bool = False  # the condition is the whole query: the index's rows need no check
+
+
+@functools.lru_cache(maxsize=256)
+def parsed(text: str) -> Expression:
+    """``Expression.parse(text)``, remembered: queries repeat, and parsing costs as much
+    as an indexed lookup (an expression is immutable)."""
+    return Expression.parse(text)
 
 
 def conjuncts(node: ast.AST) -> Iterator[ast.AST]:
@@ -78,11 +89,26 @@ def _constant(node: ast.AST, scalars: Mapping[str, Any], dtype: np.dtype) -> Any
     return value
 
 
+def _bound(cond: Condition, op: type, value: Any) -> None:
+    """Narrow ``cond`` by ``col <op> value``."""
+    if is_missing(value):
+        cond.empty = True  # every comparison with NaN is false
+    elif op in (ast.Gt, ast.GtE):
+        strict = op is ast.Gt
+        if cond.lo is None or value > cond.lo or (value == cond.lo and strict):
+            cond.lo, cond.lo_strict = value, strict
+    elif cond.hi is None or value < cond.hi or (value == cond.hi and op is ast.Lt):
+        cond.hi, cond.hi_strict = value, op is ast.Lt
+
+
 def conditions(tree: ast.AST, columns: Mapping[str, Any], scalars: Mapping[str, Any]
-               ) -> dict[str, Condition]:
-    """Per column, what the top-level conjuncts of ``tree`` ask of it."""
+               ) -> tuple[dict[str, Condition], int]:
+    """Per column, what the top-level conjuncts of ``tree`` ask of it; and how many
+    conjuncts there are (a condition standing for all of them is the whole query)."""
     out: dict[str, Condition] = {}
+    total = 0
     for node in conjuncts(tree):
+        total += 1
         if not isinstance(node, ast.Compare) or len(node.ops) != 1:
             continue
         op, left, right = type(node.ops[0]), node.left, node.comparators[0]
@@ -102,41 +128,45 @@ def conditions(tree: ast.AST, columns: Mapping[str, Any], scalars: Mapping[str, 
         except (LookupError, ExpressionError):
             continue
         cond = out.setdefault(name, Condition())
+        cond.parts += 1
         if op is ast.In or op is ast.Eq:
             members = values if op is ast.In else [value]
             cond.members = members if cond.members is None else \
                 [m for m in cond.members if any(m == v for v in members)]
-        elif op in (ast.Gt, ast.GtE):
-            cond.lo = value if cond.lo is None or value > cond.lo else cond.lo
         else:
-            cond.hi = value if cond.hi is None or value < cond.hi else cond.hi
-    return out
+            _bound(cond, op, value)
+    return out, total
 
 
 def _cost(found_random: int, in_order: int) -> int:
     return found_random * RANDOM_ROW_COST + in_order
 
 
+def _edited(state: dict[str, Any], covered: int) -> np.ndarray:
+    edited = np.asarray(state["edited"], np.int64)
+    return edited[edited < covered]
+
+
 def plan(t: Any, ev: Any) -> Plan:
     """How to answer evaluator ``ev`` over table ``t`` (see the module doc)."""
-    n = ev.length or 0
+    n, cols = ev.length or 0, t.cols
     indexed = {name: col for name, col in ev.columns.items()
-               if name in t.cols and t.cols[name] is col}
+               if name in cols and cols[name] is col}
     best: Plan | None = None
     scan_reason = "no condition on an indexed column"
-    for name, cond in conditions(ev.expr.tree, indexed, ev.scalars).items():
+    conds, total = conditions(ev.expr.tree, indexed, ev.scalars)
+    for name, cond in conds.items():
         looked = t.lookup_index(name)
         if looked is None:
             continue
         state, index = looked
         covered = min(int(state["covered"]), n)
-        edited = np.asarray(state["edited"], np.int64)
-        edited = edited[edited < covered]
+        edited = _edited(state, covered)
         tail = n - covered
         try:
             if index.kind == "sorted":
-                count = index.count(cond)
-                cost, found = _cost(count + len(edited), tail), None
+                count, found = index.count(cond), None
+                cost = _cost(count + len(edited), tail)
             else:
                 found = index.find(cond)
                 if found is None:
@@ -147,14 +177,16 @@ def plan(t: Any, ev: Any) -> Plan:
         except (TypeError, ValueError):  # values the index cannot compare: scan
             continue
         estimate = count + len(edited) + tail
-        why = (f"{index.kind} index on {name!r}: {cond.describe(name)} gives ~{count} "
-               f"candidate rows (+{len(edited)} edited, +{tail} past the index), cost "
+        why = (f"{index.kind} index on {name!r}: {cond.describe(name)} gives "
+               f"{'' if index.kind == 'sorted' else '~'}{count} candidate rows "
+               f"(+{len(edited)} edited since the build, +{tail} past it), cost "
                f"~{cost} row reads against {n} for a scan")
         if cost >= n:
             scan_reason = why + ": the scan is cheaper"
             continue
         if best is None or estimate < best.estimate:
-            best = Plan(name, index.kind, cond, estimate, why, found)
+            exact = index.kind == "sorted" and cond.parts == total
+            best = Plan(name, index.kind, cond, estimate, why, found, exact)
     if best is not None:
         return best
     return Plan(None, None, None, n, scan_reason)
@@ -162,71 +194,94 @@ def plan(t: Any, ev: Any) -> Plan:
 
 def planned(t: Any, ev: Any) -> Plan | None:
     """The index plan of ``ev`` over ``t``, or None to scan."""
-    if not ev.columns or not ev.length or not hasattr(t, "lookup_index") or not t.indexes:
+    if not ev.columns or not ev.length or not getattr(t, "has_indexes", lambda: False)():
         return None
     p = plan(t, ev)
     return p if p.column is not None else None
 
 
-def candidates(t: Any, ev: Any, p: Plan) -> Found:
-    """Every row that may match: the index's, the edited rows and the tail."""
+def _read(col: Any, rows: Any) -> np.ndarray:
+    """Rows of a column (a range or row numbers); a few rows one by one, which decodes
+    only their blocks (faster than a gather)."""
+    if isinstance(col, np.ndarray):
+        return col[rows]
+    if isinstance(rows, np.ndarray) and 0 < len(rows) <= _FEW and hasattr(col, "read_rows"):
+        return np.concatenate([read_any(col, range(r, r + 1)) for r in rows.tolist()])
+    return read_any(col, rows)
+
+
+def _check(t: Any, ev: Any, column: str, rows: Any) -> tuple[np.ndarray, dict]:
+    """Which of ``rows`` (a range or row numbers) satisfy the expression, and the
+    operands read there."""
+    env = dict(ev.scalars)
+    for name, col in ev.columns.items():
+        env[name] = _read(col, rows)
+    result = np.asarray(evaluate_numpy(ev.expr.tree, env))
+    if result.dtype != np.bool_:
+        raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
+    mask = np.broadcast_to(result, (len(rows),))
+    valid = read_valid(ev.columns[column], rows)  # a missing value matches no comparison
+    return (mask & valid if valid is not None else mask), env
+
+
+def _pieces(t: Any, ev: Any, p: Plan) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Matching rows in pieces, each with the values of the columns known there: the
+    index's rows it vouches for (an exact plan), and the rows checked."""
     assert p.column is not None and p.condition is not None
     looked = t.lookup_index(p.column)
     assert looked is not None
     state, index = looked
     n = ev.length or 0
     covered = min(int(state["covered"]), n)
+    edited = _edited(state, covered)
     found = p.found if p.found is not None else index.find(p.condition)
-    rows = found.rows[found.rows < covered]
-    edited = np.asarray(state["edited"], np.int64)
+    keep = found.rows < covered
     if len(edited):
-        rows = np.union1d(rows, edited[edited < covered])
+        keep &= ~np.isin(found.rows, edited)
+    rows = found.rows[keep]
+    if p.exact and found.values is not None:  # the index's values are the column's
+        yield rows, {p.column: found.values[keep]}
+        rows = np.empty(0, np.int64)
     ranges = [(lo, min(hi, covered)) for lo, hi in found.ranges if lo < covered]
-    if covered < n:
-        ranges.append((covered, n))
-    return Found(rows, ranges)
-
-
-def _check(t: Any, ev: Any, column: str, rows: Any) -> np.ndarray:
-    """Which of ``rows`` (a range or row numbers) satisfy the expression."""
-    env = dict(ev.scalars)
-    for name, col in ev.columns.items():
-        env[name] = col[rows] if isinstance(col, np.ndarray) else read_any(col, rows)
-    size = len(rows)
-    result = np.asarray(evaluate_numpy(ev.expr.tree, env))
-    if result.dtype != np.bool_:
-        raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
-    mask = np.broadcast_to(result, (size,))
-    valid = read_valid(t.cols[column], rows)  # a missing value matches no comparison
-    return mask & valid if valid is not None else mask
-
-
-def matching_rows(t: Any, ev: Any, p: Plan) -> np.ndarray:
-    """The rows where the expression holds, ascending."""
-    assert p.column is not None
-    found = candidates(t, ev, p)
-    parts = []
-    for lo, hi in found.ranges:
+    ranges += [(covered, n)] if covered < n else []
+    for lo, hi in ranges:
         for a in range(lo, hi, _STEP):
-            b = min(a + _STEP, hi)
-            parts.append(np.flatnonzero(_check(t, ev, p.column, range(a, b))) + a)
-    for a in range(0, len(found.rows), _STEP):
-        rows = found.rows[a:a + _STEP]
-        parts.append(rows[_check(t, ev, p.column, rows)])
-    if not parts:
-        return np.empty(0, np.int64)
-    out = np.concatenate(parts).astype(np.int64, copy=False)
-    return np.unique(out) if len(parts) > 1 else out
+            mask, env = _check(t, ev, p.column, range(a, min(a + _STEP, hi)))
+            yield np.flatnonzero(mask) + a, {k: env[k][mask] for k in ev.columns}
+    rows = np.union1d(rows, edited) if len(edited) else rows
+    for a in range(0, len(rows), _STEP):
+        part = rows[a:a + _STEP]
+        mask, env = _check(t, ev, p.column, part)
+        yield part[mask], {k: env[k][mask] for k in ev.columns}
+
+
+def matching_rows(t: Any, ev: Any, p: Plan) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The rows where the expression holds, ascending, and the values of the columns
+    known at all of them."""
+    pieces = [piece for piece in _pieces(t, ev, p) if len(piece[0])]
+    if not pieces:
+        return np.empty(0, np.int64), {}
+    known = set.intersection(*(set(values) for _, values in pieces))
+    if len(pieces) == 1:
+        return pieces[0][0], {k: pieces[0][1][k] for k in known}
+    rows = np.concatenate([r for r, _ in pieces])
+    order = np.argsort(rows, kind="stable")
+    return rows[order], {k: np.concatenate([v[k] for _, v in pieces])[order] for k in known}
 
 
 def matches(t: Any, ev: Any, p: Plan, names: list[str], skip: int,
             limit: int | None) -> Iterator[dict[str, np.ndarray]]:
     """Blocks of matching rows (column name -> values), as ``table_query.matches``."""
-    rows = matching_rows(t, ev, p)
-    rows = rows[skip:] if limit is None else rows[skip:skip + max(limit, 0)]
+    rows, known = matching_rows(t, ev, p)
+    cols = t.cols
+    stop = None if limit is None else skip + max(limit, 0)
+    rows = rows[skip:stop]
+    known = {k: v[skip:stop] for k, v in known.items()}
     for a in range(0, len(rows), _STEP):
         part = rows[a:a + _STEP]
-        yield {n: part.copy() if n == "nrow__" else read_any(t.cols[n], part) for n in names}
+        yield {n: part.copy() if n == "nrow__" else
+               known[n][a:a + _STEP].copy() if n in known and ev.columns[n] is cols[n]
+               else _read(cols[n], part) for n in names}
 
 
 def explain(t: Any, ev: Any) -> str:

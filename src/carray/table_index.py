@@ -217,6 +217,13 @@ class TableIndexes:
                          "cbytes": sum(int(a.cbytes) for a in arrays)}
         return out
 
+    def has_indexes(self) -> bool:
+        """Whether any column has an index (a query asks before planning)."""
+        storage = self._storage
+        if isinstance(storage, VersionedTable):
+            return bool(storage.index_state())
+        return bool(self.__dict__.get("_index_memory"))
+
     def lookup_index(self, name: str) -> tuple[dict[str, Any], Any] | None:
         """The state and reader of column ``name``'s index, or None when it has none
         usable (not indexed, or its build cannot be read: then queries scan)."""

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from carray import index_planner
-from carray.query import BlockEvaluator, Expression, caller_scope
+from carray.query import BlockEvaluator, caller_scope
 from carray.table_columns import field_dtype, read_any, select_rows
 from carray.vlstring import StringColumn
 
@@ -27,7 +27,7 @@ def evaluator(t: Any, expression: str, user_dict: Mapping | None, vm: str | None
     if not isinstance(expression, str):  # bcolz: a boolean carray (or array) of rows
         user_dict = {**(user_dict or {}), _MASK_NAME: expression}
         expression = _MASK_NAME
-    expr = Expression.parse(expression)
+    expr = index_planner.parsed(expression)
     scope = {}
     if any(n not in t.cols for n in expr.names):
         scope = caller_scope(depth + 1)
