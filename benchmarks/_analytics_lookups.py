@@ -58,6 +58,7 @@ def _peers(df: Any, paths: dict[str, str]) -> dict[str, Any]:
     import polars as pl
 
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     con.execute(f"CREATE TABLE f AS SELECT * FROM read_parquet('{paths['parquet']}')")
     t0 = time.perf_counter()
     con.execute("CREATE INDEX f_id ON f (id)")
@@ -105,15 +106,10 @@ def lookup_cases(df: Any, paths: dict[str, str], rounds: int) -> list[dict]:
         duckdb_art_build_seconds=peers["art_build"]))
 
     lows = lambda rng: float(rng.random() * (1 - RANGE_WIDTH))  # noqa: E731
-    rng_sql = "SELECT * FROM {} WHERE x >= ? AND x < ? + " + str(RANGE_WIDTH)
-    cases.append(_case("range: 0.1% of x (all columns)", rounds, {
-        "carray_index": lambda a: ours.fetchwhere(f"(x >= {a!r}) & (x < {a + RANGE_WIDTH!r})"),
-        "carray_scan": lambda a: scan.fetchwhere(f"(x >= {a!r}) & (x < {a + RANGE_WIDTH!r})"),
-        "duckdb_parquet": lambda a: duck.execute(rng_sql.format(
-            f"read_parquet('{parquet}')"), [a, a]).fetchnumpy(),
-        "duckdb_table": lambda a: duck.execute(rng_sql.format("f"), [a, a]).fetchnumpy(),
-        "polars": lambda a: pdf.filter((pl.col("x") >= a) & (pl.col("x") < a + RANGE_WIDTH)),
-    }, lows, 2, rows=n, index_build_seconds=built["x"], index_cbytes=sizes["x"]))
+    for what, outcols, sql_cols in [("row numbers and x", "nrow__, x", "x"),
+                                    ("all columns", None, "*")]:
+        cases.append(_range_case(what, outcols, sql_cols, rounds, ours, scan, duck, pdf,
+                                 parquet, lows, n, built["x"], sizes["x"]))
 
     keys = lambda rng: [int(k) for k in rng.integers(n, size=IN_KEYS)]  # noqa: E731
     in_sql = "SELECT * FROM {} WHERE id IN (" + ", ".join("?" * IN_KEYS) + ")"
@@ -129,6 +125,30 @@ def lookup_cases(df: Any, paths: dict[str, str], rounds: int) -> list[dict]:
     scan.close()
     duck.close()
     return cases
+
+
+def _range_case(what: str, outcols: str | None, sql_cols: str, rounds: int, ours: Any,
+                scan: Any, duck: Any, pdf: Any, parquet: str,
+                lows: Callable[[np.random.Generator], float], n: int, build: float,
+                size: int) -> dict:
+    """``a <= x < a + 0.001`` (0.1% of the rows), returning ``what``."""
+    import polars as pl
+
+    def expr(a: float) -> str:
+        return f"(x >= {a!r}) & (x < {a + RANGE_WIDTH!r})"
+
+    sql = f"SELECT {sql_cols} FROM {{}} WHERE x >= ? AND x < ?"
+    pcols = [pl.col("x")] if sql_cols == "x" else [pl.all()]
+    return _case(f"range: 0.1% of x, {what}", rounds, {
+        "carray_index": lambda a: ours.fetchwhere(expr(a), outcols=outcols),
+        "carray_scan": lambda a: scan.fetchwhere(expr(a), outcols=outcols),
+        "duckdb_parquet": lambda a: duck.execute(sql.format(f"read_parquet('{parquet}')"),
+                                                 [a, a + RANGE_WIDTH]).fetchnumpy(),
+        "duckdb_table": lambda a: duck.execute(sql.format("f"),
+                                               [a, a + RANGE_WIDTH]).fetchnumpy(),
+        "polars": lambda a: pdf.filter((pl.col("x") >= a) & (pl.col("x") < a + RANGE_WIDTH)
+                                       ).select(pcols),
+    }, lows, 2, rows=n, index_build_seconds=build, index_cbytes=size)
 
 
 def _bloom_case(paths: dict[str, str], n: int, rounds: int, scan: Any, duck: Any,

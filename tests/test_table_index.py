@@ -100,11 +100,12 @@ def test_appends_are_found_and_merged_when_the_tail_grows(make, monkeypatch):
     t.create_index("u")
     build = t.lookup_index("u")[0]["build"]
     t.append({"u": [17, 5000], "k": [1, 2], "x": [0.1, 0.2], "s": ["a", "b"]})
-    assert t.indexes["u"]["tail"] == 2 and t.lookup_index("u")[0]["build"] == build
+    assert t.indexes["u"]["tail"] == 2000 % 256 + 2  # the partial chunk and the appended rows
+    assert t.lookup_index("u")[0]["build"] == build
     assert list(_rows(t, "u == 17")) == [int(np.flatnonzero(cols["u"] == 17)[0]), 2000]
     assert list(_rows(t, "u == 5000")) == [2001]
     t.append({k: v[:300] for k, v in _frame(300, seed=1).items()})
-    assert t.indexes["u"]["tail"] == 0 and t.lookup_index("u")[0]["build"] != build
+    assert t.indexes["u"]["tail"] < 256 and t.lookup_index("u")[0]["build"] != build
     allu = t.cols["u"][:]
     assert list(_rows(t, "u in [17, 5000, 3]")) == list(np.flatnonzero(np.isin(allu,
                                                                               [17, 5000, 3])))
@@ -117,12 +118,14 @@ def test_edits_shrinks_and_growths_keep_answers_right(make):
     t.create_index("x", kind="sorted")
     where17 = int(np.flatnonzero(cols["u"] == 17)[0])
     t[where17] = (0, 0.5, 10**6, "e")  # an edit moves a value
+    assert t.indexes["u"]["dirty"] == 256  # its chunk, checked by queries
     t[[5, 6]] = np.array([(0, 0.5, 17, "f")] * 2, dtype=t.dtype)
-    assert t.indexes["u"]["edited"] == 3
+    # A second chunk is more than an eighth of the rows: rebuilt at the commit.
+    assert t.indexes["u"]["dirty"] == (0 if where17 >= 256 else 256)
     assert list(_rows(t, "u == 17")) == [5, 6] and list(_rows(t, "u == 1000000")) == [where17]
     assert list(_rows(t, "x == 0.5")) == [5, 6, where17]
     t["u"] = np.arange(3000)[::-1]  # the whole column: rebuilt at the commit
-    assert t.indexes["u"]["rows"] == 3000 and t.indexes["u"]["edited"] == 0
+    assert t.indexes["u"]["rows"] == 3000 - 3000 % 256 and t.indexes["u"]["dirty"] == 0
     assert list(_rows(t, "u == 17")) == [2982]
     t.resize(1000)
     assert t.indexes["u"]["rows"] == 1000 and list(_rows(t, "u == 2500")) == [499]
@@ -135,6 +138,24 @@ def test_edits_shrinks_and_growths_keep_answers_right(make):
     assert "u" not in t.indexes
     t.addcol(np.arange(1400), name="u")
     assert "u" not in t.indexes and list(_rows(t, "u == 17")) == [17]
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_edits_through_a_column_are_seen(make, flush):
+    cols = _frame(6000)
+    t = make(cols, auto_flush=flush)
+    t.create_index("u")
+    first = int(np.flatnonzero(cols["u"] == 17)[0])
+    t.cols["u"][first] = -5  # not through the table
+    t.cols["u"][[7, 5999]] = 17  # 5999: the partial last chunk
+    assert list(_rows(t, "u == 17")) == [7, 5999] and list(_rows(t, "u == -5")) == [first]
+    t.flush()
+    assert t.indexes["u"]["dirty"] == 256 * len({0, first // 256})
+    assert list(_rows(t, "u == 17")) == [7, 5999]
+    if t.rootdir is not None:
+        t.close()
+        r = ca.ctable(rootdir=t.rootdir, mode="r")
+        assert list(_rows(r, "u == 17")) == [7, 5999] and _uses_index(r, "u == 17")
 
 
 def test_every_version_answers_from_its_own_index(tmp_path):

@@ -94,6 +94,17 @@ class Found:
         return len(self.rows) + sum(hi - lo for lo, hi in self.ranges)
 
 
+def union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Row ranges ``[lo, hi)`` merged into disjoint ones, ascending."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(r for r in ranges if r[1] > r[0]):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def exact_members(members: Sequence[Any], dtype: np.dtype) -> np.ndarray:
     """The ``members`` a column of ``dtype`` can hold exactly, converted (the others
     equal none of its values)."""

@@ -6,7 +6,7 @@ with a constant (``col == v``, ``col in [...]``, ``<``, ``<=``, ``>``, ``>=``, e
 side) make one :class:`~carray._index_kinds.Condition` per column.  The index with the
 fewest candidate rows wins when reading them costs less than a scan: a candidate row
 read at random costs about as much as :data:`RANDOM_ROW_COST` rows read in order.  The
-candidates (the index's, the rows edited since it was built and the tail past it) are
+candidates (the index's, the chunks written since it was built and the tail past it) are
 then checked against the whole expression, so the answer is the scan's: the same rows,
 ascending, with ``skip`` and ``limit`` applied after.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from carray._index_kinds import Condition, Found, is_missing
+from carray._index_kinds import Condition, Found, is_missing, union
 from carray.compute.ops import coerce, evaluate_numpy
 from carray.compute.parse import Expression, literal
 from carray.errors import ExpressionError
@@ -142,9 +142,17 @@ def _cost(found_random: int, in_order: int) -> int:
     return found_random * RANDOM_ROW_COST + in_order
 
 
-def _edited(state: dict[str, Any], covered: int) -> np.ndarray:
-    edited = np.asarray(state["edited"], np.int64)
-    return edited[edited < covered]
+def _dirty(state: dict[str, Any], covered: int) -> list[tuple[int, int]]:
+    """The row ranges written since the build, within the indexed rows."""
+    return [(int(lo), min(int(hi), covered)) for lo, hi in state["dirty"] if lo < covered]
+
+
+def _outside(rows: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """Which of ``rows`` lie in none of the disjoint ascending ``ranges``."""
+    if not ranges:
+        return np.ones(len(rows), bool)
+    edges = np.array(ranges, np.int64).ravel()  # lo0, hi0, lo1, hi1, ...
+    return np.searchsorted(edges, rows, side="right") % 2 == 0
 
 
 def plan(t: Any, ev: Any) -> Plan:
@@ -161,25 +169,25 @@ def plan(t: Any, ev: Any) -> Plan:
             continue
         state, index = looked
         covered = min(int(state["covered"]), n)
-        edited = _edited(state, covered)
+        dirty = sum(hi - lo for lo, hi in _dirty(state, covered))
         tail = n - covered
         try:
             if index.kind == "sorted":
                 count, found = index.count(cond), None
-                cost = _cost(count + len(edited), tail)
+                cost = _cost(count, dirty + tail)
             else:
                 found = index.find(cond)
                 if found is None:
                     continue
                 found.ranges = [(lo, min(hi, covered)) for lo, hi in found.ranges if lo < covered]
                 count = found.size
-                cost = _cost(len(edited), count + tail)
+                cost = _cost(0, count + dirty + tail)
         except (TypeError, ValueError):  # values the index cannot compare: scan
             continue
-        estimate = count + len(edited) + tail
+        estimate = count + dirty + tail
         why = (f"{index.kind} index on {name!r}: {cond.describe(name)} gives "
                f"{'' if index.kind == 'sorted' else '~'}{count} candidate rows "
-               f"(+{len(edited)} edited since the build, +{tail} past it), cost "
+               f"(+{dirty} in chunks written since the build, +{tail} past it), cost "
                f"~{cost} row reads against {n} for a scan")
         if cost >= n:
             scan_reason = why + ": the scan is cheaper"
@@ -233,22 +241,20 @@ def _pieces(t: Any, ev: Any, p: Plan) -> Iterator[tuple[np.ndarray, dict[str, np
     state, index = looked
     n = ev.length or 0
     covered = min(int(state["covered"]), n)
-    edited = _edited(state, covered)
+    dirty = _dirty(state, covered)
     found = p.found if p.found is not None else index.find(p.condition)
-    keep = found.rows < covered
-    if len(edited):
-        keep &= ~np.isin(found.rows, edited)
+    keep = (found.rows < covered) & _outside(found.rows, dirty)
     rows = found.rows[keep]
     if p.exact and found.values is not None:  # the index's values are the column's
         yield rows, {p.column: found.values[keep]}
         rows = np.empty(0, np.int64)
     ranges = [(lo, min(hi, covered)) for lo, hi in found.ranges if lo < covered]
-    ranges += [(covered, n)] if covered < n else []
+    ranges = union(ranges + dirty + ([(covered, n)] if covered < n else []))
     for lo, hi in ranges:
         for a in range(lo, hi, _STEP):
             mask, env = _check(t, ev, p.column, range(a, min(a + _STEP, hi)))
             yield np.flatnonzero(mask) + a, {k: env[k][mask] for k in ev.columns}
-    rows = np.union1d(rows, edited) if len(edited) else rows
+    rows = rows[_outside(rows, ranges)] if ranges else rows
     for a in range(0, len(rows), _STEP):
         part = rows[a:a + _STEP]
         mask, env = _check(t, ev, p.column, part)

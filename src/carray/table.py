@@ -297,6 +297,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
     def open_columns(self) -> None:
         """(Re)open the stored columns: the table's state is its storage's."""
         self._cols, self._len = self._storage.open_columns(self._open_column)
+        self._index_watch()  # indexes learn of every chunk their columns write
         if isinstance(self._storage, BcolzTable):
             self._format = self._format or self._storage.format
 
@@ -565,8 +566,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
 
     def _note_edit(self, key: Any, cols: dict[str, Any]) -> None:
         """Record the old values of the rows ``key`` selects, before an edit changes them
-        (storages that undo with records of old values), and tell the indexes."""
-        self._index_note_edit(key, cols)
+        (storages that undo with records of old values)."""
         if self._storage.undo_records:
             rows = np.atleast_1d(np.arange(self._len, dtype=np.int64)[key])
             self._storage.note_edit(cols, rows, self._len)

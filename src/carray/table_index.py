@@ -1,14 +1,17 @@
 """Table indexes: made, kept correct under every change, dropped, listed (a mixin of
 :class:`carray.ctable`); queries use them through :mod:`carray.index_planner`.
 
-An index describes rows ``[0, covered)`` of its column, except the rows edited since
-it was built (``edited``); a query checks those and the rows past ``covered`` (the
-tail: appended, or grown by a resize) itself.  So an append changes nothing, an edit
-adds its rows to ``edited`` and a shrink lowers ``covered``; when the tail or the edits
-grow past a share of the table, the commit rebuilds the index.
+An index describes rows ``[0, covered)`` of its column (whole chunks of it), except the
+``dirty`` row ranges: the chunks written since it was built.  Its column's engine tells
+a listener of this handle about every chunk it stores (an edit through the table or
+through the column itself, an append completing a chunk); a query checks the dirty
+ranges, and the rows past ``covered`` (the tail: the last, partial chunk, appends,
+growth by a resize) itself.  So an append changes nothing, an edit dirties its chunks
+and a shrink lowers ``covered``; when the tail or the dirty rows grow past a share of
+the table, the commit rebuilds the index.
 
 Where the state lives: in a versioned table each version records its indexes (their
-kind, build, ``covered`` and ``edited``) with its columns, so a version opened later
+kind, build, ``covered`` and ``dirty``) with its columns, so a version opened later
 (``as_of``, ``version=``) reads the index as it was for that version, never one of
 another state.  A build is a directory under ``__indexes__/`` that is never changed
 once written, made before any version names it (a crash while building leaves the
@@ -28,33 +31,42 @@ import numpy as np
 
 from carray import index_planner
 from carray._index_build import INDEX_CHUNKLEN
-from carray._index_kinds import KINDS, BloomIndex
+from carray._index_kinds import KINDS, BloomIndex, union
 from carray.array import carray
 from carray.errors import FormatError, IndexUnsupportedError
 from carray.table_store import INDEX_DIR, MemoryTable, VersionedTable
 
 #: Default memory of a build (bytes): runs of about 2 M int64 rows.
 DEFAULT_MEMORY = 64 << 20
-#: A tail this long (and an eighth of the indexed rows) is merged into the index at the
-#: next commit; so are more than ``EDIT_LIMIT`` edited rows.
+#: A tail of whole chunks this long (and an eighth of the indexed rows) is merged into
+#: the index at the next commit; so are dirty rows past an eighth of them.
 MERGE_ROWS, MERGE_SHARE = 1 << 16, 8
-EDIT_LIMIT = 4096
 
 
-def edited_rows(key: Any, length: int) -> np.ndarray | None:
-    """The row numbers a ``t[key] = ...`` edit changes (None: every row)."""
-    if isinstance(key, slice):
-        if key == slice(None):
-            return None
-        return np.arange(*key.indices(length), dtype=np.int64)
-    if isinstance(key, (int, np.integer)):
-        return np.array([int(key) % max(length, 1)], np.int64)
-    arr = np.asarray(key)
-    if arr.dtype == np.bool_:
-        return np.flatnonzero(arr).astype(np.int64)
-    if arr.dtype.kind in "iu":
-        return np.unique(arr.astype(np.int64).ravel() % max(length, 1))
-    return None
+class _ChunkWatch:
+    """Told by an indexed column's engine about every chunk it stores: the chunks a query
+    must check until the next build (kept per handle until its next commit)."""
+
+    def __init__(self, dirty: dict[str, set[int]], name: str) -> None:
+        self.dirty, self.name = dirty, name
+
+    def chunk_written(self, nchunk: int, stats: Any, stamp: Any) -> None:
+        self.dirty.setdefault(self.name, set()).add(int(nchunk))
+
+    def chunks_dropped(self, first: int) -> None:
+        pass  # rows cut off: the table's length says so
+
+    def chunks_restored(self, nchunks: list[int]) -> None:
+        pass  # put back as they were: still marked, which only costs a check
+
+    def committing(self, engine: Any, final: bool) -> None:
+        pass
+
+
+def _ranges_ok(ranges: Any) -> bool:
+    return isinstance(ranges, list) and all(
+        isinstance(r, list) and len(r) == 2 and all(isinstance(v, int) for v in r)
+        for r in ranges)
 
 
 class TableIndexes:
@@ -140,8 +152,10 @@ class TableIndexes:
         for arr in arrays.values():
             arr.flush()
         self._index_cache()[build] = self._opened(kind, arrays, col)
-        return {"kind": kind, "build": build, "covered": length, "edited": [],
-                "memory": int(memory), "dtype": col.dtype.str}
+        self.__dict__.get("_index_dirty", {}).pop(name, None)  # the build has them
+        # The last, partial chunk stays in the tail: its engine tells nobody of its writes.
+        return {"kind": kind, "build": build, "covered": length - length % col.chunklen,
+                "dirty": [], "memory": int(memory), "dtype": col.dtype.str}
 
     @staticmethod
     def _opened(kind: str, arrays: dict[str, Any], col: carray) -> Any:
@@ -181,6 +195,7 @@ class TableIndexes:
         states = self._index_states()
         states[col] = state
         self._save_index_states(states)
+        self._index_watch()
         self.flush(f"create index on {col!r}")
 
     def drop_index(self, col: str) -> None:
@@ -203,16 +218,17 @@ class TableIndexes:
     @property
     def indexes(self) -> dict[str, dict[str, Any]]:
         """The indexes by column: ``kind``, ``rows`` (indexed), ``tail`` (rows past them,
-        scanned), ``edited`` (rows edited since the build, checked), ``usable`` (False:
+        scanned), ``dirty`` (rows of chunks written since the build, checked), ``usable`` (False:
         its build cannot be read, queries scan) and ``cbytes``."""
         out = {}
         n = len(self)
         for name, state in self._index_states().items():
             found = self.lookup_index(name)
+            state = found[0] if found is not None else state
             covered = min(int(state.get("covered", 0)), n)
             arrays = found[1].arrays.values() if found is not None else ()
             out[name] = {"kind": state.get("kind"), "rows": covered, "tail": n - covered,
-                         "edited": len(state.get("edited", [])),
+                         "dirty": sum(hi - lo for lo, hi in state.get("dirty", [])),
                          "usable": found is not None,
                          "cbytes": sum(int(a.cbytes) for a in arrays)}
         return out
@@ -234,8 +250,9 @@ class TableIndexes:
         kind, build = state.get("kind"), state.get("build")
         if kind not in KINDS or not isinstance(build, str) or \
                 not isinstance(state.get("covered"), int) or \
-                not isinstance(state.get("edited"), list) or state.get("dtype") != col.dtype.str:
+                not _ranges_ok(state.get("dirty")) or state.get("dtype") != col.dtype.str:
             return None
+        state = self._with_pending(name, state)
         index = self._index_cache().get(build)
         if index is None:
             if not isinstance(self._storage, VersionedTable):
@@ -259,52 +276,63 @@ class TableIndexes:
 
     # -- kept correct: the hooks ctable's changes call ---------------------------------------
 
-    def _index_note_edit(self, key: Any, cols: Mapping[str, Any]) -> None:
-        """Rows ``key`` of ``cols`` are about to change (before the write)."""
-        states = self._index_states()
-        touched = [n for n in states if n in cols]
-        if not touched:
-            return
-        whole = key == slice(None) if isinstance(key, slice) else False
-        rows = None if whole else edited_rows(key, len(self))
-        for name in touched:
-            state = states[name]
-            covered = int(state.get("covered", 0))
-            if rows is None:
-                state.update(covered=0, edited=[])  # every row: checked by scans till rebuilt
-                continue
-            mine = np.union1d(np.asarray(state.get("edited", []), np.int64), rows[rows < covered])
-            if len(mine) > EDIT_LIMIT:
-                state.update(covered=0, edited=[])
-            else:
-                state["edited"] = [int(r) for r in mine]
-        self._save_index_states(states)
-
-    def _index_before_commit(self) -> None:
-        """Make every index's state fit the table about to be committed: forget what a
-        shrink cut off, drop indexes of dropped columns, and rebuild those whose tail or
-        edits grew too long."""
+    def _index_watch(self) -> None:
+        """Listen to the engines of the indexed columns (called whenever columns open)."""
         states = self._index_states()
         if not states:
+            return
+        dirty = self.__dict__.setdefault("_index_dirty", {})
+        watched = self.__dict__.setdefault("_index_watched", {})
+        for name in states:
+            col = self._cols.get(name)
+            if isinstance(col, carray) and watched.get(name) is not col.engine:
+                col.engine.add_listener(_ChunkWatch(dirty, name))
+                watched[name] = col.engine
+
+    def _with_pending(self, name: str, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` with the chunks this handle wrote since its last commit dirty too."""
+        chunks = self.__dict__.get("_index_dirty", {}).get(name)
+        if not chunks:
+            return state
+        cl = self._cols[name].chunklen
+        covered = int(state["covered"])
+        extra = [(c * cl, min((c + 1) * cl, covered)) for c in chunks if c * cl < covered]
+        return {**state, "dirty": [list(r) for r in union(
+            [(int(lo), int(hi)) for lo, hi in state["dirty"]] + extra)]}
+
+    def _index_before_commit(self) -> None:
+        """Make every index's state fit the table about to be committed: record the chunks
+        written, forget what a shrink cut off, drop indexes of dropped columns, and
+        rebuild those whose tail or dirty rows grew too long."""
+        states = self._index_states()
+        pending = self.__dict__.get("_index_dirty", {})
+        if not states:
+            pending.clear()
             return
         n, changed = len(self), False
         for name, state in list(states.items()):
             col = self._cols.get(name)
-            if not isinstance(col, carray):
+            if not isinstance(col, carray) or not _ranges_ok(state.get("dirty")):
                 del states[name]
                 changed = True
                 continue
-            covered = min(int(state.get("covered", 0)), n)
-            edited = [r for r in state.get("edited", []) if r < covered]
-            if (covered, edited) != (state.get("covered"), state.get("edited")):
-                state.update(covered=covered, edited=edited)
+            new = self._with_pending(name, state)
+            covered = min(int(new.get("covered", 0)), n)
+            dirty = [[lo, min(hi, covered)] for lo, hi in new["dirty"] if lo < covered]
+            if (covered, dirty) != (state.get("covered"), state.get("dirty")):
+                states[name] = state = {**new, "covered": covered, "dirty": dirty}
                 changed = True
-            tail = n - covered
-            if (tail and (tail > MERGE_ROWS or not covered) and tail * MERGE_SHARE > covered) \
-                    or len(edited) > EDIT_LIMIT:
-                states[name] = self._build(name, state["kind"],
-                                           int(state.get("memory", DEFAULT_MEMORY)))
+            full_tail = n - n % col.chunklen - covered
+            stale = sum(hi - lo for lo, hi in dirty)
+            if (full_tail > 0 and (full_tail > MERGE_ROWS or not covered)
+                    and full_tail * MERGE_SHARE > covered) or stale * MERGE_SHARE > covered:
+                # A failed rebuild (disk full) must not fail the commit of the columns: the
+                # old state stays true, its tail and dirty rows checked by every query.
+                with contextlib.suppress(OSError, MemoryError):
+                    states[name] = self._build(name, state["kind"],
+                                               int(state.get("memory", DEFAULT_MEMORY)))
                 changed = True
+        pending.clear()
         if changed:
             self._save_index_states(states)
 
