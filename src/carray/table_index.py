@@ -1,17 +1,18 @@
 """Table indexes: made, kept correct under every change, dropped, listed (a mixin of
 :class:`carray.ctable`); queries use them through :mod:`carray.index_planner`.
 
-An index describes rows ``[0, covered)`` of its column (whole chunks of it), except the
-``dirty`` row ranges: the chunks written since it was built.  Its column's engine tells
-a listener of this handle about every chunk it stores (an edit through the table or
-through the column itself, an append completing a chunk); a query checks the dirty
-ranges, and the rows past ``covered`` (the tail: the last, partial chunk, appends,
-growth by a resize) itself.  So an append changes nothing, an edit dirties its chunks
-and a shrink lowers ``covered``; when the tail or the dirty rows grow past a share of
-the table, the commit rebuilds the index.
+An index describes rows ``[0, covered)`` of its column, except the ``dirty`` row ranges:
+the chunks written since it was built.  Its column's engine tells a listener of this
+handle about every full chunk it stores (an edit through the table or through the
+column itself, an append completing a chunk); the partial last chunk, whose writes
+it tells nobody of, is compared with its digest at each commit (and checked by the
+writer's own queries meanwhile).  A query checks the dirty ranges and the rows past
+``covered`` (the tail: appends, growth by a resize) itself.  So an append changes
+nothing, an edit dirties its chunks and a shrink lowers ``covered``; when the tail or
+the dirty rows grow past a share of the table, the commit rebuilds the index.
 
 Where the state lives: in a versioned table each version records its indexes (their
-kind, build, ``covered`` and ``dirty``) with its columns, so a version opened later
+kind, build, ``covered``, ``dirty`` and ``partial``) with its columns, so a version opened later
 (``as_of``, ``version=``) reads the index as it was for that version, never one of
 another state.  A build is a directory under ``__indexes__/`` that is never changed
 once written, made before any version names it (a crash while building leaves the
@@ -23,6 +24,7 @@ keep none (:class:`~carray.errors.IndexUnsupportedError`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,12 +36,13 @@ from carray._index_build import INDEX_CHUNKLEN
 from carray._index_kinds import KINDS, BloomIndex, union
 from carray.array import carray
 from carray.errors import FormatError, IndexUnsupportedError
+from carray.table_columns import read_valid
 from carray.table_store import INDEX_DIR, MemoryTable, VersionedTable
 
 #: Default memory of a build (bytes): runs of about 2 M int64 rows.
 DEFAULT_MEMORY = 64 << 20
-#: A tail of whole chunks this long (and an eighth of the indexed rows) is merged into
-#: the index at the next commit; so are dirty rows past an eighth of them.
+#: A tail this long (and an eighth of the indexed rows) is merged into the index at the
+#: next commit; so are dirty rows past an eighth of them.
 MERGE_ROWS, MERGE_SHARE = 1 << 16, 8
 
 
@@ -63,10 +66,26 @@ class _ChunkWatch:
         pass
 
 
-def _ranges_ok(ranges: Any) -> bool:
-    return isinstance(ranges, list) and all(
+def _state_ok(state: dict[str, Any]) -> bool:
+    """Whether a recorded state has the fields a query reads, of the right types."""
+    dirty, partial = state.get("dirty"), state.get("partial")
+    return isinstance(state.get("covered"), int) and isinstance(dirty, list) and all(
         isinstance(r, list) and len(r) == 2 and all(isinstance(v, int) for v in r)
-        for r in ranges)
+        for r in dirty) and isinstance(partial, list) and len(partial) == 2 and \
+        isinstance(partial[0], int) and isinstance(partial[1], str)
+
+
+def _digest(col: carray, lo: int, hi: int) -> str:
+    """A digest of rows ``[lo, hi)`` of ``col`` (values and validity): the partial last
+    chunk, whose writes its engine tells nobody of."""
+    if hi <= lo:
+        return ""
+    h = hashlib.blake2b(np.ascontiguousarray(col.read_rows(range(lo, hi))).tobytes(),
+                        digest_size=16)
+    valid = read_valid(col, range(lo, hi))
+    if valid is not None:
+        h.update(np.packbits(valid).tobytes())
+    return h.hexdigest()
 
 
 class TableIndexes:
@@ -77,6 +96,7 @@ class TableIndexes:
     _cols: dict[str, Any]
     _rootdir: str | None
     _fsync: bool
+    _mode: str
 
     if TYPE_CHECKING:
         def __len__(self) -> int: ...
@@ -153,9 +173,10 @@ class TableIndexes:
             arr.flush()
         self._index_cache()[build] = self._opened(kind, arrays, col)
         self.__dict__.get("_index_dirty", {}).pop(name, None)  # the build has them
-        # The last, partial chunk stays in the tail: its engine tells nobody of its writes.
-        return {"kind": kind, "build": build, "covered": length - length % col.chunklen,
-                "dirty": [], "memory": int(memory), "dtype": col.dtype.str}
+        partial = length - length % col.chunklen
+        return {"kind": kind, "build": build, "covered": length, "dirty": [],
+                "partial": [partial, _digest(col, partial, length)], "memory": int(memory),
+                "dtype": col.dtype.str}
 
     @staticmethod
     def _opened(kind: str, arrays: dict[str, Any], col: carray) -> Any:
@@ -224,7 +245,7 @@ class TableIndexes:
         n = len(self)
         for name, state in self._index_states().items():
             found = self.lookup_index(name)
-            state = found[0] if found is not None else state
+            state = self._with_pending(name, state) if found is not None else state
             covered = min(int(state.get("covered", 0)), n)
             arrays = found[1].arrays.values() if found is not None else ()
             out[name] = {"kind": state.get("kind"), "rows": covered, "tail": n - covered,
@@ -249,10 +270,9 @@ class TableIndexes:
             return None
         kind, build = state.get("kind"), state.get("build")
         if kind not in KINDS or not isinstance(build, str) or \
-                not isinstance(state.get("covered"), int) or \
-                not _ranges_ok(state.get("dirty")) or state.get("dtype") != col.dtype.str:
+                not _state_ok(state) or state.get("dtype") != col.dtype.str:
             return None
-        state = self._with_pending(name, state)
+        state = self._with_pending(name, state, query=True)
         index = self._index_cache().get(build)
         if index is None:
             if not isinstance(self._storage, VersionedTable):
@@ -289,21 +309,42 @@ class TableIndexes:
                 col.engine.add_listener(_ChunkWatch(dirty, name))
                 watched[name] = col.engine
 
-    def _with_pending(self, name: str, state: dict[str, Any]) -> dict[str, Any]:
-        """``state`` with the chunks this handle wrote since its last commit dirty too."""
+    def _with_pending(self, name: str, state: dict[str, Any], query: bool = False
+                      ) -> dict[str, Any]:
+        """``state`` with the chunks this handle wrote since its last commit dirty too; for
+        a ``query`` of a writable handle, the partial last chunk too (its writes are
+        told to nobody: each commit compares it with its digest instead)."""
         chunks = self.__dict__.get("_index_dirty", {}).get(name)
-        if not chunks:
+        covered = int(state["covered"])
+        partial = int(state["partial"][0])
+        extra = [(partial, covered)] if query and self._mode != "r" and partial < covered \
+            else []
+        if not chunks and not extra:
             return state
         cl = self._cols[name].chunklen
-        covered = int(state["covered"])
-        extra = [(c * cl, min((c + 1) * cl, covered)) for c in chunks if c * cl < covered]
+        extra += [(c * cl, min((c + 1) * cl, covered)) for c in chunks or () if c * cl < covered]
         return {**state, "dirty": [list(r) for r in union(
             [(int(lo), int(hi)) for lo, hi in state["dirty"]] + extra)]}
 
+    def _settled(self, col: carray, state: dict[str, Any], n: int) -> dict[str, Any]:
+        """``state`` as the commit of a table of ``n`` rows records it: the pending chunks
+        dirty, what a shrink cut off forgotten, the partial last chunk dirty unless its
+        digest says it is unchanged."""
+        covered = int(state["covered"])
+        partial, digest = int(state["partial"][0]), state["partial"][1]
+        dirty = [(int(lo), int(hi)) for lo, hi in state["dirty"]]
+        if partial < covered and (n < covered or digest != _digest(col, partial, covered)):
+            dirty.append((partial, min(covered, n)))
+            partial, digest = min(covered, n), ""
+        covered = min(covered, n)
+        dirty = [(lo, min(hi, covered)) for lo, hi in dirty if lo < covered]
+        return {**state, "covered": covered, "partial": [min(partial, covered), digest],
+                "dirty": [list(r) for r in union(dirty)]}
+
     def _index_before_commit(self) -> None:
-        """Make every index's state fit the table about to be committed: record the chunks
-        written, forget what a shrink cut off, drop indexes of dropped columns, and
-        rebuild those whose tail or dirty rows grew too long."""
+        """Make every index's state fit the table about to be committed (:meth:`_settled`),
+        drop indexes of dropped columns, and rebuild those whose tail or dirty rows grew
+        too long."""
         states = self._index_states()
         pending = self.__dict__.get("_index_dirty", {})
         if not states:
@@ -312,26 +353,25 @@ class TableIndexes:
         n, changed = len(self), False
         for name, state in list(states.items()):
             col = self._cols.get(name)
-            if not isinstance(col, carray) or not _ranges_ok(state.get("dirty")):
+            if not isinstance(col, carray) or not _state_ok(state):
                 del states[name]
                 changed = True
                 continue
-            new = self._with_pending(name, state)
-            covered = min(int(new.get("covered", 0)), n)
-            dirty = [[lo, min(hi, covered)] for lo, hi in new["dirty"] if lo < covered]
-            if (covered, dirty) != (state.get("covered"), state.get("dirty")):
-                states[name] = state = {**new, "covered": covered, "dirty": dirty}
+            new = self._settled(col, self._with_pending(name, state), n)
+            if new != state:
+                states[name] = state = new
                 changed = True
-            full_tail = n - n % col.chunklen - covered
-            stale = sum(hi - lo for lo, hi in dirty)
-            if (full_tail > 0 and (full_tail > MERGE_ROWS or not covered)
-                    and full_tail * MERGE_SHARE > covered) or stale * MERGE_SHARE > covered:
+            covered = state["covered"]
+            tail = n - covered
+            stale = sum(hi - lo for lo, hi in state["dirty"])
+            if (tail > 0 and (tail > MERGE_ROWS or not covered) and tail * MERGE_SHARE > covered) \
+                    or stale * MERGE_SHARE > covered:
                 # A failed rebuild (disk full) must not fail the commit of the columns: the
                 # old state stays true, its tail and dirty rows checked by every query.
                 with contextlib.suppress(OSError, MemoryError):
                     states[name] = self._build(name, state["kind"],
                                                int(state.get("memory", DEFAULT_MEMORY)))
-                changed = True
+                    changed = True
         pending.clear()
         if changed:
             self._save_index_states(states)
