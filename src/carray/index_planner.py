@@ -49,6 +49,7 @@ class Plan:
     reason: str
     found: Found | None = None
     exact: bool = False  # the condition is the whole query: the index's rows need no check
+    looked: tuple[dict[str, Any], Any] | None = None  # the index's state and reader
 
 
 @functools.lru_cache(maxsize=256)
@@ -194,7 +195,7 @@ def plan(t: Any, ev: Any) -> Plan:
             continue
         if best is None or estimate < best.estimate:
             exact = index.kind == "sorted" and cond.parts == total
-            best = Plan(name, index.kind, cond, estimate, why, found, exact)
+            best = Plan(name, index.kind, cond, estimate, why, found, exact, looked)
     if best is not None:
         return best
     return Plan(None, None, None, n, scan_reason)
@@ -235,10 +236,8 @@ def _check(t: Any, ev: Any, column: str, rows: Any) -> tuple[np.ndarray, dict]:
 def _pieces(t: Any, ev: Any, p: Plan) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
     """Matching rows in pieces, each with the values of the columns known there: the
     index's rows it vouches for (an exact plan), and the rows checked."""
-    assert p.column is not None and p.condition is not None
-    looked = t.lookup_index(p.column)
-    assert looked is not None
-    state, index = looked
+    assert p.column is not None and p.condition is not None and p.looked is not None
+    state, index = p.looked
     n = ev.length or 0
     covered = min(int(state["covered"]), n)
     dirty = _dirty(state, covered)
