@@ -56,13 +56,13 @@ def test_a_small_memory_bound_sorts_in_runs_and_merges(make, monkeypatch):
     real = _index_build.merge
     monkeypatch.setattr(_index_build, "merge", lambda runs, b: merges.append(len(runs))
                         or real(runs, b))
-    cols = _frame(20_000)
+    cols = _frame(12_000)
     t = make(cols)
     t.create_index("u", memory=1 << 16)
     t.create_index("x", memory=1 << 16)
     assert len(merges) > 2  # several runs, merged in passes
     _, index = t.lookup_index("u")
-    assert np.array_equal(index.values[:], np.arange(20_000))
+    assert np.array_equal(index.values[:], np.arange(12_000))
     assert np.array_equal(cols["u"][index.rows[:]], index.values[:])
     for expr in QUERIES:
         assert np.array_equal(_rows(t, expr), _expected(cols, expr)), expr
@@ -309,6 +309,80 @@ def test_a_failed_build_leaves_the_table_and_its_index(tmp_path, monkeypatch):
         [*np.flatnonzero(cols["u"] == 1), 10_000])
 
 
+# -- kill -9 while an index is built or updated (see kill_points) -----------------------------
+
+KILL_TRIALS = int(os.environ.get("CARRAY_SOAK_TRIALS", "40")) \
+    if os.environ.get("CARRAY_SOAK") == "1" else 2
+KILL_QUERIES = ["u == 17", "u in [1, 2, 3000]", "(u >= 100) & (u < 140)", "u == -5"]
+
+
+def _kill_create(root: str) -> None:
+    ca.ctable(_frame(3000), rootdir=root, chunklen=256).close()
+
+
+def _kill_write(root: str) -> None:
+    """Build with runs and merges on disk, then change the table (a rebuild included)."""
+    from kill_points import report
+
+    t = ca.ctable(rootdir=root, mode="a")
+    t.create_index("u", memory=1 << 16)
+    report(1)
+    t.cols["u"][[5, 2999]] = -5
+    t.append({"u": np.arange(3000, 3700), "k": np.zeros(700, np.int64),
+              "x": np.zeros(700), "s": np.array(["a"] * 700, dtype=object)})
+    report(2)
+    t.close()
+
+
+def _kill_check(root: str) -> str:
+    """Every query answers as a scan of the state opened, read-only and then writable."""
+    for mode in ("r", "a"):
+        t = ca.ctable(rootdir=root, mode=mode)
+        u = t.cols["u"][:]
+        for expr in KILL_QUERIES:
+            want = np.flatnonzero(pd.DataFrame({"u": u}).eval(expr.replace("&", " and ")))
+            if list(_rows(t, expr)) != list(want):
+                return f"mode {mode!r}: {expr} answered {list(_rows(t, expr))}, not {list(want)}"
+        t.close()
+    return "ok"
+
+
+def drive_index_kills(work: str, trials: int, seed: int) -> dict:
+    """Kill the writer at a random write ``trials`` times; the tally of the checks."""
+    import shutil
+
+    from kill_points import HOW, count_calls, in_child
+
+    def count(root: str) -> int:
+        calls = count_calls()
+        _kill_write(root)
+        return calls[0]
+
+    rng = np.random.default_rng(seed)
+    pristine = os.path.join(work, "pristine")
+    assert in_child(_kill_create, pristine).error is None
+    counting = os.path.join(work, "counting")
+    shutil.copytree(pristine, counting)
+    total = in_child(count, counting).result
+    tally: dict[str, int] = {}
+    for trial in range(trials):
+        root = os.path.join(work, f"t{trial}")
+        shutil.copytree(pristine, root)
+        at, how = int(rng.integers(1, total + 1)), HOW[int(rng.integers(0, len(HOW)))]
+        killed = in_child(_kill_write, root, at=at, how=how)
+        checked = in_child(_kill_check, root) if killed.error is None else killed
+        result = checked.result if checked.error is None else checked.error.splitlines()[-1]
+        tally[result] = tally.get(result, 0) + 1
+    return tally
+
+
+def test_kill9_while_indexing_leaves_a_table_that_answers_right(tmp_path):
+    from kill_points import run_driver
+
+    tally = run_driver("test_table_index", "drive_index_kills", str(tmp_path), KILL_TRIALS, 5)
+    assert tally == {"ok": KILL_TRIALS}
+
+
 def test_a_missing_build_falls_back_to_the_scan(tmp_path):
     import shutil
 
@@ -368,7 +442,7 @@ def _changes(draw):
     return kind, k, draw(st.integers(-2, 45)), draw(st.integers(0, 10_000))
 
 
-@hyp.settings(max_examples=40, deadline=None,
+@hyp.settings(max_examples=30, deadline=None,
               suppress_health_check=[hyp.HealthCheck.too_slow])
 @hyp.given(cols=_tables(), kinds=st.tuples(st.sampled_from(["sorted", "bloom", None]),
                                            st.sampled_from(["sorted", "bloom", None])),

@@ -153,6 +153,14 @@ class SortedIndex:
             block = self._blocks[b] = self.values.read_rows(range(b * SAMPLE_EVERY, stop))
         return block
 
+    def _values(self, start: int, stop: int) -> np.ndarray:
+        """Sorted values ``[start, stop)``: from the block a lookup just decoded when they
+        lie in one."""
+        b = start // SAMPLE_EVERY
+        if (stop - 1) // SAMPLE_EVERY == b and b in self._blocks:
+            return self._blocks[b][start - b * SAMPLE_EVERY:stop - b * SAMPLE_EVERY]
+        return self.values.read_rows(range(start, stop))
+
     def position(self, value: Any, side: str) -> int:
         """Where ``value`` goes in the sorted values (``side`` as ``np.searchsorted``)."""
         i = int(np.searchsorted(self.sample, value, side=side))  # type: ignore[call-overload]
@@ -195,7 +203,7 @@ class SortedIndex:
         if not spans:
             return Found(values=self.values[:0])
         rows = np.concatenate([self.rows.read_rows(range(a, b)) for a, b in spans])
-        values = np.concatenate([self.values.read_rows(range(a, b)) for a, b in spans])
+        values = np.concatenate([self._values(a, b) for a, b in spans])
         order = np.argsort(rows, kind="stable")
         return Found(rows[order], values=values[order])
 
