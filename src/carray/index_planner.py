@@ -296,9 +296,10 @@ def explain(t: Any, ev: Any) -> str:
     p = plan(t, ev) if ev.columns and n and hasattr(t, "lookup_index") else \
         Plan(None, None, None, n, "no column to read")
     if p.column is not None:
-        lines.append(f"plan: {p.kind} index on {p.column!r}, then the whole expression "
-                     f"checked on ~{p.estimate} candidate rows "
-                     f"({100.0 * p.estimate / max(n, 1):.3g}% of the table)")
+        how = "its rows need no check (the condition is the whole query)" if p.exact else \
+            "the whole expression is checked on them"
+        lines.append(f"plan: {p.kind} index on {p.column!r}: ~{p.estimate} candidate rows "
+                     f"({100.0 * p.estimate / max(n, 1):.3g}% of the table); {how}")
         lines.append(f"why: {p.reason}")
         return "\n".join(lines)
     may = ev.block_mask()
