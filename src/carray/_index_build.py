@@ -25,8 +25,8 @@ SAMPLE_EVERY = 1024
 INDEX_CHUNKLEN = 1 << 16
 #: Fewest entries a merge reads from one run at a time (below, merges go in passes).
 _MIN_BUFFER = 4096
-#: Bits of a Bloom filter per distinct value of its block, and hashes per value: about
-#: one false positive in a thousand blocks.
+#: Bits of a Bloom filter per row of its block, and hashes per value: about one false
+#: positive in a thousand blocks (fewer when values repeat).
 BLOOM_BITS, BLOOM_HASHES = 16, 6
 
 NewArray = Callable[[str, np.ndarray], Any]
@@ -181,7 +181,7 @@ def build_bloom(col: Any, length: int, block: int) -> tuple[np.ndarray, np.ndarr
     filters = []
     for lo in range(0, length, block):
         values, _ = valid_rows(col, lo, min(lo + block, length))
-        keys = np.unique(keys_of(values))
+        keys = keys_of(values)  # repeats set the same bits: no need to sort them out
         nbits = max(64, 1 << math.ceil(math.log2(max(1, BLOOM_BITS * len(keys)))))
         bits = np.zeros(nbits, bool)
         bits[bloom_positions(keys, nbits).ravel()] = True
