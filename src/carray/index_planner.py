@@ -188,7 +188,7 @@ def plan(t: Any, ev: Any) -> Plan:
         estimate = count + dirty + tail
         why = (f"{index.kind} index on {name!r}: {cond.describe(name)} gives "
                f"{'' if index.kind == 'sorted' else '~'}{count} candidate rows "
-               f"(+{dirty} in chunks written since the build, +{tail} past it), cost "
+               f"(+{dirty} rows written since the build, +{tail} past it: checked), cost "
                f"~{cost} row reads against {n} for a scan")
         if cost >= n:
             scan_reason = why + ": the scan is cheaper"

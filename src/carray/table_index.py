@@ -288,7 +288,19 @@ class TableIndexes:
 
     def explain(self, expression: str, user_dict: Mapping | None = None) -> str:
         """How a query of ``expression`` would run: which index, or a scan with zone
-        maps, the rows or blocks it expects to read, and why."""
+        maps, the rows or blocks it expects to read, and why.
+
+        Parameters
+        ----------
+        expression : str
+            As for :meth:`where` (variables from ``user_dict``, then the caller's).
+        user_dict : mapping, optional
+
+        Returns
+        -------
+        str
+            Lines ``query:``, ``rows:``, ``plan:`` and ``why:``.
+        """
         from carray.table_query import evaluator  # noqa: PLC0415 - table_query uses us
 
         ev = evaluator(self, expression, user_dict, None, 1)
