@@ -482,3 +482,18 @@ def test_random_tables_and_predicates_answer_as_pandas(cols, kinds, changes, pre
             assert list(got) == list(want), (text, t.explain(text))
             got = t.fetchwhere(text, skip=skip, limit=limit)
             assert np.array_equal(got["a"], model["a"][want])
+
+
+def test_nested_columns_and_restored_versions_keep_the_tables_indexes(tmp_path):
+    rec = np.zeros(300, dtype=[("u", "i8"), ("v", "f8")])
+    rec["u"] = np.arange(300)
+    t = ca.ctable({"u": np.arange(300)[::-1].copy(), "b": rec}, rootdir=str(tmp_path / "t"),
+                  chunklen=64, storage={"versions": "all"})
+    t.create_index("u")
+    before = t.version
+    t.cols["b"].flush()  # a nested column's commit leaves the table's indexes alone
+    t.append({"u": [5], "b": np.zeros(1, rec.dtype)})
+    assert "u" in t.indexes and list(_rows(t, "u == 5")) == [294, 300]
+    assert list(t.cols["b"].fetchwhere("u == 5", outcols="nrow__")["nrow__"]) == [5]
+    t.restore(before)  # the version's index comes back with its rows
+    assert len(t) == 300 and list(_rows(t, "u == 5")) == [294] and _uses_index(t, "u == 5")

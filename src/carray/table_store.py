@@ -480,7 +480,10 @@ class VersionedTable(TableStorage):
 
     def index_state(self) -> dict[str, Any]:
         """The table's indexes as the version held describes them (what
-        :mod:`carray.table_index` recorded; not checked here)."""
+        :mod:`carray.table_index` recorded; not checked here).  A nested column has
+        none: the indexes are its table's."""
+        if self._top is not None:
+            return {}
         meta = self.dataset.meta if isinstance(self.dataset.meta, dict) else {}
         state = meta.get("indexes", {})
         return state if isinstance(state, dict) else {}
@@ -488,6 +491,8 @@ class VersionedTable(TableStorage):
     def save_index_state(self, state: dict[str, Any]) -> None:
         """The indexes the next version describes (published by the table's next
         commit)."""
+        if self._top is not None:
+            raise ValueError("a nested column keeps no indexes of its own")
         self.dataset.check_writable()
         self.dataset.meta = {**self.dataset.meta, "indexes": state}
 
