@@ -236,6 +236,17 @@ def test_what_cannot_be_indexed_says_so(tmp_path):
         ca.ctable({"f": np.array(["a", "b"])}).create_index("f", kind="bloom")
 
 
+def test_categorical_columns_are_refused_for_now(monkeypatch):
+    """Until categorical columns land, a fake says ``u`` is one (its values are codes)."""
+    t = ca.ctable(_frame(100))
+    t.create_index("u")
+    monkeypatch.setattr(table_index, "categories_of",
+                        lambda col: np.array(["a"]) if col is t.cols["u"] else None)
+    with pytest.raises(IndexUnsupportedError, match="categorical"):
+        t.create_index("u")
+    assert t.lookup_index("u") is None and not _uses_index(t, "u == 3")
+
+
 def test_explain_names_the_index_or_the_scan(make):
     t = make(_frame(4000))
     assert "full scan" in t.explain("u == 3") and "no condition" in t.explain("u == 3")

@@ -36,7 +36,7 @@ from carray._index_build import INDEX_CHUNKLEN
 from carray._index_kinds import KINDS, BloomIndex, union
 from carray.array import carray
 from carray.errors import FormatError, IndexUnsupportedError
-from carray.table_columns import read_valid
+from carray.table_columns import categories_of, read_valid
 from carray.table_store import INDEX_DIR, MemoryTable, VersionedTable
 
 #: Default memory of a build (bytes): runs of about 2 M int64 rows.
@@ -140,6 +140,9 @@ class TableIndexes:
             raise IndexUnsupportedError(f"{where}: column {name!r} is not a column of "
                                         "fixed-width values (string and nested columns "
                                         "cannot be indexed yet)")
+        if categories_of(col) is not None:
+            raise IndexUnsupportedError(f"{where}: column {name!r} is categorical: its "
+                                        "codes cannot be indexed yet")
         return col
 
     def _build(self, name: str, kind: str, memory: int) -> dict[str, Any]:
@@ -266,7 +269,7 @@ class TableIndexes:
         usable (not indexed, or its build cannot be read: then queries scan)."""
         state = self._index_states().get(name)
         col = self._cols.get(name)
-        if state is None or not isinstance(col, carray):
+        if state is None or not isinstance(col, carray) or categories_of(col) is not None:
             return None
         kind, build = state.get("kind"), state.get("build")
         if kind not in KINDS or not isinstance(build, str) or \
