@@ -159,6 +159,17 @@ def test_edits_through_a_column_are_seen(make, flush):
         assert list(_rows(r, "u == 17")) == [7, 5999] and _uses_index(r, "u == 17")
 
 
+def test_a_shrink_into_a_chunk_then_a_column_edit_is_seen(tmp_path):
+    t = ca.ctable({"u": np.arange(1000)}, rootdir=str(tmp_path / "t"), chunklen=256)
+    t.create_index("u")
+    t.resize(700)  # chunk 2 (512..767) becomes the partial one
+    t.cols["u"][600] = 5000  # its writes are told to nobody
+    t.flush()
+    t.close()
+    r = ca.ctable(rootdir=str(tmp_path / "t"), mode="r")
+    assert list(_rows(r, "u == 5000")) == [600] and len(_rows(r, "u == 600")) == 0
+
+
 def test_every_version_answers_from_its_own_index(tmp_path):
     cols = _frame(2000)
     t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256,

@@ -353,6 +353,9 @@ class TableIndexes:
             partial, digest = min(covered, n), ""
         covered = min(covered, n)
         dirty = [(lo, min(hi, covered)) for lo, hi in dirty if lo < covered]
+        aligned = covered - covered % col.chunklen
+        if partial > aligned:  # a shrink made a full chunk partial: digest its rows now
+            partial, digest = aligned, _digest(col, aligned, covered)
         return {**state, "covered": covered, "partial": [min(partial, covered), digest],
                 "dirty": [list(r) for r in union(dirty)]}
 
