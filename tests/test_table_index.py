@@ -28,7 +28,7 @@ def make(request, tmp_path):
     """A table maker: in memory, or on disk (versioned)."""
     def maker(cols, **kwargs):
         rootdir = str(tmp_path / "t") if request.param == "disk" else None
-        return ca.ctable(cols, rootdir=rootdir, chunklen=256, **kwargs)
+        return ca.ctable(cols, rootdir=rootdir, chunklen=256, fsync=False, **kwargs)
     return maker
 
 
@@ -160,7 +160,7 @@ def test_edits_through_a_column_are_seen(make, flush):
 
 
 def test_a_shrink_into_a_chunk_then_a_column_edit_is_seen(tmp_path):
-    t = ca.ctable({"u": np.arange(1000)}, rootdir=str(tmp_path / "t"), chunklen=256)
+    t = ca.ctable({"u": np.arange(1000)}, rootdir=str(tmp_path / "t"), chunklen=256, fsync=False)
     t.create_index("u")
     t.resize(700)  # chunk 2 (512..767) becomes the partial one
     t.cols["u"][600] = 5000  # its writes are told to nobody
@@ -173,7 +173,7 @@ def test_a_shrink_into_a_chunk_then_a_column_edit_is_seen(tmp_path):
 def test_every_version_answers_from_its_own_index(tmp_path):
     cols = _frame(2000)
     t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256,
-                  storage={"versions": "all"})
+                  storage={"versions": "all"}, fsync=False)
     v0 = t.version
     t.create_index("u")
     v1 = t.version
@@ -200,7 +200,7 @@ def test_every_version_answers_from_its_own_index(tmp_path):
 def test_reopened_and_read_only_tables_use_the_index_and_never_write(tmp_path):
     cols = _frame(3000)
     root = tmp_path / "t"
-    t = ca.ctable(cols, rootdir=str(root), chunklen=256)
+    t = ca.ctable(cols, rootdir=str(root), chunklen=256, fsync=False)
     t.create_index("u")
     t.close()
 
@@ -221,7 +221,7 @@ def test_reopened_and_read_only_tables_use_the_index_and_never_write(tmp_path):
 
 
 def test_a_dropped_index_goes_and_its_build_with_it(tmp_path):
-    t = ca.ctable(_frame(1000), rootdir=str(tmp_path / "t"), chunklen=256)
+    t = ca.ctable(_frame(1000), rootdir=str(tmp_path / "t"), chunklen=256, fsync=False)
     t.create_index("u")
     builds = tmp_path / "t" / "__indexes__"
     assert len(os.listdir(builds)) == 1
@@ -305,7 +305,7 @@ def test_missing_values_never_match_through_the_index(make, monkeypatch):
 
 def test_a_failed_build_leaves_the_table_and_its_index(tmp_path, monkeypatch):
     cols = _frame(10_000)
-    t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256)
+    t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256, fsync=False)
     t.create_index("u")
     good = t.lookup_index("u")[0]["build"]
     calls = []
@@ -339,14 +339,14 @@ KILL_QUERIES = ["u == 17", "u in [1, 2, 3000]", "(u >= 100) & (u < 140)", "u == 
 
 
 def _kill_create(root: str) -> None:
-    ca.ctable(_frame(3000), rootdir=root, chunklen=256).close()
+    ca.ctable(_frame(3000), rootdir=root, chunklen=256, fsync=False).close()
 
 
 def _kill_write(root: str) -> None:
     """Build with runs and merges on disk, then change the table (a rebuild included)."""
     from kill_points import report
 
-    t = ca.ctable(rootdir=root, mode="a")
+    t = ca.ctable(rootdir=root, mode="a", fsync=False)
     t.create_index("u", memory=1 << 16)
     report(1)
     t.cols["u"][[5, 2999]] = -5
@@ -409,7 +409,7 @@ def test_a_missing_build_falls_back_to_the_scan(tmp_path):
     import shutil
 
     cols = _frame(2000)
-    t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256)
+    t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256, fsync=False)
     t.create_index("u")
     build = t.lookup_index("u")[0]["build"]
     t.close()
@@ -510,7 +510,7 @@ def test_nested_columns_and_restored_versions_keep_the_tables_indexes(tmp_path):
     rec = np.zeros(300, dtype=[("u", "i8"), ("v", "f8")])
     rec["u"] = np.arange(300)
     t = ca.ctable({"u": np.arange(300)[::-1].copy(), "b": rec}, rootdir=str(tmp_path / "t"),
-                  chunklen=64, storage={"versions": "all"})
+                  chunklen=64, storage={"versions": "all"}, fsync=False)
     t.create_index("u")
     before = t.version
     t.cols["b"].flush()  # a nested column's commit leaves the table's indexes alone
