@@ -183,7 +183,7 @@ def plan(t: Any, ev: Any) -> Plan:
                 found.ranges = [(lo, min(hi, covered)) for lo, hi in found.ranges if lo < covered]
                 count = found.size
                 cost = _cost(0, count + dirty + tail)
-        except (TypeError, ValueError):  # values the index cannot compare: scan
+        except (TypeError, ValueError, OverflowError):  # values it cannot compare: scan
             continue
         estimate = count + dirty + tail
         why = (f"{index.kind} index on {name!r}: {cond.describe(name)} gives "
