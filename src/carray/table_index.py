@@ -18,7 +18,8 @@ another state.  A build is a directory under ``__indexes__/`` that is never chan
 once written, made before any version names it (a crash while building leaves the
 table and its last version's index as they were) and deleted once no kept version
 names it.  An in-memory table keeps its indexes on the handle.  bcolz-format tables
-keep none (:class:`~carray.errors.IndexUnsupportedError`).
+keep none (:class:`~carray.errors.IndexUnsupportedError`).  The layout:
+docs/formats/table.md, "Indexes".
 """
 
 from __future__ import annotations
