@@ -24,6 +24,7 @@ import numpy as np
 
 from carray import _table_refresh as refresh
 from carray import table_query, table_rows
+from carray._missing_table import MissingTable, conform_rows
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
 from carray.array import carray
@@ -45,12 +46,14 @@ from carray.table_columns import (
     Cols,
     as_rows,
     clip_column,
+    column_class,
     column_engines,
     field_dtype,
     read_any,
 )
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import TableHistory
+from carray.table_missing import wants_nullable
 from carray.table_store import (
     ARRAY,
     NESTED,
@@ -64,7 +67,6 @@ from carray.tables_interop import (
     check_name,
     column_values,
     normalise_columns,
-    normalise_rows,
 )
 from carray.vlstring import StringColumn, wants_string_column
 
@@ -82,7 +84,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
+class ctable(TableBase, TableConversions, PortableTable, MissingTable):  # noqa: N801
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -195,9 +197,10 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
         col: Any
-        if wants_nested_column(values):
-            col = NestedColumn(values, format=self._format, _storage=where.get("storage_sub",
-                               lambda n: None)(name), **common, **args)
+        if wants_nested_column(values) or wants_nullable(values):
+            cls = column_class("nullable") if wants_nullable(values) else NestedColumn
+            col = cls(values, format=self._format, _storage=where.get("storage_sub",
+                      lambda n: None)(name), **common, **args)
         elif wants_string_column(values):
             col = StringColumn(values, cparams=args["cparams"], expectedlen=args["expectedlen"],
                                format=self._format, membership=where.get("membership"),
@@ -219,10 +222,9 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
                                       fsync=self._fsync, storage_options=self._storage_options)
         if kind == STRING:
             return StringColumn(membership=where["membership"], **common)
-        if kind == NESTED:
-            return NestedColumn(_storage=where["storage_sub"](name), **common)
-        if kind != ARRAY:
-            raise FormatError(f"column {name!r} is of unknown kind {kind!r}", self._rootdir)
+        if kind != ARRAY:  # a table of its own: nested, nullable (table_columns.column_class)
+            cls = NestedColumn if kind == NESTED else column_class(kind, self._rootdir)
+            return cls(_storage=where["storage_sub"](name), **common)
         return carray(storage={"member": where["membership"]}, **common)
 
     def _set_length(self, length: int) -> None:
@@ -540,32 +542,11 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         if self._mode == "r":
             raise ReadOnlyError(f"{self._rootdir or 'ctable'}: opened in mode 'r'")
 
-    def _conform(self, values: Any) -> dict[str, Any]:
-        """Incoming rows as one converted array per column, all checked before any write."""
-        cols = normalise_rows(values, self.names)
-        out, lengths = {}, set()
-        for name, col in self._cols.items():
-            v = cols[name]
-            if isinstance(col, StringColumn):
-                v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
-            else:
-                v = np.asarray(v, dtype=col.dtype)
-                if v.shape == col.shape[1:]:
-                    v = v.reshape((1, *v.shape))
-                if v.shape[1:] != col.shape[1:]:
-                    raise ValueError(f"column {name!r}: rows of shape {v.shape[1:]}, expected "
-                                     f"{col.shape[1:]}")
-            out[name] = v
-            lengths.add(len(v))
-        if len(lengths) > 1:
-            raise ValueError(f"appended columns have different lengths: {sorted(lengths)}")
-        return out
-
     def append(self, rows: Any) -> None:
         """Append rows: a structured array or record, a list of columns (arrays or scalars),
         a dict of columns, a DataFrame, an Arrow table or another ctable."""
         self._writable()
-        cols = self._conform(rows)
+        cols = conform_rows(self, rows)
         n = len(next(iter(cols.values()))) if cols else 0
         if n == 0:
             return
@@ -761,7 +742,7 @@ class NestedColumn(ctable):
         if values is not None and not isinstance(values, np.ndarray):
             values = values[:]  # another nested column, or a carray of records
         if values is not None:
-            values = np.asarray(values)
+            values = np.asanyarray(values)  # masked fields become nullable columns
             if values.dtype.names is None:
                 raise TypeError(f"a nested column holds records, not {values.dtype}")
         super().__init__(values, **kwargs)

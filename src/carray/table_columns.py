@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
+from carray.errors import FormatError
 from carray.vlstring import StringColumn
 
 
@@ -98,13 +99,43 @@ def read_valid(col: Any, rows: Any) -> np.ndarray | None:
     """Booleans, True where column ``col`` holds a value, for ``rows`` (a range or an
     int array, as :func:`read_any` takes); None when the column cannot hold missing
     values.  Where this says False, what :func:`read_any` returns is a filler (0, '',
-    NaT) that means nothing."""
-    return None
+    NaT) that means nothing.
+
+    A column that can hold missing values answers itself: its ``valid(rows)`` method
+    (:class:`carray.table_nullable.NullableColumn`, and categorical columns)."""
+    valid = getattr(col, "valid", None)
+    return None if valid is None else np.asarray(valid(rows), dtype=bool)
 
 
 def null_count(col: Any) -> int:
-    """How many rows of ``col`` are missing."""
-    return 0
+    """How many rows of ``col`` are missing (its ``null_count()``, else 0)."""
+    count = getattr(col, "null_count", None)
+    return 0 if count is None else int(count())
+
+
+#: Column classes of the kinds a version records beyond array, string and nested
+#: (``kind -> class``), registered by the modules that define them.
+_KINDS: dict[str, Any] = {}
+
+
+def register_kind(kind: str, cls: Any) -> None:
+    """Make ``cls`` the column class of stored columns of ``kind`` (opened with
+    ``cls(_storage=..., rootdir=..., mode=...)``; created with values first)."""
+    _KINDS[kind] = cls
+
+
+def column_class(kind: str, where: str | None = None) -> Any:
+    """The column class registered for ``kind``.
+
+    Raises
+    ------
+    FormatError
+        No class is registered for ``kind`` (a table written by a newer carray).
+    """
+    try:
+        return _KINDS[kind]
+    except KeyError:
+        raise FormatError(f"a column is of unknown kind {kind!r}", where) from None
 
 
 def categories_of(col: Any) -> np.ndarray | None:

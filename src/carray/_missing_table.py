@@ -1,0 +1,86 @@
+"""Tables with missing values: rows to write checked against the columns, and columns
+that gain their validity (see :mod:`carray.table_missing`).
+
+Rule: a column is made nullable when it is created from values with missing entries
+(or with ``t.make_nullable(name)``); a column without validity that is appended rows
+with missing entries gains it first, as one version of its own (its values are
+copied once into the new column, which then lives in a directory of its own).
+Setting a missing value (``t['x'][i] = None``) needs a nullable column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from carray.errors import UnsupportedDTypeError
+from carray.table_columns import null_count, read_any
+from carray.table_missing import WithValidity, has_missing
+from carray.tables_interop import normalise_rows
+from carray.vlstring import StringColumn
+
+
+def conform_rows(t: Any, values: Any) -> dict[str, Any]:
+    """Rows to append to table ``t`` as one converted array per column, all checked before
+    any write; a column without validity that gets missing values gains it first."""
+    cols = normalise_rows(values, t.names)
+    for name, v in cols.items():
+        if not hasattr(t.cols[name], "valid") and has_missing(v):
+            t.make_nullable(name)
+    out, lengths = {}, set()
+    for name, col in t.column_dict().items():
+        v = cols[name]
+        nullable = hasattr(col, "valid")
+        if nullable and not isinstance(v, WithValidity) and np.ndim(v) == 0:
+            v = [v]  # one row: None and np.ma.masked included
+        if nullable and (isinstance(v, np.ma.MaskedArray) or has_missing(v)):
+            pass  # the column splits values from validity
+        elif isinstance(col, StringColumn) or col.dtype == np.dtype(object):
+            v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
+        else:
+            v = np.asarray(v, dtype=col.dtype)
+            if v.shape == col.shape[1:]:
+                v = v.reshape((1, *v.shape))
+            if v.shape[1:] != col.shape[1:]:
+                raise ValueError(f"column {name!r}: rows of shape {v.shape[1:]}, expected "
+                                 f"{col.shape[1:]}")
+        out[name] = v
+        lengths.add(len(v))
+    if len(lengths) > 1:
+        raise ValueError(f"appended columns have different lengths: {sorted(lengths)}")
+    return out
+
+
+class MissingTable:
+    """Missing values of a table's columns; mixed into :class:`carray.table.ctable`."""
+
+    def make_nullable(self, name: str) -> None:
+        """Give column ``name`` a validity column (all its rows present), as one
+        version; nothing happens to a column that has one."""
+        t: Any = self
+        t._writable()
+        col = t.column_dict()[name]
+        if hasattr(col, "valid"):
+            return
+        if t._format == "bcolz":
+            raise UnsupportedDTypeError(f"{t.rootdir}: column {name!r} of a bcolz 1.x table "
+                                        "cannot hold missing values")
+        t._commit_pending()
+        values = WithValidity(read_any(col, range(len(t))), np.ones(len(t), dtype=bool))
+        with t._storage.batch():
+            items = list(t.column_dict().items())
+            pos = [n for n, _ in items].index(name)
+            t.column_dict().pop(name)
+            if t.rootdir is not None:
+                # The old directory stays for the versions that read it; the new column
+                # takes a directory of its own.
+                t._storage.column_dropped(t, name, col, True)
+            items[pos] = (name, t._new_column(name, values))
+            t._adopt(dict(items), len(t))
+            if t.rootdir is not None:
+                t._storage.columns_changed(t)
+
+    def null_counts(self) -> dict[str, int]:
+        """Missing rows per column."""
+        return {n: null_count(c) for n, c in self.cols.items()}  # type: ignore[attr-defined]
