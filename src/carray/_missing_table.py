@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from carray.errors import UnsupportedDTypeError
-from carray.table_columns import null_count, read_any
+from carray.table_columns import null_count, read_any, read_valid
 from carray.table_missing import WithValidity, has_missing
 from carray.tables_interop import normalise_rows
 from carray.vlstring import StringColumn
@@ -50,6 +50,19 @@ def conform_rows(t: Any, values: Any) -> dict[str, Any]:
     if len(lengths) > 1:
         raise ValueError(f"appended columns have different lengths: {sorted(lengths)}")
     return out
+
+
+def masked_rows(cols: dict[str, Any], names: list[str], rows: Any, out: np.ndarray) -> Any:
+    """Rows ``out`` (a structured array of ``rows`` of columns ``names``) as a masked
+    array when any of those columns can hold missing values, else as they are."""
+    valid = {n: read_valid(cols[n], rows) for n in names}
+    if all(v is None for v in valid.values()):
+        return out
+    mask = np.zeros(len(out), dtype=[(n, bool) for n in names])
+    for n, v in valid.items():
+        if v is not None:
+            mask[n] = ~v
+    return np.ma.MaskedArray(out, mask=mask)
 
 
 class MissingTable:

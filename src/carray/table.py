@@ -24,7 +24,7 @@ import numpy as np
 
 from carray import _table_refresh as refresh
 from carray import table_query, table_rows
-from carray._missing_table import MissingTable, conform_rows
+from carray._missing_table import MissingTable, conform_rows, masked_rows
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
 from carray.array import carray
@@ -446,11 +446,12 @@ class ctable(TableBase, TableConversions, PortableTable, MissingTable):  # noqa:
             out = np.empty(1, dtype=dtype)
             for n in names:
                 out[n][0] = read_any(self._cols[n], range(sel.rows, sel.rows + 1))[0]
-            return out[0]
+            return masked_rows(self._cols, names, range(sel.rows, sel.rows + 1), out)[0]
         nrows = len(sel.rows)
         out = np.empty(nrows, dtype=dtype)
         for n in names:
             out[n] = read_any(self._cols[n], sel.rows)
+        out = masked_rows(self._cols, names, sel.rows, out)  # a masked array, if missing
         return out if sel.post is None else out[sel.post]
 
     def __getitem__(self, key: Any) -> Any:

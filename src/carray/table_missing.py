@@ -163,8 +163,9 @@ def from_arrow(arr: Any) -> Any:
         return WithValidity(pc.fill_null(arr.cast(pa.large_string()), ""), valid)
     if pa.types.is_null(arr.type):
         return WithValidity(np.zeros(len(arr)), valid)
-    dtype = arr.type.to_pandas_dtype()
-    fill = pa.scalar(filler(np.dtype(dtype)) if np.dtype(dtype).kind not in "mM" else 0)
+    if pa.types.is_temporal(arr.type):  # NaT where null: a filler of their own
+        return WithValidity(arr.to_numpy(zero_copy_only=False), valid)
+    fill = pa.scalar(False if pa.types.is_boolean(arr.type) else 0)
     filled = pc.fill_null(arr, fill.cast(arr.type))
     return WithValidity(filled.to_numpy(zero_copy_only=False), valid)
 

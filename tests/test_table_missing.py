@@ -1,0 +1,305 @@
+"""Missing values in tables: every column type, in memory and on disk, through changes,
+versions and reopens; pandas, Arrow, Parquet, duckdb and polars agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import carray as ca
+from carray.errors import UnsupportedDTypeError
+from carray.table_columns import null_count, read_any, read_valid
+from carray.table_nullable import NullableColumn
+
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+
+
+@pytest.fixture(params=["memory", "disk"])
+def where(request, tmp_path):
+    return {} if request.param == "memory" else {"rootdir": str(tmp_path / "t")}
+
+
+def _reopen(t, where, mode="a"):
+    if not where:
+        return t
+    t.close()
+    return ca.ctable(rootdir=where["rootdir"], mode=mode)
+
+
+def _columns():
+    """One column of each type, rows 1 and 4 missing (nested: a field's rows)."""
+    rec = np.ma.masked_array(np.array([(i, i / 2) for i in range(6)],
+                                      dtype=[("p", "i4"), ("q", "f8")]))
+    rec["q"][[1, 4]] = np.ma.masked
+    missing = [0, 1, 0, 0, 1, 0]
+    return {
+        "i": np.ma.masked_array(np.arange(6, dtype=np.int64), mask=missing),
+        "f": np.ma.masked_array(np.arange(6) * 1.5, mask=missing),
+        "b": np.ma.masked_array(np.arange(6) % 2 == 0, mask=missing),
+        "s": np.array(["a", None, "cc", "", None, "ffff"], dtype=object),
+        "d": np.ma.masked_array(np.arange(6).astype("M8[D]"), mask=missing),
+        "n": rec,
+    }
+
+
+def test_every_column_type_holds_missing_values(where):
+    t = ca.ctable(_columns(), **where)
+    t = _reopen(t, where, mode="r")
+    for name in ("i", "f", "b", "s", "d"):
+        col = t.cols[name]
+        assert isinstance(col, NullableColumn), name
+        assert null_count(col) == 2 and col.isnull().tolist() == [0, 1, 0, 0, 1, 0]
+        assert read_valid(col, range(6)).tolist() == [1, 0, 1, 1, 0, 1]
+        assert read_valid(col, np.array([4, 0])).tolist() == [False, True]
+        got = t[name][:]
+        assert isinstance(got, np.ma.MaskedArray) and got.mask.tolist() == [0, 1, 0, 0, 1, 0]
+        assert t[name][1] is np.ma.masked and t[name][0] is not np.ma.masked
+    assert t["s"][:].compressed().tolist() == ["a", "cc", "", "ffff"]
+    assert t["i"][2] == 2 and t["f"][:].sum() == (0 + 2 + 3 + 5) * 1.5
+    assert t["d"][:].compressed().tolist() == np.array([0, 2, 3, 5], "M8[D]").tolist()
+    nested = t.cols["n"]
+    assert null_count(nested.cols["q"]) == 2 and null_count(nested.cols["p"]) == 0
+    assert read_valid(t.cols["i"].data, range(6)) is None  # a plain column: cannot be missing
+    # Whole rows are masked arrays too.
+    rows = t[:]
+    assert isinstance(rows, np.ma.MaskedArray) and rows.mask["f"].tolist() == [0, 1, 0, 0, 1, 0]
+    assert rows.mask["s"][4] and not rows.mask["s"][3]
+    assert t[1]["f"] is np.ma.masked and t[2]["f"] == 3.0
+
+
+def test_reductions_skip_missing_as_pandas_does(where):
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=1000)
+    values[rng.random(1000) < 0.3] = np.nan
+    s = pd.Series(values)
+    t = ca.ctable.fromdataframe(pd.DataFrame({"x": s}), **where)
+    col = t["x"]
+    assert col.null_count() == s.isna().sum() and col.count() == s.count()
+    assert np.isclose(col.sum(), s.sum()) and np.isclose(col.mean(), s.mean())
+    assert np.isclose(col.std(ddof=1), s.std()) and np.isclose(col.var(ddof=1), s.var())
+    assert col.min() == s.min() and col.max() == s.max()
+    empty = ca.ctable({"x": np.ma.masked_all(3, dtype=float)})["x"]
+    assert empty.sum() == 0 and np.isnan(empty.mean()) and empty.min() is np.ma.masked
+
+
+def test_append_setitem_resize_and_versions(tmp_path):
+    root = str(tmp_path / "t")
+    t = ca.ctable({"a": np.arange(4), "x": np.ma.masked_array([1.0, 2, 3, 4], mask=[0, 1, 0, 0]),
+                   "s": np.array(["p", "q", None, "r"], dtype=object)}, rootdir=root)
+    t.snapshot("v0")
+    t.append((4, None, "z"))
+    t.append({"a": [5, 6], "x": np.ma.masked_array([5.0, 6], mask=[1, 0]), "s": [None, "w"]})
+    t.append([[7], [7.0], ["v"]])
+    assert t["x"][:].mask.tolist() == [0, 1, 0, 0, 1, 1, 0, 0]
+    assert t["s"][:].mask.tolist() == [0, 0, 1, 0, 0, 1, 0, 0]
+    t["x"][0] = None
+    t["x"][1] = 20.0  # present again
+    t["s"][2] = "filled"
+    t["x"][6:8] = np.ma.masked_array([60.0, 70.0], mask=[0, 1])
+    t.flush()
+    t.snapshot("v1")
+    assert t["x"][:].mask.tolist() == [1, 0, 0, 0, 1, 1, 0, 1]
+    assert t["x"][1] == 20.0 and t["s"][2] == "filled"
+    t.resize(10)  # grown rows are missing
+    assert t["x"][:].mask.tolist()[-2:] == [True, True] and t["s"][9] is np.ma.masked
+    t.resize(3)
+    assert len(t["x"]) == 3 and t["x"][:].mask.tolist() == [1, 0, 0]
+    t.close()
+    old = ca.open(root, tag="v1")
+    assert old["x"][:].mask.tolist() == [1, 0, 0, 0, 1, 1, 0, 1] and len(old) == 8
+    older = ca.open(root, tag="v0")
+    assert older["x"][:].mask.tolist() == [0, 1, 0, 0] and older["s"][2] is np.ma.masked
+    now = ca.open(root, mode="r")
+    assert len(now) == 3 and now["x"][:].mask.tolist() == [1, 0, 0]
+
+
+def test_a_column_gains_validity_on_its_first_missing_value(where):
+    t = ca.ctable({"a": np.arange(3), "s": np.array(["x", "y", "z"], dtype=object)}, **where)
+    assert read_valid(t.cols["a"], range(3)) is None
+    t.append((3, None))
+    t.append({"a": np.ma.masked_array([4], mask=[1]), "s": ["w"]})
+    assert isinstance(t.cols["a"], NullableColumn) and isinstance(t.cols["s"], NullableColumn)
+    assert t.names == ["a", "s"]
+    assert t["a"][:].mask.tolist() == [0, 0, 0, 0, 1] and t["s"][3] is np.ma.masked
+    assert t["a"][:4].tolist() == [0, 1, 2, 3]
+    t = _reopen(t, where, mode="r")
+    assert t.null_counts() == {"a": 1, "s": 1}
+    t2 = ca.ctable({"a": np.arange(3)}, **({} if not where else
+                                          {"rootdir": where["rootdir"] + "2"}))
+    t2.make_nullable("a")
+    t2["a"][1] = None
+    assert t2["a"][:].mask.tolist() == [0, 1, 0]
+
+
+def test_a_failed_write_leaves_the_old_state(tmp_path, monkeypatch):
+    root = str(tmp_path / "t")
+    t = ca.ctable({"a": np.arange(3), "x": np.ma.masked_array([1.0, 2, 3], mask=[0, 1, 0])},
+                  rootdir=root)
+    real = ca.carray.append
+
+    def broken(self, values):
+        if np.asarray(values).dtype == np.bool_:  # the validity: after the values
+            raise OSError("disk full")
+        return real(self, values)
+
+    monkeypatch.setattr(ca.carray, "append", broken)
+    with pytest.raises(OSError, match="disk full"):
+        t.append((3, None))
+    monkeypatch.undo()
+    assert len(t) == 3 and len(t["x"]) == 3 and t["x"][:].mask.tolist() == [0, 1, 0]
+    t.close()
+    back = ca.open(root, mode="r")
+    assert len(back) == 3 and back["x"][:].mask.tolist() == [0, 1, 0]
+    assert back["x"][:].filled(-1).tolist() == [1.0, -1, 3.0]
+
+
+def test_copy_keeps_missing_values(where, tmp_path):
+    t = ca.ctable(_columns(), **where)
+    c = ca.ctable(t, rootdir=str(tmp_path / "copy"))
+    for name in ("i", "s", "d"):
+        assert c[name][:].mask.tolist() == t[name][:].mask.tolist()
+
+
+def test_bcolz_tables_refuse_missing_values(tmp_path):
+    root = str(tmp_path / "b")
+    with pytest.raises(UnsupportedDTypeError, match="bcolz 1.x"):
+        ca.ctable({"x": np.ma.masked_array([1.0, 2], mask=[0, 1])}, rootdir=root, mode="w",
+                  format="bcolz")
+    t = ca.ctable({"x": np.arange(3.0)}, rootdir=str(tmp_path / "b2"), format="bcolz")
+    with pytest.raises(UnsupportedDTypeError, match="bcolz 1.x"):
+        t.append([[None]])
+    assert len(t) == 3
+
+
+# -- pandas, Arrow, Parquet, duckdb, polars ----------------------------------------------------
+
+
+def _frame():
+    return pd.DataFrame({
+        "i": pd.array([1, None, 3, 4], dtype="Int64"),
+        "f": [1.5, np.nan, 70.0, np.nan],
+        "F": pd.array([0.5, None, 2.0, 3.0], dtype="Float64"),
+        "b": pd.array([True, None, False, True], dtype="boolean"),
+        "s": ["a", None, "c", "dd"],
+        "o": pd.Series(["a", None, "c", None], dtype=object),
+        "t": pd.to_datetime(["2020-01-01", None, "2021-06-01", "2022-01-01"]),
+        "full": [1, 2, 3, 4],
+    })
+
+
+def test_pandas_missing_values_round_trip(where):
+    df = _frame()
+    t = ca.ctable.fromdataframe(df, **where)
+    t = _reopen(t, where, mode="r")
+    assert t.null_counts() == df.isna().sum().to_dict()
+    assert read_valid(t.cols["full"], range(4)) is None  # nothing missing: no validity
+    out = t.todataframe()
+    assert out.isna().equals(df.isna())
+    assert str(out["i"].dtype) == "Int64" and str(out["b"].dtype) == "boolean"
+    assert out["f"].dtype == np.float64 and out["t"].dtype.kind == "M"
+    for name in df.columns:
+        assert out[name].dropna().tolist() == df[name].dropna().tolist(), name
+
+
+def test_arrow_nulls_of_every_type_round_trip(where):
+    table = pa.table({
+        "i8": pa.array([1, None, 3], pa.int8()), "u64": pa.array([None, 2, 3], pa.uint64()),
+        "f": pa.array([1.0, None, 2.0]), "b": pa.array([None, True, False]),
+        "s": pa.array(["x", None, "zz"]), "ls": pa.array([None, "y", "z"], pa.large_string()),
+        "ts": pa.array([0, None, 2], pa.timestamp("ms")), "d": pa.array([1, 2, None], pa.date32()),
+        "dict": pa.array(["u", None, "u"]).dictionary_encode(),
+    })
+    t = ca.ctable.from_arrow(table, **where)
+    t = _reopen(t, where, mode="r")
+    back = t.to_arrow()
+    for name in table.column_names:
+        assert back.column(name).null_count == table.column(name).null_count, name
+        expected = table.column(name)
+        if pa.types.is_dictionary(expected.type):
+            expected = expected.cast(pa.string())
+        assert back.column(name).to_pylist() == expected.to_pylist(), name
+    assert pa.table(t).equals(back)  # the C stream, a batch at a time
+
+
+def test_parquet_round_trip_with_nulls(tmp_path, monkeypatch):
+    from carray.convert import convert
+
+    monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 3)  # several row groups
+    # The first row group has no nulls in 'x': the column gains validity on a later one.
+    arrow = pa.table({"x": pa.array([1, 2, 3, None, 5, 6, 7]),
+                      "s": pa.array(["a", None, "c", "d", "e", None, "g"])})
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(arrow, tmp_path / "in.parquet", row_group_size=3)
+    convert(tmp_path / "in.parquet", tmp_path / "t.ctable")
+    t = ca.open(tmp_path / "t.ctable", mode="r")
+    assert t["x"][:].mask.tolist() == [0, 0, 0, 1, 0, 0, 0]
+    convert(tmp_path / "t.ctable", tmp_path / "out.parquet")
+    assert pq.read_table(tmp_path / "out.parquet").equals(arrow.cast(pa.schema(
+        [("x", pa.int64()), ("s", pa.large_string())])))
+
+
+def test_duckdb_counts_what_pandas_counts():
+    duckdb = pytest.importorskip("duckdb")
+    rng = np.random.default_rng(26)
+    delay = rng.normal(10, 40, 5000)
+    delay[rng.random(5000) < 0.1] = np.nan
+    df = pd.DataFrame({"dep_delay": delay, "carrier": rng.choice(["UA", "AA"], 5000)})
+    t = ca.ctable.fromdataframe(df)
+    expected = int((df["dep_delay"] > 60).sum())
+    got = duckdb.sql("select count(*) from t where dep_delay > 60").fetchall()[0][0]
+    assert got == expected == len(t.fetchwhere("dep_delay > 60"))
+    nulls = duckdb.sql("select count(*) from t where dep_delay is null").fetchall()[0][0]
+    assert nulls == int(df["dep_delay"].isna().sum())
+
+
+# -- queries: three-valued logic --------------------------------------------------------------
+
+
+def test_queries_follow_three_valued_logic(where):
+    t = ca.ctable({"a": np.arange(6),
+                   "x": np.ma.masked_array([1.0, 5, 3, 7, 2, 9], mask=[0, 1, 0, 0, 1, 0]),
+                   "s": np.array(["p", None, "q", None, "p", "r"], dtype=object)}, **where)
+
+    def rows(expr):
+        return t.fetchwhere(expr)["a"].tolist()
+
+    assert rows("x > 2") == [2, 3, 5]
+    assert rows("~(x > 2)") == [0]  # not unknown is unknown
+    assert rows("(x > 2) | (a == 1)") == [1, 2, 3, 5]  # unknown or True is True
+    assert rows("(x > 2) & (a < 3)") == [2]
+    assert rows("isnull(x)") == [1, 4] and rows("notna(x)") == [0, 2, 3, 5]
+    assert rows("s == 'p'") == [0, 4] and rows("s != 'p'") == [2, 5]
+    assert rows("isna(s) | (x > 8)") == [1, 3, 5]
+    assert rows("x + a > 5") == [3, 5]  # arithmetic with a missing operand is unknown
+    assert [r.a for r in t.where("x < 4")] == [0, 2]
+    assert [b["a"].tolist() for b in t.whereblocks("x < 4")] == [[0, 2]]
+    doubled = t.eval("x * 2", out_flavor="numpy")
+    assert doubled.mask.tolist() == [0, 1, 0, 0, 1, 0] and doubled[3] == 14
+    assert rows("(a > 3) | isnull(s)") == [1, 3, 4, 5]
+
+
+def test_a_filter_over_nulls_equals_polars():
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(5)
+    n = 3000
+    x = rng.normal(size=n)
+    y = rng.integers(0, 10, n).astype(float)
+    df = pd.DataFrame({"x": x, "y": y, "k": np.arange(n)})
+    df.loc[rng.random(n) < 0.2, "x"] = np.nan
+    df.loc[rng.random(n) < 0.2, "y"] = np.nan
+    t = ca.ctable.fromdataframe(df)
+    lf = pl.from_arrow(t.to_arrow())
+    mine = t.fetchwhere("((x > 0) | (y < 3)) & ~(y == 5)")["k"].tolist()
+    theirs = lf.filter(((pl.col("x") > 0) | (pl.col("y") < 3)) & ~(pl.col("y") == 5))
+    assert mine == theirs["k"].to_list()
+    assert t["x"].sum() == pytest.approx(lf["x"].sum())
+    assert t["y"].mean() == pytest.approx(lf["y"].mean())
+    assert t["x"].std(ddof=1) == pytest.approx(lf["x"].std())
+    assert t["x"].count() == lf["x"].count()
+
+
+def test_read_any_gives_fillers():
+    t = ca.ctable({"x": np.ma.masked_array([1, 2, 3], mask=[0, 1, 0])})
+    assert read_any(t.cols["x"], range(3)).tolist() == [1, 0, 3]
+    assert read_any(t.cols["x"], np.array([2, 1])).tolist() == [3, 0]
