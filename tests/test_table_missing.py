@@ -303,3 +303,32 @@ def test_read_any_gives_fillers():
     t = ca.ctable({"x": np.ma.masked_array([1, 2, 3], mask=[0, 1, 0])})
     assert read_any(t.cols["x"], range(3)).tolist() == [1, 0, 3]
     assert read_any(t.cols["x"], np.array([2, 1])).tolist() == [3, 0]
+
+
+def test_query_results_keep_missing_values(where):
+    t = ca.ctable({"a": np.arange(6),
+                   "x": np.ma.masked_array([1.0, 5, 3, 7, 2, 9], mask=[0, 1, 0, 0, 1, 0]),
+                   "s": np.array(["p", None, "q", None, "p", "r"], dtype=object)}, **where)
+    out = t.fetchwhere("a >= 1")
+    assert isinstance(out, np.ma.MaskedArray)
+    assert out.mask["x"].tolist() == [1, 0, 0, 1, 0] and out.mask["s"].tolist() == [1, 0, 1, 0, 0]
+    assert [tuple(r) for r in t.where("a > 2")] == [(3, 7.0, None), (4, None, "p"),
+                                                      (5, 9.0, "r")]
+    blocks = list(t.whereblocks("a >= 0", blen=4))
+    assert [b.mask["x"].tolist() for b in blocks] == [[0, 1, 0, 0], [1, 0]]
+    sub = t.fetchwhere("a > 0", out_flavor="ctable")
+    assert sub.null_counts() == {"a": 0, "x": 2, "s": 2}
+    assert t.fetchwhere("a > 10").shape == (0,)
+
+
+def test_verify_a_table_with_missing_values(tmp_path):
+    from carray.problems import Problem
+    from carray.registry import verify
+
+    root = str(tmp_path / "t")
+    t = ca.ctable({"a": np.arange(3), "s": np.array(["a", None, "c"], dtype=object)},
+                  rootdir=root)
+    t.append((None, "d"))  # 'a' gains validity
+    t.close()
+    findings = list(verify(root))
+    assert findings and not [f for f in findings if isinstance(f, Problem)]
