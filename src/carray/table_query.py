@@ -78,8 +78,9 @@ def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
             else:
                 block[n] = take(t, n, sel, count, lo, hi, buffers)
         for n in nullable:
-            valid = select_rows(read_valid(t.cols[n], range(lo, hi)), sel)
-            block[n] = np.ma.MaskedArray(block[n], mask=~valid)
+            valid = read_valid(t.cols[n], range(lo, hi))
+            assert valid is not None  # the column can hold missing values
+            block[n] = np.ma.MaskedArray(block[n], mask=~select_rows(valid, sel))
         yield block
         taken += count
         if limit is not None and taken >= limit:
