@@ -332,3 +332,19 @@ def test_verify_a_table_with_missing_values(tmp_path):
     t.close()
     findings = list(verify(root))
     assert findings and not [f for f in findings if isinstance(f, Problem)]
+
+
+def test_copies_iteration_and_pickles_keep_missing_values(where, tmp_path):
+    import pickle
+
+    t = ca.ctable({"a": np.arange(4), "x": np.ma.masked_array([1.0, 2, 3, 4], mask=[0, 1, 0, 0]),
+                   "s": np.array(["a", None, "c", "d"], dtype=object)}, **where)
+    assert [tuple(r) for r in t] == [(0, 1.0, "a"), (1, None, None), (2, 3.0, "c"),
+                                     (3, 4.0, "d")]
+    # (A stored table pickles as its reopening: in memory, as its columns.)
+    pickled = [pickle.loads(pickle.dumps(t))] if not where else []
+    for other in (t.copy(), t.copy(rootdir=str(tmp_path / "c")), *pickled):
+        assert other.null_counts() == {"a": 0, "x": 1, "s": 1}
+        assert other[:].mask.tolist() == t[:].mask.tolist()
+    assert ca.eval("x * 2", user_dict={"x": t.cols["x"]}, out_flavor="numpy").mask.tolist() \
+        == [False, True, False, False]

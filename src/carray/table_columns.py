@@ -68,9 +68,19 @@ def clip_column(col: Any, length: int) -> None:
 
 
 def empty_like(col: Any) -> Any:
+    """No rows of a column like ``col`` (masked: a column like it holds missing values)."""
     if isinstance(col, StringColumn):
         return np.empty(0, dtype=object)
-    return np.empty((0, *col.shape[1:]), dtype=col.dtype)
+    empty = np.empty((0, *col.shape[1:]), dtype=col.dtype)
+    return np.ma.MaskedArray(empty) if read_valid(col, range(0)) is not None else empty
+
+
+def read_masked(col: Any, rows: Any) -> np.ndarray:
+    """:func:`read_any`, as a masked array where ``col`` holds missing values (masked
+    where :func:`read_valid` says False)."""
+    values = read_any(col, rows)
+    valid = read_valid(col, rows)
+    return values if valid is None else np.ma.MaskedArray(values, mask=~valid)
 
 
 def as_rows(rows: Any, names: list[str], out_flavor: Any) -> Iterator[Any]:

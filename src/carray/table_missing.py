@@ -97,8 +97,6 @@ def split_missing(values: Any, dtype: np.dtype | None = None) -> tuple[Any, np.n
         if mask.ndim > 1:  # a row of a multi-dimensional column is missing as a whole
             mask = np.asarray(mask.reshape(len(mask), -1).all(axis=1), dtype=bool)
         data = np.array(np.ma.getdata(values), dtype=dtype)
-        if dtype is None and data.dtype == np.dtype(object):
-            return _from_objects(list(data), ~mask, None)
         data[mask] = filler(data.dtype)
         return data, ~mask
     if isinstance(values, list) or (isinstance(values, np.ndarray)
