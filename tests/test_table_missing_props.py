@@ -13,7 +13,7 @@ import carray as ca
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
 
-FAST = settings(max_examples=40, deadline=None,
+FAST = settings(max_examples=30, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 _values = st.lists(st.one_of(st.none(), st.integers(-5, 5)), min_size=1, max_size=40)
