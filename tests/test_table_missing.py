@@ -348,3 +348,15 @@ def test_copies_iteration_and_pickles_keep_missing_values(where, tmp_path):
         assert other[:].mask.tolist() == t[:].mask.tolist()
     assert ca.eval("x * 2", user_dict={"x": t.cols["x"]}, out_flavor="numpy").mask.tolist() \
         == [False, True, False, False]
+
+
+def test_rows_set_with_missing_values(where):
+    t = ca.ctable({"a": np.arange(4), "x": np.ma.masked_array([1.0, 2, 3, 4], mask=[0, 1, 0, 0]),
+                   "s": np.array(["a", None, "c", "d"], dtype=object)}, **where)
+    t[2] = (7, None, None)
+    t[1] = (5, 5.5, "z")  # present again
+    t[0:2] = (None, 3.0, "k")  # 'a' gains validity
+    t[[3]] = np.ma.masked_array(np.array([(9, 9.0, "w")], dtype=t.dtype), mask=[(0, 1, 0)])
+    t = _reopen(t, where, mode="r")
+    assert [tuple(r) for r in t] == [(None, 3.0, "k"), (None, 3.0, "k"), (7, None, None),
+                                     (9, None, "w")]

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from carray.errors import UnsupportedDTypeError
-from carray.table_columns import null_count, read_any, read_valid
-from carray.table_missing import WithValidity, has_missing
+from carray.table_columns import field_dtype, null_count, read_any, read_valid
+from carray.table_missing import WithValidity, filler, has_missing
 from carray.tables_interop import normalise_rows
 from carray.vlstring import StringColumn
 
@@ -50,6 +50,28 @@ def conform_rows(t: Any, values: Any) -> dict[str, Any]:
     if len(lengths) > 1:
         raise ValueError(f"appended columns have different lengths: {sorted(lengths)}")
     return out
+
+
+def conform_record(t: Any, value: Any) -> Any:
+    """A row to set (a tuple) with None or ``np.ma.masked`` among its values as a masked
+    record of table ``t``'s row dtype; the columns it leaves missing gain validity first.
+    Any other value as it is."""
+    if not isinstance(value, tuple) or not any(_is_missing(v) for v in value):
+        return value
+    if len(value) != len(t.names):
+        raise ValueError(f"a row has {len(value)} values, the table {len(t.names)} columns")
+    mask = tuple(_is_missing(v) for v in value)
+    for name, missing in zip(t.names, mask, strict=True):
+        if missing:
+            t.make_nullable(name)
+    filled = tuple(filler(np.dtype(field_dtype(t.cols[n]) if not isinstance(
+        field_dtype(t.cols[n]), tuple) else field_dtype(t.cols[n])[0])) if m else v
+        for n, v, m in zip(t.names, value, mask, strict=True))
+    return np.ma.MaskedArray(np.array([filled], dtype=t.dtype), mask=[mask])[0]
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or v is np.ma.masked
 
 
 def masked_rows(cols: dict[str, Any], names: list[str], rows: Any, out: np.ndarray) -> Any:

@@ -24,7 +24,7 @@ import numpy as np
 
 from carray import _table_refresh as refresh
 from carray import table_query, table_rows
-from carray._missing_table import MissingTable, conform_rows, masked_rows
+from carray._missing_table import MissingTable, conform_record, conform_rows, masked_rows
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
 from carray.array import carray
@@ -598,10 +598,11 @@ class ctable(TableBase, TableConversions, PortableTable, MissingTable):  # noqa:
             key = self.eval(key, out_flavor="numpy")
         if isinstance(key, carray):
             key = key[:]
+        value = conform_record(self, value)  # a row with None: a masked record
         if isinstance(value, tuple) or (isinstance(value, np.void) and value.dtype.names):
             value = np.array(value if isinstance(value, np.void) else [value],
                              dtype=self.dtype)[0] if isinstance(value, tuple) else value
-        arr = np.asarray(value)
+        arr = np.asanyarray(value)  # masked rows: missing values
         if arr.dtype.names is None:
             arr = np.asarray(value, dtype=self.dtype)
         with self._storage.guard(self):

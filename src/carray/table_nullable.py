@@ -189,6 +189,9 @@ class NullableColumn(ctable):
     def __setitem__(self, key: Any, value: Any) -> None:
         """Set rows ``key``: ``None`` or ``np.ma.masked`` makes them missing; masked
         arrays and lists with None set values and validity together."""
+        if isinstance(value, np.ndarray) and value.ndim == 0 and \
+                not isinstance(value, np.ma.MaskedArray):
+            value = value[()]  # one field of a row
         if value is None or value is np.ma.masked:
             self.validity[key] = False
             return
