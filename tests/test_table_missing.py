@@ -360,3 +360,17 @@ def test_rows_set_with_missing_values(where):
     t = _reopen(t, where, mode="r")
     assert [tuple(r) for r in t] == [(None, 3.0, "k"), (None, 3.0, "k"), (7, None, None),
                                      (9, None, "w")]
+
+
+def test_queries_over_missing_values_on_worker_threads(monkeypatch):
+    monkeypatch.setattr("carray.query._GROUP_BYTES", 1 << 14)  # many groups: threaded
+    rng = np.random.default_rng(9)
+    n = 40_000
+    x = np.ma.masked_array(rng.random(n), mask=rng.random(n) < 0.3)
+    t = ca.ctable({"k": np.arange(n), "x": x, "y": rng.random(n)}, chunklen=1000)
+    assert t.cols["x"].parallel_reads
+    # (numpy.ma masks 'missing | True'; Kleene's logic says True.)
+    expected = np.flatnonzero((x > 0.5).filled(False) | (t["y"][:] < 0.1))
+    assert t.fetchwhere("(x > 0.5) | (y < 0.1)")["k"].tolist() == expected.tolist()
+    doubled = t.eval("x * 2", out_flavor="numpy")
+    assert doubled.mask.tolist() == x.mask.tolist()

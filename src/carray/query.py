@@ -186,12 +186,14 @@ class BlockEvaluator:
         # one block costs about what decoding it does); buffer sets rotate, reused only
         # once the pipeline's window and the group the caller holds are past them.
         rowbytes = sum(c.dtype.itemsize * math.prod(c.shape[1:])
-                       for c in self.columns.values() if isinstance(c, carray))
+                       for c in self.columns.values()
+                       if isinstance(c, carray) or getattr(c, "parallel_reads", False))
         size = max(1, min(_GROUP_BYTES // max(rowbytes * self.blen, 1), len(todo)))
         groups = _runs(todo, size)
         window = 2 * _parallel.workers()
         slots: list[dict[str, np.ndarray]] = [{} for _ in range(min(window + 2, len(groups)))]
-        threaded = len(groups) > 1 and all(isinstance(c, (carray, np.ndarray))
+        threaded = len(groups) > 1 and all(isinstance(c, (carray, np.ndarray)) or
+                                           getattr(c, "parallel_reads", False)
                                            for c in self.columns.values())
 
         def bounds(b: int) -> tuple[int, int]:

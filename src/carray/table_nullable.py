@@ -126,6 +126,11 @@ class NullableColumn(ctable):
         return len(self.validity)
 
     @property
+    def parallel_reads(self) -> bool:
+        """Whether worker threads may read it at once (its values are a carray)."""
+        return isinstance(self.data, carray)
+
+    @property
     def chunklen(self) -> int:
         return int(self.data.chunklen)
 
