@@ -209,6 +209,8 @@ def test_arrow_nulls_of_every_type_round_trip(where):
         "s": pa.array(["x", None, "zz"]), "ls": pa.array([None, "y", "z"], pa.large_string()),
         "ts": pa.array([0, None, 2], pa.timestamp("ms")), "d": pa.array([1, 2, None], pa.date32()),
         "dict": pa.array(["u", None, "u"]).dictionary_encode(),
+        "list": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(6.0)), 2,
+                                                  mask=pa.array([False, True, False])),
     })
     t = ca.ctable.from_arrow(table, **where)
     t = _reopen(t, where, mode="r")

@@ -163,15 +163,31 @@ def from_arrow(arr: Any) -> Any:
         return WithValidity(np.zeros(len(arr)), valid)
     if pa.types.is_temporal(arr.type):  # NaT where null: a filler of their own
         return WithValidity(arr.to_numpy(zero_copy_only=False), valid)
-    fill = pa.scalar(False if pa.types.is_boolean(arr.type) else 0)
-    filled = pc.fill_null(arr, fill.cast(arr.type))
-    return WithValidity(filled.to_numpy(zero_copy_only=False), valid)
+    if pa.types.is_fixed_size_list(arr.type):  # rows of an N-d column
+        width = arr.type.list_size
+        child = arr.values[arr.offset * width:(arr.offset + len(arr)) * width]
+        flat = from_arrow(child).values if child.null_count else \
+            child.to_numpy(zero_copy_only=False)
+        return WithValidity(np.asarray(flat).reshape(len(arr), width), valid)
+    if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or \
+            pa.types.is_boolean(arr.type):
+        fill = pa.scalar(False if pa.types.is_boolean(arr.type) else 0)
+        filled = pc.fill_null(arr, fill.cast(arr.type))
+        return WithValidity(filled.to_numpy(zero_copy_only=False), valid)
+    values = arr.to_numpy(zero_copy_only=False)  # others: what numpy makes of them
+    if values.dtype == np.dtype(object):
+        values[~valid] = filler(values.dtype)
+    return WithValidity(values, valid)
 
 
 def to_arrow(values: np.ndarray, valid: np.ndarray, arrow_type: Any = None) -> Any:
     """Values and validity as an Arrow array with nulls."""
     import pyarrow as pa
 
+    if values.ndim > 1:  # rows of an N-d column: fixed-size lists
+        width = int(np.prod(values.shape[1:]))
+        return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), width,
+                                                 mask=pa.array(~valid))
     return pa.array(values, mask=~valid, type=arrow_type, from_pandas=False)
 
 

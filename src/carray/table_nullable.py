@@ -266,12 +266,16 @@ class NullableColumn(ctable):
 
         if isinstance(self.data, StringColumn):
             return pa.large_string()
-        return pa.from_numpy_dtype(self.dtype)
+        item = pa.from_numpy_dtype(self.dtype)
+        if self.ndim > 1:
+            return pa.list_(item, int(np.prod(self.shape[1:])))
+        return item
 
     def arrow_rows(self, start: int, stop: int) -> Any:
         """Rows ``[start, stop)`` as an Arrow array, missing rows as nulls."""
         rows = range(start, max(start, min(stop, len(self))))
-        return to_arrow(read_any(self.data, rows), self.valid(rows), self.arrow_type())
+        values = read_any(self.data, rows)
+        return to_arrow(values, self.valid(rows), self.arrow_type() if values.ndim == 1 else None)
 
     def to_arrow(self, columns: list[str] | None = None) -> Any:
         """The column as an Arrow array with nulls (``columns`` is not used: one column)."""
