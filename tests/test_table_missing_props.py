@@ -106,3 +106,24 @@ def test_pandas_and_arrow_round_trips(columns):
     back = ca.ctable.from_arrow(arrow).to_arrow()
     for name in df.columns:
         assert back.column(name).to_pylist() == arrow.column(name).to_pylist(), name
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_nullable_series, min_size=1, max_size=3))
+def test_parquet_round_trips(tmp_path_factory, columns):
+    from carray.convert import convert
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    n = min(len(c) for c in columns)
+    df = pd.DataFrame({f"c{i}": c[:n] for i, c in enumerate(columns)})
+    work = tmp_path_factory.mktemp("pq")
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), work / "in.parquet")
+    convert(work / "in.parquet", work / "t.ctable")
+    with ca.open(work / "t.ctable", mode="r") as t:
+        assert t.todataframe().isna().equals(df.isna())
+    convert(work / "t.ctable", work / "out.parquet")
+    back = pq.read_table(work / "out.parquet")
+    for name in df.columns:
+        assert back.column(name).to_pylist() == \
+            pa.Table.from_pandas(df, preserve_index=False).column(name).to_pylist(), name
