@@ -376,3 +376,13 @@ def test_queries_over_missing_values_on_worker_threads(monkeypatch):
     assert t.fetchwhere("(x > 0.5) | (y < 0.1)")["k"].tolist() == expected.tolist()
     doubled = t.eval("x * 2", out_flavor="numpy")
     assert doubled.mask.tolist() == x.mask.tolist()
+
+
+def test_dask_partitions_hold_missing_values():
+    pytest.importorskip("dask.dataframe")
+    t = ca.ctable({"a": np.arange(6),
+                   "x": np.ma.masked_array(np.arange(6.0), mask=[0, 1, 0, 0, 1, 0]),
+                   "i": np.ma.masked_array(np.arange(6), mask=[1, 0, 0, 0, 0, 0])})
+    d = t.to_dask(partition_rows=2)
+    assert d.count().compute().tolist() == [6, 4, 5]
+    assert d["x"].sum().compute() == 10.0
