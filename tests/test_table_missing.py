@@ -132,10 +132,9 @@ def test_a_column_gains_validity_on_its_first_missing_value(where):
     assert t2["a"][:].mask.tolist() == [0, 1, 0]
 
 
-def test_a_failed_write_leaves_the_old_state(tmp_path, monkeypatch):
-    root = str(tmp_path / "t")
+def test_a_failed_write_leaves_the_old_state(where, monkeypatch):
     t = ca.ctable({"a": np.arange(3), "x": np.ma.masked_array([1.0, 2, 3], mask=[0, 1, 0])},
-                  rootdir=root)
+                  **where)
     real = ca.carray.append
 
     def broken(self, values):
@@ -148,8 +147,8 @@ def test_a_failed_write_leaves_the_old_state(tmp_path, monkeypatch):
         t.append((3, None))
     monkeypatch.undo()
     assert len(t) == 3 and len(t["x"]) == 3 and t["x"][:].mask.tolist() == [0, 1, 0]
-    t.close()
-    back = ca.open(root, mode="r")
+    assert len(t.cols["x"].data) == 3 and len(t.cols["a"]) == 3
+    back = _reopen(t, where, mode="r")
     assert len(back) == 3 and back["x"][:].mask.tolist() == [0, 1, 0]
     assert back["x"][:].filled(-1).tolist() == [1.0, -1, 3.0]
 

@@ -186,9 +186,13 @@ class NullableColumn(ctable):
     def append(self, rows: Any) -> None:
         """Append values (masked, with None, or plain: all present)."""
         data, valid = split_missing(rows, self.dtype)
-        n = len(data)
+        n, before = len(data), len(self.data)
         self.data.append(data)
-        self.validity.append(np.ones(n, bool) if valid is None else valid)
+        try:
+            self.validity.append(np.ones(n, bool) if valid is None else valid)
+        except BaseException:
+            self.data.resize(before)  # the two stay the same length (in memory too)
+            raise
         self._set_length(len(self))
 
     def __setitem__(self, key: Any, value: Any) -> None:
