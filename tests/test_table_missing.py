@@ -385,3 +385,42 @@ def test_dask_partitions_hold_missing_values():
     d = t.to_dask(partition_rows=2)
     assert d.count().compute().tolist() == [6, 4, 5]
     assert d["x"].sum().compute() == 10.0
+
+
+class _AnswersForItself:
+    """A column that says itself what is missing (as categorical columns do)."""
+
+    def __init__(self, values, valid):
+        self._values, self._valid = np.asarray(values), np.asarray(valid, dtype=bool)
+        self.dtype, self.chunklen, self.ndim = self._values.dtype, 4, 1
+
+    def __len__(self):
+        return len(self._values)
+
+    @property
+    def shape(self):
+        return self._values.shape
+
+    def read_rows(self, rows, out=None):
+        return self._values[rows.start:rows.stop]
+
+    def take(self, rows):
+        return self._values[rows]
+
+    def valid(self, rows):
+        return self._valid[rows] if not isinstance(rows, range) else \
+            self._valid[rows.start:rows.stop]
+
+    def null_count(self):
+        return int((~self._valid).sum())
+
+
+def test_columns_answering_for_themselves_are_read_through_the_contract():
+    fake = _AnswersForItself([1, 2, 3, 4, 5], [1, 0, 1, 1, 0])
+    t = ca.ctable.over_columns({"k": ca.carray(np.arange(5)), "c": fake}, 5)
+    assert null_count(fake) == 2 and read_valid(fake, range(1, 3)).tolist() == [False, True]
+    assert t.null_counts() == {"k": 0, "c": 2}
+    assert t.fetchwhere("c > 1")["k"].tolist() == [2, 3]
+    assert t.fetchwhere("isnull(c) | (c == 1)")["k"].tolist() == [0, 1, 4]
+    t.make_nullable("c")  # it holds missing values already: nothing to do
+    assert t.cols["c"] is fake

@@ -72,7 +72,10 @@ def empty_like(col: Any) -> Any:
     if isinstance(col, StringColumn):
         return np.empty(0, dtype=object)
     empty = np.empty((0, *col.shape[1:]), dtype=col.dtype)
-    return np.ma.MaskedArray(empty) if read_valid(col, range(0)) is not None else empty
+    # (A categorical column answers for its own missing values: its copy is its own.)
+    nullable = getattr(col, "storage_kind", None) is not None and \
+        col.storage_kind() == "nullable"
+    return np.ma.MaskedArray(empty) if nullable else empty
 
 
 def read_masked(col: Any, rows: Any) -> np.ndarray:
