@@ -424,3 +424,17 @@ def test_columns_answering_for_themselves_are_read_through_the_contract():
     assert t.fetchwhere("isnull(c) | (c == 1)")["k"].tolist() == [0, 1, 4]
     t.make_nullable("c")  # it holds missing values already: nothing to do
     assert t.cols["c"] is fake
+
+
+def test_zone_maps_skip_blocks_of_columns_with_missing_values():
+    from carray.table_query import evaluator
+
+    n = 20_000
+    x = np.ma.masked_array(np.arange(n, dtype=float), mask=np.arange(n) % 7 == 0)
+    t = ca.ctable({"k": np.arange(n), "x": x}, chunklen=1000)
+    for expr in ["x > 18500", "~(x < 18500)", "(x > 18500) | isnull(x)", "isnan(x)",
+                 "(x < 10) & (k > 5)", "notnull(x) & ~(x != 3)"]:
+        kept = t.fetchwhere(expr)["k"].tolist()
+        assert kept == t.fetchwhere(expr, prune=False)["k"].tolist(), expr
+        assert kept == np.flatnonzero(t.eval(expr, out_flavor="numpy")).tolist(), expr
+    assert evaluator(t, "x > 18500", None, None, 0)._block_mask().sum() == 2

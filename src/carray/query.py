@@ -141,7 +141,10 @@ class BlockEvaluator:
             return np.ones(nblocks, bool)
         bounds = {}
         for name, col in self.columns.items():
-            zones = col.zone_map() if isinstance(col, carray) else None
+            # A column with missing values: its stored values' zones (fillers too) bound
+            # the values present, and a missing row never makes a comparison true.
+            zones = col.zone_map() if isinstance(col, carray) else \
+                col.filled_zone_map() if hasattr(col, "filled_zone_map") else None
             if zones is not None:
                 bounds[name] = _block_bounds(zones, col.chunklen, self.blen, n)
         if not bounds:

@@ -125,6 +125,12 @@ class NullableColumn(ctable):
         # leaves nothing stale.
         return len(self.validity)
 
+    def filled_zone_map(self) -> Any:
+        """The per-chunk min/max of the stored values, fillers included (None unless
+        they are a carray): bounds of the values present, for skipping blocks."""
+        data = self.data
+        return data.zone_map() if isinstance(data, carray) else None
+
     @property
     def parallel_reads(self) -> bool:
         """Whether worker threads may read it at once (its values are a carray)."""
