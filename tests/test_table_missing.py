@@ -438,3 +438,10 @@ def test_zone_maps_skip_blocks_of_columns_with_missing_values():
         assert kept == t.fetchwhere(expr, prune=False)["k"].tolist(), expr
         assert kept == np.flatnonzero(t.eval(expr, out_flavor="numpy")).tolist(), expr
     assert evaluator(t, "x > 18500", None, None, 0)._block_mask().sum() == 2
+
+
+def test_printed_tables_show_missing_values():
+    x = np.ma.masked_array(np.arange(50.0), mask=np.arange(50) % 3 == 0)
+    t = ca.ctable({"k": np.arange(50), "x": x})
+    assert "(48, --)" in str(t)
+    assert "<td>48</td><td>--</td>" in t._repr_html_()

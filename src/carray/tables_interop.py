@@ -322,7 +322,7 @@ def table_html(table: Any) -> str:
     def rows(span: range) -> list[list[Any]]:
         if not span:
             return []
-        cols = [np.asarray(table.cols[n][span.start:span.stop]) for n in names]
+        cols = [np.ma.asanyarray(table.cols[n][span.start:span.stop]) for n in names]
         return [[i, *(c[k] for c in cols)] for k, i in enumerate(span)]
 
     ratio = table.nbytes / table.cbytes if table.cbytes else 0.0
