@@ -445,3 +445,21 @@ def test_printed_tables_show_missing_values():
     t = ca.ctable({"k": np.arange(50), "x": x})
     assert "(48, --)" in str(t)
     assert "<td>48</td><td>--</td>" in t._repr_html_()
+
+
+def test_nested_fields_and_nd_rows_with_missing_values(where):
+    rec = np.ma.masked_array(np.array([(i, i / 2) for i in range(3)],
+                                      dtype=[("p", "i4"), ("q", "f8")]))
+    rec["q"][1] = np.ma.masked
+    grid = np.ma.masked_array(np.arange(6.0).reshape(3, 2), mask=[[0, 0], [1, 1], [0, 0]])
+    t = ca.ctable({"n": rec, "l": grid}, **where)
+    more = np.ma.masked_array(np.array([(7, 7.5)], dtype=rec.dtype), mask=[(1, 0)])
+    t.append({"n": more, "l": np.ma.masked_array([[8.0, 9.0]], mask=[[0, 0]])})
+    t = _reopen(t, where, mode="r")
+    assert t.cols["n"].null_counts() == {"p": 1, "q": 1}
+    rows = t[:]
+    assert rows.mask["n"]["q"].tolist() == [0, 1, 0, 0] and rows.mask["n"]["p"].tolist() == \
+        [0, 0, 0, 1]
+    assert rows.mask["l"].tolist() == [[0, 0], [1, 1], [0, 0], [0, 0]]
+    assert t["l"][:].mask.any(axis=1).tolist() == [False, True, False, False]
+    assert t.to_arrow(["l"]).column("l").to_pylist() == [[0.0, 1.0], None, [4.0, 5.0], [8.0, 9.0]]

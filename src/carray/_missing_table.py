@@ -39,7 +39,7 @@ def conform_rows(t: Any, values: Any) -> dict[str, Any]:
         elif isinstance(col, StringColumn) or col.dtype == np.dtype(object):
             v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
         else:
-            v = np.asarray(v, dtype=col.dtype)
+            v = np.asanyarray(v, dtype=col.dtype)  # masked records: to a nested column
             if v.shape == col.shape[1:]:
                 v = v.reshape((1, *v.shape))
             if v.shape[1:] != col.shape[1:]:
@@ -76,15 +76,34 @@ def _is_missing(v: Any) -> bool:
 
 def masked_rows(cols: dict[str, Any], names: list[str], rows: Any, out: np.ndarray) -> Any:
     """Rows ``out`` (a structured array of ``rows`` of columns ``names``) as a masked
-    array when any of those columns can hold missing values, else as they are."""
-    valid = {n: read_valid(cols[n], rows) for n in names}
-    if all(v is None for v in valid.values()):
+    array when any of those columns (or a nested column's fields) holds missing values,
+    else as they are."""
+    masks = {}
+    for n in names:
+        col = cols[n]
+        if _kind(col) == "nested":  # a table of fields: their masks
+            fields = col.column_dict()
+            sub = masked_rows(fields, list(fields), rows, out[n])
+            if np.ma.isMaskedArray(sub):
+                masks[n] = np.ma.getmaskarray(sub)
+            continue
+        valid = read_valid(col, rows)
+        if valid is not None:
+            masks[n] = ~valid
+    if not masks:
         return out
-    mask = np.zeros(len(out), dtype=[(n, bool) for n in names])
-    for n, v in valid.items():
-        if v is not None:
-            mask[n] = ~v
+    mask: Any = np.zeros(out.shape, dtype=np.ma.make_mask_descr(out.dtype))
+    for n, m in masks.items():
+        target = mask[n]
+        if m.dtype.names is None and target.ndim > m.ndim:  # rows of an N-d column
+            m = m.reshape(m.shape + (1,) * (target.ndim - m.ndim))
+        target[...] = m
     return np.ma.MaskedArray(out, mask=mask)
+
+
+def _kind(col: Any) -> str | None:
+    kind = getattr(col, "storage_kind", None)
+    return kind() if kind is not None else None
 
 
 class MissingTable:

@@ -76,6 +76,8 @@ def has_missing(values: Any) -> bool:
     if isinstance(values, WithValidity):
         return not values.valid.all()
     if isinstance(values, np.ma.MaskedArray):
+        if values.dtype.names is not None:
+            return False  # records: their fields, nested columns, answer for themselves
         return bool(np.ma.getmaskarray(values).any())
     return wants_nullable(values)
 
