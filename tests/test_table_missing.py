@@ -463,3 +463,14 @@ def test_nested_fields_and_nd_rows_with_missing_values(where):
     assert rows.mask["l"].tolist() == [[0, 0], [1, 1], [0, 0], [0, 0]]
     assert t["l"][:].mask.any(axis=1).tolist() == [False, True, False, False]
     assert t.to_arrow(["l"]).column("l").to_pylist() == [[0.0, 1.0], None, [4.0, 5.0], [8.0, 9.0]]
+
+
+def test_masked_array_variables_in_expressions():
+    x = np.ma.masked_array([1.0, 5, 3], mask=[0, 1, 0])
+    scope = {"x": x, "y": np.array([0.0, 10, 10])}
+    assert ca.eval("(x > 2) | (y > 5)", user_dict=scope, out_flavor="numpy").tolist() == \
+        [False, True, True]
+    assert ca.eval("x + y", user_dict=scope, out_flavor="numpy").mask.tolist() == \
+        [False, True, False]
+    t = ca.ctable({"k": np.arange(3)})
+    assert t.fetchwhere("(k > 0) & (m > 2)", user_dict={"m": x})["k"].tolist() == [2]

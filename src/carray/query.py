@@ -99,7 +99,7 @@ class BlockEvaluator:
                     self.scalars[name] = value
                 else:
                     self.columns[name] = value if hasattr(value, "read_rows") \
-                        else np.asarray(value)
+                        else kleene.operand(value)
             else:
                 raise ExpressionError(f"{name!r} in {self.expr.text!r} is neither a column "
                                       "nor a variable")

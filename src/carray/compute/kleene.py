@@ -7,8 +7,12 @@ False, ``True | unknown`` is True) and ``isnull(x)`` / ``notnull(x)`` (also
 ``isna`` / ``notna``) are always known.  A query selects the rows where the result
 is known and True, as SQL, pandas and polars do.
 
+Operands with missing values are columns that answer ``valid(rows)`` (a table's
+nullable and categorical columns) and ``numpy.ma.MaskedArray`` variables.
 Expressions whose operands hold no missing values never come here: they cost
-nothing more.
+nothing more.  ``eval`` gives a masked array (``out_flavor='numpy'``) masked where
+the result is unknown; a boolean result is False there (it selects no row), and a
+result stored as a carray holds fillers there.
 """
 
 from __future__ import annotations
@@ -40,6 +44,33 @@ class Maybe:
     @property
     def shape(self) -> tuple[int, ...]:
         return np.shape(self.values)
+
+
+class MaskedOperand:
+    """A ``numpy.ma.MaskedArray`` operand, read as a column with missing values is."""
+
+    parallel_reads = True  # slices of an array in memory
+
+    def __init__(self, values: np.ma.MaskedArray) -> None:
+        self._data = np.ma.getdata(values)
+        self._valid = ~np.ma.getmaskarray(values)
+        self.dtype, self.shape, self.ndim = self._data.dtype, self._data.shape, self._data.ndim
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def read_rows(self, rows: range) -> np.ndarray:
+        return self._data[rows.start:rows.stop]
+
+    def valid(self, rows: range) -> np.ndarray:
+        return self._valid[rows.start:rows.stop]
+
+
+def operand(value: Any) -> Any:
+    """An array operand of an expression: masked arrays keep what they mask."""
+    if isinstance(value, np.ma.MaskedArray):
+        return MaskedOperand(value)
+    return np.asarray(value)
 
 
 def isnull(x: Any) -> Any:
@@ -106,4 +137,4 @@ def settle(result: Any) -> Any:
     return np.ma.MaskedArray(values, mask=~known)
 
 
-__all__ = ["Maybe", "apply", "settle", "isnull", "notnull"]
+__all__ = ["MaskedOperand", "Maybe", "operand", "apply", "settle", "isnull", "notnull"]
