@@ -474,3 +474,16 @@ def test_masked_array_variables_in_expressions():
         [False, True, False]
     t = ca.ctable({"k": np.arange(3)})
     assert t.fetchwhere("(k > 0) & (m > 2)", user_dict={"m": x})["k"].tolist() == [2]
+
+
+def test_a_column_keeps_its_attributes_when_it_gains_validity(tmp_path):
+    root = str(tmp_path / "t")
+    t = ca.ctable({"a": np.arange(3)}, rootdir=root)
+    t.cols["a"].attrs["unit"] = "m"
+    t.flush()
+    t.append([[None]])
+    t.cols["a"].attrs["more"] = 1
+    t.close()
+    with ca.open(root, mode="r") as back:
+        assert isinstance(back.cols["a"], NullableColumn)
+        assert dict(back.cols["a"].attrs) == {"unit": "m", "more": 1}

@@ -122,6 +122,7 @@ class MissingTable:
                                         "cannot hold missing values")
         t._commit_pending()
         values = WithValidity(read_any(col, range(len(t))), np.ones(len(t), dtype=bool))
+        attrs = col.attrs.checked() if hasattr(col, "attrs") else {}
         with t._storage.batch():
             items = list(t.column_dict().items())
             pos = [n for n, _ in items].index(name)
@@ -131,6 +132,7 @@ class MissingTable:
                 # takes a directory of its own.
                 t._storage.column_dropped(t, name, col, True)
             items[pos] = (name, t._new_column(name, values))
+            items[pos][1].attrs.update(attrs)  # the column's attributes go with it
             t._adopt(dict(items), len(t))
             if t.rootdir is not None:
                 t._storage.columns_changed(t)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
+from carray.attrs import Attrs
 from carray.errors import UnsupportedDTypeError
 from carray.table import ctable
 from carray.table_columns import clip_column, read_any, register_kind
@@ -80,6 +81,12 @@ class NullableColumn(ctable):
 
     def storage_kind(self) -> str:
         return NULLABLE
+
+    @property
+    def attrs(self) -> Attrs:
+        """The column's user attributes (kept with its values)."""
+        attrs: Attrs = self.data.attrs
+        return attrs
 
     def valid(self, rows: Any = None) -> np.ndarray:
         """True where a value is present, for ``rows`` (a range or int positions;
