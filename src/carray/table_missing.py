@@ -56,6 +56,15 @@ def _is_nullable_column(values: Any) -> bool:
         hasattr(values, "storage_kind") and values.storage_kind() == "nullable"
 
 
+def _missing_of(values: Any) -> np.ndarray:
+    """True where a list or ``object`` array holds None (a list: or ``np.ma.masked``)."""
+    if isinstance(values, np.ndarray):  # one comparison per item, in C
+        nothing: Any = None
+        missing = np.atleast_1d(np.asarray(np.equal(values, nothing), dtype=np.bool_))
+        return missing if missing.ndim == 1 else missing.reshape(len(missing), -1).any(axis=1)
+    return np.array([_is_missing_scalar(v) for v in values], dtype=bool)
+
+
 def wants_nullable(values: Any) -> bool:
     """Whether a new column made of ``values`` needs a validity column: a masked array,
     values with validity, or a list/object array holding None."""
@@ -65,7 +74,7 @@ def wants_nullable(values: Any) -> bool:
         return values.dtype.names is None
     if isinstance(values, list) or (isinstance(values, np.ndarray)
                                     and values.dtype == np.dtype(object)):
-        return any(_is_missing_scalar(v) for v in values)
+        return bool(_missing_of(values).any())
     return False
 
 
@@ -103,11 +112,10 @@ def split_missing(values: Any, dtype: np.dtype | None = None) -> tuple[Any, np.n
         return data, ~mask
     if isinstance(values, list) or (isinstance(values, np.ndarray)
                                     and values.dtype == np.dtype(object)):
-        items = list(values)
-        valid = np.array([not _is_missing_scalar(v) for v in items], dtype=bool)
+        valid = ~_missing_of(values)
         if valid.all():
             return values, None
-        return _from_objects(items, valid, dtype)
+        return _from_objects(list(values), valid, dtype)
     return values, None
 
 
