@@ -61,7 +61,9 @@ def _missing_of(values: Any) -> np.ndarray:
     if isinstance(values, np.ndarray):  # one comparison per item, in C
         nothing: Any = None
         missing = np.atleast_1d(np.asarray(np.equal(values, nothing), dtype=np.bool_))
-        return missing if missing.ndim == 1 else missing.reshape(len(missing), -1).any(axis=1)
+        if missing.ndim > 1:  # rows of an N-d column: missing as a whole
+            missing = np.asarray(missing.reshape(len(missing), -1).any(axis=1))
+        return missing
     return np.array([_is_missing_scalar(v) for v in values], dtype=bool)
 
 
