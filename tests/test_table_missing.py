@@ -487,3 +487,11 @@ def test_a_column_keeps_its_attributes_when_it_gains_validity(tmp_path):
     with ca.open(root, mode="r") as back:
         assert isinstance(back.cols["a"], NullableColumn)
         assert dict(back.cols["a"].attrs) == {"unit": "m", "more": 1}
+
+
+def test_a_column_set_whole_with_missing_values_gains_validity(where):
+    t = ca.ctable({"a": np.arange(3), "x": np.arange(3.0)}, **where)
+    t["x"] = [1.0, None, 2.0]
+    t["a"] = np.ma.masked_array([5, 6, 7], mask=[1, 0, 0])
+    t = _reopen(t, where, mode="r")
+    assert [tuple(r) for r in t] == [(None, 1.0), (6, None), (7, 2.0)]

@@ -52,6 +52,14 @@ def conform_rows(t: Any, values: Any) -> dict[str, Any]:
     return out
 
 
+def conform_column(t: Any, name: str, values: Any) -> Any:
+    """New values of a whole column ``name`` of table ``t`` (``t[name] = values``): when
+    some are missing, the column gains validity first."""
+    if not hasattr(t.cols[name], "valid") and has_missing(values):
+        t.make_nullable(name)
+    return values
+
+
 def conform_record(t: Any, value: Any) -> Any:
     """A row to set (a tuple) with None or ``np.ma.masked`` among its values as a masked
     record of table ``t``'s row dtype; the columns it leaves missing gain validity first.

@@ -24,7 +24,13 @@ import numpy as np
 
 from carray import _table_refresh as refresh
 from carray import table_query, table_rows
-from carray._missing_table import MissingTable, conform_record, conform_rows, masked_rows
+from carray._missing_table import (
+    MissingTable,
+    conform_column,
+    conform_record,
+    conform_rows,
+    masked_rows,
+)
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
 from carray.array import carray
@@ -586,6 +592,7 @@ class ctable(TableBase, TableConversions, PortableTable, MissingTable):  # noqa:
         self._writable()
         if isinstance(key, str) and (key in self._cols or key.isidentifier()):
             if key in self._cols:
+                value = conform_column(self, key, value)  # None in it: gains validity
                 with self._storage.guard(self):
                     self._note_edit(slice(None), {key: self._cols[key]})
                     self._cols[key][:] = value
