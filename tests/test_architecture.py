@@ -23,7 +23,8 @@ LAYERS: list[set[str]] = [
      "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
      "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
      "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
-     "table_index", "index_planner", "_index_build", "_index_kinds", "_table_conform"},
+     "table_index", "index_planner", "_index_build", "_index_kinds",
+     "table_missing", "table_nullable", "_missing_table"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

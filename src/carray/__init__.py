@@ -40,6 +40,7 @@ from carray.params import (
     Shuffle,
 )
 from carray.table import ctable
+from carray.table_nullable import NullableColumn
 from carray.toplevel import (
     arange,
     eval,
@@ -84,6 +85,7 @@ __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
     "AlignmentError", "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError", "Group",
+    "NullableColumn",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",
     "UnsupportedDTypeError", "UnsupportedOptionError",
     "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",

@@ -25,6 +25,8 @@ def edge_rows(n: int, rows: int = EDGE_ROWS) -> tuple[range, range]:
 
 
 def _cell(value: Any) -> str:
+    if value is np.ma.masked:  # a missing value, as numpy prints it
+        return "--"
     if isinstance(value, np.ndarray):
         value = np.array2string(value, threshold=6, edgeitems=2, separator=", ")
     return html.escape(str(value))

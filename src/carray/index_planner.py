@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from carray._index_kinds import Condition, Found, is_missing, union
-from carray.compute.ops import coerce, evaluate_numpy
+from carray.compute import kleene
+from carray.compute.ops import coerce
 from carray.compute.parse import Expression, literal
 from carray.errors import ExpressionError
 from carray.table_columns import read_any, read_valid
@@ -225,7 +226,9 @@ def _check(t: Any, ev: Any, column: str, rows: Any) -> tuple[np.ndarray, dict]:
     env = dict(ev.scalars)
     for name, col in ev.columns.items():
         env[name] = _read(col, rows)
-    result = np.asarray(evaluate_numpy(ev.expr.tree, env))
+    operands = {**env, **{name: kleene.Maybe(env[name], read_valid(ev.columns[name], rows))
+                          for name in ev.nullable}}
+    result = np.asarray(ev.evaluate(operands))  # three-valued where columns have nulls
     if result.dtype != np.bool_:
         raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
     mask = np.broadcast_to(result, (len(rows),))
@@ -284,9 +287,14 @@ def matches(t: Any, ev: Any, p: Plan, names: list[str], skip: int,
     known = {k: v[skip:stop] for k, v in known.items()}
     for a in range(0, len(rows), _STEP):
         part = rows[a:a + _STEP]
-        yield {n: part.copy() if n == "nrow__" else
-               known[n][a:a + _STEP].copy() if n in known and ev.columns[n] is cols[n]
-               else _read(cols[n], part) for n in names}
+        block = {n: part.copy() if n == "nrow__" else
+                 known[n][a:a + _STEP].copy() if n in known and ev.columns[n] is cols[n]
+                 else _read(cols[n], part) for n in names}
+        for n in names:  # output columns with missing values give masked arrays
+            valid = None if n == "nrow__" else read_valid(cols[n], part)
+            if valid is not None:
+                block[n] = np.ma.MaskedArray(block[n], mask=~valid)
+        yield block
 
 
 def explain(t: Any, ev: Any) -> str:

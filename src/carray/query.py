@@ -31,8 +31,9 @@ import numpy as np
 
 from carray import _parallel
 from carray.array import carray
+from carray.compute import kleene
 from carray.compute.kernel import same_chunks, select_chunk
-from carray.compute.ops import evaluate_numpy, numexpr_text
+from carray.compute.ops import evaluate_numpy, numexpr_text, walk
 from carray.compute.parse import Expression
 from carray.compute.prune import Bounds, may_match
 from carray.errors import ExpressionError
@@ -98,7 +99,7 @@ class BlockEvaluator:
                     self.scalars[name] = value
                 else:
                     self.columns[name] = value if hasattr(value, "read_rows") \
-                        else np.asarray(value)
+                        else kleene.operand(value)
             else:
                 raise ExpressionError(f"{name!r} in {self.expr.text!r} is neither a column "
                                       "nor a variable")
@@ -125,6 +126,10 @@ class BlockEvaluator:
         if self.blen < 1:
             raise ValueError("blen must be positive")
         self.prune = prune
+        # Columns that can hold missing values are read with their validity and the
+        # expression evaluated three-valued (compute.kleene); the others cost nothing more.
+        self.nullable = {n for n, c in self.columns.items()
+                         if hasattr(c, "valid") and not isinstance(c, np.ndarray)}
         self.skipped = 0  # blocks skipped by the last run, for tests and benchmarks
 
     # -- pieces ---------------------------------------------------------------------------
@@ -136,7 +141,10 @@ class BlockEvaluator:
             return np.ones(nblocks, bool)
         bounds = {}
         for name, col in self.columns.items():
-            zones = col.zone_map() if isinstance(col, carray) else None
+            # A column with missing values: its stored values' zones (fillers too) bound
+            # the values present, and a missing row never makes a comparison true.
+            zones = col.zone_map() if isinstance(col, carray) else \
+                col.filled_zone_map() if hasattr(col, "filled_zone_map") else None
             if zones is not None:
                 bounds[name] = _block_bounds(zones, col.chunklen, self.blen, n)
         if not bounds:
@@ -147,7 +155,14 @@ class BlockEvaluator:
         """Per block of ``blen`` rows, whether the zone maps leave it possibly matching."""
         return self._block_mask()
 
+    def evaluate(self, env: dict[str, Any]) -> np.ndarray:
+        """The expression on operands ``env`` (a nullable column's as ``kleene.Maybe``):
+        booleans are True only where the result is known true."""
+        return self._evaluate(env)
+
     def _evaluate(self, env: dict[str, Any]) -> np.ndarray:
+        if self.nullable:
+            return kleene.settle(walk(self.expr.tree, env.__getitem__, kleene.apply))
         if self.vm == "numexpr":
             # Only where numexpr gives numpy's answer for these dtypes (ops.numexpr_text);
             # planned on the first block, as every block has the same dtypes.
@@ -183,12 +198,14 @@ class BlockEvaluator:
         # one block costs about what decoding it does); buffer sets rotate, reused only
         # once the pipeline's window and the group the caller holds are past them.
         rowbytes = sum(c.dtype.itemsize * math.prod(c.shape[1:])
-                       for c in self.columns.values() if isinstance(c, carray))
+                       for c in self.columns.values()
+                       if isinstance(c, carray) or getattr(c, "parallel_reads", False))
         size = max(1, min(_GROUP_BYTES // max(rowbytes * self.blen, 1), len(todo)))
         groups = _runs(todo, size)
         window = 2 * _parallel.workers()
         slots: list[dict[str, np.ndarray]] = [{} for _ in range(min(window + 2, len(groups)))]
-        threaded = len(groups) > 1 and all(isinstance(c, (carray, np.ndarray))
+        threaded = len(groups) > 1 and all(isinstance(c, (carray, np.ndarray)) or
+                                           getattr(c, "parallel_reads", False)
                                            for c in self.columns.values())
 
         def bounds(b: int) -> tuple[int, int]:
@@ -220,7 +237,8 @@ class BlockEvaluator:
                     if cl and lo % cl == 0 and hi - lo == cl:
                         col.learn_zone(lo // cl, env[name])
                 result = results[i] if results is not None else self._evaluate(env)
-                yield lo, hi, np.broadcast_to(result, (hi - lo, *np.shape(result)[1:])), env
+                yield lo, hi, result if np.shape(result)[:1] == (hi - lo,) else \
+                    np.broadcast_to(result, (hi - lo, *np.shape(result)[1:])), env
 
     def can_select(self, outputs: Mapping[str, Any]) -> bool:
         """Whether :meth:`select` handles these operands and ``outputs``."""
@@ -313,6 +331,9 @@ class BlockEvaluator:
               blocks: int = 1) -> np.ndarray:
         if isinstance(col, np.ndarray):
             return col[lo:hi]
+        if name in self.nullable:
+            rows = range(lo, hi)
+            return kleene.Maybe(col.read_rows(rows), col.valid(rows))  # type: ignore[return-value]
         if not isinstance(col, carray):  # string columns
             return col.read_rows(range(lo, hi))
         buf = buffers.get(name)
@@ -397,13 +418,15 @@ def collect_result(ev: Any, out_flavor: str, kwargs: dict) -> Any:
     parts = []
     for _, _, result, _ in ev.blocks():
         if out_flavor == "numpy":
-            parts.append(np.array(result))
+            parts.append(np.ma.array(result) if np.ma.isMaskedArray(result) else np.array(result))
             continue
         if out is None:
             kwargs.setdefault("expectedlen", ev.length)
             out = carray(np.empty((0, *result.shape[1:]), dtype=result.dtype), **kwargs)
         out.append(result)
     if out_flavor == "numpy":
+        if any(np.ma.isMaskedArray(p) for p in parts):  # unknown where operands are missing
+            return np.ma.concatenate(parts)
         return np.concatenate(parts) if parts else np.empty(0)
     if out is None:
         out = carray(np.empty(0), **kwargs)

@@ -24,9 +24,15 @@ import numpy as np
 
 from carray import _table_refresh as refresh
 from carray import table_query, table_rows
+from carray._missing_table import (
+    MissingTable,
+    conform_column,
+    conform_record,
+    conform_rows,
+    masked_rows,
+)
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
-from carray._table_conform import conform_rows
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import TableBase, check_mode, refuse_own_source
@@ -46,6 +52,7 @@ from carray.table_columns import (
     Cols,
     as_rows,
     clip_column,
+    column_class,
     column_engines,
     field_dtype,
     read_any,
@@ -53,6 +60,7 @@ from carray.table_columns import (
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import TableHistory
 from carray.table_index import TableIndexes
+from carray.table_missing import wants_nullable
 from carray.table_store import (
     ARRAY,
     NESTED,
@@ -83,7 +91,8 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa: N801 - bcolz
+class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
+             MissingTable):
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -196,9 +205,10 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
         col: Any
-        if wants_nested_column(values):
-            col = NestedColumn(values, format=self._format, _storage=where.get("storage_sub",
-                               lambda n: None)(name), **common, **args)
+        if wants_nested_column(values) or wants_nullable(values):
+            cls = column_class("nullable") if wants_nullable(values) else NestedColumn
+            col = cls(values, format=self._format, _storage=where.get("storage_sub",
+                      lambda n: None)(name), **common, **args)
         elif wants_string_column(values):
             col = StringColumn(values, cparams=args["cparams"], expectedlen=args["expectedlen"],
                                format=self._format, membership=where.get("membership"),
@@ -220,10 +230,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
                                       fsync=self._fsync, storage_options=self._storage_options)
         if kind == STRING:
             return StringColumn(membership=where["membership"], **common)
-        if kind == NESTED:
-            return NestedColumn(_storage=where["storage_sub"](name), **common)
-        if kind != ARRAY:
-            raise FormatError(f"column {name!r} is of unknown kind {kind!r}", self._rootdir)
+        if kind != ARRAY:  # a table of its own: nested, nullable (table_columns.column_class)
+            cls = NestedColumn if kind == NESTED else column_class(kind, self._rootdir)
+            return cls(_storage=where["storage_sub"](name), **common)
         return carray(storage={"member": where["membership"]}, **common)
 
     def _set_length(self, length: int) -> None:
@@ -446,11 +455,12 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
             out = np.empty(1, dtype=dtype)
             for n in names:
                 out[n][0] = read_any(self._cols[n], range(sel.rows, sel.rows + 1))[0]
-            return out[0]
+            return masked_rows(self._cols, names, range(sel.rows, sel.rows + 1), out)[0]
         nrows = len(sel.rows)
         out = np.empty(nrows, dtype=dtype)
         for n in names:
             out[n] = read_any(self._cols[n], sel.rows)
+        out = masked_rows(self._cols, names, sel.rows, out)  # a masked array, if missing
         return out if sel.post is None else out[sel.post]
 
     def __getitem__(self, key: Any) -> Any:
@@ -546,7 +556,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
         """Append rows: a structured array or record, a list of columns (arrays or scalars),
         a dict of columns, a DataFrame, an Arrow table or another ctable."""
         self._writable()
-        cols = conform_rows(self._cols, rows)
+        cols = conform_rows(self, rows)
         n = len(next(iter(cols.values()))) if cols else 0
         if n == 0:
             return
@@ -585,6 +595,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
         self._writable()
         if isinstance(key, str) and (key in self._cols or key.isidentifier()):
             if key in self._cols:
+                value = conform_column(self, key, value)  # None in it: gains validity
                 with self._storage.guard(self):
                     self._note_edit(slice(None), {key: self._cols[key]})
                     self._cols[key][:] = value
@@ -597,10 +608,11 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes):  # noqa:
             key = self.eval(key, out_flavor="numpy")
         if isinstance(key, carray):
             key = key[:]
+        value = conform_record(self, value)  # a row with None: a masked record
         if isinstance(value, tuple) or (isinstance(value, np.void) and value.dtype.names):
             value = np.array(value if isinstance(value, np.void) else [value],
                              dtype=self.dtype)[0] if isinstance(value, tuple) else value
-        arr = np.asarray(value)
+        arr = np.asanyarray(value)  # masked rows: missing values
         if arr.dtype.names is None:
             arr = np.asarray(value, dtype=self.dtype)
         with self._storage.guard(self):
@@ -744,7 +756,7 @@ class NestedColumn(ctable):
         if values is not None and not isinstance(values, np.ndarray):
             values = values[:]  # another nested column, or a carray of records
         if values is not None:
-            values = np.asarray(values)
+            values = np.asanyarray(values)  # masked fields become nullable columns
             if values.dtype.names is None:
                 raise TypeError(f"a nested column holds records, not {values.dtype}")
         super().__init__(values, **kwargs)

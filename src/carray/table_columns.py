@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
+from carray.errors import FormatError
 from carray.vlstring import StringColumn
 
 
@@ -67,9 +68,22 @@ def clip_column(col: Any, length: int) -> None:
 
 
 def empty_like(col: Any) -> Any:
+    """No rows of a column like ``col`` (masked: a column like it holds missing values)."""
     if isinstance(col, StringColumn):
         return np.empty(0, dtype=object)
-    return np.empty((0, *col.shape[1:]), dtype=col.dtype)
+    empty = np.empty((0, *col.shape[1:]), dtype=col.dtype)
+    # (A categorical column answers for its own missing values: its copy is its own.)
+    nullable = getattr(col, "storage_kind", None) is not None and \
+        col.storage_kind() == "nullable"
+    return np.ma.MaskedArray(empty) if nullable else empty
+
+
+def read_masked(col: Any, rows: Any) -> np.ndarray:
+    """:func:`read_any`, as a masked array where ``col`` holds missing values (masked
+    where :func:`read_valid` says False)."""
+    values = read_any(col, rows)
+    valid = read_valid(col, rows)
+    return values if valid is None else np.ma.MaskedArray(values, mask=~valid)
 
 
 def as_rows(rows: Any, names: list[str], out_flavor: Any) -> Iterator[Any]:
@@ -98,13 +112,43 @@ def read_valid(col: Any, rows: Any) -> np.ndarray | None:
     """Booleans, True where column ``col`` holds a value, for ``rows`` (a range or an
     int array, as :func:`read_any` takes); None when the column cannot hold missing
     values.  Where this says False, what :func:`read_any` returns is a filler (0, '',
-    NaT) that means nothing."""
-    return None
+    NaT) that means nothing.
+
+    A column that can hold missing values answers itself: its ``valid(rows)`` method
+    (:class:`carray.table_nullable.NullableColumn`, and categorical columns)."""
+    valid = getattr(col, "valid", None)
+    return None if valid is None else np.asarray(valid(rows), dtype=bool)
 
 
 def null_count(col: Any) -> int:
-    """How many rows of ``col`` are missing."""
-    return 0
+    """How many rows of ``col`` are missing (its ``null_count()``, else 0)."""
+    count = getattr(col, "null_count", None)
+    return 0 if count is None else int(count())
+
+
+#: Column classes of the kinds a version records beyond array, string and nested
+#: (``kind -> class``), registered by the modules that define them.
+_KINDS: dict[str, Any] = {}
+
+
+def register_kind(kind: str, cls: Any) -> None:
+    """Make ``cls`` the column class of stored columns of ``kind`` (opened with
+    ``cls(_storage=..., rootdir=..., mode=...)``; created with values first)."""
+    _KINDS[kind] = cls
+
+
+def column_class(kind: str, where: str | None = None) -> Any:
+    """The column class registered for ``kind``.
+
+    Raises
+    ------
+    FormatError
+        No class is registered for ``kind`` (a table written by a newer carray).
+    """
+    try:
+        return _KINDS[kind]
+    except KeyError:
+        raise FormatError(f"a column is of unknown kind {kind!r}", where) from None
 
 
 def categories_of(col: Any) -> np.ndarray | None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from carray import index_planner
 from carray.query import BlockEvaluator, caller_scope
-from carray.table_columns import field_dtype, read_any, select_rows
+from carray.table_columns import field_dtype, read_any, read_valid, select_rows
 from carray.vlstring import StringColumn
 
 # The name a boolean array of rows takes when it is the query (bcolz's where(boolarr)).
@@ -50,6 +50,8 @@ def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
         return
     taken = 0
     buffers: dict[str, np.ndarray] = {}
+    # Output columns with missing values give masked arrays (None in rows).
+    nullable = [n for n in names if n != "nrow__" and read_valid(t.cols[n], range(0)) is not None]
     for lo, hi, result, env in ev.blocks():
         if result.dtype != np.bool_:
             raise TypeError(f"{ev.expr.text!r} is not a boolean expression")
@@ -78,6 +80,10 @@ def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
                 block[n] = select_rows(env[n], sel)
             else:
                 block[n] = take(t, n, sel, count, lo, hi, buffers)
+        for n in nullable:
+            valid = read_valid(t.cols[n], range(lo, hi))
+            assert valid is not None  # the column can hold missing values
+            block[n] = np.ma.MaskedArray(block[n], mask=~select_rows(valid, sel))
         yield block
         taken += count
         if limit is not None and taken >= limit:
@@ -117,14 +123,32 @@ def match_blocks(t: Any, ev: BlockEvaluator, names: list[str], blen: int, skip: 
         arr = np.empty(n, dtype=dtype)
         for name in names:
             arr[name] = block[name]
+        arr = _masked(arr, block)
         pending.append(arr)
         npending += n
         while npending >= blen:
-            merged = np.concatenate(pending)
+            merged = _concatenate(pending)
             yield merged[:blen]
             pending, npending = [merged[blen:]], npending - blen
     if npending:
-        yield np.concatenate(pending)
+        yield _concatenate(pending)
+
+
+def _masked(rows: np.ndarray, block: dict[str, np.ndarray]) -> np.ndarray:
+    """Structured ``rows`` masked where ``block``'s masked columns are (else as they are)."""
+    masked = {n: v for n, v in block.items() if np.ma.isMaskedArray(v)}
+    if not masked:
+        return rows
+    mask = np.zeros(len(rows), dtype=[(n, bool) for n in rows.dtype.names or ()])
+    for n, v in masked.items():
+        mask[n] = np.ma.getmaskarray(v)
+    return np.ma.MaskedArray(rows, mask=mask)
+
+
+def _concatenate(parts: list[np.ndarray]) -> np.ndarray:
+    if any(np.ma.isMaskedArray(p) for p in parts):
+        return np.ma.concatenate(parts)
+    return np.concatenate(parts)
 
 
 def fetch(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
@@ -139,5 +163,6 @@ def fetch(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
                    dtype=result_dtype(t, names))
     for n in names:
         if parts[n]:  # straight into the result: one copy, not two
-            np.concatenate(parts[n], out=out[n])
-    return out
+            np.concatenate([np.ma.getdata(p) for p in parts[n]], out=out[n])
+    return _masked(out, {n: np.ma.concatenate(p) for n, p in parts.items()
+                         if any(np.ma.isMaskedArray(v) for v in p)})

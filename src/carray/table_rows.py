@@ -12,7 +12,7 @@ import numpy as np
 from carray import _table_refresh as refresh
 from carray._bcolz_array import bcolz_cparams, bcolz_size
 from carray._util import skip_and_limit
-from carray.table_columns import as_rows, empty_like, read_any
+from carray.table_columns import as_rows, empty_like, read_masked
 
 
 def _block_rows(t: Any) -> int:
@@ -30,7 +30,7 @@ def iter_rows(t: Any, rows: Callable[[], range], names: list[str], limit: int | 
     def block(i: int) -> list | None:  # block i of the rows of the state read now
         part = rows()[i * blen:(i + 1) * blen]
         cols = t.column_dict()  # the columns of that state (a reader may have moved on)
-        values = [list(part) if n == "nrow__" else read_any(cols[n], part).tolist()
+        values = [list(part) if n == "nrow__" else read_masked(cols[n], part).tolist()
                   for n in names]
         return (list(zip(*values, strict=True)) if values else [()] * len(part)) or None
 
@@ -61,7 +61,7 @@ def copy_table(t: Any, cls: Any, kwargs: dict[str, Any]) -> Any:
     out = cls({n: empty_like(c) for n, c in cols.items()}, **kwargs)
     blen = min((c.chunklen for c in cols.values()), default=1)
     for i in range(0, len(t), blen):
-        out.append({n: read_any(c, range(i, min(i + blen, len(t)))) for n, c in cols.items()})
+        out.append({n: read_masked(c, range(i, min(i + blen, len(t)))) for n, c in cols.items()})
     out.attrs.update(attrs)
     for name, checked in col_attrs.items():  # nested columns have none
         out.cols[name].attrs.update(checked)

@@ -44,8 +44,9 @@ ATTRS_FILE = "__attrs__"
 INDEX_DIR = "__indexes__"
 _RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
 _MARKER = b'{"format": "carray-table", "format_version": 3}\n'
-#: What a column is, as a version records it.
-ARRAY, STRING, NESTED = "array", "string", "nested"
+#: What a column is, as a version records it (a nullable column: its values and
+#: validity, described as a nested column's fields are).
+ARRAY, STRING, NESTED, NULLABLE = "array", "string", "nested", "nullable"
 
 _T = TypeVar("_T")
 
@@ -371,7 +372,7 @@ class VersionedTable(TableStorage):
             kind = col.storage_kind()
             where = str(col.rootdir).rstrip("/").rsplit("/", 1)[-1] if col.rootdir else name
             desc: dict[str, Any] = {"kind": kind}
-            if kind == NESTED:
+            if kind in (NESTED, NULLABLE):
                 desc["columns"] = VersionedTable.describe(col.column_dict())
             if where != name:
                 desc["dir"] = where

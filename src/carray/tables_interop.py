@@ -18,6 +18,7 @@ from carray import hdf5
 from carray.array import carray
 from carray.container import TableBase, refuse_own_source
 from carray.errors import UnsupportedDTypeError
+from carray.table_missing import from_arrow, from_series, wants_nullable
 from carray.table_store import check_name
 from carray.vlstring import StringColumn
 
@@ -54,9 +55,8 @@ def _series_values(series: Any) -> Any:
     if isinstance(dtype, pd.CategoricalDtype):
         series = series.astype(dtype.categories.dtype)
         dtype = series.dtype
-    if series.hasnans and dtype.kind not in "fcmM":
-        raise ValueError(f"column {series.name!r} has missing values; only float and "
-                         "datetime columns can hold them (as NaN/NaT)")
+    if series.hasnans:  # NaN, None, NaT, NA: missing, as pyarrow.Table.from_pandas says
+        return from_series(series)
     if dtype == np.dtype(object) or isinstance(dtype, pd.StringDtype):
         kind = pd.api.types.infer_dtype(series, skipna=False)  # one pass in C
         if len(series) and kind != "string":
@@ -73,10 +73,8 @@ def _arrow_values(arr: Any) -> Any:
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
-    if arr.null_count and not (pa.types.is_floating(arr.type) or
-                               pa.types.is_timestamp(arr.type)):
-        raise ValueError(f"Arrow column of type {arr.type} has {arr.null_count} nulls; "
-                         "only float and timestamp columns can hold them (as NaN/NaT)")
+    if arr.null_count:
+        return from_arrow(arr)
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return arr.cast(pa.large_string())  # StringColumn takes its buffers as they are
     if pa.types.is_fixed_size_list(arr.type):
@@ -119,7 +117,7 @@ def normalise_columns(columns: Any, names: list[str] | None, into: str | None = 
         if name in seen:
             raise ValueError(f"duplicate column name {name!r}")
         seen.add(name)
-        if isinstance(values, (StringColumn, carray)):
+        if isinstance(values, (StringColumn, carray)) or wants_nullable(values):
             pass
         elif _is_arrow_array(values):
             values = _arrow_values(values)
@@ -203,7 +201,9 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
     data = {}
     for n in names:
         col = table.cols[n]
-        if isinstance(col, StringColumn):
+        if hasattr(col, "to_pandas"):  # missing values: NaN/NaT, or pandas' masked arrays
+            data[n] = col.to_pandas()
+        elif isinstance(col, StringColumn):
             if strings == "arrow":
                 data[n] = pd.arrays.ArrowExtensionArray(col.to_arrow())
             else:
@@ -240,6 +240,8 @@ STREAM_ROWS = 1 << 18
 def _arrow_type(col: Any) -> Any:
     import pyarrow as pa
 
+    if hasattr(col, "arrow_type"):
+        return col.arrow_type()
     if isinstance(col, StringColumn):
         return pa.large_string()
     item = pa.from_numpy_dtype(col.dtype)
@@ -258,7 +260,7 @@ def arrow_schema(table: Any, columns: list[str] | None = None) -> Any:
 def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
     import pyarrow as pa
 
-    if isinstance(col, StringColumn):
+    if hasattr(col, "arrow_rows"):  # string columns, and columns with missing values
         return col.arrow_rows(lo, hi)
     values = np.asarray(col[lo:hi])
     try:
@@ -320,7 +322,7 @@ def table_html(table: Any) -> str:
     def rows(span: range) -> list[list[Any]]:
         if not span:
             return []
-        cols = [np.asarray(table.cols[n][span.start:span.stop]) for n in names]
+        cols = [np.ma.asanyarray(table.cols[n][span.start:span.stop]) for n in names]
         return [[i, *(c[k] for c in cols)] for k, i in enumerate(span)]
 
     ratio = table.nbytes / table.cbytes if table.cbytes else 0.0

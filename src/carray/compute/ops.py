@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from carray.compute.kleene import isnull, notnull
 from carray.errors import ExpressionError
 
 
@@ -67,6 +68,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "isnan": np.isnan, "isfinite": np.isfinite, "isinf": np.isinf,
     "minimum": np.minimum, "maximum": np.maximum,
     "contains": contains, "startswith": startswith, "endswith": endswith,
+    "isnull": isnull, "notnull": notnull, "isna": isnull, "notna": notnull,
 }
 BINOPS: dict[type, Any] = {
     ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from carray.errors import AlignmentError
+from carray.table_columns import read_masked
+from carray.table_missing import to_pandas
 
 # -- sources --------------------------------------------------------------------------------
 
@@ -164,7 +166,9 @@ def _frame(t: Any, names: list[str], lo: int, hi: int) -> Any:
 
     data = {}
     for n in names:
-        values = t.read_column(n, range(lo, hi))
+        values = read_masked(t.cols[n], range(lo, hi))
+        if np.ma.isMaskedArray(values) and values.ndim == 1:  # missing values: NaN, NA
+            values = to_pandas(np.ma.getdata(values), ~np.ma.getmaskarray(values))
         data[n] = list(values) if values.ndim > 1 else values
     return pd.DataFrame(data, columns=names, index=pd.RangeIndex(lo, hi))
 
