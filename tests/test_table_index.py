@@ -303,6 +303,32 @@ def test_missing_values_never_match_through_the_index(make, monkeypatch):
     assert list(_rows(t, "u in [-1, 5]")) == [5, 1001]
 
 
+@pytest.mark.parametrize("expr", ["(k == 7) & (v > 0.5)", "(k == 7) | (v > 2)",
+                                  "(k == 7) & ~(v > 0.5)", "k in [3, 7]", "v > 0.5"])
+def test_nullable_columns_answer_through_the_index_as_the_scan(make, expr):
+    """Real missing values: candidate rows are checked three-valued, and output columns
+    with missing values come back masked, as the scan gives them."""
+    rng = np.random.default_rng(3)
+    v = np.ma.MaskedArray(rng.random(3000), mask=rng.random(3000) < 0.2)
+    k = np.ma.MaskedArray(rng.integers(0, 40, 3000), mask=rng.random(3000) < 0.1)
+    t = make({"k": k, "v": v})
+    scan = t.fetchwhere(expr, outcols=["nrow__", "k", "v"])
+    t.create_index("k")
+    got = t.fetchwhere(expr, outcols=["nrow__", "k", "v"])
+    assert np.array_equal(got["nrow__"], scan["nrow__"])
+    for name in "kv":
+        assert isinstance(got[name], np.ma.MaskedArray)
+        assert np.array_equal(np.ma.getmaskarray(got[name]), np.ma.getmaskarray(scan[name]))
+        assert np.ma.allequal(got[name], scan[name])
+    df = pd.DataFrame({"k": pd.array(k.filled(0), dtype="Int64"),
+                       "v": pd.array(v.filled(0.0), dtype="Float64")})
+    df.loc[k.mask, "k"] = pd.NA
+    df.loc[v.mask, "v"] = pd.NA
+    want = df.eval(expr.replace("~", "not ").replace("&", " and ").replace("|", " or "),
+                   engine="python")
+    assert np.array_equal(got["nrow__"], np.flatnonzero(want.fillna(False).to_numpy(bool)))
+
+
 def test_a_failed_build_leaves_the_table_and_its_index(tmp_path, monkeypatch):
     cols = _frame(10_000)
     t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256, fsync=False)

@@ -37,7 +37,7 @@ from carray._index_build import INDEX_CHUNKLEN
 from carray._index_kinds import KINDS, BloomIndex, union
 from carray.array import carray
 from carray.errors import FormatError, IndexUnsupportedError
-from carray.table_columns import categories_of, read_valid
+from carray.table_columns import categories_of, column_engines, read_valid
 from carray.table_store import INDEX_DIR, MemoryTable, VersionedTable
 
 #: Default memory of a build (bytes): runs of about 2 M int64 rows.
@@ -76,7 +76,14 @@ def _state_ok(state: dict[str, Any]) -> bool:
         isinstance(partial[0], int) and isinstance(partial[1], str)
 
 
-def _digest(col: carray, lo: int, hi: int) -> str:
+def _fixed_width(col: Any) -> bool:
+    """Whether ``col`` holds fixed-width values an index can sort: a carray, or a column
+    with missing values whose values are one (its validity says which rows count)."""
+    return isinstance(col, carray) or \
+        (hasattr(col, "valid") and isinstance(getattr(col, "data", None), carray))
+
+
+def _digest(col: Any, lo: int, hi: int) -> str:
     """A digest of rows ``[lo, hi)`` of ``col`` (values and validity): the partial last
     chunk, whose writes its engine tells nobody of."""
     if hi <= lo:
@@ -128,7 +135,7 @@ class TableIndexes:
 
     # -- building ---------------------------------------------------------------------------
 
-    def _indexable(self, name: str) -> carray:
+    def _indexable(self, name: str) -> Any:
         storage = self._storage
         where = self._rootdir or "ctable"
         if not isinstance(storage, (VersionedTable, MemoryTable)):
@@ -137,7 +144,7 @@ class TableIndexes:
         col = self._cols.get(name)
         if col is None:
             raise KeyError(f"{where}: no column {name!r}")
-        if not isinstance(col, carray):
+        if not _fixed_width(col):
             raise IndexUnsupportedError(f"{where}: column {name!r} is not a column of "
                                         "fixed-width values (string and nested columns "
                                         "cannot be indexed yet)")
@@ -183,7 +190,7 @@ class TableIndexes:
                 "dtype": col.dtype.str}
 
     @staticmethod
-    def _opened(kind: str, arrays: dict[str, Any], col: carray) -> Any:
+    def _opened(kind: str, arrays: dict[str, Any], col: Any) -> Any:
         index = KINDS[kind](arrays)
         if isinstance(index, BloomIndex):
             index.dtype = col.dtype
@@ -270,7 +277,8 @@ class TableIndexes:
         usable (not indexed, or its build cannot be read: then queries scan)."""
         state = self._index_states().get(name)
         col = self._cols.get(name)
-        if state is None or not isinstance(col, carray) or categories_of(col) is not None:
+        if state is None or col is None or not _fixed_width(col) or \
+                categories_of(col) is not None:
             return None
         kind, build = state.get("kind"), state.get("build")
         if kind not in KINDS or not isinstance(build, str) or \
@@ -321,9 +329,11 @@ class TableIndexes:
         watched = self.__dict__.setdefault("_index_watched", {})
         for name in states:
             col = self._cols.get(name)
-            if isinstance(col, carray) and watched.get(name) is not col.engine:
-                col.engine.add_listener(_ChunkWatch(dirty, name))
-                watched[name] = col.engine
+            engines = list(column_engines(col)) if _fixed_width(col) else []
+            if engines and watched.get(name) is not engines[0]:
+                for engine in engines:  # a nullable column's validity too
+                    engine.add_listener(_ChunkWatch(dirty, name))
+                watched[name] = engines[0]
 
     def _with_pending(self, name: str, state: dict[str, Any], query: bool = False
                       ) -> dict[str, Any]:
@@ -342,7 +352,7 @@ class TableIndexes:
         return {**state, "dirty": [list(r) for r in union(
             [(int(lo), int(hi)) for lo, hi in state["dirty"]] + extra)]}
 
-    def _settled(self, col: carray, state: dict[str, Any], n: int) -> dict[str, Any]:
+    def _settled(self, col: Any, state: dict[str, Any], n: int) -> dict[str, Any]:
         """``state`` as the commit of a table of ``n`` rows records it: the pending chunks
         dirty, what a shrink cut off forgotten, the partial last chunk dirty unless its
         digest says it is unchanged."""
@@ -372,7 +382,7 @@ class TableIndexes:
         n, changed = len(self), False
         for name, state in list(states.items()):
             col = self._cols.get(name)
-            if not isinstance(col, carray) or not _state_ok(state):
+            if not _fixed_width(col) or not _state_ok(state):
                 del states[name]
                 changed = True
                 continue
