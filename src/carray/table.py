@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from carray import _table_refresh as refresh
+from carray import category_column as cat
 from carray import table_query, table_rows
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
@@ -41,6 +42,7 @@ from carray.params import CParams
 from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock
+from carray.table_categories import CategoryMethods
 from carray.table_columns import (
     Cols,
     as_rows,
@@ -54,7 +56,6 @@ from carray.table_history import TableHistory
 from carray.table_store import (
     ARRAY,
     NESTED,
-    STRING,
     MemoryTable,
     TableStorage,
     VersionedTable,
@@ -66,6 +67,7 @@ from carray.tables_interop import (
     normalise_columns,
     normalise_rows,
 )
+from carray.timezones import keep_zone
 from carray.vlstring import StringColumn, wants_string_column
 
 _T = TypeVar("_T")
@@ -82,7 +84,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
+class ctable(TableBase, TableConversions, PortableTable, CategoryMethods):  # noqa: N801
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -194,19 +196,15 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         args = {**self._new_kwargs, **kwargs}
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
-        col: Any
         if wants_nested_column(values):
-            col = NestedColumn(values, format=self._format, _storage=where.get("storage_sub",
-                               lambda n: None)(name), **common, **args)
-        elif wants_string_column(values):
-            col = StringColumn(values, cparams=args["cparams"], expectedlen=args["expectedlen"],
-                               format=self._format, membership=where.get("membership"),
-                               **common)
-        else:
-            member = where.get("membership")
-            col = carray(values, format=self._format, **common, **args,
-                         storage={"member": member} if member is not None else None)
-        return col
+            return NestedColumn(values, format=self._format, _storage=where.get(
+                "storage_sub", lambda n: None)(name), **common, **args)
+        if wants_string_column(values) or cat.column_class(values) is cat.CategoryColumn:
+            return cat.column_class(values)(values, **cat.text_options(values, args), **common,
+                                            format=self._format, membership=where.get("membership"))
+        member = where.get("membership")
+        return keep_zone(values, carray(values, format=self._format, **common, **args,
+                         storage={"member": member} if member is not None else None))
 
     def _open_column(self, name: str, kind: str) -> Any:
         """Column ``name`` of a versioned table, of ``kind`` (see :mod:`.table_store`)."""
@@ -217,8 +215,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         common: dict[str, Any] = dict(rootdir=where["rootdir"],
                                       mode="r" if self._mode == "r" else "a",
                                       fsync=self._fsync, storage_options=self._storage_options)
-        if kind == STRING:
-            return StringColumn(membership=where["membership"], **common)
+        if kind in cat.OPENERS:  # string and categorical columns
+            return cat.OPENERS[kind](membership=where["membership"], **common)
         if kind == NESTED:
             return NestedColumn(_storage=where["storage_sub"](name), **common)
         if kind != ARRAY:
@@ -546,8 +544,8 @@ class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bc
         out, lengths = {}, set()
         for name, col in self._cols.items():
             v = cols[name]
-            if isinstance(col, StringColumn):
-                v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
+            if isinstance(col, (StringColumn, cat.CategoryColumn)):
+                v = cat.loose_values(v)
             else:
                 v = np.asarray(v, dtype=col.dtype)
                 if v.shape == col.shape[1:]:

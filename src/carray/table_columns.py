@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
+from carray.category_column import CategoricalValues, CategoryColumn
 from carray.vlstring import StringColumn
 
 
@@ -67,6 +68,8 @@ def clip_column(col: Any, length: int) -> None:
 
 
 def empty_like(col: Any) -> Any:
+    if isinstance(col, CategoryColumn):  # the copy is categorical too, same dictionary
+        return CategoricalValues(np.zeros(0, np.int64), col.categories, col.ordered)
     if isinstance(col, StringColumn):
         return np.empty(0, dtype=object)
     return np.empty((0, *col.shape[1:]), dtype=col.dtype)
@@ -110,11 +113,11 @@ def null_count(col: Any) -> int:
 def categories_of(col: Any) -> np.ndarray | None:
     """The dictionary of a categorical column (its values, in code order), or None when
     ``col`` is not categorical."""
-    return None
+    return col.categories if isinstance(col, CategoryColumn) else None
 
 
 def read_codes(col: Any, rows: Any) -> np.ndarray | None:
     """The integer codes of a categorical column for ``rows`` (indexes into
-    :func:`categories_of`; a missing row's code means nothing), or None when ``col`` is
-    not categorical.  :func:`read_any` returns the decoded values."""
-    return None
+    :func:`categories_of`; a missing row's code is -1), or None when ``col`` is not
+    categorical.  :func:`read_any` returns the decoded values."""
+    return col.codes(rows) if isinstance(col, CategoryColumn) else None

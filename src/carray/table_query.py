@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from carray import category_query
+from carray.category_column import CategoryColumn
 from carray.query import BlockEvaluator, Expression, caller_scope
 from carray.table_columns import field_dtype, read_any, select_rows
 from carray.vlstring import StringColumn
@@ -26,12 +28,12 @@ def evaluator(t: Any, expression: str, user_dict: Mapping | None, vm: str | None
     if not isinstance(expression, str):  # bcolz: a boolean carray (or array) of rows
         user_dict = {**(user_dict or {}), _MASK_NAME: expression}
         expression = _MASK_NAME
-    expr = Expression.parse(expression)
+    expr, cols = category_query.rewrite(Expression.parse(expression), t.cols)
     scope = {}
-    if any(n not in t.cols for n in expr.names):
+    if any(n not in cols for n in expr.names):
         scope = caller_scope(depth + 1)
         scope.update(user_dict or {})
-    ev = BlockEvaluator(expr, t.cols, scope, vm=vm, blen=blen, prune=prune)
+    ev = BlockEvaluator(expr, cols, scope, vm=vm, blen=blen, prune=prune)
     if ev.length is not None and ev.length != len(t):
         raise ValueError(f"operands of {expression!r} have {ev.length} rows, the table "
                          f"{len(t)}")
@@ -88,7 +90,7 @@ def take(t: Any, name: str, sel: np.ndarray, count: int, lo: int, hi: int,
     by decoding the whole block into a reused buffer.
     """
     col = t.cols[name]
-    if isinstance(col, StringColumn) or count * 64 < hi - lo:
+    if isinstance(col, (StringColumn, CategoryColumn)) or count * 64 < hi - lo:
         idx = np.flatnonzero(sel) if sel.dtype == np.bool_ else sel
         return read_any(col, idx + lo)
     buf = buffers.get(name)

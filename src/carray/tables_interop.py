@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from carray import hdf5
+from carray import hdf5, timezones
 from carray.array import carray
+from carray.category_column import CategoricalValues, CategoryColumn, as_categorical
 from carray.container import TableBase, refuse_own_source
 from carray.errors import UnsupportedDTypeError
 from carray.table_store import check_name
@@ -52,8 +53,9 @@ def _series_values(series: Any) -> Any:
 
         return _arrow_values(pa.array(series.array))
     if isinstance(dtype, pd.CategoricalDtype):
-        series = series.astype(dtype.categories.dtype)
-        dtype = series.dtype
+        return as_categorical(series)  # codes and categories as they are
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return timezones.from_pandas(series)  # UTC instants; the zone kept by the column
     if series.hasnans and dtype.kind not in "fcmM":
         raise ValueError(f"column {series.name!r} has missing values; only float and "
                          "datetime columns can hold them (as NaN/NaT)")
@@ -69,10 +71,12 @@ def _series_values(series: Any) -> Any:
 def _arrow_values(arr: Any) -> Any:
     import pyarrow as pa
 
-    if isinstance(arr, pa.ChunkedArray):
+    if isinstance(arr, pa.ChunkedArray) and not pa.types.is_dictionary(arr.type):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
+        return as_categorical(arr)
+    if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
+        return timezones.from_arrow(arr)
     if arr.null_count and not (pa.types.is_floating(arr.type) or
                                pa.types.is_timestamp(arr.type)):
         raise ValueError(f"Arrow column of type {arr.type} has {arr.null_count} nulls; "
@@ -119,7 +123,7 @@ def normalise_columns(columns: Any, names: list[str] | None, into: str | None = 
         if name in seen:
             raise ValueError(f"duplicate column name {name!r}")
         seen.add(name)
-        if isinstance(values, (StringColumn, carray)):
+        if isinstance(values, (StringColumn, carray, CategoryColumn, CategoricalValues)):
             pass
         elif _is_arrow_array(values):
             values = _arrow_values(values)
@@ -203,7 +207,11 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
     data = {}
     for n in names:
         col = table.cols[n]
-        if isinstance(col, StringColumn):
+        if isinstance(col, CategoryColumn):
+            data[n] = col.to_pandas()
+        elif zone := timezones.zone_of(col):
+            data[n] = timezones.to_pandas(col[:], zone)
+        elif isinstance(col, StringColumn):
             if strings == "arrow":
                 data[n] = pd.arrays.ArrowExtensionArray(col.to_arrow())
             else:
@@ -242,6 +250,10 @@ def _arrow_type(col: Any) -> Any:
 
     if isinstance(col, StringColumn):
         return pa.large_string()
+    if isinstance(col, CategoryColumn):
+        return col.arrow_type()
+    if zone := timezones.zone_of(col):
+        return timezones.arrow_type(col, zone)
     item = pa.from_numpy_dtype(col.dtype)
     if col.ndim > 1:
         return pa.list_(item, int(np.prod(col.shape[1:])))
@@ -260,7 +272,11 @@ def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
 
     if isinstance(col, StringColumn):
         return col.arrow_rows(lo, hi)
+    if isinstance(col, CategoryColumn):
+        return col.to_arrow(lo, hi)
     values = np.asarray(col[lo:hi])
+    if zone := timezones.zone_of(col):
+        return timezones.to_arrow(values, zone)
     try:
         if values.ndim > 1:
             width = int(np.prod(values.shape[1:]))

@@ -1,0 +1,46 @@
+"""Table methods for categorical columns (mixed into :class:`carray.table.ctable`).
+
+A table gets a categorical column from a pandas ``Categorical`` or an Arrow
+dictionary column, from values wrapped with :func:`carray.categorical`
+(``ctable({'carrier': categorical(values)})``, ``t.addcol(categorical(v), 'c')``),
+or by :meth:`CategoryMethods.categorize` of a column it holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from carray.category_column import CategoryColumn, categorical
+from carray.table_columns import read_any
+
+
+class CategoryMethods:
+    """``categorize``/``decategorize`` for :class:`carray.table.ctable` (public API only)."""
+
+    def categorize(self, name: str, categories: Any = None, ordered: bool = False) -> None:
+        """Store column ``name`` as codes into a dictionary of its distinct values (in
+        place, at the same position); ``categories`` and ``ordered`` as for
+        :func:`carray.categorical`.  A column that is categorical already is left alone."""
+        t: Any = self
+        col = t.cols[name]
+        if isinstance(col, CategoryColumn):
+            return
+        values = categorical(read_any(col, range(len(t))), categories, ordered)
+        pos = t.names.index(name)
+        t.delcol(name)
+        t.addcol(values, name=name, pos=pos)
+
+    def decategorize(self, name: str) -> None:
+        """Store categorical column ``name`` as its plain values again (a missing value
+        needs a column that can hold it: NaN in floats, NaT in datetimes)."""
+        t: Any = self
+        col = t.cols[name]
+        if not isinstance(col, CategoryColumn):
+            return
+        values = col.read_rows(range(len(t)))
+        if col.null_count() and values.dtype.kind not in "fmM":
+            raise ValueError(f"column {name!r} has {col.null_count()} missing values, which "
+                             f"a plain column of {values.dtype} cannot hold")
+        pos = t.names.index(name)
+        t.delcol(name)
+        t.addcol(values, name=name, pos=pos)
