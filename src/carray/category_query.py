@@ -24,10 +24,12 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from carray.category_column import CategoryColumn
+import numpy as np
+
+from carray.category_column import CategoryColumn, decode
 from carray.compute.parse import Expression, literal
 from carray.errors import ExpressionError
 
@@ -130,3 +132,24 @@ class _Rewriter(ast.NodeTransformer):
                                       f"has no place in their order (in {self.text!r})")
             return _both(_compare(alias, op, code), _present(alias))
         return node
+
+
+def scanned(col: Any) -> Any:
+    """What a query reads of an output column: a categorical column's codes carray (the
+    blocks :func:`decoded` gives back are decoded), any other column itself."""
+    return col.codes_array() if isinstance(col, CategoryColumn) else col
+
+
+def decoded(blocks: Iterator[dict[str, np.ndarray]], cols: Mapping[str, Any]
+            ) -> Iterator[dict[str, np.ndarray]]:
+    """``blocks`` of output rows (name -> values) with the codes of categorical columns
+    (read through :func:`scanned`) decoded; each dictionary is read once per query."""
+    dictionaries: dict[str, np.ndarray] = {}
+    for block in blocks:
+        for name, values in block.items():
+            col = cols.get(name)
+            if isinstance(col, CategoryColumn):
+                if name not in dictionaries:
+                    dictionaries[name] = col.categories
+                block[name] = decode(values, dictionaries[name])
+        yield block

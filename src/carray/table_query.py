@@ -43,9 +43,9 @@ def evaluator(t: Any, expression: str, user_dict: Mapping | None, vm: str | None
 def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
             limit: int | None) -> Iterator[dict[str, np.ndarray]]:
     """Blocks of matching rows: column name -> values (copies)."""
-    outputs = {n: None if n == "nrow__" else t.cols[n] for n in names}
+    outputs = {n: None if n == "nrow__" else category_query.scanned(t.cols[n]) for n in names}
     if not skip and limit is None and ev.length and ev.columns and ev.can_select(outputs):
-        yield from ev.select(outputs)  # everything on the worker threads
+        yield from category_query.decoded(ev.select(outputs), t.cols)  # all on worker threads
         return
     taken = 0
     buffers: dict[str, np.ndarray] = {}
