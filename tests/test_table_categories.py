@@ -170,8 +170,7 @@ def test_ordered_categories_refuse_new_values_and_a_failed_append_changes_nothin
     assert len(t) == 2 and t.cols["c"][:].tolist() == ["a", "b"]
     t = reopen(t)
     assert len(t) == 2 and t.cols["o"][:].tolist() == ["lo", "hi"]
-    if t.rootdir is not None:  # the dictionary is rolled back with the codes
-        assert t.cols["c"].categories.tolist() == before
+    assert t.cols["c"].categories.tolist() == before  # rolled back with the codes
     t.append({"c": ["b"], "o": ["hi"]})
     assert t.cols["c"][:].tolist() == ["a", "b", "b"]
 
@@ -238,6 +237,22 @@ def test_queries_compare_codes_and_values_not_in_the_dictionary_match_nothing(wh
     assert [r.carrier for r in t.where("carrier in ['AA', 'DL']")] == ["AA", "DL"]
     assert t.eval("carrier == 'UA'", out_flavor="numpy").tolist() == \
         [True, False, False, True, False]
+
+
+def test_numeric_and_datetime_categories_compare_by_value(where):
+    t = ca.ctable({
+        "n": ca.categorical([1, 2, None, 3, 2]),
+        "f": ca.categorical([0.5, 1.0, 2.0, None, 0.5]),
+        "d": pd.Series(pd.Categorical(pd.to_datetime(
+            ["2024-01-01", None, "2024-01-02", "2024-01-01", "2024-01-03"]))),
+    }, **where)
+    assert _rows(t, "n == 2") == _rows(t, "n == 2.0") == [1, 4]
+    assert _rows(t, "n == 2.5") == _rows(t, "n == '2'") == []
+    assert _rows(t, "n in [1, 3]") == [0, 3] and _rows(t, "n not in [1, 3]") == [1, 4]
+    assert _rows(t, "f == 0.5") == [0, 4] and _rows(t, "f != 1") == [0, 2, 4]
+    assert _rows(t, "d == '2024-01-01'") == [0, 3]
+    assert _rows(t, "d in ['2024-01-02', '2024-01-03T00:00']") == [2, 4]
+    assert _rows(t, "d == '2024-01-01T00:00:00.5'") == []
 
 
 def test_ordering_comparisons_need_ordered_categories(where):

@@ -320,6 +320,8 @@ class CategoryColumn(Container):
         self._store: Store = LOCAL
         self._path = ""
         self._cache: tuple[int, np.ndarray, dict] | None = None
+        # (rows, categories) before the last append: what an in-memory undo goes back to.
+        self._last_append: tuple[int, int] | None = None
         self._attrs = Attrs(MemoryLayout(), "a")
         if self._rootdir is not None:
             if membership is None or format == "bcolz":
@@ -447,16 +449,21 @@ class CategoryColumn(Container):
 
     def code_of(self, value: Any) -> int | None:
         """The code of ``value``, or None when it is not in the dictionary."""
-        cats = self._lookup()[1]
+        _, cats, lookup = self._lookup()
         if cats.dtype != np.dtype(object):
+            if isinstance(value, str) != (cats.dtype.kind == "M"):
+                return None  # text never equals a number; a datetime is written as text
             try:
-                cast = np.asarray(value).astype(cats.dtype)
-                if cast != value:
-                    return None
-                value = cast.tolist()
-            except (TypeError, ValueError):
+                given = np.asarray(np.datetime64(value) if isinstance(value, str) else value)
+                cast = given.astype(cats.dtype)
+                if not bool(cast.astype(given.dtype) == given):
+                    return None  # not exactly representable: equals no category
+            except (TypeError, ValueError, OverflowError):
                 return None
-        return self._lookup()[2].get(value)
+            value = cast.tolist()
+        elif not isinstance(value, str):
+            return None
+        return lookup.get(value)
 
     def codes_array(self) -> carray:
         """The carray of codes itself (queries scan it and prune on its zone maps)."""
@@ -597,7 +604,19 @@ class CategoryColumn(Container):
         if isinstance(values, (str, bytes)) or np.ndim(values) == 0 and \
                 not isinstance(values, CategoricalValues) and as_categorical(values) is None:
             values = np.asarray(values, dtype=object).reshape(1)
-        self._codes.append(self.encode(values))
+        before = (len(self), len(self._dict))
+        try:
+            self._codes.append(self.encode(values))
+        except BaseException:
+            self._trim_dictionary(before[1])
+            raise
+        self._last_append = before
+
+    def _trim_dictionary(self, length: int) -> None:
+        """In memory, drop categories added since the dictionary had ``length`` (on disk
+        the table's transaction puts codes and dictionary back together)."""
+        if self._rootdir is None and len(self._dict) > length:
+            self._dict.resize(length)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Replace rows (numpy's keys and broadcasting); None/NaN writes a missing value."""
@@ -606,6 +625,7 @@ class CategoryColumn(Container):
             value = np.asarray(value, dtype=object).reshape(1)
         codes = self.encode(value)
         self._codes[key] = codes if len(codes) != 1 else codes[0]
+        self._last_append = None
 
     def resize(self, nitems: int) -> None:
         """Shrink to ``nitems`` rows, or grow with missing values."""
@@ -613,8 +633,12 @@ class CategoryColumn(Container):
         n = len(self)
         if nitems < n:
             self._codes.resize(nitems)
+            if self._last_append is not None and nitems == self._last_append[0]:
+                # An in-memory table undoing an append some other column refused.
+                self._trim_dictionary(self._last_append[1])
         elif nitems > n:
             self._codes.append(np.full(nitems - n, -1, CODE_DTYPE))
+        self._last_append = None
 
     def trim(self, nitems: int) -> None:
         self.resize(len(self) - nitems)
