@@ -237,6 +237,10 @@ def test_queries_compare_codes_and_values_not_in_the_dictionary_match_nothing(wh
     assert [r.carrier for r in t.where("carrier in ['AA', 'DL']")] == ["AA", "DL"]
     assert t.eval("carrier == 'UA'", out_flavor="numpy").tolist() == \
         [True, False, False, True, False]
+    sub = t.fetchwhere("x != 1", out_flavor="ctable")  # a new table: still categorical
+    assert isinstance(sub.cols["carrier"], CategoryColumn)
+    assert sub.cols["carrier"].categories.tolist() == ["UA", "AA", "DL", "ZZ"]
+    assert sub.cols["carrier"][:].tolist() == ["UA", None, "UA", "DL"]
 
 
 def test_numeric_and_datetime_categories_compare_by_value(where):

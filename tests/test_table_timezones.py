@@ -86,6 +86,8 @@ def test_appends_queries_and_versions_keep_the_zone(tmp_path):
     assert back[4] == pd.Timestamp("2025-06-01 02:00", tz="Europe/Paris")
     rows = t.fetchwhere("ts >= '2025-01-01'", outcols=["x"])["x"].tolist()
     assert rows == [4, 5]  # queries compare UTC instants
+    sub = t.fetchwhere("x > 3", out_flavor="ctable")
+    assert str(sub.todataframe()["ts"].dt.tz) == "Europe/Paris"
 
 
 def test_zoned_column_added_with_addcol_keeps_its_zone(where):

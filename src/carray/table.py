@@ -42,7 +42,7 @@ from carray.params import CParams
 from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock
-from carray.table_categories import CategoryMethods
+from carray.table_categories import CategoryMethods, result_columns
 from carray.table_columns import (
     Cols,
     as_rows,
@@ -521,7 +521,7 @@ class ctable(TableBase, TableConversions, PortableTable, CategoryMethods):  # no
             raise ValueError(f"out_flavor must be 'numpy' or 'ctable', got {out_flavor!r}")
         out = table_query.fetch(self, ev, names, skip, limit)
         if out_flavor != "numpy":
-            return ctable({n: out[n] for n in names}, **kwargs)
+            return ctable(result_columns(self, out, names), **kwargs)
         return out
 
     @refresh.query

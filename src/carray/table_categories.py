@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from carray import timezones
 from carray.category_column import CategoryColumn, categorical
 from carray.table_columns import read_any
 
@@ -44,3 +47,19 @@ class CategoryMethods:
         pos = t.names.index(name)
         t.delcol(name)
         t.addcol(values, name=name, pos=pos)
+
+
+def result_columns(t: Any, rows: np.ndarray, names: list[str]) -> dict[str, Any]:
+    """Columns ``names`` of ``rows`` (a query's structured result of table ``t``) as a
+    new table's: categorical ones encoded with ``t``'s dictionary (its order too), zoned
+    timestamps with their zone."""
+    out: dict[str, Any] = {}
+    for name in names:
+        col = t.cols[name] if name in t.cols else None
+        if isinstance(col, CategoryColumn):
+            out[name] = categorical(rows[name], col.categories, col.ordered)
+        elif (zone := timezones.zone_of(col)) is not None:
+            out[name] = timezones.ZonedTimes(rows[name], zone)
+        else:
+            out[name] = rows[name]
+    return out
