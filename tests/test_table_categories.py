@@ -3,6 +3,7 @@ with pandas and Arrow, writes, versions, and queries that compare codes."""
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -189,6 +190,74 @@ def test_versions_keep_codes_and_dictionary_together(tmp_path):
     t.append({"carrier": ["OTHER"], "x": [6]})
     assert t.cols["carrier"].codes(range(5, 6)).tolist() == [4]
     t.close()
+
+
+# kill -9 in the middle of an append that extends the dictionary (see kill_points)
+
+_OLD = (["UA", "AA", None, "UA", "DL"], [1, 2, 3, 4, 5])
+_NEW = (["NEW", None, "AA", "OTHER"], [6, 7, 8, 9])
+
+
+def _crash_create(root: str) -> None:
+    ca.ctable({"c": ca.categorical(_OLD[0]), "n": ca.categorical(_OLD[1])}, rootdir=root,
+              chunklen=4).close()
+
+
+def _crash_append(root: str) -> None:
+    t = ca.open(root, mode="a")
+    t.append({"c": _NEW[0], "n": _NEW[1]})
+    t.close()
+
+
+def _crash_check(root: str) -> str:
+    for mode in ("r", "a"):  # a reader first, then a writer that recovers
+        t = ca.open(root, mode=mode)
+        got = (t.cols["c"][:].tolist(), t.cols["n"][:].tolist())
+        if got not in ((_OLD[0], _OLD[1]), (_OLD[0] + _NEW[0], _OLD[1] + _NEW[1])):
+            return f"mode {mode}: unexpected rows {got}"
+        for name in ("c", "n"):
+            codes, cats = t.cols[name].codes(), t.cols[name].categories
+            if len(codes) and codes.max() >= len(cats):
+                return f"mode {mode}: a code of {name!r} past its dictionary"
+        t.close()
+    problems, _ = tally(registry.verify(root))
+    return "ok" if not problems else f"verify: {problems[:2]}"
+
+
+def drive_crash(work: str, kills: int) -> dict:
+    """Kill the append at ``kills`` storage calls spread over it; the tally of checks."""
+    import shutil  # noqa: PLC0415 - the driver's own process
+
+    from kill_points import count_calls, in_child, points  # noqa: PLC0415
+
+    pristine = os.path.join(work, "pristine")
+    assert in_child(_crash_create, pristine).error is None
+    counting = os.path.join(work, "count")
+    shutil.copytree(pristine, counting)
+
+    def counted(root: str) -> int:
+        count = count_calls()
+        _crash_append(root)
+        return count[0]
+
+    total = in_child(counted, counting).result
+    out: dict[str, int] = {}
+    for at, how in points(total, kills, np.random.default_rng(5)):
+        root = os.path.join(work, f"t{at}")
+        shutil.copytree(pristine, root)
+        killed = in_child(_crash_append, root, at=at, how=how)
+        checked = in_child(_crash_check, root)
+        result = killed.error or checked.error or checked.result
+        out[result] = out.get(result, 0) + 1
+    return out
+
+
+def test_kill9_in_an_append_leaves_codes_and_dictionary_consistent(tmp_path):
+    from kill_points import run_driver  # noqa: PLC0415 - the crash tests' helper
+
+    kills = 100 if os.environ.get("CARRAY_SOAK") == "1" else 5
+    tally_ = run_driver("test_table_categories", "drive_crash", str(tmp_path), kills)
+    assert tally_ == {"ok": sum(tally_.values())}, tally_
 
 
 def test_verify_accepts_a_table_with_categorical_columns(tmp_path):
