@@ -270,9 +270,22 @@ def test_verify_accepts_a_table_with_categorical_columns(tmp_path):
     assert problems == [] and checked == 5  # s: codes, offsets, values; n: codes, dictionary
 
 
-def test_bcolz_format_tables_refuse_categorical_columns(tmp_path):
-    with pytest.raises(UnsupportedDTypeError, match="bcolz"):
-        ca.ctable(frame(), rootdir=str(tmp_path / "b"), format="bcolz")
+def test_bcolz_format_tables_store_decoded_values(tmp_path):
+    df = pd.DataFrame({"s": pd.Categorical(["a", "b", "a"]), "f": pd.Categorical([0.5, None, 1])})
+    t = ca.ctable(df, rootdir=str(tmp_path / "b"), format="bcolz")  # bcolz has no categories
+    assert not isinstance(t.cols["s"], CategoryColumn) and t.cols["s"][:].tolist() == \
+        ["a", "b", "a"]
+    np.testing.assert_array_equal(t.cols["f"][:], [0.5, np.nan, 1.0])
+    with pytest.raises(ValueError, match="missing values"):
+        t.addcol(ca.categorical([1, None, 2]), name="n")
+    with pytest.raises(UnsupportedDTypeError, match="versioned"):
+        CategoryColumn(["a"], rootdir=str(tmp_path / "alone"))  # only inside a table
+
+
+def test_encoded_values_go_into_plain_columns_decoded(where):
+    t = ca.ctable({"s": np.array(["a"], dtype=object), "f": [1.0]}, **where)
+    t.append(pd.DataFrame({"s": pd.Categorical(["z"]), "f": pd.Categorical([None, 2.0])[1:]}))
+    assert t["s"][:].tolist() == ["a", "z"] and t["f"][:].tolist() == [1.0, 2.0]
 
 
 def test_in_memory_tables_pickle_and_copy_with_their_categories(tmp_path):

@@ -81,6 +81,10 @@ class CategoricalValues:
         """The values, missing ones as the dictionary's filler (see :func:`decode`)."""
         return decode(self.codes, self.categories)
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = plain_values(self)
+        return out if dtype is None else out.astype(dtype)
+
 
 def categorical(values: Any, categories: Any = None, ordered: bool = False
                 ) -> CategoricalValues:
@@ -713,9 +717,36 @@ def column_class(values: Any) -> type:
 OPENERS: dict[str, type] = {"string": StringColumn, "category": CategoryColumn}
 
 
-def loose_values(values: Any) -> Any:
-    """Incoming rows of a string or categorical column: Arrow arrays and encoded values
-    as they are (their buffers and codes are read directly), else an ``object`` array."""
-    if hasattr(values, "buffers") or as_categorical(values) is not None:
+def loose_values(values: Any, col: Any) -> Any:
+    """Incoming rows of string or categorical column ``col``: encoded values as they are
+    for a categorical column (their codes are read directly), decoded for a string
+    column; Arrow arrays as they are (their buffers are read directly); anything else
+    as an ``object`` array."""
+    encoded = as_categorical(values)
+    if encoded is not None:
+        return encoded if isinstance(col, CategoryColumn) else plain_values(encoded)
+    if hasattr(values, "buffers"):
         return values
     return np.asarray(values, dtype=object).reshape(-1)
+
+
+def plain_values(values: CategoricalValues) -> np.ndarray:
+    """Decoded values for a column that is not categorical: missing ones as None (text),
+    NaN or NaT; integers cannot hold them.
+
+    Raises
+    ------
+    ValueError
+        Integer (or boolean) categories with missing values.
+    """
+    if values.categories.dtype.kind in "biu" and (values.codes < 0).any():
+        raise ValueError(f"{int((values.codes < 0).sum())} missing values, which a column "
+                         f"of {values.categories.dtype} cannot hold")
+    return decode(values.codes, values.categories)
+
+
+def storable(values: Any, fmt: str | None) -> Any:
+    """A new column's values as a table of format ``fmt`` stores them: bcolz 1.x has no
+    categorical columns, so there dictionary-encoded values are decoded."""
+    encoded = as_categorical(values) if fmt == "bcolz" else None
+    return values if encoded is None else plain_values(encoded)

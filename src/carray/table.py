@@ -196,6 +196,7 @@ class ctable(TableBase, TableConversions, PortableTable, CategoryMethods):  # no
         args = {**self._new_kwargs, **kwargs}
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
+        values = cat.storable(values, self._format)  # bcolz's tables: decoded
         if wants_nested_column(values):
             return NestedColumn(values, format=self._format, _storage=where.get(
                 "storage_sub", lambda n: None)(name), **common, **args)
@@ -545,7 +546,7 @@ class ctable(TableBase, TableConversions, PortableTable, CategoryMethods):  # no
         for name, col in self._cols.items():
             v = cols[name]
             if isinstance(col, (StringColumn, cat.CategoryColumn)):
-                v = cat.loose_values(v)
+                v = cat.loose_values(v, col)
             else:
                 v = np.asarray(v, dtype=col.dtype)
                 if v.shape == col.shape[1:]:
