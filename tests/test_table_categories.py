@@ -406,3 +406,26 @@ def test_round_trips_through_pandas_and_arrow_match(values, more, ordered):
     back = t.to_arrow().column("c").combine_chunks()
     assert back.type.ordered == ordered and back.to_pylist() == values + more
     assert t.cols["c"].null_count() == sum(v is None for v in values + more)
+
+
+@FAST
+@given(values=st.one_of(
+    st.lists(st.one_of(st.none(), st.text(max_size=3)), max_size=40),
+    st.lists(st.one_of(st.none(), st.integers(-5, 5)), max_size=40),
+    st.lists(st.one_of(st.none(), st.floats(-3, 3, allow_nan=False)), max_size=40)))
+def test_plain_values_encode_as_pandas_does(values):
+    mine = ca.categorical(values)
+    if all(v is None for v in values):
+        assert (mine.codes == -1).all()
+        return
+    theirs = pd.Categorical(values)
+    np.testing.assert_array_equal(mine.codes, theirs.codes)
+    assert mine.categories.tolist() == theirs.categories.tolist()
+    col = CategoryColumn(mine)
+    col.append(values[::-1])  # the same values again: no new category
+    assert col.categories.tolist() == theirs.categories.tolist()
+    again = values[::-1]
+    valid = col.valid(range(len(values), 2 * len(values)))
+    assert valid.tolist() == [v is not None for v in again]
+    decoded = col[len(values):]
+    assert [decoded[i] for i in np.flatnonzero(valid)] == [v for v in again if v is not None]

@@ -159,13 +159,20 @@ def _arrow_categorical(arr: Any) -> CategoricalValues:
 
 def _values_dtype(values: Any) -> np.dtype:
     """The dictionary dtype plain values call for: object for text, else numpy's."""
-    arr, miss = _plain(values)
-    if arr.dtype.kind in "OUST" or arr.dtype == np.dtypes.StringDType():
-        present = arr[~miss]
-        if len(present) and not any(isinstance(v, str) for v in present):
-            return np.asarray(present.tolist()).dtype
+    given = as_categorical(values)
+    if given is not None:
+        return given.categories.dtype
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object) \
+        if not hasattr(values, "__array__") else np.asarray(values)
+    if arr.dtype.kind in "UST" or arr.dtype == np.dtypes.StringDType():
         return np.dtype(object)
-    return arr.dtype
+    if arr.dtype != np.dtype(object):
+        return arr.dtype
+    first = next((v for v in arr.reshape(-1) if not _missing_scalar(v)), None)
+    if first is None or isinstance(first, str):
+        return np.dtype(object)
+    present = arr.reshape(-1)[~_missing(arr.reshape(-1))]
+    return np.asarray(present.tolist()).dtype
 
 
 def _dictionary_array(categories: Any, dtype: np.dtype | None = None) -> np.ndarray:
@@ -229,6 +236,12 @@ def _factorize(values: Any, categories: np.ndarray, ordered: bool,
                sort: bool = True) -> CategoricalValues:
     """Values as codes into ``categories``, which new values extend (sorted, or in
     order of first appearance), unless ``ordered``."""
+    if categories.dtype == np.dtype(object) and as_categorical(values) is None:
+        arr = np.asarray(values, dtype=object).reshape(-1) if not isinstance(
+            values, np.ndarray) or values.dtype != np.dtype(object) else values.reshape(-1)
+        hashed = _text_codes(arr)
+        if hashed is not None:
+            return _merge(*hashed, categories, ordered, sort)
     arr, miss = _plain(values)
     present = arr[~miss]
     if categories.dtype == np.dtype(object):
@@ -248,20 +261,52 @@ def _factorize(values: Any, categories: np.ndarray, ordered: bool,
         present = cast
     uniq, first, inverse = np.unique(present, return_index=True, return_inverse=True) \
         if len(present) else (present[:0], np.zeros(0, np.intp), np.zeros(0, np.intp))
+    codes = np.full(len(arr), -1, np.int64)
+    codes[~miss] = inverse.reshape(-1)
+    if not sort:  # distinct values in order of first appearance
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        uniq, codes = uniq[order], np.append(rank, -1)[codes]
+    return _merge(uniq, codes, categories, ordered, sort)
+
+
+def _text_codes(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(distinct str in order of first appearance, codes into them, -1 where missing)``
+    of an object array of str and missing values, hashed by Arrow (numpy would sort the
+    Python strings: 25x slower); None without pyarrow or for other values."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None
+    try:
+        parr = pa.array(arr, from_pandas=True)  # None and NaN become nulls
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if pa.types.is_null(parr.type):
+        return np.empty(0, dtype=object), np.full(len(arr), -1, np.int64)
+    if not (pa.types.is_string(parr.type) or pa.types.is_large_string(parr.type)):
+        return None
+    enc = parr.dictionary_encode()
+    codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    return np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object), codes
+
+
+def _merge(uniq: np.ndarray, codes: np.ndarray, categories: np.ndarray, ordered: bool,
+           sort: bool) -> CategoricalValues:
+    """Codes into the distinct values ``uniq`` made codes into ``categories``, which the
+    values new to it extend (sorted when ``sort``, else in ``uniq``'s order)."""
     lookup = {v: i for i, v in enumerate(categories.tolist())}
     is_new = np.asarray([u not in lookup for u in uniq.tolist()], dtype=bool)
     if is_new.any() and ordered:
         raise ValueError(f"{uniq[is_new][0]!r} is not among the ordered categories")
     if is_new.any():
-        added = uniq[is_new] if sort else uniq[is_new][np.argsort(first[is_new])]
+        added = np.sort(uniq[is_new]) if sort else uniq[is_new]
         base = len(categories)
         categories = np.concatenate([categories, added.astype(categories.dtype)])
         lookup.update((v, base + i) for i, v in enumerate(added.tolist()))
-    remap = np.asarray([lookup[u] for u in uniq.tolist()], dtype=np.int64)
-    codes = np.full(len(arr), -1, np.int64)
-    if len(remap):
-        codes[~miss] = remap[inverse.reshape(-1)]
-    return CategoricalValues(codes, categories, ordered)
+    remap = np.asarray([lookup[u] for u in uniq.tolist()] + [-1], dtype=np.int64)
+    return CategoricalValues(remap[codes], categories, ordered)
 
 
 def filler(categories: np.ndarray) -> Any:
