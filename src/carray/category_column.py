@@ -561,8 +561,15 @@ class CategoryColumn(Container):
         return self.codes(rows) >= 0
 
     def null_count(self) -> int:
-        """How many rows are missing."""
-        return sum(int(np.count_nonzero(b < 0)) for b in self._codes.iterblocks())
+        """How many rows are missing (chunks whose smallest code is known to be >= 0 are
+        not read)."""
+        zones = self._codes.zone_map()
+        n, cl, total = len(self), self._codes.chunklen, 0
+        for i, lo in enumerate(range(0, n, cl)):
+            if zones is not None and i < len(zones) and zones.known[i] and zones.lo[i] >= 0:
+                continue
+            total += int(np.count_nonzero(self._codes.read_rows(range(lo, min(lo + cl, n))) < 0))
+        return total
 
     def read_rows(self, rows: range, out: Any = None) -> np.ndarray:
         """Decoded rows ``rows`` (a range)."""
