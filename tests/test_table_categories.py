@@ -317,6 +317,9 @@ def test_queries_compare_codes_and_values_not_in_the_dictionary_match_nothing(wh
     assert _rows(t, "(carrier == 'AA') | (x > 3)") == [1, 4]
     assert t.fetchwhere("carrier == 'DL'")[0].tolist() == ("DL", 4)
     assert [r.carrier for r in t.where("carrier in ['AA', 'DL']")] == ["AA", "DL"]
+    assert [r.carrier for r in t.where("carrier != 'nope'", skip=1, limit=2)] == ["AA", "UA"]
+    assert t.fetchwhere("carrier == 'UA'", prune=False, outcols=["carrier", "nrow__"]).tolist() \
+        == [("UA", 0), ("UA", 3)]
     assert t.eval("carrier == 'UA'", out_flavor="numpy").tolist() == \
         [True, False, False, True, False]
     sub = t.fetchwhere("x != 1", out_flavor="ctable")  # a new table: still categorical
