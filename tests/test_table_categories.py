@@ -105,13 +105,19 @@ def test_parquet_dictionary_columns_stay_categorical(tmp_path):
 def test_explicit_categorical_addcol_and_categorize(where):
     t = ca.ctable({"x": np.arange(6), "s": np.array(list("abcabc"), dtype=object)}, **where)
     t.addcol(ca.categorical([3, 1, None, 3, 1, 2]), name="n")
+    t.addcol(ca.categorical(["lo", "hi", "hi", "lo", "mid", "hi"], ordered=True), name="o")
+    t.addcol(ca.categorical(["b", "a", "b", "b", "a", "a"], categories=["b", "a", "c"]),
+             name="e")
     t.categorize("s")
-    assert t.names == ["x", "s", "n"]
+    assert t.names == ["x", "s", "n", "o", "e"]
     assert isinstance(t.cols["s"], CategoryColumn) and isinstance(t.cols["n"], CategoryColumn)
     t = reopen(t)
     assert t.cols["s"].categories.tolist() == ["a", "b", "c"]
     assert t.cols["n"].categories.tolist() == [1, 2, 3]
     assert t.cols["n"].null_count() == 1
+    assert t.cols["o"].ordered and t.cols["o"].categories.tolist() == ["hi", "lo", "mid"]
+    assert t.cols["e"].categories.tolist() == ["b", "a", "c"] and not t.cols["e"].ordered
+    assert t.cols["e"].codes().tolist() == [0, 1, 0, 0, 1, 1]
     t.decategorize("s")
     assert not isinstance(t.cols["s"], CategoryColumn) and t.cols["s"][:].tolist() == \
         list("abcabc")

@@ -100,11 +100,12 @@ def categorical(values: Any, categories: Any = None, ordered: bool = False
     ordered : bool
         Whether the categories' order is meaningful.
     """
-    if categories is None and not ordered:
+    if categories is None:  # the values' own (sorted, unless encoded already)
         found = as_categorical(values)
-        if found is not None:
-            return found
-        return _factorize(values, _dictionary_array([], _values_dtype(values)), False)
+        if found is None:
+            found = _factorize(values, _dictionary_array([], _values_dtype(values)), False)
+        return found if found.ordered or not ordered else \
+            CategoricalValues(found.codes, found.categories, True)
     cats = _dictionary_array(categories if categories is not None else [],
                              _values_dtype(values))
     return _factorize(values, cats, ordered)
