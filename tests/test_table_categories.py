@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import carray as ca
 from carray import registry, table_query
 from carray.category_column import CategoryColumn
-from carray.errors import ExpressionError, UnsupportedDTypeError
+from carray.errors import ExpressionError, ReadOnlyError, UnsupportedDTypeError
 from carray.problems import tally
 from carray.table_columns import categories_of, read_any, read_codes
 
@@ -264,6 +264,20 @@ def test_kill9_in_an_append_leaves_codes_and_dictionary_consistent(tmp_path):
     kills = 100 if os.environ.get("CARRAY_SOAK") == "1" else 5
     tally_ = run_driver("test_table_categories", "drive_crash", str(tmp_path), kills)
     assert tally_ == {"ok": sum(tally_.values())}, tally_
+
+
+def test_read_only_opens_read_and_refuse_writes(tmp_path):
+    root = str(tmp_path / "t")
+    ca.ctable(frame(), rootdir=root).close()
+    t = ca.open(root, mode="r")
+    assert t.cols["carrier"][:].tolist() == ["UA", "AA", None, "UA", "DL"]
+    with pytest.raises(ReadOnlyError):
+        t.cols["carrier"].append(["UA"])
+    with pytest.raises(ReadOnlyError):
+        t.cols["carrier"][0] = "AA"
+    with pytest.raises(ReadOnlyError):
+        t.append({"carrier": ["UA"], "x": [9]})
+    assert len(ca.open(root, mode="r")) == 5
 
 
 def test_verify_accepts_a_table_with_categorical_columns(tmp_path):

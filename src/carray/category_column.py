@@ -32,7 +32,12 @@ import numpy as np
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import Container
-from carray.errors import FormatError, ReadOnlyError, UnsupportedDTypeError
+from carray.errors import (
+    ContainerNotFoundError,
+    FormatError,
+    ReadOnlyError,
+    UnsupportedDTypeError,
+)
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.safejson import load_json
@@ -354,8 +359,8 @@ class CategoryColumn(Container):
     categories, ordered
         As for :func:`categorical` (a new column only).
     rootdir, mode, cparams, expectedlen, chunklen, fsync, storage_options
-        As for :class:`carray.carray` (``chunklen``: of the codes).  On disk only as a versioned table's column
-        (``membership``).
+        As for :class:`carray.carray` (``chunklen``: the codes').  On disk only as a
+        versioned table's column (``membership``).
     """
 
     def __init__(self, values: Any = None, *, categories: Any = None,
@@ -385,7 +390,8 @@ class CategoryColumn(Container):
             self._open(common)
             return
         if mode == "r":
-            raise ValueError("mode 'r' needs an existing categorical column")
+            raise ContainerNotFoundError(f"{self._rootdir or 'categorical column'}: mode 'r' "
+                                         "needs an existing categorical column")
         start = categorical(values if values is not None else [], categories, ordered)
         self._ordered = start.ordered
         self._kind = STRING if start.categories.dtype == np.dtype(object) else ARRAY
