@@ -20,6 +20,7 @@ from carray.table_columns import categories_of, read_any, read_codes
 
 pd = pytest.importorskip("pandas", reason="pandas: the categorical round trips")
 pa = pytest.importorskip("pyarrow", reason="pyarrow: dictionary arrays")
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet: Parquet files")
 
 FAST = settings(max_examples=40, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -94,12 +95,30 @@ def test_arrow_dictionary_arrays_and_the_c_stream_round_trip(where):
 
 
 def test_parquet_dictionary_columns_stay_categorical(tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet: a parquet file")
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"carrier": ["UA", "AA", "UA", None]}), path)
     t = ca.ctable(pq.read_table(path, read_dictionary=["carrier"]))
     assert isinstance(t.cols["carrier"], CategoryColumn)
     assert t.cols["carrier"][:].tolist() == ["UA", "AA", "UA", None]
+
+
+def test_carray_convert_keeps_categories_and_zones_through_parquet(tmp_path, monkeypatch):
+    from carray.convert import convert  # noqa: PLC0415 - only this test converts
+
+    monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 4)  # batches, each a dictionary
+    n = 10
+    src = pd.DataFrame({
+        "c": pd.Categorical(["UA", None, "AA", "DL", "UA"] * 2, categories=["UA", "AA", "DL"],
+                            ordered=True),
+        "ts": pd.date_range("2024-01-01", periods=n, freq="D", tz="America/New_York"),
+    })
+    ca.ctable(src, rootdir=str(tmp_path / "t.ctable")).close()
+    convert(tmp_path / "t.ctable", tmp_path / "t.parquet")
+    assert pa.types.is_dictionary(pq.read_schema(tmp_path / "t.parquet").field("c").type)
+    convert(tmp_path / "t.parquet", tmp_path / "back.ctable")
+    back = ca.open(str(tmp_path / "back.ctable"), mode="r")
+    assert isinstance(back.cols["c"], CategoryColumn)
+    pd.testing.assert_frame_equal(back.todataframe(), src)
 
 
 def test_explicit_categorical_addcol_and_categorize(where):
