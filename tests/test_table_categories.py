@@ -354,6 +354,9 @@ def test_queries_compare_codes_and_values_not_in_the_dictionary_match_nothing(wh
     assert _rows(t, "carrier in ['UA', 'DL', 'nope']") == [0, 3, 4]
     assert _rows(t, "carrier not in ['UA']") == [1, 4]
     assert _rows(t, "(carrier == 'AA') | (x > 3)") == [1, 4]
+    assert _rows(t, "~(carrier == 'UA')") == [1, 4]  # negations reach the comparisons
+    assert _rows(t, "not ((carrier == 'AA') & (x > 0))") == [0, 3, 4]
+    assert _rows(t, "~~(carrier == 'UA')") == [0, 3]
     assert t.fetchwhere("carrier == 'DL'")[0].tolist() == ("DL", 4)
     assert [r.carrier for r in t.where("carrier in ['AA', 'DL']")] == ["AA", "DL"]
     assert [r.carrier for r in t.where("carrier != 'nope'", skip=1, limit=2)] == ["AA", "UA"]
@@ -416,8 +419,9 @@ _LITERALS = st.lists(st.sampled_from(["UA", "AA", "DL", "XX"]), min_size=1, max_
 
 
 @FAST
-@given(values=_VALUES, lits=_LITERALS, op=st.sampled_from(["==", "!=", "in", "not in"]))
-def test_query_answers_match_pandas_and_polars(values, lits, op):
+@given(values=_VALUES, lits=_LITERALS, op=st.sampled_from(["==", "!=", "in", "not in"]),
+       negate=st.booleans())
+def test_query_answers_match_pandas_and_polars(values, lits, op, negate):
     pl = pytest.importorskip("polars", reason="polars: its filter answers")
     s = pd.Series(pd.Categorical(values))
     t = ca.ctable({"c": s, "x": np.arange(len(values))}, chunklen=8)
@@ -429,6 +433,8 @@ def test_query_answers_match_pandas_and_polars(values, lits, op):
         expr = f"c {op} {lits!r}"
         hit = s.isin(lits) if op == "in" else ~s.isin(lits) & s.notna()
         pcol = pl.col("c").is_in(lits) if op == "in" else ~pl.col("c").is_in(lits)
+    if negate:  # three-valued, as SQL and polars: a missing value stays unmatched
+        expr, hit, pcol = f"not ({expr})", ~hit & s.notna(), ~pcol
     got = _rows(t, expr)
     assert got == np.flatnonzero(hit.to_numpy()).tolist()
     frame_pl = pl.DataFrame({"c": pl.Series(values, dtype=pl.String), "i": range(len(values))})

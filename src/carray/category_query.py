@@ -13,9 +13,11 @@ carray, whose zone maps prune blocks as for any other column.
   the literal must be one of them); unordered ones refuse, as pandas does.
 
 A missing value (code -1) matches no comparison, ``!=`` and ``not in`` included (as
-in SQL and polars; pandas' ``!=`` says True there).  ``~(carrier == 'UA')`` is the
-plain negation of the codes' comparison, so it does hold on missing rows.  A
-categorical column used any other way (arithmetic, compared with another column)
+in SQL and polars; pandas' ``!=`` says True there), negated or not: a ``~`` above
+comparisons of categorical columns is pushed down to them first (De Morgan's laws,
+``~(carrier == 'UA')`` becomes ``carrier != 'UA'``), which gives SQL's three-valued
+answer where the plain negation of the codes' comparison would hold on missing rows.
+A categorical column used any other way (arithmetic, compared with another column)
 is refused with an :class:`~carray.errors.ExpressionError`.
 """
 
@@ -36,6 +38,8 @@ from carray.errors import ExpressionError
 _FLIPPED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE,
             ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 _ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_NEGATED = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
+            ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE}
 _NEVER = -2  # no code is -2: ``codes == -2`` is false everywhere, and zone maps know it
 
 
@@ -95,6 +99,31 @@ class _Rewriter(ast.NodeTransformer):
     def __init__(self, cats: dict[str, CategoryColumn], aliases: dict[str, str],
                  text: str) -> None:
         self.cats, self.aliases, self.text = cats, aliases, text
+
+    def _names_category(self, node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in self.cats for n in ast.walk(node))
+
+    def _negated(self, node: ast.expr) -> ast.expr:
+        """``~node`` with the negation pushed down to the comparisons of categorical
+        columns (the other operands keep a ``~`` of their own)."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+            op = ast.BitOr() if isinstance(node.op, ast.BitAnd) else ast.BitAnd()
+            return ast.BinOp(left=self._negated(node.left), op=op,
+                             right=self._negated(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+            return node.operand
+        if isinstance(node, ast.Compare) and type(node.ops[0]) in _NEGATED and \
+                self._names_category(node):
+            return ast.Compare(left=node.left, ops=[_NEGATED[type(node.ops[0])]()],
+                               comparators=node.comparators)
+        return ast.UnaryOp(op=ast.Invert(), operand=node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        if isinstance(node.op, ast.Invert) and self._names_category(node.operand):
+            pushed = self._negated(node.operand)
+            if not (isinstance(pushed, ast.UnaryOp) and pushed.operand is node.operand):
+                return self.visit(pushed)
+        return self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         op, left, right = node.ops[0], node.left, node.comparators[0]
