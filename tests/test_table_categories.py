@@ -477,3 +477,14 @@ def test_plain_values_encode_as_pandas_does(values):
     assert valid.tolist() == [v is not None for v in again]
     decoded = col[len(values):]
     assert [decoded[i] for i in np.flatnonzero(valid)] == [v for v in again if v is not None]
+
+
+def test_dask_partitions_share_the_categorical_dtype_and_zones():
+    pytest.importorskip("dask.dataframe", reason="dask: a DataFrame over the table")
+    df = pd.DataFrame({
+        "carrier": pd.Categorical(["UA", "AA", None, "UA", "DL"] * 20),
+        "ts": pd.date_range("2024-01-01", periods=100, freq="h", tz="Europe/Paris"),
+    })
+    d = ca.ctable(df, chunklen=16).to_dask(partition_rows=32)
+    assert d.npartitions == 4 and d.dtypes["carrier"] == df.dtypes["carrier"]
+    pd.testing.assert_frame_equal(d.compute(), df)

@@ -63,3 +63,17 @@ def result_columns(t: Any, rows: np.ndarray, names: list[str]) -> dict[str, Any]
         else:
             out[name] = rows[name]
     return out
+
+
+def pandas_values(col: Any, rows: range) -> Any:
+    """Rows ``rows`` of column ``col`` as pandas takes them: a ``Categorical`` with the
+    column's whole dictionary (every part of a table the same dtype), zoned timestamps
+    as a ``DatetimeArray`` in their zone, else the plain values."""
+    if isinstance(col, CategoryColumn):
+        import pandas as pd
+
+        return pd.Categorical.from_codes(col.codes(rows), categories=col.categories,
+                                         ordered=col.ordered)
+    if (zone := timezones.zone_of(col)) is not None:
+        return timezones.to_pandas(read_any(col, rows), zone)
+    return read_any(col, rows)

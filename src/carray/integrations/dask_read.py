@@ -162,9 +162,11 @@ def to_dask(a: Any, chunks: Any = None) -> Any:
 def _frame(t: Any, names: list[str], lo: int, hi: int) -> Any:
     import pandas as pd
 
+    from carray.table_categories import pandas_values
+
     data = {}
     for n in names:
-        values = t.read_column(n, range(lo, hi))
+        values = pandas_values(t.cols[n], range(lo, hi))  # categories and zones kept
         data[n] = list(values) if values.ndim > 1 else values
     return pd.DataFrame(data, columns=names, index=pd.RangeIndex(lo, hi))
 
