@@ -93,8 +93,11 @@ def test_appends_queries_and_versions_keep_the_zone(tmp_path):
 def test_zoned_column_added_with_addcol_keeps_its_zone(where):
     t = ca.ctable({"x": np.arange(3)}, **where)
     t.addcol(zoned_frame("Australia/Sydney")["ts"], name="ts")
+    t.addcol(pd.date_range("2024-01-01", periods=3, tz="Asia/Tokyo"), name="idx")  # an index
     t = reopen(t)
-    assert str(t.todataframe()["ts"].dt.tz) == "Australia/Sydney"
+    back = t.todataframe()
+    assert str(back["ts"].dt.tz) == "Australia/Sydney" and str(back["idx"].dt.tz) == "Asia/Tokyo"
+    assert t["idx"][0] == np.datetime64("2023-12-31T15:00")
 
 
 _INSTANTS = st.lists(st.one_of(st.none(), st.integers(-2**40, 2**40)), max_size=30)

@@ -47,11 +47,14 @@ def _zone_name(tz: Any) -> str:
     return "UTC" if name in ("utc", "UTC", "tzutc()") else name
 
 
-def from_pandas(series: Any) -> ZonedTimes:
-    """A pandas ``datetime64[unit, tz]`` Series as UTC instants with its zone."""
-    dtype = series.dtype
-    utc = series.dt.tz_convert("UTC").dt.tz_localize(None)
-    return ZonedTimes(utc.to_numpy(dtype=f"datetime64[{dtype.unit}]"), _zone_name(dtype.tz))
+def from_pandas(values: Any) -> ZonedTimes:
+    """Pandas ``datetime64[unit, tz]`` values (a Series, an index or an array) as UTC
+    instants with their zone."""
+    import pandas as pd
+
+    dtype = values.dtype
+    utc = pd.DatetimeIndex(values).tz_convert("UTC").tz_localize(None)
+    return ZonedTimes(np.asarray(utc, dtype=f"datetime64[{dtype.unit}]"), _zone_name(dtype.tz))
 
 
 def from_arrow(arr: Any) -> ZonedTimes:
