@@ -52,10 +52,6 @@ STRING, ARRAY = "string", "array"
 _MAX_CATEGORIES = int(np.iinfo(CODE_DTYPE).max)
 
 
-def is_category_column(path: str | os.PathLike, store: Store = LOCAL) -> bool:
-    return store.isfile(store.join(os.fspath(path), MARKER))
-
-
 # -- values on their way into a column ------------------------------------------------------
 
 
@@ -81,10 +77,6 @@ class CategoricalValues:
 
     def __len__(self) -> int:
         return len(self.codes)
-
-    def decoded(self) -> np.ndarray:
-        """The values, missing ones as the dictionary's filler (see :func:`decode`)."""
-        return decode(self.codes, self.categories)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = plain_values(self)
