@@ -94,6 +94,13 @@ def test_arrow_dictionary_arrays_and_the_c_stream_round_trip(where):
     assert streamed.column("k").to_pylist() == ["b", "a", None, "c", "b"]
 
 
+def test_a_null_in_an_arrow_dictionary_is_a_missing_value():
+    arr = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, None, 1], pa.int8()),
+                                         pa.array(["a", None, "b"]))
+    col = ca.ctable(pa.table({"k": arr})).cols["k"]
+    assert col.categories.tolist() == ["a", "b"] and col.codes().tolist() == [0, -1, 1, -1, -1]
+
+
 def test_parquet_dictionary_columns_stay_categorical(tmp_path):
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"carrier": ["UA", "AA", "UA", None]}), path)

@@ -149,6 +149,11 @@ def _arrow_categorical(arr: Any) -> CategoricalValues:
         dictionary, indices = arr.dictionary, arr.indices
     codes = np.asarray(indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64) \
         if len(indices) else np.zeros(0, np.int64)
+    if dictionary.null_count:  # Arrow allows a null in the dictionary: a missing value here
+        valid = np.asarray(dictionary.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        remap = np.full(len(valid) + 1, -1, np.int64)  # the last entry: code -1 stays -1
+        remap[np.flatnonzero(valid)] = np.arange(int(valid.sum()))
+        codes, dictionary = remap[codes], dictionary.filter(pa.array(valid))
     cats = dictionary.to_numpy(zero_copy_only=False)
     if pa.types.is_string(dictionary.type) or pa.types.is_large_string(dictionary.type):
         cats = np.asarray(cats, dtype=object)
