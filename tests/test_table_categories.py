@@ -217,6 +217,9 @@ def test_versions_keep_codes_and_dictionary_together(tmp_path):
     old = ca.open(root, tag="before")
     assert len(old) == 5 and old.cols["carrier"].categories.tolist() == ["UA", "AA", "DL", "ZZ"]
     assert ca.open(root, mode="r").cols["carrier"][:].tolist()[-1] == "NEW"
+    made = {v.id: v.time for v in t.versions()}
+    then = ca.open(root, as_of=made[v0])  # by time, the same version
+    assert then.version == v0 and then.cols["carrier"].categories.tolist()[-1] == "ZZ"
     t.restore(v0)
     assert t.cols["carrier"].categories.tolist() == ["UA", "AA", "DL", "ZZ"]
     t.append({"carrier": ["OTHER"], "x": [6]})
