@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 import carray as ca
 from carray import registry, table_query
 from carray.category_column import CategoryColumn
-from carray.errors import ExpressionError, ReadOnlyError, UnsupportedDTypeError
+from carray.errors import (
+    ExpressionError,
+    FormatError,
+    ReadOnlyError,
+    UnsupportedDTypeError,
+)
 from carray.problems import tally
 from carray.table_columns import categories_of, read_any, read_codes
 
@@ -317,6 +322,13 @@ def test_verify_accepts_a_table_with_categorical_columns(tmp_path):
     t.close()
     problems, checked = tally(registry.verify(root))
     assert problems == [] and checked == 5  # s: codes, offsets, values; n: codes, dictionary
+
+
+def test_a_code_past_the_dictionary_is_a_format_error():
+    col = ca.ctable(frame()).cols["carrier"]
+    col.codes_array()[1] = 7  # written past the column's own checks
+    with pytest.raises(FormatError, match="past the dictionary"):
+        col[:]
 
 
 def test_bcolz_format_tables_store_decoded_values(tmp_path):

@@ -577,15 +577,22 @@ class CategoryColumn(Container):
 
     def read_rows(self, rows: range, out: Any = None) -> np.ndarray:
         """Decoded rows ``rows`` (a range)."""
-        return decode(self.codes(rows), self._lookup()[1])
+        return self._decoded(self.codes(rows))
 
     def take(self, rows: Any) -> np.ndarray:
         """Decoded rows at positions ``rows``."""
-        return decode(self._codes.take(np.asarray(rows, dtype=np.int64)), self._lookup()[1])
+        return self._decoded(self._codes.take(np.asarray(rows, dtype=np.int64)))
 
     def read(self, key: Any = slice(None)) -> Any:
         """Decoded rows ``key`` (one value for an int)."""
-        return decode(np.asarray(self._codes[key]), self._lookup()[1])
+        return self._decoded(np.asarray(self._codes[key]))
+
+    def _decoded(self, codes: np.ndarray) -> np.ndarray:
+        cats = self._lookup()[1]
+        if codes.size and int(codes.max()) >= len(cats):
+            raise FormatError(f"code {int(codes.max())} past the dictionary's {len(cats)} "
+                              "values", self._rootdir)
+        return decode(codes, cats)
 
     def __getitem__(self, key: Any) -> Any:
         return self.read(key)
