@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
      "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
      "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
      "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
-     "category_column", "category_query", "table_categories", "timezones"},
+     "category_column", "category_values", "category_query", "table_categories", "timezones"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -12,7 +12,8 @@ from carray.bcolz_api import (
     set_nthreads,
     walk,
 )
-from carray.category_column import CategoryColumn, categorical
+from carray.category_column import CategoryColumn
+from carray.category_values import categorical
 from carray.codecs.threads import detect_number_of_cores, get_nthreads
 from carray.defaults import cparams, defaults, defaults_ctx
 from carray.errors import (

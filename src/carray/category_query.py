@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from carray.category_column import CategoryColumn, decode
+from carray.category_column import CategoryColumn
+from carray.category_values import decode
 from carray.compute.parse import Expression, literal
 from carray.errors import ExpressionError
 

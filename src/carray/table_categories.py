@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from carray import timezones
-from carray.category_column import CategoryColumn, categorical
+from carray.category_column import CategoryColumn
+from carray.category_values import categorical
 from carray.table_columns import read_any
 
 

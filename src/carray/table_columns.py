@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
-from carray.category_column import CategoricalValues, CategoryColumn
+from carray.category_column import CategoryColumn
+from carray.category_values import CategoricalValues
 from carray.vlstring import StringColumn
 
 

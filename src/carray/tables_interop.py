@@ -16,7 +16,8 @@ import numpy as np
 
 from carray import hdf5, timezones
 from carray.array import carray
-from carray.category_column import CategoricalValues, CategoryColumn, as_categorical
+from carray.category_column import CategoryColumn
+from carray.category_values import CategoricalValues, as_categorical
 from carray.container import TableBase, refuse_own_source
 from carray.errors import UnsupportedDTypeError
 from carray.table_store import check_name
