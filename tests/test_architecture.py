@@ -24,7 +24,8 @@ LAYERS: list[set[str]] = [
      "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
      "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
      "table_index", "index_planner", "_index_build", "_index_kinds",
-     "table_missing", "table_nullable", "_missing_table"},
+     "table_missing", "table_nullable", "_missing_table",
+     "category_column", "category_values", "category_query", "table_categories", "timezones"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -12,6 +12,8 @@ from carray.bcolz_api import (
     set_nthreads,
     walk,
 )
+from carray.category_column import CategoryColumn
+from carray.category_values import categorical
 from carray.codecs.threads import detect_number_of_cores, get_nthreads
 from carray.defaults import cparams, defaults, defaults_ctx
 from carray.errors import (
@@ -83,12 +85,12 @@ def __getattr__(name: str):
 
 __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
-    "AlignmentError", "Attrs", "CArrayError", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
+    "AlignmentError", "Attrs", "CArrayError", "CategoryColumn", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError", "Group",
     "NullableColumn",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",
     "UnsupportedDTypeError", "UnsupportedOptionError",
-    "arange", "bloscpack", "carray", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
+    "arange", "bloscpack", "carray", "categorical", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "group", "iterblocks", "ones", "open", "open_array", "open_group", "open_table", "prune", "transaction", "set_nthreads",
     "zeros",
     # bcolz's module-level API

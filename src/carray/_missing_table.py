@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from carray.category_column import CategoryColumn, loose_values
 from carray.errors import UnsupportedDTypeError
 from carray.table_columns import field_dtype, null_count, read_any, read_valid
 from carray.table_missing import WithValidity, filler, has_missing
@@ -34,9 +35,13 @@ def conform_rows(t: Any, values: Any) -> dict[str, Any]:
         nullable = hasattr(col, "valid")
         if nullable and not isinstance(v, WithValidity) and np.ndim(v) == 0:
             v = [v]  # one row: None and np.ma.masked included
-        if nullable and (isinstance(v, np.ma.MaskedArray) or has_missing(v)):
+        if isinstance(col, CategoryColumn):
+            v = loose_values(v, col)  # codes of encoded values are read directly
+        elif nullable and (isinstance(v, np.ma.MaskedArray) or has_missing(v)):
             pass  # the column splits values from validity
-        elif isinstance(col, StringColumn) or col.dtype == np.dtype(object):
+        elif isinstance(col, StringColumn):
+            v = loose_values(v, col)
+        elif col.dtype == np.dtype(object):
             v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
         else:
             v = np.asanyarray(v, dtype=col.dtype)  # masked records: to a nested column

@@ -59,7 +59,7 @@ def verify_versioned_table(store: Store, root: str) -> Iterator[Finding]:
                           f"holds {sorted(present)}")
         length = meta.get("length")
         lengths = {m.name: (m.shape[0] if m.shape else 1) for m in manifest.members
-                   if not m.name.endswith(("/offsets", "/values"))}
+                   if not m.name.endswith(("/offsets", "/values", "/dictionary"))}
         if any(n != length for n in lengths.values()):
             yield Problem(where, "", f"columns of {sorted(set(lengths.values()))} rows in a "
                           f"table of {length}")

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from carray import _table_refresh as refresh
+from carray import category_column as cat
 from carray import table_query, table_rows
 from carray._missing_table import (
     MissingTable,
@@ -48,6 +49,7 @@ from carray.params import CParams
 from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock
+from carray.table_categories import CategoryMethods, result_columns
 from carray.table_columns import (
     Cols,
     as_rows,
@@ -64,7 +66,6 @@ from carray.table_missing import wants_nullable
 from carray.table_store import (
     ARRAY,
     NESTED,
-    STRING,
     MemoryTable,
     TableStorage,
     VersionedTable,
@@ -75,7 +76,8 @@ from carray.tables_interop import (
     column_values,
     normalise_columns,
 )
-from carray.vlstring import StringColumn, wants_string_column
+from carray.timezones import keep_zone
+from carray.vlstring import wants_string_column
 
 _T = TypeVar("_T")
 
@@ -92,7 +94,7 @@ def _commit_all() -> None:
 
 
 class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
-             MissingTable):
+             MissingTable, CategoryMethods):
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -204,20 +206,20 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         args = {**self._new_kwargs, **kwargs}
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
-        col: Any
+        values = cat.storable(values, self._format)  # bcolz's tables: decoded
+        if cat.column_class(values) is cat.CategoryColumn:
+            return cat.CategoryColumn(values, **cat.text_options(values, args), **common,
+                                      format=self._format, membership=where.get("membership"))
         if wants_nested_column(values) or wants_nullable(values):
             cls = column_class("nullable") if wants_nullable(values) else NestedColumn
-            col = cls(values, format=self._format, _storage=where.get("storage_sub",
-                      lambda n: None)(name), **common, **args)
-        elif wants_string_column(values):
-            col = StringColumn(values, cparams=args["cparams"], expectedlen=args["expectedlen"],
-                               format=self._format, membership=where.get("membership"),
-                               **common)
-        else:
-            member = where.get("membership")
-            col = carray(values, format=self._format, **common, **args,
-                         storage={"member": member} if member is not None else None)
-        return col
+            return cls(values, format=self._format, _storage=where.get("storage_sub",
+                       lambda n: None)(name), **common, **args)
+        if wants_string_column(values):
+            return cat.column_class(values)(values, **cat.text_options(values, args), **common,
+                                            format=self._format, membership=where.get("membership"))
+        member = where.get("membership")
+        return keep_zone(values, carray(values, format=self._format, **common, **args,
+                         storage={"member": member} if member is not None else None))
 
     def _open_column(self, name: str, kind: str) -> Any:
         """Column ``name`` of a versioned table, of ``kind`` (see :mod:`.table_store`)."""
@@ -228,8 +230,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         common: dict[str, Any] = dict(rootdir=where["rootdir"],
                                       mode="r" if self._mode == "r" else "a",
                                       fsync=self._fsync, storage_options=self._storage_options)
-        if kind == STRING:
-            return StringColumn(membership=where["membership"], **common)
+        if kind in cat.OPENERS:  # string and categorical columns
+            return cat.OPENERS[kind](membership=where["membership"], **common)
         if kind != ARRAY:  # a table of its own: nested, nullable (table_columns.column_class)
             cls = NestedColumn if kind == NESTED else column_class(kind, self._rootdir)
             return cls(_storage=where["storage_sub"](name), **common)
@@ -535,7 +537,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             raise ValueError(f"out_flavor must be 'numpy' or 'ctable', got {out_flavor!r}")
         out = table_query.fetch(self, ev, names, skip, limit)
         if out_flavor != "numpy":
-            return ctable({n: out[n] for n in names}, **kwargs)
+            return ctable(result_columns(self, out, names), **kwargs)
         return out
 
     @refresh.query

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
+from carray.category_column import CategoryColumn
+from carray.category_values import CategoricalValues
 from carray.errors import FormatError
 from carray.vlstring import StringColumn
 
@@ -69,6 +71,8 @@ def clip_column(col: Any, length: int) -> None:
 
 def empty_like(col: Any) -> Any:
     """No rows of a column like ``col`` (masked: a column like it holds missing values)."""
+    if isinstance(col, CategoryColumn):  # the copy is categorical too, same dictionary
+        return CategoricalValues(np.zeros(0, np.int64), col.categories, col.ordered)
     if isinstance(col, StringColumn):
         return np.empty(0, dtype=object)
     empty = np.empty((0, *col.shape[1:]), dtype=col.dtype)
@@ -154,11 +158,11 @@ def column_class(kind: str, where: str | None = None) -> Any:
 def categories_of(col: Any) -> np.ndarray | None:
     """The dictionary of a categorical column (its values, in code order), or None when
     ``col`` is not categorical."""
-    return None
+    return col.categories if isinstance(col, CategoryColumn) else None
 
 
 def read_codes(col: Any, rows: Any) -> np.ndarray | None:
     """The integer codes of a categorical column for ``rows`` (indexes into
-    :func:`categories_of`; a missing row's code means nothing), or None when ``col`` is
-    not categorical.  :func:`read_any` returns the decoded values."""
-    return None
+    :func:`categories_of`; a missing row's code is -1), or None when ``col`` is not
+    categorical.  :func:`read_any` returns the decoded values."""
+    return col.codes(rows) if isinstance(col, CategoryColumn) else None

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from carray import index_planner
+from carray import category_query, index_planner
+from carray.category_column import CategoryColumn
 from carray.query import BlockEvaluator, caller_scope
 from carray.table_columns import field_dtype, read_any, read_valid, select_rows
 from carray.vlstring import StringColumn
@@ -27,12 +28,12 @@ def evaluator(t: Any, expression: str, user_dict: Mapping | None, vm: str | None
     if not isinstance(expression, str):  # bcolz: a boolean carray (or array) of rows
         user_dict = {**(user_dict or {}), _MASK_NAME: expression}
         expression = _MASK_NAME
-    expr = index_planner.parsed(expression)
+    expr, cols = category_query.rewrite(index_planner.parsed(expression), t.cols)
     scope = {}
-    if any(n not in t.cols for n in expr.names):
+    if any(n not in cols for n in expr.names):
         scope = caller_scope(depth + 1)
         scope.update(user_dict or {})
-    ev = BlockEvaluator(expr, t.cols, scope, vm=vm, blen=blen, prune=prune)
+    ev = BlockEvaluator(expr, cols, scope, vm=vm, blen=blen, prune=prune)
     if ev.length is not None and ev.length != len(t):
         raise ValueError(f"operands of {expression!r} have {ev.length} rows, the table "
                          f"{len(t)}")
@@ -44,9 +45,9 @@ def matches(t: Any, ev: BlockEvaluator, names: list[str], skip: int,
     """Blocks of matching rows: column name -> values (copies)."""
     if (indexed := index_planner.planned(t, ev)) is not None:  # an index is cheaper
         return (yield from index_planner.matches(t, ev, indexed, names, skip, limit))
-    outputs = {n: None if n == "nrow__" else t.cols[n] for n in names}
+    outputs = {n: None if n == "nrow__" else category_query.scanned(t.cols[n]) for n in names}
     if not skip and limit is None and ev.length and ev.columns and ev.can_select(outputs):
-        yield from ev.select(outputs)  # everything on the worker threads
+        yield from category_query.decoded(ev.select(outputs), t.cols)  # all on worker threads
         return
     taken = 0
     buffers: dict[str, np.ndarray] = {}
@@ -97,7 +98,7 @@ def take(t: Any, name: str, sel: np.ndarray, count: int, lo: int, hi: int,
     by decoding the whole block into a reused buffer.
     """
     col = t.cols[name]
-    if isinstance(col, StringColumn) or count * 64 < hi - lo:
+    if isinstance(col, (StringColumn, CategoryColumn)) or count * 64 < hi - lo:
         idx = np.flatnonzero(sel) if sel.dtype == np.bool_ else sel
         return read_any(col, idx + lo)
     buf = buffers.get(name)

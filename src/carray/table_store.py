@@ -46,7 +46,7 @@ _RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
 _MARKER = b'{"format": "carray-table", "format_version": 3}\n'
 #: What a column is, as a version records it (a nullable column: its values and
 #: validity, described as a nested column's fields are).
-ARRAY, STRING, NESTED, NULLABLE = "array", "string", "nested", "nullable"
+ARRAY, STRING, NESTED, NULLABLE, CATEGORY = "array", "string", "nested", "nullable", "category"
 
 _T = TypeVar("_T")
 
@@ -106,6 +106,12 @@ def member_names(columns: dict[str, Any], prefix: str = "") -> Iterator[str]:
         elif kind == STRING:
             yield f"{where}/offsets"
             yield f"{where}/values"
+        elif kind == CATEGORY:  # codes, and a dictionary of strings or of numbers
+            yield f"{where}/codes"
+            if isinstance(desc, dict) and desc.get("dictionary") == STRING:
+                yield from (f"{where}/dictionary/offsets", f"{where}/dictionary/values")
+            else:
+                yield f"{where}/dictionary"
         else:
             yield from member_names(desc["columns"], f"{where}/")
 
@@ -371,7 +377,7 @@ class VersionedTable(TableStorage):
         for name, col in cols.items():
             kind = col.storage_kind()
             where = str(col.rootdir).rstrip("/").rsplit("/", 1)[-1] if col.rootdir else name
-            desc: dict[str, Any] = {"kind": kind}
+            desc: dict[str, Any] = {"kind": kind, **getattr(col, "kind_details", dict)()}
             if kind in (NESTED, NULLABLE):
                 desc["columns"] = VersionedTable.describe(col.column_dict())
             if where != name:
@@ -457,6 +463,7 @@ class VersionedTable(TableStorage):
                 continue
             if self.store.isfile(self.store.join(key, "meta", "member")) or \
                     self.store.isfile(self.store.join(key, "__vlstring__")) or \
+                    self.store.isfile(self.store.join(key, "__category__")) or \
                     self.store.isdir(self.store.join(key, "data")):
                 with contextlib.suppress(OSError):
                     self.store.rmtree(key)

@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from carray import hdf5
+from carray import hdf5, timezones
 from carray.array import carray
+from carray.category_column import CategoryColumn
+from carray.category_values import CategoricalValues, as_categorical
 from carray.container import TableBase, refuse_own_source
 from carray.errors import UnsupportedDTypeError
 from carray.table_missing import from_arrow, from_series, wants_nullable
@@ -53,8 +55,9 @@ def _series_values(series: Any) -> Any:
 
         return _arrow_values(pa.array(series.array))
     if isinstance(dtype, pd.CategoricalDtype):
-        series = series.astype(dtype.categories.dtype)
-        dtype = series.dtype
+        return as_categorical(series)  # codes and categories as they are
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return timezones.from_pandas(series)  # UTC instants; the zone kept by the column
     if series.hasnans:  # NaN, None, NaT, NA: missing, as pyarrow.Table.from_pandas says
         return from_series(series)
     if dtype == np.dtype(object) or isinstance(dtype, pd.StringDtype):
@@ -69,10 +72,12 @@ def _series_values(series: Any) -> Any:
 def _arrow_values(arr: Any) -> Any:
     import pyarrow as pa
 
-    if isinstance(arr, pa.ChunkedArray):
+    if isinstance(arr, pa.ChunkedArray) and not pa.types.is_dictionary(arr.type):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
+        return as_categorical(arr)
+    if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
+        return timezones.from_arrow(arr)
     if arr.null_count:
         return from_arrow(arr)
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
@@ -117,7 +122,8 @@ def normalise_columns(columns: Any, names: list[str] | None, into: str | None = 
         if name in seen:
             raise ValueError(f"duplicate column name {name!r}")
         seen.add(name)
-        if isinstance(values, (StringColumn, carray)) or wants_nullable(values):
+        if isinstance(values, (StringColumn, carray, CategoryColumn, CategoricalValues)) or \
+                wants_nullable(values):
             pass
         elif _is_arrow_array(values):
             values = _arrow_values(values)
@@ -201,8 +207,10 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
     data = {}
     for n in names:
         col = table.cols[n]
-        if hasattr(col, "to_pandas"):  # missing values: NaN/NaT, or pandas' masked arrays
+        if hasattr(col, "to_pandas"):  # categories; missing values: NaN/NaT or masked
             data[n] = col.to_pandas()
+        elif zone := timezones.zone_of(col):
+            data[n] = timezones.to_pandas(col[:], zone)
         elif isinstance(col, StringColumn):
             if strings == "arrow":
                 data[n] = pd.arrays.ArrowExtensionArray(col.to_arrow())
@@ -244,6 +252,10 @@ def _arrow_type(col: Any) -> Any:
         return col.arrow_type()
     if isinstance(col, StringColumn):
         return pa.large_string()
+    if isinstance(col, CategoryColumn):
+        return col.arrow_type()
+    if zone := timezones.zone_of(col):
+        return timezones.arrow_type(col, zone)
     item = pa.from_numpy_dtype(col.dtype)
     if col.ndim > 1:
         return pa.list_(item, int(np.prod(col.shape[1:])))
@@ -262,7 +274,11 @@ def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
 
     if hasattr(col, "arrow_rows"):  # string columns, and columns with missing values
         return col.arrow_rows(lo, hi)
+    if isinstance(col, CategoryColumn):
+        return col.to_arrow(lo, hi)
     values = np.asarray(col[lo:hi])
+    if zone := timezones.zone_of(col):
+        return timezones.to_arrow(values, zone)
     try:
         if values.ndim > 1:
             width = int(np.prod(values.shape[1:]))

@@ -1,0 +1,119 @@
+"""Timezone-aware timestamp columns: stored as UTC datetime64, the zone kept with the
+column, and put back on by pandas and Arrow conversions."""
+
+from __future__ import annotations
+
+import datetime
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import carray as ca
+from carray.timezones import ZONE_ATTR
+
+pd = pytest.importorskip("pandas", reason="pandas: datetime64[ns, tz] columns")
+pa = pytest.importorskip("pyarrow", reason="pyarrow: timestamp(unit, tz) columns")
+
+FAST = settings(max_examples=30, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(params=["memory", "disk"])
+def where(request, tmp_path):
+    return {} if request.param == "memory" else {"rootdir": str(tmp_path / "t")}
+
+
+def reopen(t, mode="a"):
+    if t.rootdir is None:
+        return t
+    t.flush()
+    t.close()
+    return ca.open(t.rootdir, mode=mode)
+
+
+def zoned_frame(tz="Europe/Paris", unit="ns"):
+    ts = pd.Series(pd.to_datetime(["2024-03-31 01:30", None, "2024-10-27 02:30"])
+                   .as_unit(unit)).dt.tz_localize(tz, ambiguous=True)
+    return pd.DataFrame({"ts": ts, "x": [1, 2, 3]})
+
+
+def test_pandas_zoned_column_is_stored_as_utc_and_comes_back_zoned(where):
+    df = zoned_frame()
+    t = reopen(ca.ctable(df, **where))
+    utc = t["ts"][:]
+    assert utc.dtype == np.dtype("datetime64[ns]")
+    assert utc[0] == np.datetime64("2024-03-31T00:30", "ns")  # +01:00 before the change
+    assert np.isnat(utc[1])
+    assert t.cols["ts"].attrs[ZONE_ATTR] == "Europe/Paris"
+    pd.testing.assert_frame_equal(t.todataframe(), df)
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York", datetime.UTC,
+                                datetime.timezone(datetime.timedelta(hours=5, minutes=30)),
+                                datetime.timezone(-datetime.timedelta(hours=3))])
+def test_zones_by_name_and_fixed_offsets_round_trip(tz):
+    df = zoned_frame(tz, unit="us")
+    back = ca.ctable(df).todataframe()
+    pd.testing.assert_frame_equal(back, df)  # the dtype too: its unit and zone
+    assert back["ts"].dtype == df["ts"].dtype
+
+
+def test_arrow_zoned_timestamps_round_trip_and_stream(where):
+    arr = pa.array([0, None, 1_700_000_000_000], type=pa.timestamp("ms", tz="Asia/Tokyo"))
+    t = reopen(ca.ctable(pa.table({"ts": arr}), **where))
+    assert t["ts"][:].dtype == np.dtype("datetime64[ms]")
+    assert t["ts"][:][2] == np.datetime64(1_700_000_000_000, "ms")
+    out = t.to_arrow()
+    assert out.schema.field("ts").type == pa.timestamp("ms", tz="Asia/Tokyo")
+    assert out.column("ts").combine_chunks().equals(arr)
+    assert pa.table(t).column("ts").combine_chunks().equals(arr)  # the C stream
+
+
+def test_appends_queries_and_versions_keep_the_zone(tmp_path):
+    root = str(tmp_path / "t")
+    t = ca.ctable(zoned_frame(), rootdir=root)
+    t.append(pd.DataFrame({"ts": pd.to_datetime(["2025-01-01 12:00"]).tz_localize("UTC"),
+                           "x": [4]}))  # another zone: the same instants, kept in Paris'
+    t.append({"ts": np.array(["2025-06-01T00:00"], dtype="M8[ns]"), "x": [5]})  # UTC
+    t.close()
+    t = ca.open(root, mode="r")
+    assert len(t) == 5 and t.cols["ts"].attrs[ZONE_ATTR] == "Europe/Paris"
+    back = t.todataframe()["ts"]
+    assert str(back.dt.tz) == "Europe/Paris"
+    assert back[3] == pd.Timestamp("2025-01-01 13:00", tz="Europe/Paris")
+    assert back[4] == pd.Timestamp("2025-06-01 02:00", tz="Europe/Paris")
+    rows = t.fetchwhere("ts >= '2025-01-01'", outcols=["x"])["x"].tolist()
+    assert rows == [4, 5]  # queries compare UTC instants
+    sub = t.fetchwhere("x > 3", out_flavor="ctable")
+    assert str(sub.todataframe()["ts"].dt.tz) == "Europe/Paris"
+
+
+def test_zoned_column_added_with_addcol_keeps_its_zone(where):
+    t = ca.ctable({"x": np.arange(3)}, **where)
+    t.addcol(zoned_frame("Australia/Sydney")["ts"], name="ts")
+    t.addcol(pd.date_range("2024-01-01", periods=3, tz="Asia/Tokyo"), name="idx")  # an index
+    t = reopen(t)
+    back = t.todataframe()
+    assert str(back["ts"].dt.tz) == "Australia/Sydney" and str(back["idx"].dt.tz) == "Asia/Tokyo"
+    assert t["idx"][0] == np.datetime64("2023-12-31T15:00")
+
+
+_INSTANTS = st.lists(st.one_of(st.none(), st.integers(-2**40, 2**40)), max_size=30)
+_ZONES = st.sampled_from(["UTC", "Europe/Paris", "America/Sao_Paulo", "Asia/Kathmandu",
+                          "Pacific/Chatham"])
+
+
+@FAST
+@given(seconds=_INSTANTS, tz=_ZONES, unit=st.sampled_from(["s", "ms", "us", "ns"]))
+def test_any_instants_round_trip_through_pandas_and_arrow(seconds, tz, unit):
+    raw = np.array([np.datetime64("NaT") if s is None else np.datetime64(s, "s")
+                    for s in seconds], dtype="M8[s]").astype(f"M8[{unit}]")
+    ser = pd.Series(pd.DatetimeIndex(raw).tz_localize("UTC").tz_convert(tz))
+    df = pd.DataFrame({"ts": ser})
+    t = ca.ctable(df)
+    np.testing.assert_array_equal(t["ts"][:], raw)
+    pd.testing.assert_frame_equal(t.todataframe(), df)
+    arrow = pa.Table.from_pandas(df, preserve_index=False)
+    assert ca.ctable(arrow).to_arrow().equals(arrow)
