@@ -49,6 +49,7 @@ from carray.table_columns import (
     field_dtype,
     read_any,
 )
+from carray.table_day import TableDay
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import TableHistory
 from carray.table_store import (
@@ -82,7 +83,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
+class ctable(TableBase, TableConversions, PortableTable, TableDay):  # noqa: N801 - the bcolz name users know
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters

@@ -283,6 +283,11 @@ class ComputeMixin:
         """The axes reversed, lazily."""
         return self.transpose()
 
+    def isin(self, values: Any, invert: bool = False) -> np.ndarray:
+        """Booleans, True where the item is one of ``values``, as pandas' ``isin``
+        (:mod:`carray.membership`)."""
+        return _METHODS["isin"](self, values, invert)
+
 
 class LazyExpr(ComputeMixin, Expr):
     """A lazy elementwise expression over carrays, numpy arrays and scalars.
@@ -331,6 +336,12 @@ _METHODS: dict[str, Callable[..., Any]] = {}
 def register_methods(methods: dict[str, Callable[..., Any]]) -> None:
     """Add the implementations of methods named in ``methods`` (see ``_METHODS``)."""
     _METHODS.update(methods)
+
+
+def registered_method(name: str) -> Callable[..., Any]:
+    """The implementation registered for method ``name`` (for containers that share it
+    without being carrays: string columns' ``isin``)."""
+    return _METHODS[name]
 
 
 def register_functions(handlers: dict[Any, Any]) -> None:

@@ -1,0 +1,134 @@
+"""``column.isin(values)``: which rows of a column hold one of some values, as pandas.
+
+The column is read a block at a time (a categorical column's codes only, tested
+against the codes of the categories that are members), and the answer is a
+boolean numpy array of the column's shape, ready to select rows
+(``t[t['carrier'].isin(['UA', 'AA'])]``).  As pandas: a missing row is a member
+when ``values`` holds a missing marker (None, NaN, NaT), a NaN is a member of a
+list holding NaN, and a value of another kind (a string against numbers) is
+simply never equal.  Registered as the ``isin`` method of carrays and lazy
+expressions (:class:`carray.compute.protocols.ComputeMixin`) and of string columns.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from carray.compute.ops import coerce
+from carray.compute.protocols import register_methods
+from carray.errors import ExpressionError
+from carray.table_columns import categories_of, read_any, read_codes, read_valid
+
+#: Rows tested at a time (at least one chunk).
+BLOCK_ROWS = 1 << 16
+
+
+def _is_missing_marker(value: Any) -> bool:
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    return isinstance(value, np.datetime64 | np.timedelta64) and bool(np.isnat(value))
+
+
+def _as_list(values: Any) -> list[Any]:
+    if isinstance(values, (str, bytes)) or np.isscalar(values) or values is None:
+        raise TypeError(f"isin needs a list-like of values, got {type(values).__name__} "
+                        "(wrap a single value in a list)")
+    if hasattr(values, "read") and hasattr(values, "chunklen") and not hasattr(values, "ndim"):
+        return list(values.read(as_object=True))  # a string column
+    if hasattr(values, "to_numpy"):
+        values = values.to_numpy()
+    return list(np.asarray(values).ravel()) if hasattr(values, "__array__") else list(values)
+
+
+def members_for(dtype: np.dtype, values: Any) -> tuple[np.ndarray, bool, bool]:
+    """``(members, holds_nan, holds_missing)``: ``values`` comparable with a column of
+    ``dtype`` (values that cannot equal any of its items dropped), whether they hold a
+    NaN (NaT), and whether they hold a missing marker."""
+    kept, nan, missing = [], False, False
+    for v in _as_list(values):
+        if _is_missing_marker(v):
+            missing = True
+            nan = nan or v is not None
+            continue
+        try:
+            c = coerce(v.item() if isinstance(v, np.generic) else v, dtype, "the column")
+        except ExpressionError:
+            continue  # a string against numbers: never equal, as pandas says
+        if dtype.kind in "biufc" and not isinstance(c, (int, float, complex, np.number)):
+            continue
+        kept.append(c)
+    if dtype.kind == "O":
+        out = np.empty(len(kept), dtype=object)
+        out[:] = kept
+    else:
+        out = np.array(kept) if kept else np.empty(0, dtype=dtype)
+    return out, nan, missing
+
+
+def _nanlike(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind in "fc":
+        return np.isnan(values)
+    if values.dtype.kind in "mM":
+        return np.isnat(values)
+    return np.zeros(values.shape, bool)
+
+
+def _block(col: Any, rows: range) -> np.ndarray:
+    if hasattr(col, "read_rows"):
+        return read_any(col, rows)
+    return np.asarray(col[rows.start:rows.stop])  # a lazy expression
+
+
+def isin(col: Any, values: Any, invert: bool = False) -> np.ndarray:
+    """Booleans of ``col``'s shape: True where the item is one of ``values``.
+
+    Parameters
+    ----------
+    col : carray, StringColumn or lazy expression
+        The column (any array a table holds).
+    values : list-like
+        The members: a list, set, tuple, array, carray, string column or Series.
+    invert : bool
+        True where the item is *not* one of them (numpy's ``invert``).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+    """
+    dtype = np.dtype(getattr(col, "dtype", object))
+    members, nan, missing = members_for(dtype, values)
+    categories = categories_of(col)
+    member_codes = None
+    if categories is not None:
+        cat_members, _, _ = members_for(np.asarray(categories).dtype, values)
+        member_codes = np.flatnonzero(np.isin(categories, cat_members))
+    length = len(col)
+    shape = tuple(getattr(col, "shape", (length,)))
+    out = np.empty(shape, dtype=bool)
+    step = max(BLOCK_ROWS, int(getattr(col, "chunklen", 1)))
+    for lo in range(0, length, step):
+        rows = range(lo, min(lo + step, length))
+        codes = read_codes(col, rows) if member_codes is not None else None
+        if codes is not None and member_codes is not None:
+            hit = np.isin(codes, member_codes)
+        else:
+            block = _block(col, rows)
+            hit = np.isin(block, members)
+            if nan:
+                hit |= _nanlike(block)
+        valid = read_valid(col, rows)
+        if valid is not None:
+            valid = np.asarray(valid).reshape(len(rows), *(1,) * (hit.ndim - 1))
+            hit = np.where(valid, hit, missing)
+        out[lo:rows.stop] = ~hit if invert else hit
+    return out
+
+
+register_methods({"isin": isin})
+
+__all__ = ["BLOCK_ROWS", "isin", "members_for"]
