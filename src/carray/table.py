@@ -196,7 +196,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableDay):  # noqa: N80
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
         col: Any
-        if wants_nested_column(values):
+        if wants_nested_column(values) and self._format != "bcolz":  # bcolz: one carray
             col = NestedColumn(values, format=self._format, _storage=where.get("storage_sub",
                                lambda n: None)(name), **common, **args)
         elif wants_string_column(values):
