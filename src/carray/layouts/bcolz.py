@@ -115,9 +115,10 @@ def storage_dtype(dtype: np.dtype) -> Any:
     holding sub-arrays of records keeps the repr (no string names those fields)."""
     if dtype.names is None:
         return str(dtype)
+    fields: Any = dtype.fields
     formats: list[Any] = []
     for name in dtype.names:
-        field = dtype.fields[name][0]
+        field = fields[name][0]
         if field.names is not None:
             formats.append(storage_dtype(field))
         elif field.subdtype is None:
@@ -127,14 +128,15 @@ def storage_dtype(dtype: np.dtype) -> Any:
         else:
             return str(dtype)
     return {"names": list(dtype.names), "formats": formats,
-            "offsets": [dtype.fields[n][1] for n in dtype.names], "itemsize": dtype.itemsize}
+            "offsets": [fields[n][1] for n in dtype.names], "itemsize": dtype.itemsize}
 
 
-def _fields_dtype(spec: dict, path: str, depth: int = 0) -> np.dtype:
+def _fields_dtype(spec: dict[str, Any], path: str, depth: int = 0) -> np.dtype:
     """A record dtype from its fields form, every part checked before numpy sees it."""
     if depth > MAX_DESCR_DEPTH or len(json.dumps(spec)) > MAX_DESCR_CHARS:
         raise FormatError("dtype fields form is too deep or too long", path)
-    names, formats = spec.get("names"), spec.get("formats")
+    names: Any = spec.get("names")
+    formats: Any = spec.get("formats")
     offsets, itemsize = spec.get("offsets"), spec.get("itemsize")
     ok = set(spec) <= {"names", "formats", "offsets", "itemsize"} and \
         isinstance(names, list) and isinstance(formats, list) and \
@@ -145,13 +147,13 @@ def _fields_dtype(spec: dict, path: str, depth: int = 0) -> np.dtype:
     if not ok:
         raise FormatError(f"dtype {json.dumps(spec)[:80]} is not a fields form "
                           "(names, formats, offsets, itemsize)", path)
-    parts = {"names": names, "formats": [
+    parts: dict[str, Any] = {"names": names, "formats": [
         _fields_dtype(f, path, depth + 1) if isinstance(f, dict) else parse_descr(f, path)
         for f in formats]}
     parts.update({k: v for k, v in (("offsets", offsets), ("itemsize", itemsize))
                   if v is not None})
     try:
-        return np.dtype(parts)
+        return np.dtype(parts)  # type: ignore[call-overload, no-any-return]
     except (TypeError, ValueError) as exc:
         raise FormatError(f"dtype {json.dumps(spec)[:80]} is not a NumPy dtype ({exc})"[:300],
                           path) from None
