@@ -83,8 +83,9 @@ def _arrow_options(options: CsvOptions) -> tuple[Any, Any, Any]:
 
 
 def _numpy_ready(batch: Any, path: str) -> Any:
-    """A record batch as a pyarrow Table of types columns are made of: Arrow ``date32``
-    becomes ``datetime64[D]``, and the types no column holds are refused."""
+    """A record batch of the types columns are made of: Arrow ``date64`` becomes
+    ``date32`` (``datetime64[D]``), a column of only empty fields strings, and the types
+    no column holds are refused."""
     import pyarrow as pa
 
     arrays, names = [], []
@@ -99,11 +100,20 @@ def _numpy_ready(batch: Any, path: str) -> Any:
             arr = pa.array([None] * len(arr), type=pa.string())
         arrays.append(arr)
         names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _batches(path: str, options: CsvOptions) -> Iterator[Any]:
-    """The file's record batches, parse errors raised as :class:`FormatError`."""
+def csv_batches(path: str, options: CsvOptions | None = None) -> Iterator[Any]:
+    """The record batches of the CSV file ``path``, a block at a time (at least one:
+    a file of a header only gives an empty batch).
+
+    Raises
+    ------
+    FormatError
+        The file is not CSV, or a value does not fit its column's type (inferred from
+        the first block unless ``options.dtypes`` names it), naming the file.
+    """
+    options = options or CsvOptions()
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -179,7 +189,7 @@ def _build(cls: Any, path: str, options: CsvOptions, kwargs: dict[str, Any]) -> 
     kwargs.pop("auto_flush", None)  # one commit at the end, whatever the table does after
     t = None
     try:
-        for batch in _batches(path, options):
+        for batch in csv_batches(path, options):
             if t is None:
                 t = cls(batch, auto_flush=False, **kwargs)
             elif batch.num_rows:

@@ -18,7 +18,34 @@ from carray import (
     membership,  # noqa: F401 - registers the columns' isin method
     table_csv,
 )
+from carray.table_columns import categories_of, null_count
 from carray.table_csv import column_part
+
+#: Categories ``carray info`` shows of a categorical column (its dictionary's first ones).
+SHOWN_CATEGORIES = 5
+
+
+def value_facts(col: Any) -> dict[str, Any]:
+    """What ``carray info`` tells of a column's values: how many are missing, and a
+    categorical column's dictionary (its size and first values)."""
+    facts: dict[str, Any] = {"missing": int(null_count(col))}
+    categories = categories_of(col)
+    if categories is not None:
+        facts["categories"] = {"count": len(categories),
+                               "first": [str(v) for v in categories[:SHOWN_CATEGORIES]]}
+    return facts
+
+
+def index_facts(table: Any) -> list[str] | None:
+    """The table's indexes as lines of text (None when tables have no indexes)."""
+    indexes = getattr(table, "indexes", None)
+    if indexes is None:
+        return None
+    if callable(indexes):
+        indexes = indexes()
+    if isinstance(indexes, dict):
+        return [f"{name}: {desc}" for name, desc in indexes.items()]
+    return [str(index) for index in indexes]
 
 
 def edge_rows(length: int, n: int, last: bool) -> range:
