@@ -26,7 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import ContainerExistsError, FormatError, UnsupportedDTypeError
+from carray.errors import (
+    CArrayError,
+    ContainerExistsError,
+    FormatError,
+    UnsupportedDTypeError,
+)
 from carray.table_columns import categories_of, read_any, read_codes, read_valid
 
 #: Bytes of CSV parsed at a time when reading (Arrow's default block is 1 MiB).
@@ -124,6 +129,10 @@ def csv_batches(path: str, options: CsvOptions | None = None) -> Iterator[Any]:
                                convert_options=convert)
         schema = reader.schema
         names = schema.names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise FormatError(f"columns named twice: {twice} (pass names= to rename them, or "
+                              "usecols=)", path)
         any_batch = False
         while True:
             try:
@@ -134,7 +143,8 @@ def csv_batches(path: str, options: CsvOptions | None = None) -> Iterator[Any]:
             yield _numpy_ready(batch, path)
         if not any_batch:  # a header only: the columns, with no rows
             yield _numpy_ready(pa.RecordBatch.from_pylist([], schema=schema), path)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError,
+            pa.ArrowKeyError) as exc:
         raise FormatError(f"not a CSV file this table can read: {_named(str(exc), names)} "
                           "(types are inferred from the first block: pass dtypes= for a "
                           "column whose values change type later)", path) from None
@@ -188,12 +198,22 @@ def _build(cls: Any, path: str, options: CsvOptions, kwargs: dict[str, Any]) -> 
     """Every batch appended to one new table, committed once at the end."""
     kwargs.pop("auto_flush", None)  # one commit at the end, whatever the table does after
     t = None
+    done = 0
     try:
         for batch in csv_batches(path, options):
-            if t is None:
-                t = cls(batch, auto_flush=False, **kwargs)
-            elif batch.num_rows:
-                t.append(batch)
+            try:
+                if t is None:
+                    t = cls(batch, auto_flush=False, **kwargs)
+                elif batch.num_rows:
+                    t.append(batch)
+            except ValueError as exc:
+                if isinstance(exc, CArrayError):
+                    raise
+                # Values a table cannot hold (a duplicate name, nulls a column cannot
+                # keep): say which file and which rows.
+                raise FormatError(f"rows {done}..{done + batch.num_rows} cannot be stored: "
+                                  f"{exc}", path) from exc
+            done += batch.num_rows
     except BaseException:
         if t is not None:
             t.discard()
