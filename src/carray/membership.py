@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from carray.compute.ops import coerce
+from carray.compute.ops import coerce, isin_values
 from carray.compute.protocols import register_methods
 from carray.errors import ExpressionError
 from carray.table_columns import categories_of, read_any, read_codes, read_valid
@@ -49,6 +49,9 @@ def members_for(dtype: np.dtype, values: Any) -> tuple[np.ndarray, bool, bool]:
     """``(members, holds_nan, holds_missing)``: ``values`` comparable with a column of
     ``dtype`` (values that cannot equal any of its items dropped), whether they hold a
     NaN (NaT), and whether they hold a missing marker."""
+    fast = _numeric_members(dtype, values)
+    if fast is not None:
+        return fast
     kept, nan, missing = [], False, False
     for v in _as_list(values):
         if _is_missing_marker(v):
@@ -62,12 +65,30 @@ def members_for(dtype: np.dtype, values: Any) -> tuple[np.ndarray, bool, bool]:
         if dtype.kind in "biufc" and not isinstance(c, (int, float, complex, np.number)):
             continue
         kept.append(c)
-    if dtype.kind == "O":
+    if dtype.kind in "OT":  # strings meet other values as objects: 3 is not '3'
         out = np.empty(len(kept), dtype=object)
         out[:] = kept
     else:
         out = np.array(kept) if kept else np.empty(0, dtype=dtype)
     return out, nan, missing
+
+
+def _numeric_members(dtype: np.dtype, values: Any) -> tuple[np.ndarray, bool, bool] | None:
+    """:func:`members_for` without a look at each value, for an array of numbers (or
+    dates) meeting a column of numbers (or dates); None for anything else."""
+    if isinstance(values, (str, bytes, list, tuple, set, frozenset, dict)) or \
+            not hasattr(values, "__array__") or hasattr(values, "arrow_rows"):
+        return None
+    arr = np.asarray(values.to_numpy() if hasattr(values, "to_numpy") else values[:]
+                     if hasattr(values, "chunklen") else values)
+    numbers = "biufc?"
+    if not (arr.dtype.kind in numbers and dtype.kind in numbers or
+            arr.dtype.kind == dtype.kind and dtype.kind in "mM"):
+        return None
+    flat = arr.ravel()
+    holes = _nanlike(flat)
+    found = bool(holes.any())
+    return flat[~holes], found, found
 
 
 def _nanlike(values: np.ndarray) -> np.ndarray:
@@ -82,6 +103,35 @@ def _block(col: Any, rows: range) -> np.ndarray:
     if hasattr(col, "read_rows"):
         return read_any(col, rows)
     return np.asarray(col[rows.start:rows.stop])  # a lazy expression
+
+
+class _Lookup:
+    """The members, prepared once for every block: sorted for numbers and dates (a
+    binary search per item), an Arrow value set for string columns (their bytes are
+    looked up without making a Python string per row)."""
+
+    def __init__(self, members: np.ndarray) -> None:
+        self.members = members
+        numeric = members.dtype.kind in "biufcmM" and len(members)
+        self.sorted = np.unique(members) if numeric else None
+        self.texts = [m for m in members.tolist() if isinstance(m, str)] \
+            if members.dtype.kind in "OUT" else None
+        self.arrow: Any = None
+
+    def hits(self, col: Any, rows: range) -> np.ndarray:
+        if self.texts is not None and hasattr(col, "arrow_rows"):
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            values = col.arrow_rows(rows.start, rows.stop)
+            if self.arrow is None:
+                self.arrow = pa.array(self.texts, type=values.type)
+            return pc.is_in(values, value_set=self.arrow).to_numpy(zero_copy_only=False)
+        block = _block(col, rows)
+        if self.sorted is not None and block.dtype.kind in "biufcmM":
+            at = np.searchsorted(self.sorted, block).clip(max=len(self.sorted) - 1)
+            return np.asarray(self.sorted[at] == block)
+        return isin_values(block, self.members)
 
 
 def isin(col: Any, values: Any, invert: bool = False) -> np.ndarray:
@@ -111,16 +161,16 @@ def isin(col: Any, values: Any, invert: bool = False) -> np.ndarray:
     shape = tuple(getattr(col, "shape", (length,)))
     out = np.empty(shape, dtype=bool)
     step = max(BLOCK_ROWS, int(getattr(col, "chunklen", 1)))
+    lookup = _Lookup(members)
     for lo in range(0, length, step):
         rows = range(lo, min(lo + step, length))
         codes = read_codes(col, rows) if member_codes is not None else None
         if codes is not None and member_codes is not None:
             hit = np.isin(codes, member_codes)
         else:
-            block = _block(col, rows)
-            hit = np.isin(block, members)
+            hit = lookup.hits(col, rows)
             if nan:
-                hit |= _nanlike(block)
+                hit |= _nanlike(_block(col, rows))
         valid = read_valid(col, rows)
         if valid is not None:
             valid = np.asarray(valid).reshape(len(rows), *(1,) * (hit.ndim - 1))
