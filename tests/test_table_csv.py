@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -223,6 +225,28 @@ def test_reading_and_writing_take_memory_of_a_block_not_the_file(tmp_path):
     for k in (1, 2):
         assert big[k] < 1.5 * small[k] + 2 * block, (small, big)
         assert big[k] < big[0] / 2, (small, big)
+
+
+_RSS_SCRIPT = """
+import resource, sys
+import carray as ca
+peaks = []
+for name in sys.argv[1:3]:
+    ca.ctable.from_csv(name, rootdir=name + ".t", block_size=1 << 16).close()
+    peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+print(*peaks)
+"""
+
+
+def test_native_memory_is_bounded_by_the_block_too(tmp_path):
+    # Arrow's buffers are not traced by tracemalloc: the process's peak resident size
+    # after a file, then after one eight times larger, grows by much less than the file.
+    small, big = tmp_path / "small.csv", tmp_path / "big.csv"
+    small_size, big_size = _big_csv(small, 20_000), _big_csv(big, 160_000)
+    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(small), str(big)],
+                         capture_output=True, text=True, check=True, env=os.environ.copy())
+    first, second = (int(x) for x in out.stdout.split())
+    assert second - first < (big_size - small_size) / 3, (first, second, big_size)
 
 
 # -- against pandas, drawn ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Reading goes through ``pyarrow.csv.open_csv``: the file is parsed a block of
 ``block_size`` bytes at a time, the column types are inferred from the first
 block (or given), and each block's record batch is appended to the table, so
-only one block is ever decoded.  A table built at ``rootdir`` is built under a
+only one block is ever decoded (Arrow reads up to 32 blocks of text ahead).  A table built at ``rootdir`` is built under a
 temporary name beside it and renamed into place once complete: a failure leaves
 nothing at ``rootdir``, and a versioned table gets one version.
 
@@ -34,8 +34,10 @@ from carray.errors import (
 )
 from carray.table_columns import categories_of, read_any, read_codes, read_valid
 
-#: Bytes of CSV parsed at a time when reading (Arrow's default block is 1 MiB).
-BLOCK_BYTES = 1 << 22
+#: Bytes of CSV parsed at a time when reading (Arrow's default).  Arrow reads up to 32
+#: blocks of text ahead of the parser, so reading takes about 32 blocks of text and one
+#: of decoded columns, whatever the size of the file.
+BLOCK_BYTES = 1 << 20
 #: Rows written per batch.
 WRITE_ROWS = 1 << 16
 
@@ -72,7 +74,9 @@ def _arrow_options(options: CsvOptions) -> tuple[Any, Any, Any]:
 
     if options.block_size < 1:
         raise ValueError(f"block_size must be positive, got {options.block_size}")
-    read = pcsv.ReadOptions(block_size=options.block_size,
+    # No threads: Arrow's threaded streaming reader parses ahead of what is consumed,
+    # up to the whole file (memory bounded by the file, not the block).
+    read = pcsv.ReadOptions(block_size=options.block_size, use_threads=False,
                             column_names=list(options.names) if options.names else None,
                             autogenerate_column_names=not options.header and not options.names,
                             skip_rows=1 if options.header and options.names else 0)

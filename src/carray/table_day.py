@@ -126,7 +126,8 @@ class TableDay:
         null_values : sequence of str, optional
             The strings that mean a missing value (default: Arrow's: '', 'NA', 'null'...).
         block_size : int
-            Bytes of the file read at a time: what bounds the memory used.
+            Bytes of the file parsed at a time: what bounds the memory used (about
+            32 blocks of text, read ahead, and one block of decoded values).
         **kwargs
             Passed to the table (``cparams``, ``format``, ``chunklen``...).
 
