@@ -415,7 +415,19 @@ class StringColumn(Container):
             yield self.read_rows(rows[i:i + blen])
 
     def isin(self, values: Any, invert: bool = False) -> np.ndarray:
-        """Booleans, True where the string is one of ``values``, as pandas' ``isin``."""
+        """Booleans, True where the string is one of ``values``, as pandas' ``isin``.
+
+        Parameters
+        ----------
+        values : list-like
+            The members (values that are not strings never match).
+        invert : bool
+            True where the string is *not* one of them.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+        """
         return registered_method("isin")(self, values, invert)
 
     def to_arrow(self):

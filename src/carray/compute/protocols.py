@@ -284,8 +284,21 @@ class ComputeMixin:
         return self.transpose()
 
     def isin(self, values: Any, invert: bool = False) -> np.ndarray:
-        """Booleans, True where the item is one of ``values``, as pandas' ``isin``
-        (:mod:`carray.membership`)."""
+        """Booleans, True where the item is one of ``values``, as pandas' ``isin``.
+
+        Parameters
+        ----------
+        values : list-like
+            The members (a list, set, array, carray, string column or Series).
+        invert : bool
+            True where the item is *not* one of them.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+            Of this array's shape, computed a block at a time
+            (:mod:`carray.membership`).
+        """
         return _METHODS["isin"](self, values, invert)
 
 
