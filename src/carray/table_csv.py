@@ -255,6 +255,9 @@ def _csv_array(col: Any, rows: range, name: str) -> Any:
     if getattr(col, "ndim", 1) != 1 or getattr(col.dtype, "names", None):
         raise UnsupportedDTypeError(f"column {name!r} ({col.dtype}, shape {col.shape}) has "
                                     "more than one value per row: CSV holds one")
+    if hasattr(col, "arrow_rows") and categories_of(col) is None and \
+            read_valid(col, rows) is None:
+        return col.arrow_rows(rows.start, rows.stop)  # strings: their bytes, no objects
     part = column_part(col, rows)
     if isinstance(part, pa.Array):
         return part.dictionary_decode() if pa.types.is_dictionary(part.type) else part
