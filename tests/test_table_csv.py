@@ -268,3 +268,17 @@ def test_round_trips_match_pandas(tmp_path_factory, rows, block):
     check_same(ours, pd.read_csv(d / "p.csv"))
     ours.to_csv(d / "o.csv")
     check_same(ours, pd.read_csv(d / "o.csv"))
+
+
+def test_missing_values_are_written_as_empty_fields(tmp_path, monkeypatch):
+    from carray import table_csv
+
+    t = ca.ctable({"n": np.array([1, 0, 3]), "s": np.array(["a", "", "c"], dtype=object)})
+    valid = {"n": np.array([True, False, True]), "s": np.array([True, False, True])}
+    cols = {id(t.cols[k]): k for k in t.names}
+    monkeypatch.setattr(table_csv, "read_valid", lambda col, rows: (
+        valid[cols[id(col)]][np.asarray(rows)] if id(col) in cols else None))
+    t.to_csv(tmp_path / "m.csv")
+    assert (tmp_path / "m.csv").read_text().splitlines()[1:] == ['1,"a"', ",", '3,"c"']
+    back = pd.read_csv(tmp_path / "m.csv")
+    assert back["n"].isna().tolist() == [False, True, False]
