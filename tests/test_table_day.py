@@ -276,3 +276,16 @@ def test_isin_hypothesis(values, members, chunklen):
     got = t.fetchwhere(f"isin(x, {ints!r}) | isin(s, {texts!r})", outcols="nrow__")
     want = np.flatnonzero((df.x.isin(ints) | df.s.isin(texts)).to_numpy())
     np.testing.assert_array_equal(got["nrow__"], want)
+
+
+def test_isin_on_bytes_and_timestamps(where):
+    t = ca.ctable({"b": np.array([b"x1", b"y2", b"x1"]),
+                   "m": np.array(["2024-01-01T10:00", "2024-01-02T00:00", "2024-01-01T10:00"],
+                                 dtype="M8[s]")}, **where)
+    rows = lambda text: list(t.fetchwhere(text, outcols="nrow__")["nrow__"])  # noqa: E731
+    assert rows("isin(b, ['x1'])") == [0, 2] and rows("b in [b'y2']") == [1]
+    assert rows("isin(m, ['2024-01-01T10:00:00'])") == [0, 2]
+    assert rows("m not in ['2024-01-02']") == [0, 2]  # the day's midnight
+    # As in expressions, a str meets a bytes column encoded.
+    assert t["b"].isin(["x1"]).tolist() == [True, False, True]
+    assert t["m"].isin([np.datetime64("2024-01-02")]).tolist() == [False, True, False]
