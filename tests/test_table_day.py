@@ -289,3 +289,7 @@ def test_isin_on_bytes_and_timestamps(where):
     # As in expressions, a str meets a bytes column encoded.
     assert t["b"].isin(["x1"]).tolist() == [True, False, True]
     assert t["m"].isin([np.datetime64("2024-01-02")]).tolist() == [False, True, False]
+    import datetime
+
+    assert t["m"].isin([datetime.datetime(2024, 1, 1, 10)]).tolist() == [True, False, True]
+    assert t["m"].isin([pd.Timestamp("2024-01-02")]).tolist() == [False, True, False]

@@ -12,6 +12,7 @@ expressions (:class:`carray.compute.protocols.ComputeMixin`) and of string colum
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from typing import Any
 
@@ -59,7 +60,11 @@ def members_for(dtype: np.dtype, values: Any) -> tuple[np.ndarray, bool, bool]:
             nan = nan or v is not None
             continue
         try:
-            c = coerce(v.item() if isinstance(v, np.generic) else v, dtype, "the column")
+            plain = v.item() if isinstance(v, np.generic) and v.dtype.kind not in "mM" else v
+            c = coerce(plain, dtype, "the column")
+            if dtype.kind == "M" and isinstance(c, _dt.date):  # Python dates and datetimes
+                aware = isinstance(c, _dt.datetime) and c.tzinfo is not None
+                c = np.datetime64(c.astimezone(_dt.UTC).replace(tzinfo=None) if aware else c)
         except ExpressionError:
             continue  # a string against numbers: never equal, as pandas says
         if dtype.kind in "biufc" and not isinstance(c, (int, float, complex, np.number)):
