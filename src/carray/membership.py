@@ -63,8 +63,9 @@ def members_for(dtype: np.dtype, values: Any) -> tuple[np.ndarray, bool, bool]:
             plain = v.item() if isinstance(v, np.generic) and v.dtype.kind not in "mM" else v
             c = coerce(plain, dtype, "the column")
             if dtype.kind == "M" and isinstance(c, _dt.date):  # Python dates and datetimes
-                aware = isinstance(c, _dt.datetime) and c.tzinfo is not None
-                c = np.datetime64(c.astimezone(_dt.UTC).replace(tzinfo=None) if aware else c)
+                if isinstance(c, _dt.datetime) and c.tzinfo is not None:
+                    c = c.astimezone(_dt.UTC).replace(tzinfo=None)
+                c = np.datetime64(c)
         except ExpressionError:
             continue  # a string against numbers: never equal, as pandas says
         if dtype.kind in "biufc" and not isinstance(c, (int, float, complex, np.number)):
