@@ -25,7 +25,8 @@ LAYERS: list[set[str]] = [
      "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
      "table_index", "index_planner", "_index_build", "_index_kinds",
      "table_missing", "table_nullable", "_missing_table",
-     "category_column", "category_values", "category_query", "table_categories", "timezones"},
+     "category_column", "category_values", "category_query", "table_categories", "timezones",
+     "table_day", "table_csv", "membership"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -329,3 +329,94 @@ def test_a_tutorial_session(tmp_path):
     assert list(df.columns) == ["i", "f"] and len(df) == 100
     u = bcolz.ctable.fromdataframe(df)
     np.testing.assert_array_equal(u[:], t[:])
+
+
+# -- columns of records, read by the real bcolz -------------------------------------------------
+
+RECORD = np.dtype([("sc1", "<i4"), ("sc3", "<f8"), ("n", [("p", "u1"), ("q", "<U3")]),
+                   ("v", "<i2", (2,))])
+
+
+def _records(n: int) -> np.ndarray:
+    rec = np.zeros(n, dtype=RECORD)
+    rec["sc1"] = np.arange(n) * 3
+    rec["sc3"] = np.arange(n) / 4
+    rec["n"]["p"] = np.arange(n) % 250
+    rec["n"]["q"] = [f"é{k % 7}" for k in range(n)]
+    rec["v"] = np.arange(2 * n).reshape(n, 2)
+    return rec
+
+
+def test_real_bcolz_reads_a_column_of_records_carray_wrote(tmp_path):
+    real = pytest.importorskip("bcolz", reason="the real bcolz 1.x checks what it can read")
+    if real is bcolz:  # pragma: no cover - only carray itself is importable as bcolz
+        pytest.skip("the real bcolz is not installed")
+    root = str(tmp_path / "t")
+    rec = _records(50)
+    t = bcolz.ctable([np.arange(50), rec], names=["a", "b"], rootdir=root, format="bcolz",
+                     chunklen=8)
+    t.append([np.arange(3), rec[:3]])
+    t.close()
+    want = np.concatenate([rec, rec[:3]])
+    theirs = real.open(root)
+    assert theirs.names == ["a", "b"] and theirs.dtype["b"] == RECORD and len(theirs) == 53
+    np.testing.assert_array_equal(theirs["b"][:], want)
+    np.testing.assert_array_equal(theirs[:]["a"], np.concatenate([np.arange(50),
+                                                                   np.arange(3)]))
+    ours = bcolz.open(root, mode="a")
+    np.testing.assert_array_equal(ours["b"][:], want)
+    ours.addcol(want, name="c")
+    ours.close()
+    np.testing.assert_array_equal(real.open(root)["c"][:], want)
+
+
+def test_carray_reads_a_column_of_records_bcolz_wrote(tmp_path):
+    real = pytest.importorskip("bcolz", reason="the real bcolz 1.x writes the table read here")
+    if real is bcolz:  # pragma: no cover
+        pytest.skip("the real bcolz is not installed")
+    root = str(tmp_path / "t")
+    rec = _records(40)[["sc1", "sc3", "n"]]  # bcolz cannot store a sub-array default
+    plain = np.zeros(40, dtype=[("sc1", "<i4"), ("sc3", "<f8"), ("n", RECORD["n"])])
+    plain[:] = rec
+    real.ctable([np.arange(40), plain], names=["a", "b"], rootdir=root, mode="w",
+                chunklen=6).flush()
+    ours = bcolz.open(root, mode="a")
+    np.testing.assert_array_equal(ours["b"][:], plain)
+    ours.append([np.arange(2), plain[:2]])
+    ours.close()
+    np.testing.assert_array_equal(bcolz.open(root, mode="r")["b"][:],
+                                  np.concatenate([plain, plain[:2]]))
+
+
+@pytest.mark.parametrize("dtype", [
+    {"names": ["a"], "formats": []},
+    {"names": ["a"], "formats": ["<i4"], "offsets": [-1]},
+    {"names": ["a"], "formats": ["<i4"], "more": 1},
+    {"names": [1], "formats": ["<i4"]},
+    {"names": ["a", "b"], "formats": ["<i4", "<i4"], "offsets": [0, 0]},
+    {"names": ["a"], "formats": ["nope"]},
+])
+def test_a_bad_fields_form_names_the_file(tmp_path, dtype):
+    import json
+
+    from carray.errors import FormatError
+
+    root = str(tmp_path / "c")
+    bcolz.carray(np.zeros(3, dtype=[("a", "<i4")]), rootdir=root, format="bcolz").close()
+    path = os.path.join(root, "meta", "storage")
+    with open(path) as f:
+        storage = json.load(f)
+    sizes_path = os.path.join(root, "meta", "sizes")
+    with open(sizes_path) as f:
+        sizes = json.load(f)
+    del sizes["carray_check"]  # as bcolz wrote it: no digest of meta/storage
+    with open(sizes_path, "w") as f:
+        json.dump(sizes, f)
+    with open(path, "w") as f:
+        json.dump(storage, f)
+    assert bcolz.open(root, mode="r").dtype == np.dtype([("a", "<i4")])  # the good form
+    storage["dtype"] = dtype
+    with open(path, "w") as f:
+        json.dump(storage, f)
+    with pytest.raises(FormatError, match=r"storage: (dtype|dflt)"):
+        bcolz.open(root, mode="r")[:]

@@ -109,12 +109,12 @@ def test_verify_checks_the_fields(tmp_path):
     assert problems and "sc3" in str(problems[0].path)
 
 
-def test_bcolz_format_fields_and_field_tables(tmp_path):
+def test_bcolz_format_records_are_one_column_as_bcolz_writes_them(tmp_path):
     root = str(tmp_path / "t")
     ca.ctable(sample(), rootdir=root, format="bcolz").close()
-    assert ca.open(os.path.join(root, "b", "sc1"), mode="r").layout == "Bcolz"
-    inner = ca.open(os.path.join(root, "b"), mode="r")  # the field columns, as a table
-    assert isinstance(inner, ca.ctable) and inner.names == ["sc1", "sc3"]
+    col = ca.open(os.path.join(root, "b"), mode="r")  # one carray of records
+    assert isinstance(col, ca.carray) and col.layout == "Bcolz" and col.dtype == INNER
+    assert not os.path.exists(os.path.join(root, "b", "sc1"))
     np.testing.assert_array_equal(ca.open(root, mode="r")[:], sample())
 
 

@@ -137,7 +137,8 @@ def _group_sample(path: Path) -> None:
 def _sample(fmt: registry.Format, tmp_path: Path) -> Path:
     made = {"carray": lambda p: ca.carray(np.arange(100), rootdir=p, chunklen=30).close(),
             "npy": lambda p: np.save(p, np.arange(12).reshape(4, 3)),
-            "zarr": _zarr_sample, "parquet": _parquet_sample, "group": _group_sample}
+            "zarr": _zarr_sample, "parquet": _parquet_sample, "group": _group_sample,
+            "csv": lambda p: p.write_text("a,b\n1,x\n2,y\n3,z\n")}
     if fmt.name in made:
         path = tmp_path / f"x{fmt.extensions[0]}"
         made[fmt.name](path)

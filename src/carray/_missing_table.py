@@ -10,7 +10,7 @@ Setting a missing value (``t['x'][i] = None``) needs a nullable column.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -122,34 +122,46 @@ def _kind(col: Any) -> str | None:
 class MissingTable:
     """Missing values of a table's columns; mixed into :class:`carray.table.ctable`."""
 
+    if TYPE_CHECKING:  # what the table this is mixed into has
+        _format: str | None
+        _storage: Any
+        rootdir: Any
+        cols: Any
+
+        def __len__(self) -> int: ...
+        def _writable(self) -> None: ...
+        def _commit_pending(self) -> None: ...
+        def _new_column(self, name: str, values: Any) -> Any: ...
+        def _adopt(self, cols: dict[str, Any], length: int) -> None: ...
+        def column_dict(self) -> dict[str, Any]: ...
+
     def make_nullable(self, name: str) -> None:
         """Give column ``name`` a validity column (all its rows present), as one
         version; nothing happens to a column that has one."""
-        t: Any = self
-        t._writable()
-        col = t.column_dict()[name]
+        self._writable()
+        col = self.column_dict()[name]
         if hasattr(col, "valid"):
             return
-        if t._format == "bcolz":
-            raise UnsupportedDTypeError(f"{t.rootdir}: column {name!r} of a bcolz 1.x table "
-                                        "cannot hold missing values")
-        t._commit_pending()
-        values = WithValidity(read_any(col, range(len(t))), np.ones(len(t), dtype=bool))
+        if self._format == "bcolz":
+            raise UnsupportedDTypeError(f"{self.rootdir}: column {name!r} of a bcolz 1.x "
+                                        "table cannot hold missing values")
+        self._commit_pending()
+        values = WithValidity(read_any(col, range(len(self))), np.ones(len(self), dtype=bool))
         attrs = col.attrs.checked() if hasattr(col, "attrs") else {}
-        with t._storage.batch():
-            items = list(t.column_dict().items())
+        with self._storage.batch():
+            items = list(self.column_dict().items())
             pos = [n for n, _ in items].index(name)
-            t.column_dict().pop(name)
-            if t.rootdir is not None:
+            self.column_dict().pop(name)
+            if self.rootdir is not None:
                 # The old directory stays for the versions that read it; the new column
                 # takes a directory of its own.
-                t._storage.column_dropped(t, name, col, True)
-            items[pos] = (name, t._new_column(name, values))
+                self._storage.column_dropped(self, name, col, True)
+            items[pos] = (name, self._new_column(name, values))
             items[pos][1].attrs.update(attrs)  # the column's attributes go with it
-            t._adopt(dict(items), len(t))
-            if t.rootdir is not None:
-                t._storage.columns_changed(t)
+            self._adopt(dict(items), len(self))
+            if self.rootdir is not None:
+                self._storage.columns_changed(self)
 
     def null_counts(self) -> dict[str, int]:
         """Missing rows per column."""
-        return {n: null_count(c) for n, c in self.cols.items()}  # type: ignore[attr-defined]
+        return {n: null_count(c) for n, c in self.cols.items()}

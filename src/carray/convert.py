@@ -472,12 +472,12 @@ def convert_table(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                   overwrite: bool = False,
                   progress: Callable[[int, int], None] | None = None,
                   storage_options: dict | None = None, **options: Any) -> None:
-    """Convert a table between a ctable directory, a Parquet file and a dataset.
+    """Convert a table between a ctable directory, a Parquet file, a CSV file and a dataset.
 
-    The source is a ctable, a Parquet file or a ``.ds``/``.nc`` dataset whose
+    The source is a ctable, a Parquet file, a CSV file or a ``.ds``/``.nc`` dataset whose
     variables are 1-d along one dimension; the destination's format comes from
-    ``to`` or its extension (``.ctable``/``.bcolz``, ``.parquet``, ``.ds``, ``.nc``).
-    Rows move a batch at a time between ctables and Parquet files; datasets are
+    ``to`` or its extension (``.ctable``/``.bcolz``, ``.parquet``, ``.csv``, ``.ds``,
+    ``.nc``).  Rows move a batch at a time between ctables, Parquet and CSV files; datasets are
     read or written whole.  ``progress(rows_done, rows_total)`` follows the rows.
     """
     from carray.integrations.table_files import convert_table as run
@@ -495,8 +495,8 @@ def convert_table(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
             dst_dataset = format_for(dst, to)
         except ValueError:
             raise ValueError(f"{dst}: a table converts to a ctable directory (.ctable), a "
-                             "Parquet file (.parquet) or a dataset (.ds, .nc); pass --to "
-                             "FORMAT") from None
+                             "Parquet file (.parquet), a CSV file (.csv) or a dataset (.ds, "
+                             ".nc); pass --to FORMAT") from None
         dst_name = "dataset"
     if side == "dataset" and dst_name == "dataset":
         raise ValueError(f"{src}: convert a dataset to a dataset with convert(), not as a table")

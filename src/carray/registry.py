@@ -40,6 +40,7 @@ from carray.params import CNAMES, CParams, Shuffle
 from carray.problems import Checked, Finding, Problem, guarded
 from carray.stores import Store, is_url, resolve
 from carray.table import ctable
+from carray.table_day import index_facts, value_facts
 from carray.table_store import ROOTDIRS, is_ctable
 
 Kind = Literal["array", "table", "dataset", "file", "group"]
@@ -261,10 +262,10 @@ def describe_table(t: ctable) -> dict:
                         f"{col.dtype}{tuple(col.shape[1:])}", "nbytes": col.nbytes,
                         "cbytes": col.cbytes,
                         "ratio": ratio(col.nbytes, col.cbytes),
-                        "disk_bytes": stored_bytes(col.rootdir)})
+                        "disk_bytes": stored_bytes(col.rootdir), **value_facts(col)})
     return {"type": "ctable", "rows": len(t), "columns": columns, "nbytes": t.nbytes,
             "cbytes": t.cbytes, "disk_bytes": stored_bytes(t.rootdir),
-            "attrs": t.attrs.getall(), **history_of(t)}
+            "indexes": index_facts(t), "attrs": t.attrs.getall(), **history_of(t)}
 
 
 def _table_info(path: str, storage_options: dict | None) -> dict:
@@ -569,6 +570,11 @@ FORMATS: tuple[Format, ...] = (
            _magic(*_NC_MAGIC), _open_nc, _verify_nc, _nc_info, _nc_head, remote=False),
     Format("npy", "array", (".npy",), "numpy .npy file", _magic(np.lib.format.MAGIC_PREFIX),
            _open_npy, _verify_npy, _npy_info, _npy_head, remote=False),
+    # CSV has no magic: last, a .csv file whose first bytes are text.
+    Format("csv", "table", (".csv",), "CSV file",
+           lambda probe: table_files.looks_like_csv(probe.path, probe.head),
+           table_files.open_csv, table_files.verify_csv, table_files.csv_info,
+           table_files.csv_head, remote=False),
 )
 
 

@@ -59,6 +59,7 @@ from carray.table_columns import (
     field_dtype,
     read_any,
 )
+from carray.table_day import TableDay
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import TableHistory
 from carray.table_index import TableIndexes
@@ -94,7 +95,7 @@ def _commit_all() -> None:
 
 
 class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
-             MissingTable, CategoryMethods):
+             MissingTable, CategoryMethods, TableDay):
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -210,6 +211,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if cat.column_class(values) is cat.CategoryColumn:
             return cat.CategoryColumn(values, **cat.text_options(values, args), **common,
                                       format=self._format, membership=where.get("membership"))
+        if wants_nested_column(values) and self._format == "bcolz" and \
+                not wants_nullable(values):  # bcolz: a column of records is one carray
+            return carray(values, format=self._format, **common, **args)
         if wants_nested_column(values) or wants_nullable(values):
             cls = column_class("nullable") if wants_nullable(values) else NestedColumn
             return cls(values, format=self._format, _storage=where.get("storage_sub",

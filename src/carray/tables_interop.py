@@ -20,7 +20,9 @@ from carray.category_column import CategoryColumn
 from carray.category_values import CategoricalValues, as_categorical
 from carray.container import TableBase, refuse_own_source
 from carray.errors import UnsupportedDTypeError
-from carray.table_missing import from_arrow, from_series, wants_nullable
+from carray.table_categories import pandas_values
+from carray.table_columns import categories_of, read_masked, read_valid
+from carray.table_missing import from_arrow, from_series, to_pandas, wants_nullable
 from carray.table_store import check_name
 from carray.vlstring import StringColumn
 
@@ -198,6 +200,22 @@ def _is_strings(values: Any) -> bool:
     return getattr(values, "dtype", None) == np.dtype(object) or _is_arrow_array(values)
 
 
+def pandas_columns(table: Any, names: list[str], lo: int, hi: int) -> dict[str, Any]:
+    """Rows ``[lo, hi)`` of columns ``names`` as pandas takes them: categoricals with the
+    whole dictionary, zoned timestamps in their zone, missing values as NaN/NaT or
+    pandas' nullable arrays; rows of several values as lists."""
+    data = {}
+    for n in names:
+        col = table.cols[n]
+        values = pandas_values(col, range(lo, hi))  # categories and zones kept
+        if categories_of(col) is None and read_valid(col, range(0)) is not None:
+            values = read_masked(col, range(lo, hi))
+            if np.ma.isMaskedArray(values) and values.ndim == 1:  # missing: NaN, NA
+                values = to_pandas(np.ma.getdata(values), ~np.ma.getmaskarray(values))
+        data[n] = list(values) if values.ndim > 1 else values
+    return data
+
+
 def todataframe(table: Any, columns: list[str] | None = None, orient: str = "columns",
                 strings: str = "object"):
     """A pandas DataFrame from a ctable, column by column (``orient='index'`` transposes)."""
@@ -365,6 +383,11 @@ class TableConversions:
     def from_arrow(cls: Any, table: Any, **kwargs: Any) -> Any:
         """A table from a pyarrow Table (or RecordBatch), column by column."""
         return cls(table, **kwargs)
+
+    def pandas_columns(self, names: list[str], lo: int, hi: int) -> dict[str, Any]:
+        """Rows ``[lo, hi)`` of columns ``names`` as pandas takes them (what a dask
+        partition is made of): see :func:`pandas_columns`."""
+        return pandas_columns(self, names, lo, hi)
 
     def todataframe(self, columns: list[str] | None = None, orient: str = "columns",
                     strings: str = "object") -> Any:

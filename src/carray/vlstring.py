@@ -26,6 +26,7 @@ import numpy as np
 
 from carray.array import carray
 from carray.attrs import Attrs
+from carray.compute.protocols import registered_method
 from carray.container import Container, refuse_own_source
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
 from carray.keys import select
@@ -412,6 +413,22 @@ class StringColumn(Container):
         rows = range(len(self))[start:stop]
         for i in range(0, len(rows), blen):
             yield self.read_rows(rows[i:i + blen])
+
+    def isin(self, values: Any, invert: bool = False) -> np.ndarray:
+        """Booleans, True where the string is one of ``values``, as pandas' ``isin``.
+
+        Parameters
+        ----------
+        values : list-like
+            The members (values that are not strings never match).
+        invert : bool
+            True where the string is *not* one of them.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+        """
+        return registered_method("isin")(self, values, invert)
 
     def to_arrow(self):
         """A ``pyarrow.LargeStringArray`` built from the stored offsets and bytes."""

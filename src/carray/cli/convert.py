@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "convert", help="convert an array, a table, a dataset or a group between formats",
         description=f"Convert an array ({arrays}), a table (ctable directory, .parquet, "
-                    f"and to or from .ds/.nc), a dataset ({datasets}) or a group (a carray "
+                    f".csv, and to or from .ds/.nc), a dataset ({datasets}) or a group (a carray "
                     "group, to and from .nc, .h5/.hdf5, a Zarr v3 group (.zarr) and a flat "
                     ".ds; a dataset without an output extension becomes a group). The source "
                     "may be in any format `carray info` reads; the destination format "

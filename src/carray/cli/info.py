@@ -115,18 +115,55 @@ def print_table_info(info: dict) -> None:
         groups = info["row_groups"]
         line += f"{extra}, {groups} row group{'' if groups == 1 else 's'}"
         sizes = ("uncompressed", "compressed")  # the file's metadata's two sizes
+    elif info["type"] == "csv":  # text: only what its columns take decoded
+        print(f"{line}, {human(info['file_size'])}")
+        print_table(("column", "dtype", "decoded"),
+                    [(c["name"], c["dtype"], human(c["nbytes"])) for c in info["columns"]],
+                    right=(2,))
+        return
     else:
         sizes = ("nbytes", "cbytes")
     print(line)
-    rows = [(c["name"], c["dtype"], human(c["nbytes"]), human(c["cbytes"]),
+    rows = [(c["name"], c["dtype"], _disk_text(c["nbytes"]), _disk_text(c["cbytes"]),
              _ratio_text(c["ratio"]), _disk_text(c.get("disk_bytes")))
             for c in info["columns"]]
     total = info["nbytes"] / info["cbytes"] if info["cbytes"] else None
-    rows.append(("(total)", "", human(info["nbytes"]), human(info["cbytes"]),
+    rows.append(("(total)", "", _disk_text(info["nbytes"]), _disk_text(info["cbytes"]),
                  _ratio_text(total), _disk_text(info.get("disk_bytes"))))
+    head = ("column", "dtype", *sizes, "ratio", "on disk")
+    # Missing values and categories get their columns only in tables that have them.
+    values = [name for name, wanted in (("missing", _any_missing(info)),
+                                        ("categories", _any_categories(info))) if wanted]
+    total_row = {"missing": sum(c.get("missing", 0) for c in info["columns"])}
+    rows = [(*r, *(_value_text(c, name) for name in values))
+            for r, c in zip(rows, [*info["columns"], total_row], strict=True)]
     # cbytes: the compressed chunks; on disk: every file (framing, metadata, spare room).
-    print_table(("column", "dtype", *sizes, "ratio", "on disk"), rows, right=(2, 3, 4, 5))
-    print_fields(_history_rows(info) + _attr_rows(info["attrs"]))
+    print_table((*head, *values), rows, right=(2, 3, 4, 5, *(6,) * ("missing" in values)))
+    print_fields(_index_rows(info) + _history_rows(info) + _attr_rows(info["attrs"]))
+
+
+def _any_missing(info: dict) -> bool:
+    return any(c.get("missing") for c in info["columns"])
+
+
+def _any_categories(info: dict) -> bool:
+    return any(c.get("categories") for c in info["columns"])
+
+
+def _value_text(column: dict, what: str) -> str:
+    """A column's missing count, or its categories: how many, then the first few."""
+    if what == "missing":
+        return f"{column.get('missing', 0):,}"
+    cats = column.get("categories")
+    if not cats:
+        return ""
+    more = ", ..." if cats["count"] > len(cats["first"]) else ""
+    return f"{cats['count']}: {', '.join(cats['first'])}{more}"
+
+
+def _index_rows(info: dict) -> list[tuple[str, str]]:
+    """One ``index`` row per index of the table (none when it has none)."""
+    return [("index", line) for line in info.get("indexes") or []]
 
 
 def print_dataset_info(info: dict) -> None:

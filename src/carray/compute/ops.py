@@ -51,10 +51,24 @@ class IsIn:
         self.invert = invert
 
     def __call__(self, values: Any) -> Any:
-        return np.isin(values, self.members, invert=self.invert)
+        return isin_values(values, self.members, self.invert)
 
     def __repr__(self) -> str:
         return f"{'not ' if self.invert else ''}in {self.members.tolist()!r}"
+
+
+def isin_values(values: Any, members: np.ndarray, invert: bool = False) -> Any:
+    """``np.isin(values, members, invert=invert)``; Python objects (strings) are looked up
+    in a set, as numpy would sort them (some 30 times slower)."""
+    if isinstance(values, np.ndarray) and values.dtype == object and values.size:
+        try:
+            lookup = frozenset(members.tolist())
+        except TypeError:  # unhashable members: numpy's way
+            return np.isin(values, members, invert=invert)
+        hits = np.fromiter(map(lookup.__contains__, values.ravel()), dtype=bool,
+                           count=values.size).reshape(values.shape)
+        return ~hits if invert else hits
+    return np.isin(values, members, invert=invert)
 
 
 #: The functions expressions may call (numexpr's names, and a few more).
@@ -254,5 +268,5 @@ def _ne_binop(op: type, left: str | None, right: str | None) -> str | None:
 
 
 __all__ = ["BINOPS", "CMPOPS", "FUNCTIONS", "MEMBERSHIP", "UNARY", "IsIn", "coerce",
-           "contains", "endswith", "evaluate_numpy", "members", "numexpr_text", "startswith",
-           "walk"]
+           "contains", "endswith", "evaluate_numpy", "isin_values", "members", "numexpr_text",
+           "startswith", "walk"]

@@ -3,13 +3,15 @@
 The syntax is numexpr's (Python's expression grammar, a subset of it): names,
 numbers, strings and byte strings, arithmetic, comparisons, the functions of
 :data:`carray.compute.ops.FUNCTIONS`, and membership in a literal list
-(``carrier in ['UA', 'AA']``, ``x not in (1, 2)``).  The tree is normalised so
+(``carrier in ['UA', 'AA']``, ``x not in (1, 2)``, or pandas' spelling
+``isin(carrier, ['UA', 'AA'])``).  The tree is normalised so
 that every consumer (the numpy evaluator, the lazy expressions, numexpr's text
 and zone-map pruning) sees one small set of nodes:
 
 * ``and``/``or``/``not`` become ``&``/``|``/``~`` -- the same on booleans, and
   numexpr knows only the latter;
 * a chained comparison ``a < b < c`` becomes ``(a < b) & (b < c)``;
+* ``isin(x, [...])`` becomes ``x in [...]``;
 * anything else (attributes, subscripts, comprehensions, lambdas, calls of
   unknown names or with keywords) is rejected with an :class:`ExpressionError`.
 """
@@ -28,7 +30,18 @@ _LITERALS = (int, float, complex, str, bytes, bool)
 
 
 class Normalise(ast.NodeTransformer):
-    """``and``/``or``/``not`` to ``&``/``|``/``~``, and chained comparisons split."""
+    """``and``/``or``/``not`` to ``&``/``|``/``~``, chained comparisons split, and
+    ``isin(x, [...])`` as ``x in [...]``."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "isin":
+            if len(node.args) != 2 or node.keywords:
+                raise ExpressionError("isin takes two arguments, as in "
+                                      "\"isin(x, [1, 2])\"")
+            # One spelling of membership for every consumer (evaluation, numexpr, pruning).
+            return ast.Compare(left=node.args[0], ops=[ast.In()], comparators=[node.args[1]])
+        return node
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         self.generic_visit(node)

@@ -283,6 +283,24 @@ class ComputeMixin:
         """The axes reversed, lazily."""
         return self.transpose()
 
+    def isin(self, values: Any, invert: bool = False) -> np.ndarray:
+        """Booleans, True where the item is one of ``values``, as pandas' ``isin``.
+
+        Parameters
+        ----------
+        values : list-like
+            The members (a list, set, array, carray, string column or Series).
+        invert : bool
+            True where the item is *not* one of them.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+            Of this array's shape, computed a block at a time
+            (:mod:`carray.membership`).
+        """
+        return _METHODS["isin"](self, values, invert)
+
 
 class LazyExpr(ComputeMixin, Expr):
     """A lazy elementwise expression over carrays, numpy arrays and scalars.
@@ -331,6 +349,12 @@ _METHODS: dict[str, Callable[..., Any]] = {}
 def register_methods(methods: dict[str, Callable[..., Any]]) -> None:
     """Add the implementations of methods named in ``methods`` (see ``_METHODS``)."""
     _METHODS.update(methods)
+
+
+def registered_method(name: str) -> Callable[..., Any]:
+    """The implementation registered for method ``name`` (for containers that share it
+    without being carrays: string columns' ``isin``)."""
+    return _METHODS[name]
 
 
 def register_functions(handlers: dict[Any, Any]) -> None:

@@ -21,8 +21,6 @@ from typing import Any
 import numpy as np
 
 from carray.errors import AlignmentError
-from carray.table_columns import categories_of, read_masked, read_valid
-from carray.table_missing import to_pandas
 
 # -- sources --------------------------------------------------------------------------------
 
@@ -164,17 +162,7 @@ def to_dask(a: Any, chunks: Any = None) -> Any:
 def _frame(t: Any, names: list[str], lo: int, hi: int) -> Any:
     import pandas as pd
 
-    from carray.table_categories import pandas_values
-
-    data = {}
-    for n in names:
-        col = t.cols[n]
-        values = pandas_values(col, range(lo, hi))  # categories and zones kept
-        if categories_of(col) is None and read_valid(col, range(0)) is not None:
-            values = read_masked(col, range(lo, hi))
-            if np.ma.isMaskedArray(values) and values.ndim == 1:  # missing values: NaN, NA
-                values = to_pandas(np.ma.getdata(values), ~np.ma.getmaskarray(values))
-        data[n] = list(values) if values.ndim > 1 else values
+    data = t.pandas_columns(names, lo, hi)  # categories, zones and missing values kept
     return pd.DataFrame(data, columns=names, index=pd.RangeIndex(lo, hi))
 
 

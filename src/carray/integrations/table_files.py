@@ -1,9 +1,10 @@
-"""Tables to and from Parquet files (through pyarrow) and ``.ds``/``.nc`` datasets.
+"""Tables to and from Parquet files (through pyarrow), CSV files (:mod:`carray.table_csv`)
+and ``.ds``/``.nc`` datasets.
 
 A conversion is a source of Arrow record batches and a sink that takes them, so
 a table moves a batch of rows at a time: a ctable streams its rows through
 :func:`carray.tables_interop.arrow_batches`, a Parquet file through its row
-groups.  Datasets hold whole variables, so a dataset side is read or written
+groups, a CSV file a block of its text at a time.  Datasets hold whole variables, so a dataset side is read or written
 whole: its 1-d variables along one dimension are the table's columns (the
 dimension is called ``row`` when carray writes it).
 
@@ -20,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues, tables_interop
-from carray.errors import FormatError
+from carray import attrvalues, table_csv, tables_interop
+from carray.errors import FormatError, UnsupportedDTypeError
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 from carray.table import ctable
@@ -149,6 +150,73 @@ def verify_parquet(store: Store, path: str) -> Iterator[Finding]:
         yield Checked(url)
 
 
+# -- CSV as a registry format (a table; recognised by its extension only) -------------------
+
+
+def looks_like_csv(path: str, head: bytes) -> bool:
+    """Whether a file is CSV: CSV has no magic, so a ``.csv`` name whose first bytes
+    (``head``: empty for a directory) are UTF-8 text without NUL bytes."""
+    if not path.lower().endswith(".csv") or not head or b"\0" in head:
+        return False
+    for cut in range(4):  # the first bytes may end inside a character
+        try:
+            head[:len(head) - cut].decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            continue
+    return False
+
+
+def open_csv(path: str, mode: str = "r", storage_options: dict | None = None) -> Any:
+    """A CSV file as an in-memory ctable (read a block at a time)."""
+    return ctable.from_csv(path)
+
+
+def csv_info(path: str, storage_options: dict | None = None) -> dict:
+    """What ``carray info`` shows for a CSV file: its rows, and each column's type (as a
+    table would hold it) and decoded size; the whole file is parsed, a block at a time."""
+    rows, columns = 0, None
+    for batch in table_csv.csv_batches(path):
+        rows += batch.num_rows
+        sizes = [col.nbytes for col in batch.columns]
+        if columns is None:
+            columns = [{"name": n, "dtype": str(_numpy_type(col.type)), "nbytes": 0}
+                       for n, col in zip(batch.schema.names, batch.columns, strict=True)]
+        for c, nbytes in zip(columns, sizes, strict=True):
+            c["nbytes"] += nbytes
+    size = os.path.getsize(path)
+    return {"type": "csv", "rows": rows, "columns": columns or [], "file_size": size,
+            "disk_bytes": size, "attrs": {}}
+
+
+def _numpy_type(arrow_type: Any) -> Any:
+    import pyarrow as pa
+
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "str"
+    return np.dtype(arrow_type.to_pandas_dtype()) if not pa.types.is_date(arrow_type) else \
+        np.dtype("M8[D]")
+
+
+def csv_head(path: str, rows: int, storage_options: dict | None = None) -> dict[str, Any]:
+    """The first ``rows`` rows of each column (only the first block is parsed)."""
+    batch = next(table_csv.csv_batches(path))
+    return {name: _with_nulls_masked(batch.column(name))[:rows] for name in batch.schema.names}
+
+
+def verify_csv(store: Store, path: str) -> Iterator[Finding]:
+    """Parse the whole file, a block at a time (a value of another type than its column's
+    first block shows is a problem too)."""
+    url = store.url(path)
+    try:
+        for _ in table_csv.csv_batches(path):
+            pass
+    except FormatError as exc:
+        yield Problem.from_error(exc, url)
+        return
+    yield Checked(url)
+
+
 # -- sources: Arrow batches --------------------------------------------------------------------
 
 
@@ -176,6 +244,21 @@ def _parquet_batches(path: str) -> tuple[Any, int, None, dict]:
     batches = f.iter_batches(batch_size=tables_interop.STREAM_ROWS)  # looked up now: tunable
     reader = pa.RecordBatchReader.from_batches(schema.remove_metadata(), batches)
     return reader, f.metadata.num_rows, None, attrs
+
+
+def _csv_batches(path: str) -> tuple[Any, int, None, dict]:
+    import pyarrow as pa
+
+    batches = table_csv.csv_batches(path)
+    first = next(batches)
+    # The number of rows is not known before the end: progress counts without a total.
+    return pa.RecordBatchReader.from_batches(first.schema, _chained(first, batches)), 0, \
+        None, {}
+
+
+def _chained(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
 
 
 def _dataset_columns(d: dict, where: str) -> dict[str, np.ndarray]:
@@ -242,6 +325,22 @@ def _write_parquet(reader: Any, tmp: str, total: int, progress: Progress | None,
             writer.write_batch(batch)
 
 
+def _write_csv(reader: Any, tmp: str, total: int, progress: Progress | None) -> None:
+    """Rows as CSV text, a batch at a time (a column of several values per row, or of
+    records, is refused: CSV holds one value per field)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    for field in reader.schema:
+        if pa.types.is_nested(field.type):
+            raise UnsupportedDTypeError(f"column {field.name!r} ({field.type}) has more than "
+                                        "one value per row: CSV holds one")
+    with pcsv.CSVWriter(tmp, reader.schema,
+                        write_options=pcsv.WriteOptions(quoting_style="needed")) as writer:
+        for batch in _reported(reader, total, progress):
+            writer.write_batch(batch)
+
+
 def _write_table(reader: Any, tmp: str, total: int, progress: Progress | None,
                  attrs: dict, storage_options: dict | None) -> None:
     import pyarrow as pa
@@ -280,7 +379,8 @@ def _write_dataset(reader: Any, tmp: str, fmt: Any, attrs: dict,
 # -- the conversion ---------------------------------------------------------------------------
 
 #: Table-side format names and the extensions that name them as a destination.
-TABLE_EXTENSIONS = {"ctable": (".ctable", ".bcolz"), "parquet": (".parquet", ".pq")}
+TABLE_EXTENSIONS = {"ctable": (".ctable", ".bcolz"), "parquet": (".parquet", ".pq"),
+                    "csv": (".csv",)}
 
 
 def table_format_for(path: str, to: str | None) -> str | None:
@@ -295,22 +395,26 @@ def convert_table(src: str, src_format: str, dst: str, dst_format: str, *,
                   store: Store, key: str, tmp: str, dataset_format: Any = None,
                   progress: Progress | None = None,
                   storage_options: dict | None = None) -> None:
-    """Convert a table between ctable, Parquet and a dataset (``.ds``/``.nc``), writing
-    ``tmp`` (on ``store``) for the caller to rename to ``key``.
+    """Convert a table between ctable, Parquet, CSV and a dataset (``.ds``/``.nc``),
+    writing ``tmp`` (on ``store``) for the caller to rename to ``key``.
 
-    ``src_format``/``dst_format`` are ``"ctable"``, ``"parquet"`` or ``"dataset"``
+    ``src_format``/``dst_format`` are ``"ctable"``, ``"parquet"``, ``"csv"`` or ``"dataset"``
     (then ``dataset_format`` is the :class:`carray.convert.DatasetFormat` of that side).
     """
     if src_format == "ctable":
         reader, total, opened, attrs = _table_batches(src, storage_options)
     elif src_format == "parquet":
         reader, total, opened, attrs = _parquet_batches(src)
+    elif src_format == "csv":
+        reader, total, opened, attrs = _csv_batches(src)
     else:
         reader, total, opened, attrs = _dataset_batches(src, dataset_format, storage_options)
     try:
         target = store.url(tmp) if store.remote else tmp
         if dst_format == "parquet":
             _write_parquet(reader, target, total, progress, attrs)
+        elif dst_format == "csv":  # a CSV file has no place for attributes
+            _write_csv(reader, target, total, progress)
         elif dst_format == "ctable":
             _write_table(reader, target, total, progress, attrs, storage_options)
         else:

@@ -16,7 +16,11 @@ Facts relied on (docs/formats/bcolz-dir.md):
   partial chunk holds only the rows that exist.  Files beyond
   ``ceil(len/chunklen)`` are stale and ignored; an empty array has none.
 * ``dtype`` is ``str(dtype)`` of the base dtype (the item shape is in
-  ``shape[1:]``); structured dtypes are a Python repr, parsed literally here.
+  ``shape[1:]``); bcolz writes structured dtypes as a Python repr, parsed
+  literally here, which bcolz itself cannot reopen (it passes the entry to
+  ``np.dtype``).  carray writes a record dtype as numpy's fields form instead
+  (``{"names", "formats", "offsets", "itemsize"}``), which ``np.dtype`` reads, so
+  bcolz 1.x opens a column of records carray wrote.
 * ``object`` arrays hold one pickle per file, ``chunklen`` ignored.
 
 Commits are crash-safe without changing what bcolz reads: chunks replacing
@@ -50,7 +54,14 @@ from carray.codecs.blosc import ChunkBytes
 from carray.codecs.checksums import get_checksum
 from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.codecs.pipeline import check_blosc1_filters
-from carray.dtypes import check_dtype, checked_shape, parse_descr
+from carray.dtypes import (
+    MAX_DESCR_CHARS,
+    MAX_DESCR_DEPTH,
+    MAX_ITEMSIZE,
+    check_dtype,
+    checked_shape,
+    parse_descr,
+)
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
@@ -98,16 +109,70 @@ def read_json(path: str, what: str, store: Store = LOCAL) -> Any:
     return load_json(text, store.url(path), what=what)
 
 
+def storage_dtype(dtype: np.dtype) -> Any:
+    """The ``dtype`` entry of ``meta/storage``: ``str(dtype)``, and a record dtype in
+    numpy's fields form (see the module docstring), nested records nested; a record
+    holding sub-arrays of records keeps the repr (no string names those fields)."""
+    if dtype.names is None:
+        return str(dtype)
+    fields: Any = dtype.fields
+    formats: list[Any] = []
+    for name in dtype.names:
+        field = fields[name][0]
+        if field.names is not None:
+            formats.append(storage_dtype(field))
+        elif field.subdtype is None:
+            formats.append(field.str)
+        elif field.base.names is None:
+            formats.append(f"{field.shape}{field.base.str}")
+        else:
+            return str(dtype)
+    return {"names": list(dtype.names), "formats": formats,
+            "offsets": [fields[n][1] for n in dtype.names], "itemsize": dtype.itemsize}
+
+
+def _fields_dtype(spec: dict[str, Any], path: str, depth: int = 0) -> np.dtype:
+    """A record dtype from its fields form, every part checked before numpy sees it."""
+    if depth > MAX_DESCR_DEPTH or len(json.dumps(spec)) > MAX_DESCR_CHARS:
+        raise FormatError("dtype fields form is too deep or too long", path)
+    names: Any = spec.get("names")
+    formats: Any = spec.get("formats")
+    offsets, itemsize = spec.get("offsets"), spec.get("itemsize")
+    ok = set(spec) <= {"names", "formats", "offsets", "itemsize"} and \
+        isinstance(names, list) and isinstance(formats, list) and \
+        len(names) == len(formats) and all(isinstance(n, str) for n in names) and \
+        (offsets is None or isinstance(offsets, list) and len(offsets) == len(names) and
+         all(type(o) is int and 0 <= o <= MAX_ITEMSIZE for o in offsets)) and \
+        (itemsize is None or type(itemsize) is int and 0 <= itemsize <= MAX_ITEMSIZE)
+    if not ok:
+        raise FormatError(f"dtype {json.dumps(spec)[:80]} is not a fields form "
+                          "(names, formats, offsets, itemsize)", path)
+    parts: dict[str, Any] = {"names": names, "formats": [
+        _fields_dtype(f, path, depth + 1) if isinstance(f, dict) else parse_descr(f, path)
+        for f in formats]}
+    parts.update({k: v for k, v in (("offsets", offsets), ("itemsize", itemsize))
+                  if v is not None})
+    try:
+        return np.dtype(parts)  # type: ignore[call-overload, no-any-return]
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"dtype {json.dumps(spec)[:80]} is not a NumPy dtype ({exc})"[:300],
+                          path) from None
+
+
 def parse_dtype(text: Any, path: str, allow_pickle: bool = False) -> np.dtype:
-    """``str(dtype)`` as bcolz writes it, including the repr of structured dtypes.
+    """``str(dtype)`` as bcolz writes it, including the repr of structured dtypes, and
+    the fields form carray writes for them (see :func:`storage_dtype`).
 
     Checked by :func:`carray.dtypes.checked_dtype`; ``allow_pickle`` admits only
     bcolz's own object arrays (plain ``object``, one pickle per chunk file).  A
     sub-array type is refused: rows of several items are recorded in the shape.
     """
-    if not isinstance(text, str):
+    if isinstance(text, dict):
+        dtype = _fields_dtype(text, path)
+    elif not isinstance(text, str):
         raise FormatError(f"dtype must be a string, got {text!r}", path)
-    dtype = parse_descr(text, path)
+    else:
+        dtype = parse_descr(text, path)
     check_dtype(dtype, source=path, allow_object=allow_pickle and dtype == np.dtype(object))
     if dtype.subdtype is not None:
         raise FormatError(f"dtype {text[:80]!r} is a sub-array type; the item type of "
@@ -123,6 +188,8 @@ def encode_dflt(dflt: np.ndarray) -> Any:
             return v.decode("latin-1")
         if isinstance(v, complex):
             return [v.real, v.imag]
+        if isinstance(v, np.ndarray):  # a sub-array field of a record
+            return plain(v.tolist())
         if isinstance(v, (tuple, list)):
             return [plain(x) for x in v]
         return v
@@ -227,7 +294,7 @@ class BcolzLayout(Layout):
         store.makedirs(store.join(rootdir, META_DIR))
         layout = cls(rootdir, fsync=fsync, store=store, verify=verify)
         storage = {
-            "dtype": str(meta.dtype),
+            "dtype": storage_dtype(meta.dtype),
             "cparams": meta.cparams.to_dict(),
             "chunklen": meta.chunklen,
             "expectedlen": meta.expectedlen,
