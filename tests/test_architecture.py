@@ -22,7 +22,8 @@ LAYERS: list[set[str]] = [
      "table_columns", "tables_interop", "query", "compute", "_table_verify",
      "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
      "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
-     "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store"},
+     "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store", "table_analysis", "table_groupby",
+     "_group_kernels", "table_sort"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

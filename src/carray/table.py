@@ -30,17 +30,13 @@ from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import TableBase, check_mode, refuse_own_source
 from carray.defaults import resolve_cparams
-from carray.errors import (
-    ContainerExistsError,
-    ContainerNotFoundError,
-    FormatError,
-    ReadOnlyError,
-)
+from carray.errors import ContainerExistsError, ContainerNotFoundError, FormatError, ReadOnlyError
 from carray.keys import select
 from carray.params import CParams
 from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock
+from carray.table_analysis import TableAnalysis
 from carray.table_columns import (
     Cols,
     as_rows,
@@ -82,7 +78,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable):  # noqa: N801 - the bcolz name users know
+class ctable(TableBase, TableConversions, PortableTable, TableAnalysis):  # noqa: N801 - the bcolz name users know
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters

@@ -1,0 +1,323 @@
+"""Out-of-core, stable sort of a table by one or several key columns.
+
+1. Runs: the keys of ``run`` rows at a time (with their row numbers) are sorted in
+   memory and, unless the whole table is one run, spilled to a temporary directory
+   as a compressed table.
+2. Merge: a block of every run is held; everything up to the smallest of the blocks'
+   last keys is surely next in the output, so it is taken from every block at once
+   and ordered by one vectorised sort (no per-row heap).
+3. Gather: the merged row numbers, a block at a time, select every column's values
+   (read in source order, so each source chunk is decoded once per block) and are
+   appended to the result.
+
+Row numbers are the last key, so equal keys keep their order (stable).  A missing
+key (read through :func:`carray.table_columns.read_valid`; NaN and NaT too) sorts
+last, or first with ``na_position='first'``, whatever the direction.  Categorical
+keys sort in their dictionary's order (their codes), as pandas does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from carray import _group_kernels as kern
+from carray._group_kernels import GroupByError
+from carray.errors import ContainerExistsError
+from carray.table_columns import empty_like, read_any, read_codes, read_valid
+from carray.vlstring import StringColumn
+
+_DEFAULT_MEMORY = 256 << 20
+# Working copies per byte of key: the keys, their sort keys, the order and a gathered
+# copy are alive together while a run is sorted.
+_COPIES = 4
+
+Batch = dict[str, np.ndarray]
+
+
+class _Keys:
+    """How the key columns turn into sortable arrays and compare."""
+
+    def __init__(self, table: Any, by: list[str], ascending: list[bool], na_last: bool
+                 ) -> None:
+        self.table, self.by, self.ascending, self.na_last = table, by, ascending, na_last
+        self.cols = [table.cols[k] for k in by]
+
+    def row_bytes(self) -> int:
+        """Bytes one row's keys take in memory (strings: their average, plus a pointer
+        and a Python object's header)."""
+        total = 8 + len(self.by)  # row number, missing flags
+        for col in self.cols:
+            if isinstance(col, StringColumn):
+                total += 64 + col.nbytes // max(len(col), 1)
+            else:
+                total += col.dtype.itemsize
+        return total
+
+    def read(self, rows: range) -> Batch:
+        """The keys of ``rows``: ``f<i>`` (0 sorts first) and ``k<i>`` per key, ``row``."""
+        batch: Batch = {"row": np.arange(rows.start, rows.stop, dtype=np.int64)}
+        for i, col in enumerate(self.cols):
+            codes = read_codes(col, rows)
+            valid = read_valid(col, rows)
+            values = np.asarray(codes) if codes is not None else read_any(col, rows)
+            missing = kern.missing_of(values, valid) if codes is None else \
+                (None if valid is None else ~valid)
+            if missing is None:
+                missing = np.zeros(len(values), bool)
+            elif missing.any():  # one filler, so missing keys tie until the row number
+                values = values.copy()
+                values[missing] = "" if values.dtype == object else np.zeros((), values.dtype)
+            batch[f"f{i}"] = (missing if self.na_last else ~missing).astype(np.uint8)
+            batch[f"k{i}"] = values
+        return batch
+
+    def order(self, batch: Batch) -> np.ndarray:
+        """The stable order of a batch of keys."""
+        sort_keys: list[np.ndarray] = [batch["row"]]
+        for i in reversed(range(len(self.by))):
+            sort_keys.append(_sortable(batch[f"k{i}"], self.ascending[i]))
+            sort_keys.append(batch[f"f{i}"])
+        return np.lexsort(sort_keys)
+
+    def up_to(self, batch: Batch, bound: Batch) -> np.ndarray:
+        """Booleans: which rows of ``batch`` sort at or before row 0 of ``bound``."""
+        res = batch["row"] <= bound["row"][0]
+        for i in reversed(range(len(self.by))):
+            k, b = batch[f"k{i}"], bound[f"k{i}"][0]
+            before = np.asarray(k < b if self.ascending[i] else k > b, dtype=bool)
+            res = before | (np.asarray(k == b, dtype=bool) & res)
+            f, bf = batch[f"f{i}"], bound[f"f{i}"][0]
+            res = (f < bf) | ((f == bf) & res)
+        return res
+
+
+def _sortable(values: np.ndarray, ascending: bool) -> np.ndarray:
+    """Numbers that sort as ``values`` do (descending: reversed)."""
+    if values.dtype.kind in "mM":
+        values = values.view(np.int64)
+    elif values.dtype.kind == "b":
+        values = values.view(np.uint8)
+    elif values.dtype.kind not in "iuf":  # strings: their rank among the batch's values
+        values, _ = kern.factorize(values)
+    if ascending:
+        return values
+    return -values if values.dtype.kind == "f" else ~values
+
+
+def _take(batch: Batch, sel: Any) -> Batch:
+    return {k: v[sel] for k, v in batch.items()}
+
+
+def _concat(batches: Sequence[Batch]) -> Batch:
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+class _Run:
+    """A cursor over one sorted run on disk, a block of ``blen`` rows at a time."""
+
+    def __init__(self, run: Any, blen: int) -> None:
+        self.run, self.blen, self.next = run, blen, 0
+        self.buf: Batch = {}
+        self.refill()
+
+    def refill(self) -> None:
+        stop = min(self.next + self.blen, len(self.run))
+        rows = range(self.next, stop)
+        self.buf = {n: read_any(self.run.cols[n], rows) for n in self.run.names}
+        self.next = stop
+
+    @property
+    def more(self) -> bool:
+        """Whether rows remain on disk beyond the block held."""
+        return self.next < len(self.run)
+
+    def size(self) -> int:
+        return len(self.buf["row"])
+
+
+def _merge(keys: _Keys, runs: list[Any], blen: int) -> Iterator[np.ndarray]:
+    """Row numbers in sorted order, batch by batch, from sorted runs."""
+    cursors = [_Run(r, blen) for r in runs]
+    while cursors:
+        # Whatever sorts before the smallest last key of a block whose run goes on
+        # beyond it cannot be preceded by a row not yet read.
+        bound: Batch | None = None
+        for c in cursors:
+            if c.more:
+                last = _take(c.buf, slice(c.size() - 1, c.size()))
+                if bound is None or keys.up_to(last, bound)[0]:
+                    bound = last
+        taken = []
+        for c in cursors:
+            count = c.size() if bound is None else int(keys.up_to(c.buf, bound).sum())
+            if count:
+                taken.append(_take(c.buf, slice(0, count)))
+                c.buf = _take(c.buf, slice(count, None))
+        if taken:
+            batch = _concat(taken)
+            yield batch["row"][keys.order(batch)]
+        for c in cursors:
+            if c.size() == 0 and c.more:
+                c.refill()
+        cursors = [c for c in cursors if c.size() or c.more]
+
+
+def _runs(keys: _Keys, run_rows: int, make: Callable[..., Any], spill: str
+          ) -> list[Any]:
+    """The table's keys as sorted runs of ``run_rows`` rows, each a table under ``spill``."""
+    runs = []
+    n = len(keys.table)
+    for i, lo in enumerate(range(0, n, run_rows)):
+        batch = keys.read(range(lo, min(lo + run_rows, n)))
+        # Scratch: nothing to make durable.
+        runs.append(make(_take(batch, keys.order(batch)),
+                         rootdir=os.path.join(spill, f"run{i}"), mode="w", fsync=False))
+    return runs
+
+
+def sorted_rows(keys: _Keys, memory: int, make: Callable[..., Any], spill: str
+                ) -> Iterator[np.ndarray]:
+    """Every row number of the table in sorted order, in batches."""
+    n = len(keys.table)
+    run_rows = max(1024, memory // (_COPIES * keys.row_bytes()))
+    if n <= run_rows:
+        batch = keys.read(range(0, n))
+        yield batch["row"][keys.order(batch)]
+        return
+    runs = _runs(keys, run_rows, make, spill)
+    blen = max(256, memory // (_COPIES * keys.row_bytes() * len(runs)))
+    try:
+        yield from _merge(keys, runs, blen)
+    finally:
+        for r in runs:
+            r.close()
+
+
+def _gather_rows(table: Any) -> int:
+    """Bytes one row of every column takes (strings: their average, as objects)."""
+    total = 0
+    for name in table.names:
+        col = table.cols[name]
+        if isinstance(col, StringColumn):
+            total += 64 + col.nbytes // max(len(col), 1)
+        else:
+            total += col.dtype.itemsize * int(np.prod(col.shape[1:], dtype=np.int64))
+    return max(total, 1)
+
+
+def _rebatch(batches: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
+    """The same row numbers in batches of ``size`` (the last one shorter)."""
+    pending: list[np.ndarray] = []
+    held = 0
+    for b in batches:
+        pending.append(b)
+        held += len(b)
+        while held >= size:
+            merged = np.concatenate(pending)
+            yield merged[:size]
+            pending, held = [merged[size:]], held - size
+    if held:
+        yield np.concatenate(pending)
+
+
+def _gather(table: Any, order: Iterator[np.ndarray], out: Any, block: int) -> None:
+    """Append every column's values in ``order`` to table ``out``, a block at a time."""
+    for rows in _rebatch(order, block):
+        # Reading the rows in ascending order decodes each source chunk once.
+        by_source = np.argsort(rows, kind="stable")
+        ascending = rows[by_source]
+        cols = {}
+        for name in table.names:
+            values = read_any(table.cols[name], ascending)
+            placed = np.empty_like(values)
+            placed[by_source] = values
+            cols[name] = placed
+        out.append(cols)
+
+
+def _check(table: Any, by: str | Sequence[str], ascending: bool | Sequence[bool],
+           na_position: str) -> tuple[list[str], list[bool]]:
+    keys = [by] if isinstance(by, str) else list(by)
+    if not keys:
+        raise GroupByError("sort needs at least one key column")
+    for k in keys:
+        if k not in table.cols:
+            raise GroupByError(f"no column {k!r} to sort by (the table has "
+                               f"{list(table.cols)})")
+        if getattr(table.cols[k], "ndim", 1) > 1:
+            raise GroupByError(f"column {k!r} holds arrays: sort keys must be scalars")
+    asc = [bool(ascending)] * len(keys) if isinstance(ascending, (bool, np.bool_)) else \
+        [bool(a) for a in ascending]
+    if len(asc) != len(keys):
+        raise GroupByError(f"{len(asc)} directions in 'ascending' for {len(keys)} keys")
+    if na_position not in ("last", "first"):
+        raise GroupByError(f"na_position is 'last' or 'first', not {na_position!r}")
+    return keys, asc
+
+
+def _sync_tree(path: str) -> None:
+    """Flush every file under ``path`` (and the directories) to the disk."""
+    for root, _, files in os.walk(path):
+        for name in [*files, "."]:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def sort_table(table: Any, by: str | Sequence[str], ascending: bool | Sequence[bool],
+               na_position: str, memory: int | None, make: Callable[..., Any],
+               rootdir: Any = None, mode: str = "w") -> Any:
+    """``table`` sorted (see :meth:`carray.table_analysis.TableAnalysis.sort`).
+
+    A local ``rootdir`` is written beside its place and renamed into it once whole, so a
+    failure leaves nothing there (and a table it replaces untouched)."""
+    names, asc = _check(table, by, ascending, na_position)
+    keys = _Keys(table, names, asc, na_position == "last")
+    memory = memory or _DEFAULT_MEMORY
+    final = os.fspath(rootdir) if rootdir is not None else None
+    if final is None or "://" in final:  # in memory, or a store without renames
+        spill = tempfile.mkdtemp(prefix="carray-sort-")
+        try:
+            return _sort_into(table, keys, memory, make, final, spill, durable=True)
+        finally:
+            shutil.rmtree(spill, ignore_errors=True)
+    if os.path.exists(final) and mode != "w":
+        raise ContainerExistsError(f"{final}: already exists; pass mode='w' to replace it")
+    spill = tempfile.mkdtemp(prefix=".carray-sort-",
+                             dir=os.path.dirname(os.path.abspath(final)))
+    try:
+        target = os.path.join(spill, "result")
+        _sort_into(table, keys, memory, make, target, spill, durable=False).close()
+        _sync_tree(target)
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        os.replace(target, final)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+    return make(None, rootdir=final, mode="a")
+
+
+def _sort_into(table: Any, keys: _Keys, memory: int, make: Callable[..., Any],
+               target: str | None, spill: str, durable: bool) -> Any:
+    """The sorted table, built at ``target`` (or in memory), runs spilled under
+    ``spill``; one commit at the end (one version)."""
+    out = make({n: empty_like(table.cols[n]) for n in table.names}, rootdir=target,
+               mode="w", auto_flush=False, fsync=durable)
+    try:
+        block = max(1024, memory // (_COPIES * _gather_rows(table)))
+        _gather(table, sorted_rows(keys, memory, make, spill), out, block)
+        out.flush()
+    except BaseException:
+        with contextlib.suppress(Exception):  # the first error is the one to report
+            out.close()
+        raise
+    return out
