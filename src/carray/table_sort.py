@@ -18,7 +18,6 @@ keys sort in their dictionary's order (their codes), as pandas does.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -29,6 +28,7 @@ import numpy as np
 
 from carray import _group_kernels as kern
 from carray._group_kernels import GroupByError
+from carray.array import carray
 from carray.errors import ContainerExistsError
 from carray.table_columns import empty_like, read_any, read_codes, read_valid
 from carray.vlstring import StringColumn
@@ -37,6 +37,8 @@ _DEFAULT_MEMORY = 256 << 20
 # Working copies per byte of key: the keys, their sort keys, the order and a gathered
 # copy are alive together while a run is sorted.
 _COPIES = 4
+# Rows a run or a run's block holds at least, however small the memory given.
+_MIN_ROWS = 16
 
 Batch = dict[str, np.ndarray]
 
@@ -186,13 +188,13 @@ def sorted_rows(keys: _Keys, memory: int, make: Callable[..., Any], spill: str
                 ) -> Iterator[np.ndarray]:
     """Every row number of the table in sorted order, in batches."""
     n = len(keys.table)
-    run_rows = max(1024, memory // (_COPIES * keys.row_bytes()))
+    run_rows = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes()))
     if n <= run_rows:
         batch = keys.read(range(0, n))
         yield batch["row"][keys.order(batch)]
         return
     runs = _runs(keys, run_rows, make, spill)
-    blen = max(256, memory // (_COPIES * keys.row_bytes() * len(runs)))
+    blen = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes() * len(runs)))
     try:
         yield from _merge(keys, runs, blen)
     finally:
@@ -200,46 +202,54 @@ def sorted_rows(keys: _Keys, memory: int, make: Callable[..., Any], spill: str
             r.close()
 
 
-def _gather_rows(table: Any) -> int:
-    """Bytes one row of every column takes (strings: their average, as objects)."""
-    total = 0
-    for name in table.names:
-        col = table.cols[name]
-        if isinstance(col, StringColumn):
-            total += 64 + col.nbytes // max(len(col), 1)
-        else:
-            total += col.dtype.itemsize * int(np.prod(col.shape[1:], dtype=np.int64))
-    return max(total, 1)
+def _value_bytes(col: Any) -> int:
+    """Bytes one row of a column takes in memory (strings: their average, as objects)."""
+    if isinstance(col, StringColumn):
+        return 64 + col.nbytes // max(len(col), 1)
+    return max(1, col.dtype.itemsize * int(np.prod(col.shape[1:], dtype=np.int64)))
 
 
-def _rebatch(batches: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
-    """The same row numbers in batches of ``size`` (the last one shorter)."""
-    pending: list[np.ndarray] = []
-    held = 0
-    for b in batches:
-        pending.append(b)
-        held += len(b)
-        while held >= size:
-            merged = np.concatenate(pending)
-            yield merged[:size]
-            pending, held = [merged[size:]], held - size
-    if held:
-        yield np.concatenate(pending)
+def _permutation(order: Iterator[np.ndarray], n: int, spill: str) -> Any:
+    """The sorted row numbers, whole when they came as one batch, else spilled to a
+    compressed array (each column's gather reads them again)."""
+    first = next(order, np.zeros(0, np.int64))
+    if len(first) == n:
+        return first
+    perm = carray(first, rootdir=os.path.join(spill, "order"), mode="w", fsync=False)
+    for batch in order:
+        perm.append(batch)
+    perm.flush()
+    return perm
 
 
-def _gather(table: Any, order: Iterator[np.ndarray], out: Any, block: int) -> None:
-    """Append every column's values in ``order`` to table ``out``, a block at a time."""
-    for rows in _rebatch(order, block):
-        # Reading the rows in ascending order decodes each source chunk once.
+def _gather_column(col: Any, perm: Any, block: int, where: str | None) -> Any:
+    """Column ``col``'s values in the order of ``perm``, a block at a time, as a new
+    column (at ``where``, or in memory)."""
+    out: Any = None
+    for lo in range(0, max(len(perm), 1), block):
+        rows = np.asarray(perm[lo:lo + block], dtype=np.int64)
+        # Reading the rows in ascending order decodes each source chunk once per block.
         by_source = np.argsort(rows, kind="stable")
-        ascending = rows[by_source]
-        cols = {}
-        for name in table.names:
-            values = read_any(table.cols[name], ascending)
-            placed = np.empty_like(values)
-            placed[by_source] = values
-            cols[name] = placed
-        out.append(cols)
+        values = read_any(col, rows[by_source])
+        placed = np.empty_like(values)
+        placed[by_source] = values
+        if out is None:
+            kind = StringColumn if isinstance(col, StringColumn) else carray
+            out = kind(placed, rootdir=where, mode="w", fsync=False)
+        else:
+            out.append(placed)
+    return out
+
+
+def _gather(table: Any, perm: Any, memory: int, spill: str) -> dict[str, Any]:
+    """Every column in the order of ``perm``, column by column (each block as large as
+    the memory allows for that column), as columns spilled under ``spill``."""
+    cols = {}
+    for i, name in enumerate(table.names):
+        col = table.cols[name]
+        block = max(1024, memory // (_COPIES * (_value_bytes(col) + 16)))
+        cols[name] = _gather_column(col, perm, block, os.path.join(spill, f"col{i}"))
+    return cols
 
 
 def _check(table: Any, by: str | Sequence[str], ascending: bool | Sequence[bool],
@@ -310,14 +320,15 @@ def _sort_into(table: Any, keys: _Keys, memory: int, make: Callable[..., Any],
                target: str | None, spill: str, durable: bool) -> Any:
     """The sorted table, built at ``target`` (or in memory), runs spilled under
     ``spill``; one commit at the end (one version)."""
-    out = make({n: empty_like(table.cols[n]) for n in table.names}, rootdir=target,
-               mode="w", auto_flush=False, fsync=durable)
+    if len(table) == 0:
+        return make({n: empty_like(table.cols[n]) for n in table.names}, rootdir=target,
+                    mode="w", fsync=durable)
+    perm = _permutation(sorted_rows(keys, memory, make, spill), len(table), spill)
+    cols = _gather(table, perm, memory, spill)
     try:
-        block = max(1024, memory // (_COPIES * _gather_rows(table)))
-        _gather(table, sorted_rows(keys, memory, make, spill), out, block)
-        out.flush()
-    except BaseException:
-        with contextlib.suppress(Exception):  # the first error is the one to report
-            out.close()
-        raise
-    return out
+        return make(cols, rootdir=target, mode="w", fsync=durable)
+    finally:
+        for c in cols.values():
+            c.close()
+        if isinstance(perm, carray):
+            perm.close()
