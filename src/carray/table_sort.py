@@ -1,14 +1,13 @@
 """Out-of-core, stable sort of a table by one or several key columns.
 
-1. Runs: the keys of ``run`` rows at a time (with their row numbers) are sorted in
+1. Runs: ``run`` whole rows at a time, with their keys and row numbers, are sorted in
    memory and, unless the whole table is one run, spilled to a temporary directory
-   as a compressed table.
+   as compressed columns.
 2. Merge: a block of every run is held; everything up to the smallest of the blocks'
    last keys is surely next in the output, so it is taken from every block at once
    and ordered by one vectorised sort (no per-row heap).
-3. Gather: the merged row numbers, a block at a time, select every column's values
-   (read in source order, so each source chunk is decoded once per block) and are
-   appended to the result.
+   The rows travel with their keys, so every value is read, spilled and merged once
+   (no random reads of the source), and the merged batches are appended to the result.
 
 Row numbers are the last key, so equal keys keep their order (stable).  A missing
 key (read through :func:`carray.table_columns.read_valid`; NaN and NaT too) sorts
@@ -18,6 +17,7 @@ keys sort in their dictionary's order (their codes), as pandas does.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -52,14 +52,11 @@ class _Keys:
         self.cols = [table.cols[k] for k in by]
 
     def row_bytes(self) -> int:
-        """Bytes one row's keys take in memory (strings: their average, plus a pointer
-        and a Python object's header)."""
-        total = 8 + len(self.by)  # row number, missing flags
-        for col in self.cols:
-            if isinstance(col, StringColumn):
-                total += 64 + col.nbytes // max(len(col), 1)
-            else:
-                total += col.dtype.itemsize
+        """Bytes one row takes in memory: its keys, flags and number, and every column's
+        value (strings: their average, plus a pointer and a Python object's header)."""
+        total = 8 + len(self.by)
+        for col in [*self.cols, *(self.table.cols[n] for n in self.table.names)]:
+            total += _value_bytes(col)
         return total
 
     def read(self, rows: range) -> Batch:
@@ -78,6 +75,8 @@ class _Keys:
                 values[missing] = "" if values.dtype == object else np.zeros((), values.dtype)
             batch[f"f{i}"] = (missing if self.na_last else ~missing).astype(np.uint8)
             batch[f"k{i}"] = values
+        for name in self.table.names:  # the rows travel with their keys
+            batch[f"c:{name}"] = read_any(self.table.cols[name], rows)
         return batch
 
     def order(self, batch: Batch) -> np.ndarray:
@@ -124,28 +123,29 @@ def _concat(batches: Sequence[Batch]) -> Batch:
 class _Run:
     """A cursor over one sorted run on disk, a block of ``blen`` rows at a time."""
 
-    def __init__(self, run: Any, blen: int) -> None:
+    def __init__(self, run: dict[str, Any], blen: int) -> None:
         self.run, self.blen, self.next = run, blen, 0
+        self.length = len(run["row"])
         self.buf: Batch = {}
         self.refill()
 
     def refill(self) -> None:
-        stop = min(self.next + self.blen, len(self.run))
+        stop = min(self.next + self.blen, self.length)
         rows = range(self.next, stop)
-        self.buf = {n: read_any(self.run.cols[n], rows) for n in self.run.names}
+        self.buf = {n: read_any(c, rows) for n, c in self.run.items()}
         self.next = stop
 
     @property
     def more(self) -> bool:
         """Whether rows remain on disk beyond the block held."""
-        return self.next < len(self.run)
+        return self.next < self.length
 
     def size(self) -> int:
         return len(self.buf["row"])
 
 
-def _merge(keys: _Keys, runs: list[Any], blen: int) -> Iterator[np.ndarray]:
-    """Row numbers in sorted order, batch by batch, from sorted runs."""
+def _merge(keys: _Keys, runs: list[dict[str, Any]], blen: int) -> Iterator[Batch]:
+    """The rows in sorted order, batch by batch, from sorted runs."""
     cursors = [_Run(r, blen) for r in runs]
     while cursors:
         # Whatever sorts before the smallest last key of a block whose run goes on
@@ -164,42 +164,47 @@ def _merge(keys: _Keys, runs: list[Any], blen: int) -> Iterator[np.ndarray]:
                 c.buf = _take(c.buf, slice(count, None))
         if taken:
             batch = _concat(taken)
-            yield batch["row"][keys.order(batch)]
+            yield _take(batch, keys.order(batch))
         for c in cursors:
             if c.size() == 0 and c.more:
                 c.refill()
         cursors = [c for c in cursors if c.size() or c.more]
 
 
-def _runs(keys: _Keys, run_rows: int, make: Callable[..., Any], spill: str
-          ) -> list[Any]:
-    """The table's keys as sorted runs of ``run_rows`` rows, each a table under ``spill``."""
+def _spilled(values: np.ndarray, where: str) -> Any:
+    """A scratch column of ``values`` at ``where`` (bcolz layout: no versions to keep)."""
+    kind = StringColumn if values.dtype == object else carray
+    return kind(values, rootdir=where, mode="w", fsync=False, format="bcolz")
+
+
+def _runs(keys: _Keys, run_rows: int, spill: str) -> list[dict[str, Any]]:
+    """The table's keys as sorted runs of ``run_rows`` rows, spilled under ``spill``."""
     runs = []
     n = len(keys.table)
     for i, lo in enumerate(range(0, n, run_rows)):
         batch = keys.read(range(lo, min(lo + run_rows, n)))
-        # Scratch: nothing to make durable.
-        runs.append(make(_take(batch, keys.order(batch)),
-                         rootdir=os.path.join(spill, f"run{i}"), mode="w", fsync=False))
+        batch = _take(batch, keys.order(batch))
+        runs.append({name: _spilled(v, os.path.join(spill, f"run{i}", f"p{j}"))
+                     for j, (name, v) in enumerate(batch.items())})
     return runs
 
 
-def sorted_rows(keys: _Keys, memory: int, make: Callable[..., Any], spill: str
-                ) -> Iterator[np.ndarray]:
-    """Every row number of the table in sorted order, in batches."""
+def sorted_rows(keys: _Keys, memory: int, spill: str) -> Iterator[Batch]:
+    """Every row of the table in sorted order, in batches."""
     n = len(keys.table)
     run_rows = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes()))
     if n <= run_rows:
         batch = keys.read(range(0, n))
-        yield batch["row"][keys.order(batch)]
+        yield _take(batch, keys.order(batch))
         return
-    runs = _runs(keys, run_rows, make, spill)
+    runs = _runs(keys, run_rows, spill)
     blen = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes() * len(runs)))
     try:
         yield from _merge(keys, runs, blen)
     finally:
         for r in runs:
-            r.close()
+            for col in r.values():
+                col.close()
 
 
 def _value_bytes(col: Any) -> int:
@@ -207,49 +212,6 @@ def _value_bytes(col: Any) -> int:
     if isinstance(col, StringColumn):
         return 64 + col.nbytes // max(len(col), 1)
     return max(1, col.dtype.itemsize * int(np.prod(col.shape[1:], dtype=np.int64)))
-
-
-def _permutation(order: Iterator[np.ndarray], n: int, spill: str) -> Any:
-    """The sorted row numbers, whole when they came as one batch, else spilled to a
-    compressed array (each column's gather reads them again)."""
-    first = next(order, np.zeros(0, np.int64))
-    if len(first) == n:
-        return first
-    perm = carray(first, rootdir=os.path.join(spill, "order"), mode="w", fsync=False)
-    for batch in order:
-        perm.append(batch)
-    perm.flush()
-    return perm
-
-
-def _gather_column(col: Any, perm: Any, block: int, where: str | None) -> Any:
-    """Column ``col``'s values in the order of ``perm``, a block at a time, as a new
-    column (at ``where``, or in memory)."""
-    out: Any = None
-    for lo in range(0, max(len(perm), 1), block):
-        rows = np.asarray(perm[lo:lo + block], dtype=np.int64)
-        # Reading the rows in ascending order decodes each source chunk once per block.
-        by_source = np.argsort(rows, kind="stable")
-        values = read_any(col, rows[by_source])
-        placed = np.empty_like(values)
-        placed[by_source] = values
-        if out is None:
-            kind = StringColumn if isinstance(col, StringColumn) else carray
-            out = kind(placed, rootdir=where, mode="w", fsync=False)
-        else:
-            out.append(placed)
-    return out
-
-
-def _gather(table: Any, perm: Any, memory: int, spill: str) -> dict[str, Any]:
-    """Every column in the order of ``perm``, column by column (each block as large as
-    the memory allows for that column), as columns spilled under ``spill``."""
-    cols = {}
-    for i, name in enumerate(table.names):
-        col = table.cols[name]
-        block = max(1024, memory // (_COPIES * (_value_bytes(col) + 16)))
-        cols[name] = _gather_column(col, perm, block, os.path.join(spill, f"col{i}"))
-    return cols
 
 
 def _check(table: Any, by: str | Sequence[str], ascending: bool | Sequence[bool],
@@ -320,15 +282,14 @@ def _sort_into(table: Any, keys: _Keys, memory: int, make: Callable[..., Any],
                target: str | None, spill: str, durable: bool) -> Any:
     """The sorted table, built at ``target`` (or in memory), runs spilled under
     ``spill``; one commit at the end (one version)."""
-    if len(table) == 0:
-        return make({n: empty_like(table.cols[n]) for n in table.names}, rootdir=target,
-                    mode="w", fsync=durable)
-    perm = _permutation(sorted_rows(keys, memory, make, spill), len(table), spill)
-    cols = _gather(table, perm, memory, spill)
+    out = make({n: empty_like(table.cols[n]) for n in table.names}, rootdir=target,
+               mode="w", auto_flush=False, fsync=durable)
     try:
-        return make(cols, rootdir=target, mode="w", fsync=durable)
-    finally:
-        for c in cols.values():
-            c.close()
-        if isinstance(perm, carray):
-            perm.close()
+        for batch in sorted_rows(keys, memory, spill):
+            out.append({n: batch[f"c:{n}"] for n in table.names})
+        out.flush()
+    except BaseException:
+        with contextlib.suppress(Exception):  # the first error is the one to report
+            out.close()
+        raise
+    return out
