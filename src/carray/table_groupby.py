@@ -26,7 +26,13 @@ import numpy as np
 from carray import _group_kernels as kern
 from carray import _parallel
 from carray._group_kernels import GroupByError
-from carray.table_columns import categories_of, read_any, read_codes, read_valid
+from carray.table_columns import (
+    categories_of,
+    read_any,
+    read_codes,
+    read_valid,
+    select_rows,
+)
 from carray.vlstring import StringColumn
 
 # Rows per block, at least (rounded up to whole chunks): enough work per task to keep
@@ -89,14 +95,22 @@ class _Plan:
         for k in self.keys:
             values, missing = _key_values(self.cols[k], rows)
             c, u = kern.factorize(values, missing)
+            missed = missing is not None and bool(missing.any())
             codes.append(c)
-            sizes.append(len(u) + 1)
+            sizes.append(len(u) + missed)
             uniques.append(u)
-            if self.dropna and missing is not None and missing.any():
+            if self.dropna and missed:
+                assert missing is not None
                 keep = ~missing if keep is None else keep & ~missing
         if keep is not None:
-            codes = [c[keep] for c in codes]
-        ids, ngroups = kern.combine(codes, sizes)
+            codes = [select_rows(c, keep) for c in codes]
+            sizes = [len(u) for u in uniques]
+        if len(codes) == 1:  # one key's codes are already dense and in order
+            states = self._states(rows, codes[0], sizes[0], keep)
+            u, kc = uniques[0], np.arange(sizes[0])
+            vals = u if len(u) == sizes[0] else np.concatenate([u, np.zeros(1, u.dtype)])
+            return _Partial([(vals, kc == len(u))], sizes[0], states)
+        ids, ngroups = kern.combine(codes, [n + 1 for n in sizes])
         rep = kern.representatives(ids, ngroups)
         keyparts = []
         for c, u in zip(codes, uniques, strict=True):
@@ -115,22 +129,27 @@ class _Plan:
             values = read_any(col, rows)
             missing = kern.missing_of(values, read_valid(col, rows))
             if keep is not None:
-                values = values[keep]
-                missing = None if missing is None else missing[keep]
-            read[name] = (values, missing)
-        numbers = np.arange(rows.start, rows.stop, dtype=np.int64)
-        if keep is not None:
-            numbers = numbers[keep]
+                values = select_rows(values, keep)
+                missing = None if missing is None else select_rows(missing, keep)
+            read[name] = (values, None if missing is None or not missing.any() else ~missing)
+        numbers = None
+        if any(s.func in ("first", "last") for s in self.specs):
+            numbers = np.arange(rows.start, rows.stop, dtype=np.int64)
+            numbers = numbers if keep is None else select_rows(numbers, keep)
         states = []
         for s in self.specs:
             if s.func == "size" or s.column is None:
                 states.append(kern.block_state("size", ids, ngroups, None, None))
                 continue
-            values, missing = read[s.column]
-            if missing is not None:
-                present = ~missing
-                states.append(kern.block_state(s.func, ids[present], ngroups, values[present],
-                                               numbers[present]))
+            values, present = read[s.column]
+            fast = None if present is None else \
+                kern.masked_state(s.func, ids, ngroups, values, present)
+            if fast is not None:
+                states.append(fast)
+            elif present is not None:
+                states.append(kern.block_state(
+                    s.func, select_rows(ids, present), ngroups, select_rows(values, present),
+                    None if numbers is None else select_rows(numbers, present)))
             else:
                 states.append(kern.block_state(s.func, ids, ngroups, values, numbers))
         return states
@@ -227,9 +246,9 @@ def _check_spec(table: Any, keys: list[str], out: str, column: Any, func: Any) -
                            f"{list(table.cols)})")
     col = table.cols[column]
     dtype = np.dtype(object) if isinstance(col, StringColumn) else col.dtype
-    if col.ndim > 1 if hasattr(col, "ndim") else False:
-        raise GroupByError(f"column {column!r} holds arrays of shape {col.shape[1:]}: only "
-                           "columns of scalars can be aggregated")
+    if getattr(col, "ndim", 1) > 1 or dtype.names:
+        raise GroupByError(f"column {column!r} holds arrays or records: only columns of "
+                           "scalars can be aggregated")
     kern.check_aggregation(func, column, dtype)
     return _Spec(out, column, func)
 
@@ -259,8 +278,10 @@ class GroupBy:
             if k not in table.cols:
                 raise GroupByError(f"no key column {k!r} in the table (it has "
                                    f"{list(table.cols)})")
-            if getattr(table.cols[k], "ndim", 1) > 1:
-                raise GroupByError(f"key column {k!r} holds arrays: keys must be scalars")
+            col = table.cols[k]
+            if getattr(col, "ndim", 1) > 1 or getattr(col.dtype, "names", None):
+                raise GroupByError(f"key column {k!r} holds arrays or records: keys must be "
+                                   "scalars")
         self.dropna = dropna
         self._make = make
 

@@ -223,8 +223,10 @@ def _check(table: Any, by: str | Sequence[str], ascending: bool | Sequence[bool]
         if k not in table.cols:
             raise GroupByError(f"no column {k!r} to sort by (the table has "
                                f"{list(table.cols)})")
-        if getattr(table.cols[k], "ndim", 1) > 1:
-            raise GroupByError(f"column {k!r} holds arrays: sort keys must be scalars")
+        col = table.cols[k]
+        if getattr(col, "ndim", 1) > 1 or getattr(col.dtype, "names", None):
+            raise GroupByError(f"column {k!r} holds arrays or records: sort keys must be "
+                               "scalars")
     asc = [bool(ascending)] * len(keys) if isinstance(ascending, (bool, np.bool_)) else \
         [bool(a) for a in ascending]
     if len(asc) != len(keys):
