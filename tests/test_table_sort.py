@@ -117,11 +117,11 @@ def test_failure_leaves_nothing_and_keeps_the_old_table(tmp_path, monkeypatch):
     real = table_sort._spilled
     calls = []
 
-    def failing(values, where):
+    def failing(values, where, blen):
         calls.append(1)
         if len(calls) == 12:  # the third run
             raise OSError(28, "No space left on device")
-        return real(values, where)
+        return real(values, where, blen)
 
     monkeypatch.setattr(table_sort, "_spilled", failing)
     with pytest.raises(OSError, match="No space"):

@@ -34,9 +34,9 @@ from carray.table_columns import empty_like, read_any, read_codes, read_valid
 from carray.vlstring import StringColumn
 
 _DEFAULT_MEMORY = 256 << 20
-# Working copies per byte of key: the keys, their sort keys, the order and a gathered
-# copy are alive together while a run is sorted.
-_COPIES = 4
+# Working copies per byte of a row: the rows read, their sorted copy and the sort keys
+# and order are alive together while a run is sorted.
+_COPIES = 3
 # Rows a run or a run's block holds at least, however small the memory given.
 _MIN_ROWS = 16
 
@@ -171,20 +171,25 @@ def _merge(keys: _Keys, runs: list[dict[str, Any]], blen: int) -> Iterator[Batch
         cursors = [c for c in cursors if c.size() or c.more]
 
 
-def _spilled(values: np.ndarray, where: str) -> Any:
-    """A scratch column of ``values`` at ``where`` (bcolz layout: no versions to keep)."""
-    kind = StringColumn if values.dtype == object else carray
-    return kind(values, rootdir=where, mode="w", fsync=False, format="bcolz")
+def _spilled(values: np.ndarray, where: str, blen: int) -> Any:
+    """A scratch column of ``values`` at ``where`` (bcolz layout: no versions to keep),
+    in chunks of about the ``blen`` rows the merge reads at a time, so that a read
+    decodes no more than it uses."""
+    if values.dtype == object:
+        return StringColumn(values, rootdir=where, mode="w", fsync=False, format="bcolz",
+                            expectedlen=blen)
+    return carray(values, rootdir=where, mode="w", fsync=False, format="bcolz",
+                  chunklen=max(blen, 1))
 
 
-def _runs(keys: _Keys, run_rows: int, spill: str) -> list[dict[str, Any]]:
+def _runs(keys: _Keys, run_rows: int, blen: int, spill: str) -> list[dict[str, Any]]:
     """The table's keys as sorted runs of ``run_rows`` rows, spilled under ``spill``."""
     runs = []
     n = len(keys.table)
     for i, lo in enumerate(range(0, n, run_rows)):
         batch = keys.read(range(lo, min(lo + run_rows, n)))
         batch = _take(batch, keys.order(batch))
-        runs.append({name: _spilled(v, os.path.join(spill, f"run{i}", f"p{j}"))
+        runs.append({name: _spilled(v, os.path.join(spill, f"run{i}", f"p{j}"), blen)
                      for j, (name, v) in enumerate(batch.items())})
     return runs
 
@@ -197,8 +202,9 @@ def sorted_rows(keys: _Keys, memory: int, spill: str) -> Iterator[Batch]:
         batch = keys.read(range(0, n))
         yield _take(batch, keys.order(batch))
         return
-    runs = _runs(keys, run_rows, spill)
-    blen = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes() * len(runs)))
+    nruns = -(-n // run_rows)
+    blen = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes() * nruns))
+    runs = _runs(keys, run_rows, blen, spill)
     try:
         yield from _merge(keys, runs, blen)
     finally:
