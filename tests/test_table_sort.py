@@ -77,7 +77,8 @@ def test_out_of_core_on_disk_many_runs(where, tmp_path, monkeypatch):
         len(runs)) or real_merge(keys, runs, blen))
     out = str(tmp_path / "sorted")
     got = t.sort(["s", "d", "k"], [True, False, True], rootdir=out, memory=250_000)
-    assert merged and merged[0] >= 5  # several runs, one multi-way merge
+    # Runs merged a few at a time, on several levels, the last into the result.
+    assert len(merged) >= 3 and min(merged) >= 2
     assert got.rootdir == out and len(got.versions()) == 1
     assert_frames(ca.open(out, mode="r").todataframe(),
                   want_sorted(df, ["s", "d", "k"], [True, False, True]))
@@ -114,26 +115,26 @@ def test_matches_polars_on_a_fixed_table():
 def test_failure_leaves_nothing_and_keeps_the_old_table(tmp_path, monkeypatch):
     t = ca.ctable({"x": np.arange(5000)[::-1].copy(), "y": np.arange(5000)})
     out = str(tmp_path / "out")
-    real = table_sort._spilled
+    real = table_sort._Spill.append
     calls = []
 
-    def failing(values, where, blen):
+    def failing(self, batch):
         calls.append(1)
-        if len(calls) == 12:  # the third run
+        if len(calls) == 3:  # the third run
             raise OSError(28, "No space left on device")
-        return real(values, where, blen)
+        return real(self, batch)
 
-    monkeypatch.setattr(table_sort, "_spilled", failing)
+    monkeypatch.setattr(table_sort._Spill, "append", failing)
     with pytest.raises(OSError, match="No space"):
         t.sort("x", rootdir=out, memory=100_000)
     assert os.listdir(tmp_path) == []
-    monkeypatch.setattr(table_sort, "_spilled", real)
+    monkeypatch.setattr(table_sort._Spill, "append", real)
     t.sort("y", rootdir=out).close()
     calls.clear()
-    monkeypatch.setattr(table_sort, "_spilled", failing)
+    monkeypatch.setattr(table_sort._Spill, "append", failing)
     with pytest.raises(OSError):
         t.sort("x", rootdir=out, memory=100_000)
-    assert os.listdir(tmp_path) == ["out"] and len(calls) == 12
+    assert os.listdir(tmp_path) == ["out"] and len(calls) == 3
     np.testing.assert_array_equal(ca.open(out, mode="r").cols["y"][:], np.arange(5000))
 
 

@@ -39,6 +39,8 @@ _DEFAULT_MEMORY = 256 << 20
 _COPIES = 3
 # Rows a run or a run's block holds at least, however small the memory given.
 _MIN_ROWS = 16
+# Rows a merge reads from each run at a time, when the memory allows.
+_MERGE_ROWS = 4096
 
 Batch = dict[str, np.ndarray]
 
@@ -120,19 +122,65 @@ def _concat(batches: Sequence[Batch]) -> Batch:
     return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
+class _Spill:
+    """A sorted run on disk: the fixed-size fields packed in one record array, each
+    string field a string column; chunks of about the ``blen`` rows the merge reads at
+    a time, so that a read decodes no more than it uses.  Scratch: bcolz layout (no
+    versions to keep), nothing synced."""
+
+    def __init__(self, where: str, blen: int) -> None:
+        self.where, self.blen, self.length = where, max(blen, 1), 0
+        self.fixed: Any = None
+        self.strings: dict[str, Any] = {}
+        self.names: list[str] = []
+
+    def append(self, batch: Batch) -> None:
+        if not self.names:
+            self.names = list(batch)
+        fixed = [n for n in self.names if batch[n].dtype != object]
+        rec = np.empty(len(batch["row"]), dtype=[(n, batch[n].dtype, batch[n].shape[1:])
+                                                 for n in fixed])
+        for n in fixed:
+            rec[n] = batch[n]
+        if self.fixed is None:
+            self.fixed = carray(rec, rootdir=os.path.join(self.where, "fixed"), mode="w",
+                                fsync=False, format="bcolz", chunklen=self.blen)
+        else:
+            self.fixed.append(rec)
+        for i, n in enumerate(x for x in self.names if batch[x].dtype == object):
+            if n in self.strings:
+                self.strings[n].append(batch[n])
+            else:
+                self.strings[n] = StringColumn(
+                    batch[n], rootdir=os.path.join(self.where, f"s{i}"), mode="w",
+                    fsync=False, format="bcolz", expectedlen=self.blen)
+        self.length += len(rec)
+
+    def read(self, rows: range) -> Batch:
+        rec = self.fixed.read_rows(rows)
+        return {n: read_any(self.strings[n], rows) if n in self.strings else rec[n]
+                for n in self.names}
+
+    def drop(self) -> None:
+        """Close the run and delete its files."""
+        for col in [self.fixed, *self.strings.values()]:
+            if col is not None:
+                col.close()
+        shutil.rmtree(self.where, ignore_errors=True)
+
+
 class _Run:
     """A cursor over one sorted run on disk, a block of ``blen`` rows at a time."""
 
-    def __init__(self, run: dict[str, Any], blen: int) -> None:
+    def __init__(self, run: _Spill, blen: int) -> None:
         self.run, self.blen, self.next = run, blen, 0
-        self.length = len(run["row"])
+        self.length = run.length
         self.buf: Batch = {}
         self.refill()
 
     def refill(self) -> None:
         stop = min(self.next + self.blen, self.length)
-        rows = range(self.next, stop)
-        self.buf = {n: read_any(c, rows) for n, c in self.run.items()}
+        self.buf = self.run.read(range(self.next, stop))
         self.next = stop
 
     @property
@@ -144,7 +192,7 @@ class _Run:
         return len(self.buf["row"])
 
 
-def _merge(keys: _Keys, runs: list[dict[str, Any]], blen: int) -> Iterator[Batch]:
+def _merge(keys: _Keys, runs: list[_Spill], blen: int) -> Iterator[Batch]:
     """The rows in sorted order, batch by batch, from sorted runs."""
     cursors = [_Run(r, blen) for r in runs]
     while cursors:
@@ -171,46 +219,54 @@ def _merge(keys: _Keys, runs: list[dict[str, Any]], blen: int) -> Iterator[Batch
         cursors = [c for c in cursors if c.size() or c.more]
 
 
-def _spilled(values: np.ndarray, where: str, blen: int) -> Any:
-    """A scratch column of ``values`` at ``where`` (bcolz layout: no versions to keep),
-    in chunks of about the ``blen`` rows the merge reads at a time, so that a read
-    decodes no more than it uses."""
-    if values.dtype == object:
-        return StringColumn(values, rootdir=where, mode="w", fsync=False, format="bcolz",
-                            expectedlen=blen)
-    return carray(values, rootdir=where, mode="w", fsync=False, format="bcolz",
-                  chunklen=max(blen, 1))
-
-
-def _runs(keys: _Keys, run_rows: int, blen: int, spill: str) -> list[dict[str, Any]]:
-    """The table's keys as sorted runs of ``run_rows`` rows, spilled under ``spill``."""
+def _runs(keys: _Keys, run_rows: int, blen: int, spill: str) -> list[_Spill]:
+    """The table as sorted runs of ``run_rows`` rows, spilled under ``spill``."""
     runs = []
     n = len(keys.table)
     for i, lo in enumerate(range(0, n, run_rows)):
         batch = keys.read(range(lo, min(lo + run_rows, n)))
-        batch = _take(batch, keys.order(batch))
-        runs.append({name: _spilled(v, os.path.join(spill, f"run{i}", f"p{j}"), blen)
-                     for j, (name, v) in enumerate(batch.items())})
+        run = _Spill(os.path.join(spill, f"run{i}"), blen)
+        run.append(_take(batch, keys.order(batch)))
+        runs.append(run)
     return runs
 
 
 def sorted_rows(keys: _Keys, memory: int, spill: str) -> Iterator[Batch]:
-    """Every row of the table in sorted order, in batches."""
+    """Every row of the table in sorted order, in batches.
+
+    At most ``fan`` runs are merged at once, each read ``blen`` rows at a time; more
+    runs are first merged ``fan`` by ``fan`` into longer ones (each level rewrites the
+    rows once: reads of a few thousand rows keep the merge's per-read cost small)."""
     n = len(keys.table)
-    run_rows = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes()))
+    row = keys.row_bytes()
+    run_rows = max(_MIN_ROWS, memory // (_COPIES * row))
     if n <= run_rows:
         batch = keys.read(range(0, n))
         yield _take(batch, keys.order(batch))
         return
-    nruns = -(-n // run_rows)
-    blen = max(_MIN_ROWS, memory // (_COPIES * keys.row_bytes() * nruns))
+    fan = max(2, memory // (_COPIES * row * _MERGE_ROWS))
+    blen = max(_MIN_ROWS, memory // (_COPIES * row * fan))
     runs = _runs(keys, run_rows, blen, spill)
     try:
+        level = 0
+        while len(runs) > fan:
+            level += 1
+            longer = []
+            for g in range(0, len(runs), fan):
+                if g + 1 == len(runs):  # a run left alone goes on as it is
+                    longer.append(runs[g])
+                    continue
+                run = _Spill(os.path.join(spill, f"level{level}-{g // fan}"), blen)
+                longer.append(run)
+                for batch in _merge(keys, runs[g:g + fan], blen):
+                    run.append(batch)
+                for done in runs[g:g + fan]:
+                    done.drop()
+            runs = longer
         yield from _merge(keys, runs, blen)
     finally:
         for r in runs:
-            for col in r.values():
-                col.close()
+            r.drop()
 
 
 def _value_bytes(col: Any) -> int:
