@@ -31,7 +31,7 @@ from carray._group_kernels import GroupByError
 from carray.array import carray
 from carray.errors import ContainerExistsError
 from carray.table_columns import empty_like, read_any, read_codes, read_valid
-from carray.vlstring import StringColumn
+from carray.vlstring import StringColumn, decode, encode
 
 _DEFAULT_MEMORY = 256 << 20
 # Working copies per byte of a row: the rows read, their sorted copy and the sort keys
@@ -93,7 +93,9 @@ class _Keys:
         """Booleans: which rows of ``batch`` sort at or before row 0 of ``bound``."""
         res = batch["row"] <= bound["row"][0]
         for i in reversed(range(len(self.by))):
-            k, b = batch[f"k{i}"], bound[f"k{i}"][0]
+            # A one-row array, not a scalar: numpy would turn a str into its own string
+            # type, which drops trailing NULs ('a\x00' would equal 'a').
+            k, b = batch[f"k{i}"], bound[f"k{i}"][:1]
             before = np.asarray(k < b if self.ascending[i] else k > b, dtype=bool)
             res = before | (np.asarray(k == b, dtype=bool) & res)
             f, bf = batch[f"f{i}"], bound[f"f{i}"][0]
@@ -123,43 +125,59 @@ def _concat(batches: Sequence[Batch]) -> Batch:
 
 
 class _Spill:
-    """A sorted run on disk: the fixed-size fields packed in one record array, each
-    string field a string column; chunks of about the ``blen`` rows the merge reads at
-    a time, so that a read decodes no more than it uses.  Scratch: bcolz layout (no
-    versions to keep), nothing synced."""
+    """A sorted run on disk: the fixed-size fields packed in one record array, with the
+    start and end of every string in the UTF-8 bytes of its field, kept in an array of
+    its own.  Chunks of about the ``blen`` rows the merge reads at a time, so that a
+    read decodes no more than it uses.  Scratch: bcolz layout (no versions to keep),
+    nothing synced."""
 
     def __init__(self, where: str, blen: int) -> None:
         self.where, self.blen, self.length = where, max(blen, 1), 0
         self.fixed: Any = None
-        self.strings: dict[str, Any] = {}
+        self.strings: dict[str, Any] = {}  # field -> its bytes
         self.names: list[str] = []
 
     def append(self, batch: Batch) -> None:
         if not self.names:
             self.names = list(batch)
-        fixed = [n for n in self.names if batch[n].dtype != object]
-        rec = np.empty(len(batch["row"]), dtype=[(n, batch[n].dtype, batch[n].shape[1:])
-                                                 for n in fixed])
-        for n in fixed:
-            rec[n] = batch[n]
+        fields: dict[str, np.ndarray] = {}
+        for i, n in enumerate(self.names):
+            if batch[n].dtype != object:
+                fields[n] = batch[n]
+                continue
+            lengths, data = encode(batch[n])
+            if n not in self.strings:
+                self.strings[n] = carray(np.zeros(0, np.uint8), chunklen=1 << 16,
+                                         rootdir=os.path.join(self.where, f"s{i}"),
+                                         mode="w", fsync=False, format="bcolz")
+            ends = len(self.strings[n]) + np.cumsum(lengths)
+            fields[f"{n}:start"], fields[f"{n}:end"] = ends - lengths, ends
+            self.strings[n].append(data)
+        rec = np.empty(len(batch["row"]), dtype=[(n, v.dtype, v.shape[1:])
+                                                 for n, v in fields.items()])
+        for n, v in fields.items():
+            rec[n] = v
         if self.fixed is None:
             self.fixed = carray(rec, rootdir=os.path.join(self.where, "fixed"), mode="w",
                                 fsync=False, format="bcolz", chunklen=self.blen)
         else:
             self.fixed.append(rec)
-        for i, n in enumerate(x for x in self.names if batch[x].dtype == object):
-            if n in self.strings:
-                self.strings[n].append(batch[n])
-            else:
-                self.strings[n] = StringColumn(
-                    batch[n], rootdir=os.path.join(self.where, f"s{i}"), mode="w",
-                    fsync=False, format="bcolz", expectedlen=self.blen)
         self.length += len(rec)
 
     def read(self, rows: range) -> Batch:
         rec = self.fixed.read_rows(rows)
-        return {n: read_any(self.strings[n], rows) if n in self.strings else rec[n]
-                for n in self.names}
+        out = {}
+        for n in self.names:
+            if n not in self.strings:
+                out[n] = rec[n]
+                continue
+            if len(rec) == 0:
+                out[n] = np.zeros(0, dtype=object)
+                continue
+            first, ends = int(rec[f"{n}:start"][0]), rec[f"{n}:end"]
+            data = self.strings[n].read_rows(range(first, int(ends[-1])))
+            out[n] = decode(np.concatenate([[first], ends]), data, as_object=True)
+        return out
 
     def drop(self) -> None:
         """Close the run and delete its files."""
@@ -210,6 +228,8 @@ def _merge(keys: _Keys, runs: list[_Spill], blen: int) -> Iterator[Batch]:
             if count:
                 taken.append(_take(c.buf, slice(0, count)))
                 c.buf = _take(c.buf, slice(count, None))
+        if not taken and bound is not None:  # the bound's own block is always taken
+            raise RuntimeError("sort merge made no progress: keys do not compare as sorted")
         if taken:
             batch = _concat(taken)
             yield _take(batch, keys.order(batch))
@@ -346,8 +366,12 @@ def _sort_into(table: Any, keys: _Keys, memory: int, make: Callable[..., Any],
                target: str | None, spill: str, durable: bool) -> Any:
     """The sorted table, built at ``target`` (or in memory), runs spilled under
     ``spill``; one commit at the end (one version)."""
+    # The source's chunk length, not one sized for a table of unknown length: what the
+    # result holds unwritten is a chunk per column.
+    chunklen = min((getattr(table.cols[n], "chunklen", 0) or 1 << 15 for n in table.names),
+                   default=1 << 15)
     out = make({n: empty_like(table.cols[n]) for n in table.names}, rootdir=target,
-               mode="w", auto_flush=False, fsync=durable)
+               mode="w", auto_flush=False, fsync=durable, chunklen=chunklen)
     try:
         for batch in sorted_rows(keys, memory, spill):
             out.append({n: batch[f"c:{n}"] for n in table.names})
