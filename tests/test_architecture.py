@@ -26,7 +26,8 @@ LAYERS: list[set[str]] = [
      "table_index", "index_planner", "_index_build", "_index_kinds",
      "table_missing", "table_nullable", "_missing_table",
      "category_column", "category_values", "category_query", "table_categories", "timezones",
-     "table_day", "table_csv", "membership"},
+     "table_day", "table_csv", "membership",
+     "table_analysis", "table_groupby", "_group_kernels", "table_sort"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "__init__"},
 ]

@@ -38,17 +38,13 @@ from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import TableBase, check_mode, refuse_own_source
 from carray.defaults import resolve_cparams
-from carray.errors import (
-    ContainerExistsError,
-    ContainerNotFoundError,
-    FormatError,
-    ReadOnlyError,
-)
+from carray.errors import ContainerExistsError, ContainerNotFoundError, FormatError, ReadOnlyError
 from carray.keys import select
 from carray.params import CParams
 from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock
+from carray.table_analysis import TableAnalysis
 from carray.table_categories import CategoryMethods, result_columns
 from carray.table_columns import (
     Cols,
@@ -95,7 +91,7 @@ def _commit_all() -> None:
 
 
 class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
-             MissingTable, CategoryMethods, TableDay):
+             MissingTable, CategoryMethods, TableDay, TableAnalysis):
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
