@@ -20,7 +20,7 @@ from carray.errors import StorageError
 from carray.layouts.memory import MemoryLayout
 
 LAYOUTS = ["memory", "superchunk", "bcolz", "b2nd"]
-# Tables: every operation with CARRAY_SOAK=1, every other one in CI.
+# Tables: every operation with CARRAY_SOAK=1, every fourth one in CI.
 EVERY = os.environ.get("CARRAY_SOAK") == "1"
 # os functions the stores write, sync, rename and delete through.
 _WRITERS = ("write", "pwrite", "fsync", "replace", "rename", "unlink", "ftruncate")
@@ -150,7 +150,7 @@ TABLE_OPS = {
 @pytest.mark.parametrize("op", list(TABLE_OPS))
 @pytest.mark.parametrize("fmt", [None, "bcolz"])
 def test_table_failure_at_every_operation(tmp_path, monkeypatch, op, fmt):
-    for at in range(1, 600, 1 if EVERY else 2):
+    for at in range(1, 600, 1 if EVERY else 4):
         root = tmp_path / f"t{at}"
         t = _table(root, fmt=fmt, auto_flush=op != "flush")
         if op == "flush":

@@ -252,7 +252,7 @@ def test_a_query_over_many_pruned_and_kept_blocks_matches_numpy():
     np.testing.assert_array_equal(got, y[(x > 0.2) & (x < 0.7) & (y < 0.3)])
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=60)
 @given(n=st.integers(0, 3000), chunklen=st.integers(1, 1000),
        cut=st.floats(0, 1) | st.floats(0, 0.03),
        seed=st.integers(0, 1000), names=st.permutations(["nrow__", "a", "b", "c"]),

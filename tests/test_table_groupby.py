@@ -64,7 +64,7 @@ def tables(draw):
     return df
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(df=tables(), keys=st.sampled_from([["ki"], ["ks"], ["kf"], ["ks", "ki"],
                                           ["kf", "ks"], ["ki", "kf", "ks"]]),
        aggs=st.lists(st.sampled_from(AGGS), min_size=1, max_size=4, unique=True),

@@ -52,7 +52,7 @@ def frames(draw):
     })
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(df=frames(), by=st.lists(st.sampled_from(["i", "f", "s", "u"]), min_size=1,
                                 max_size=3, unique=True),
        data=st.data(), na_position=st.sampled_from(["last", "first"]),
