@@ -37,7 +37,7 @@ def test_scalar_on_disk_round_trips(tmp_path, fmt, name):
 
 
 def test_scalar_b2nd_reads_in_python_blosc2(tmp_path):
-    blosc2 = pytest.importorskip("blosc2")
+    blosc2 = pytest.importorskip("blosc2", reason="blosc2 is a test dependency")
     path = str(tmp_path / "x.b2nd")
     ca.carray(np.int64(123), rootdir=path).close()
     assert blosc2.open(path)[()] == 123

@@ -39,7 +39,7 @@ def test_ds_attributes_round_trip(tmp_path, var_attrs, ds_attrs):
 
 
 def test_xarray_backend_keeps_cf_attributes(tmp_path):
-    xr = pytest.importorskip("xarray")
+    xr = pytest.importorskip("xarray", reason="xarray is a test dependency")
     with ca.carray(np.arange(4.0), rootdir=tmp_path / "v.carray", mode="w") as a:
         a.attrs.update(CF)
     x = xr.open_dataset(tmp_path / "v.carray", engine="carray", mask_and_scale=False)
@@ -54,7 +54,7 @@ def test_xarray_backend_keeps_cf_attributes(tmp_path):
 
 
 def test_to_ds_and_back_keeps_attributes(tmp_path):
-    xr = pytest.importorskip("xarray")
+    xr = pytest.importorskip("xarray", reason="xarray is a test dependency")
     from carray.integrations.xarray_backend import to_ds
 
     attrs = {k: v for k, v in CF.items() if k != "_FillValue"}
@@ -68,7 +68,7 @@ def test_to_ds_and_back_keeps_attributes(tmp_path):
 
 @pytest.mark.parametrize("ext", [".parquet", ".ds"])
 def test_table_conversions_keep_attributes(tmp_path, ext):
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     t = ca.ctable({"a": np.arange(3)}, rootdir=tmp_path / "t.ctable", mode="w")
     t.attrs.update(CF)
     t.close()

@@ -17,7 +17,7 @@ import carray as ca
 from carray.errors import UnstorableAttributeError
 from carray.formats._b2frame_digests import RECORD_NAME
 
-blosc2 = pytest.importorskip("blosc2")
+blosc2 = pytest.importorskip("blosc2", reason="blosc2 is a test dependency")
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

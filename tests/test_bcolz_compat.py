@@ -276,7 +276,7 @@ def test_object_arrays_live_only_in_bcolz_directories(tmp_path):
 # -- ctable: HDF5 -----------------------------------------------------------------------------
 
 def test_ctable_tohdf5_fromhdf5(tmp_path):
-    pytest.importorskip("tables")
+    pytest.importorskip("tables", reason="tables is a test dependency")
     path = str(tmp_path / "t.h5")
     t = bcolz.ctable([np.arange(5), np.linspace(0, 1, 5)], names=["i", "f"])
     t.tohdf5(path)

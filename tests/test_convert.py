@@ -135,7 +135,7 @@ def test_cli_convert_with_options_and_bar(tmp_path, cube, capsys):
 def test_cli_convert_refuses_options_the_output_cannot_take(tmp_path, cube, capsys, dst,
                                                              options, message):
     if dst.endswith(".zarr"):
-        pytest.importorskip("zarr")
+        pytest.importorskip("zarr", reason="zarr is a test dependency")
     np.save(tmp_path / "s.npy", cube)
     assert main(["convert", str(tmp_path / "s.npy"), str(tmp_path / dst), *options]) == 1
     err = capsys.readouterr().err
@@ -155,7 +155,7 @@ def test_bcolz_chunks_of_whole_rows_are_its_chunklen(tmp_path, cube):
 @pytest.mark.parametrize("kind", ["dataset", "table"])
 def test_cli_convert_refuses_array_options_for_datasets_and_tables(tmp_path, capsys, kind):
     if kind == "table":
-        pytest.importorskip("pyarrow")
+        pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
         src, dst = DATA / "bcolz" / "t_basic.bcolz", tmp_path / "t.parquet"
     else:
         src, dst = DATA / "ds" / "medium.ds", tmp_path / "m.ds"

@@ -64,7 +64,7 @@ def test_a_remote_commit_without_its_record_never_counts(remote_root):
 
 @pytest.mark.parametrize("where", ["disk", "remote"])
 def test_dask_reads_every_member_in_parallel(where, tmp_path, s3):
-    dask = pytest.importorskip("dask")
+    dask = pytest.importorskip("dask", reason="dask is a test dependency")
     if where == "disk":
         url, options = str(tmp_path / "g"), None
     else:

@@ -7,7 +7,7 @@ import pytest
 
 import carray as ca
 
-tables = pytest.importorskip("tables")
+tables = pytest.importorskip("tables", reason="tables is a test dependency")
 
 
 def sample(n: int = 40_000) -> ca.ctable:

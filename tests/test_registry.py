@@ -116,13 +116,13 @@ def test_every_format_opens_describes_heads_and_verifies_a_fixture(fmt, tmp_path
 
 
 def _zarr_sample(path: Path) -> None:
-    zarr = pytest.importorskip("zarr")
+    zarr = pytest.importorskip("zarr", reason="zarr is a test dependency")
     z = zarr.create_array(str(path), shape=(10, 4), chunks=(3, 4), dtype="i4")
     z[:] = np.arange(40).reshape(10, 4)
 
 
 def _parquet_sample(path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"a": np.arange(10), "b": np.linspace(0, 1, 10)}), path)

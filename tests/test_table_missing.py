@@ -11,8 +11,8 @@ from carray.errors import UnsupportedDTypeError
 from carray.table_columns import null_count, read_any, read_valid
 from carray.table_nullable import NullableColumn
 
-pd = pytest.importorskip("pandas")
-pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas", reason="pandas is a test dependency")
+pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
 
 
 @pytest.fixture(params=["memory", "disk"])
@@ -230,7 +230,7 @@ def test_parquet_round_trip_with_nulls(tmp_path, monkeypatch):
     # The first row group has no nulls in 'x': the column gains validity on a later one.
     arrow = pa.table({"x": pa.array([1, 2, 3, None, 5, 6, 7]),
                       "s": pa.array(["a", None, "c", "d", "e", None, "g"])})
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet is a test dependency")
     pq.write_table(arrow, tmp_path / "in.parquet", row_group_size=3)
     convert(tmp_path / "in.parquet", tmp_path / "t.ctable")
     t = ca.open(tmp_path / "t.ctable", mode="r")
@@ -241,7 +241,7 @@ def test_parquet_round_trip_with_nulls(tmp_path, monkeypatch):
 
 
 def test_duckdb_counts_what_pandas_counts():
-    duckdb = pytest.importorskip("duckdb")
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is a test dependency")
     rng = np.random.default_rng(26)
     delay = rng.normal(10, 40, 5000)
     delay[rng.random(5000) < 0.1] = np.nan
@@ -281,7 +281,7 @@ def test_queries_follow_three_valued_logic(where):
 
 
 def test_a_filter_over_nulls_equals_polars():
-    pl = pytest.importorskip("polars")
+    pl = pytest.importorskip("polars", reason="polars is a test dependency")
     rng = np.random.default_rng(5)
     n = 3000
     x = rng.normal(size=n)
@@ -378,7 +378,7 @@ def test_queries_over_missing_values_on_worker_threads(monkeypatch):
 
 
 def test_dask_partitions_hold_missing_values():
-    pytest.importorskip("dask.dataframe")
+    pytest.importorskip("dask.dataframe", reason="dask.dataframe is a test dependency")
     t = ca.ctable({"a": np.arange(6),
                    "x": np.ma.masked_array(np.arange(6.0), mask=[0, 1, 0, 0, 1, 0]),
                    "i": np.ma.masked_array(np.arange(6), mask=[1, 0, 0, 0, 0, 0])})

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import carray as ca
 
-pd = pytest.importorskip("pandas")
-pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas", reason="pandas is a test dependency")
+pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
 
 FAST = settings(max_examples=30, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -114,7 +114,7 @@ def test_pandas_and_arrow_round_trips(columns):
 def test_parquet_round_trips(tmp_path_factory, columns):
     from carray.convert import convert
 
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet is a test dependency")
     n = min(len(c) for c in columns)
     df = pd.DataFrame({f"c{i}": c[:n] for i, c in enumerate(columns)})
     work = tmp_path_factory.mktemp("pq")

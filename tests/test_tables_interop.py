@@ -7,8 +7,8 @@ import pytest
 
 import carray as ca
 
-pd = pytest.importorskip("pandas")
-pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas", reason="pandas is a test dependency")
+pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
 
 
 @pytest.fixture(params=["memory", "disk"])
@@ -116,7 +116,7 @@ def mixed(tmp_path):
 
 
 def test_pa_table_reads_the_c_stream(mixed, monkeypatch):
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 1000)
     reader = pa.RecordBatchReader.from_stream(mixed)
     batches = list(reader)
@@ -131,7 +131,7 @@ def test_pa_table_reads_the_c_stream(mixed, monkeypatch):
 
 
 def test_c_stream_honours_a_requested_schema(mixed):
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("name", pa.large_string()),
                         ("v", pa.list_(pa.float32(), 2))])
     got = pa.RecordBatchReader.from_stream(mixed, schema=schema).read_all()
@@ -139,8 +139,8 @@ def test_c_stream_honours_a_requested_schema(mixed):
 
 
 def test_polars_and_duckdb_read_a_ctable(mixed):
-    pl = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars", reason="polars is a test dependency")
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is a test dependency")
     df = pl.DataFrame(mixed)
     assert df.shape == (len(mixed), 4) and df["name"][12] == "s1"
     t = mixed  # noqa: F841 - duckdb finds Arrow streams by the variable's name
@@ -149,8 +149,8 @@ def test_polars_and_duckdb_read_a_ctable(mixed):
 
 
 def test_pandas_reads_columns_through_the_protocols(tmp_path):
-    pd = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
+    pd = pytest.importorskip("pandas", reason="pandas is a test dependency")
+    pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     t = ca.ctable({"a": np.arange(5), "s": np.array(list("abcde"), dtype=object)})
     for df in (pd.api.interchange.from_dataframe(t), pd.DataFrame.from_arrow(t)):
         assert list(df.columns) == ["a", "s"]
@@ -177,7 +177,7 @@ def test_repr_html_of_empty_and_0d_arrays():
 
 
 def test_text_arrow_cannot_hold_raises_a_carray_error(tmp_path):
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     from carray.errors import UnsupportedDTypeError
 
     # numpy's 'U' items hold any 32-bit value; UTF-8 has no code point above 0x10FFFF.

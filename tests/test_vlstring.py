@@ -66,7 +66,7 @@ def test_sparse_reads_gather_only_wanted_bytes():
 
 
 def test_append_forms_and_arrow(root):
-    pa = pytest.importorskip("pyarrow")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     col = StringColumn(["a"], rootdir=root)
     col.append("b")
     col.append(np.array(["c", "dé"], dtype=STRING_DTYPE))
@@ -248,7 +248,7 @@ def test_in_tables(tmp_path):
 
 
 def test_arrow_rows_are_a_slice_of_the_stored_bytes():
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     words = ["", "a", "bé", "ccc", "", "dddd"] * 1000
     col = StringColumn(np.array(words, dtype=object))
     assert col.arrow_rows(2, 9).to_pylist() == words[2:9]

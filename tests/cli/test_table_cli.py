@@ -78,8 +78,8 @@ def test_head_shows_missing_values_of_a_netcdf_file_as_missing(capsys):
 
 
 def test_head_shows_nulls_of_a_parquet_file_as_missing(capsys, tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet is a test dependency")
     pq.write_table(pa.table({"i": pa.array([7, None, 9], pa.int32()),
                              "f": pa.array([1.5, None, float("nan")]),
                              "s": pa.array(["a", None, "c"])}), tmp_path / "n.parquet")

@@ -7,7 +7,7 @@ import pytest
 
 from carray.codecs.fill import fill_chunk, special_code, special_item
 
-blosc2 = pytest.importorskip("blosc2")
+blosc2 = pytest.importorskip("blosc2", reason="blosc2 is a test dependency")
 
 
 @pytest.mark.parametrize(("value", "dtype"), [(0, "f8"), (1.5, "f4"), (-7, "i2"),

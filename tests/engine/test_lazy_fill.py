@@ -16,7 +16,7 @@ from carray.layouts import superchunk_open
 from carray.layouts.b2frame import B2ndLayout
 from carray.layouts.superchunk import SuperchunkLayout
 
-blosc2 = pytest.importorskip("blosc2")
+blosc2 = pytest.importorskip("blosc2", reason="blosc2 is a test dependency")
 
 
 def _data_files(root: Path) -> list[str]:

@@ -332,7 +332,7 @@ def test_package_names_load_dask_lazily():
 
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
+    distributed = pytest.importorskip("distributed", reason="distributed is a test dependency")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as c:

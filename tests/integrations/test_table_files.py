@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet is a test dependency")
 
 import carray as ca  # noqa: E402
 from carray import registry  # noqa: E402

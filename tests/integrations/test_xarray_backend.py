@@ -165,7 +165,7 @@ def test_dims_from_attributes_and_outer_indexing(cube, count_reads):
 
 
 def test_dask_chunks_are_carrays(cube):
-    pytest.importorskip("dask")
+    pytest.importorskip("dask", reason="dask is a test dependency")
     path, values = cube
     x = xr.open_dataset(path, chunks={})
     assert x["temp"].data.chunks == ((4,) * 12, (50, 50), (80,))
@@ -203,7 +203,7 @@ def test_not_a_carray_container(tmp_path):
 
 
 def test_urls_open_with_the_engine_named():
-    pytest.importorskip("fsspec")
+    pytest.importorskip("fsspec", reason="fsspec is a test dependency")
     url = "memory://xarray-backend/v.carray"
     ca.carray(np.arange(100.0).reshape(10, 10), rootdir=url, mode="w").close()
     x = xr.open_dataset(url, engine="carray", storage_options={})

@@ -95,7 +95,7 @@ def test_killed_at_every_file_operation(tmp_path, monkeypatch, frozen_gc):
 
 
 def test_bcolz_reads_every_interrupted_commit(tmp_path, monkeypatch):
-    bcolz = pytest.importorskip("bcolz")
+    bcolz = pytest.importorskip("bcolz", reason="bcolz is a test dependency")
     states = _states()
     for at in range(1, 300, 3 if SOAK else 6):  # every third call under CARRAY_SOAK=1
         root = str(tmp_path / f"b{at}")

@@ -22,7 +22,7 @@ from carray.problems import tally
 
 bcolz = pytest.importorskip("bcolz", reason="bcolz-zipline 1.13.0 has wheels only for "
                             "Python < 3.13")
-blosc2 = pytest.importorskip("blosc2")
+blosc2 = pytest.importorskip("blosc2", reason="blosc2 is a test dependency")
 
 
 def _clean(path) -> bool:
