@@ -42,7 +42,7 @@ def missing_of(values: np.ndarray, valid: np.ndarray | None) -> np.ndarray | Non
     return miss
 
 
-def _pyarrow() -> Any:
+def pyarrow_or_none() -> Any:
     try:
         import pyarrow
     except ImportError:  # np.unique does the same by sorting, slower
@@ -65,7 +65,7 @@ def factorize(values: Any, missing: np.ndarray | None = None) -> tuple[np.ndarra
         direct = _direct(values, missing)
         if direct is not None:
             return direct
-    pa = _pyarrow()
+    pa = pyarrow_or_none()
     if pa is None or (isinstance(values, np.ndarray) and values.dtype.kind not in "biufO"):
         return _by_sorting(np.asarray(values), missing)
     if isinstance(values, np.ndarray) and values.dtype.kind == "f":

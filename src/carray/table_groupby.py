@@ -66,7 +66,7 @@ def _key_values(col: Any, rows: range) -> tuple[Any, np.ndarray | None]:
     valid = read_valid(col, rows)
     if codes is not None:
         return np.asarray(codes), None if valid is None else ~valid
-    if isinstance(col, StringColumn) and kern._pyarrow() is not None:
+    if isinstance(col, StringColumn) and kern.pyarrow_or_none() is not None:
         return col.arrow_rows(rows.start, rows.stop), None if valid is None else ~valid
     values = read_any(col, rows)
     return values, kern.missing_of(values, valid)
