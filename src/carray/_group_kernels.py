@@ -43,6 +43,7 @@ def missing_of(values: np.ndarray, valid: np.ndarray | None) -> np.ndarray | Non
 
 
 def pyarrow_or_none() -> Any:
+    """The pyarrow module, or None where it is not installed."""
     try:
         import pyarrow
     except ImportError:  # np.unique does the same by sorting, slower
