@@ -24,6 +24,12 @@ def frozen_gc():
     gc.unfreeze()
 
 
+@pytest.fixture(params=["memory", "disk"])
+def where(request, tmp_path):
+    """``ctable`` arguments for a table in memory, then on disk."""
+    return {} if request.param == "memory" else {"rootdir": str(tmp_path / "t")}
+
+
 @pytest.fixture
 def count_reads(monkeypatch):
     """Bytes read from local files while the test runs: ``{"bytes": total, "reads": [n...]}``.

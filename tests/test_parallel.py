@@ -92,7 +92,7 @@ def test_nested_pipelines_run_inline():
     assert list(_parallel.pipeline(inner, range(6))) == [sum(range(i)) for i in range(6)]
 
 
-@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="fork")
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork() on Linux")
 def test_a_forked_child_gets_new_worker_threads():
     list(_parallel.pipeline(lambda i: i, range(10)))  # the parent's pool exists
     pid = os.fork()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from table_places import reopen
 
 import carray as ca
 from carray import registry, table_query
@@ -31,17 +32,6 @@ FAST = settings(max_examples=40, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@pytest.fixture(params=["memory", "disk"])
-def where(request, tmp_path):
-    return {} if request.param == "memory" else {"rootdir": str(tmp_path / "t")}
-
-
-def reopen(t, mode="a"):
-    if t.rootdir is None:
-        return t
-    t.flush()
-    t.close()
-    return ca.open(t.rootdir, mode=mode)
 
 
 def frame():
