@@ -42,6 +42,23 @@ def missing_of(values: np.ndarray, valid: np.ndarray | None) -> np.ndarray | Non
     return miss
 
 
+def key_columns(table: Any, keys: Any, what: str) -> list[str]:
+    """The names of the key columns ``keys`` (a name or several) of ``table``, checked:
+    at least one, each a column of scalars; ``what`` names the operation in errors."""
+    names = [keys] if isinstance(keys, str) else list(keys)
+    if not names:
+        raise GroupByError(f"{what} needs at least one key column")
+    for k in names:
+        if k not in table.cols:
+            raise GroupByError(f"no key column {k!r}: there is no column {k!r} to {what} "
+                               f"by (the table has {list(table.cols)})")
+        col = table.cols[k]
+        if getattr(col, "ndim", 1) > 1 or getattr(col.dtype, "names", None):
+            raise GroupByError(f"key column {k!r} holds arrays or records: {what} keys "
+                               "must be scalars")
+    return names
+
+
 def pyarrow_or_none() -> Any:
     """The pyarrow module, or None where it is not installed."""
     try:

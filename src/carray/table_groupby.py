@@ -271,17 +271,7 @@ class GroupBy:
     def __init__(self, table: Any, keys: str | Sequence[str], dropna: bool = True,
                  make: Callable[..., Any] | None = None) -> None:
         self._table = table
-        self.keys = [keys] if isinstance(keys, str) else list(keys)
-        if not self.keys:
-            raise GroupByError("groupby needs at least one key column")
-        for k in self.keys:
-            if k not in table.cols:
-                raise GroupByError(f"no key column {k!r} in the table (it has "
-                                   f"{list(table.cols)})")
-            col = table.cols[k]
-            if getattr(col, "ndim", 1) > 1 or getattr(col.dtype, "names", None):
-                raise GroupByError(f"key column {k!r} holds arrays or records: keys must be "
-                                   "scalars")
+        self.keys = kern.key_columns(table, keys, "group")
         self.dropna = dropna
         self._make = make
 

@@ -324,17 +324,7 @@ def _value_bytes(col: Any) -> int:
 
 def _check(table: Any, by: str | Sequence[str], ascending: bool | Sequence[bool],
            na_position: str) -> tuple[list[str], list[bool]]:
-    keys = [by] if isinstance(by, str) else list(by)
-    if not keys:
-        raise GroupByError("sort needs at least one key column")
-    for k in keys:
-        if k not in table.cols:
-            raise GroupByError(f"no column {k!r} to sort by (the table has "
-                               f"{list(table.cols)})")
-        col = table.cols[k]
-        if getattr(col, "ndim", 1) > 1 or getattr(col.dtype, "names", None):
-            raise GroupByError(f"column {k!r} holds arrays or records: sort keys must be "
-                               "scalars")
+    keys = kern.key_columns(table, by, "sort")
     asc = [bool(ascending)] * len(keys) if isinstance(ascending, (bool, np.bool_)) else \
         [bool(a) for a in ascending]
     if len(asc) != len(keys):
