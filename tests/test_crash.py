@@ -27,8 +27,8 @@ import pytest
 import carray as ca
 
 KINDS = ["superchunk", "bcolz", "b2nd", "table", "table-bcolz"]
-STEPS = 60
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
+STEPS = 60 if SOAK else 30
 TRIALS = int(os.environ.get("CARRAY_SOAK_TRIALS", "100")) if SOAK else 2
 
 

@@ -25,7 +25,7 @@ SOAK = os.environ.get("CARRAY_SOAK") == "1"
 pytestmark = [pytest.mark.timeout(0)] if SOAK else []
 # Bytes flipped per dataset in CI, spread evenly over each kind: headers, tables,
 # trailers and JSON metadata; chunk data.
-META_SAMPLE, DATA_SAMPLE = 160, 40
+META_SAMPLE, DATA_SAMPLE = 100, 30
 
 _RNG = np.random.default_rng(5)
 # (name, data, carray keywords): 1-d with a partial last chunk, N-d with edge chunks,
