@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from carray import registry
+from carray import registry, transfer
 from carray.array import carray
 from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations import zarr_arrays
@@ -285,12 +285,15 @@ def _attrs_of(source: Any) -> dict[str, Any]:
 
 def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
                     progress: Callable[[int, int], None] | None,
-                    storage_options: dict | None) -> None:
+                    storage_options: dict | None) -> transfer.MoveStats:
     """Copy ``source`` into a new carray dataset of format ``fmt`` at ``target``, keeping
     its chunk and block shapes and compression unless ``given`` (chunk keywords from
-    :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes."""
+    :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes; returns which
+    chunks moved as stored bytes and which were decoded (:mod:`carray.transfer`)."""
     shape, dtype = tuple(source.shape), source.dtype
     grid = _grid_of(source, fmt)
+    if fmt == "b2nd" and isinstance(source, carray) and grid.get("blocks") is None:
+        grid["blocks"] = transfer.natural_blocks(source)  # so the chunks can move
     if "chunks" in given or "chunklen" in given:  # the source's blocks may not fit them
         grid = {"blocks": None, **given} if fmt != "bcolz" else given
     else:
@@ -302,14 +305,29 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
     try:
         for key, value in _attrs_of(source).items():
             out.attrs[key] = value
-        for _, block in _row_blocks(source, progress):
-            out.append(block)
+        if isinstance(source, carray):
+            stats = transfer.fill(out, source, _items_progress(progress, dtype.itemsize))
+        else:
+            for _, block in _row_blocks(source, progress):
+                out.append(block)
+            out.flush()
+            stats = transfer.MoveStats(decoded=out.engine.grid.nchunks)
+            stats.reasons["a source without carray chunks, read as items"] = stats.decoded
     except BaseException:
         # Closed before the temporary is removed, so nothing writes into it later.
         with contextlib.suppress(Exception):
-            out.close()
+            out.discard()
         raise
     out.close()
+    return stats
+
+
+def _items_progress(progress: Callable[[int, int], None] | None, itemsize: int
+                    ) -> Callable[[int, int], None] | None:
+    """``progress(bytes_done, bytes_total)`` called with items instead."""
+    if progress is None:
+        return None
+    return lambda done, total: progress(done * itemsize, total * itemsize)
 
 
 def _destination(src: str, dst: str, fmt: str, overwrite: bool,
@@ -334,8 +352,12 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                   blocks: tuple[int, ...] | None = None, cparams: Any = None,
                   overwrite: bool = False,
                   progress: Callable[[int, int], None] | None = None,
-                  storage_options: dict | None = None) -> None:
-    """Copy an array between carray directories, bcolz 1.x, ``.b2nd`` and ``.npy``.
+                  storage_options: dict | None = None) -> transfer.MoveStats | None:
+    """Copy an array between carray directories, bcolz 1.x, ``.b2nd``, Zarr v3 and ``.npy``.
+
+    Chunks that mean the same bytes in both formats (same grid, codec and Blosc chunk
+    format) move as their stored bytes, checked by the source's checksums; the others
+    are decoded and compressed again (:mod:`carray.transfer`).
 
     Parameters
     ----------
@@ -391,8 +413,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         if cparams is None and fmt != "npy":
             cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
-        _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
-              progress, dst_options)
+        stats = _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
+                      progress, dst_options)
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -405,17 +427,21 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         raise
     finally:
         close_array(source)
+    return stats
 
 
 def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
-          progress: Callable[[int, int], None] | None, storage_options: dict | None) -> None:
-    """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``)."""
+          progress: Callable[[int, int], None] | None, storage_options: dict | None
+          ) -> transfer.MoveStats | None:
+    """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``);
+    which chunks moved as bytes (None: not a chunked output)."""
     if fmt == "npy":
         _copy_to_npy(source, tmp, progress)
-    elif fmt == "zarr":
+        return None
+    if fmt == "zarr":
         _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress, storage_options)
-    else:
-        _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options)
+        return None
+    return _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options)
 
 
 def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
@@ -557,7 +583,7 @@ def _is_dataset(path: str | os.PathLike, to: str | None) -> bool:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
-            storage_options: dict | None = None, **options: Any) -> None:
+            storage_options: dict | None = None, **options: Any) -> Any:
     """Convert ``src`` to ``dst``: datasets (.ds, .nc), arrays (see :func:`convert_array`),
     tables (:func:`convert_table`) or groups (a carray group, NetCDF-4, HDF5, a Zarr v3
     group or a flat ds file: :func:`carray.integrations.group_files.convert_group`).
@@ -566,6 +592,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
     the destination's by ``to`` or its extension, and an extension no writer knows is
     refused.  Either side may be an fsspec URL where its format allows it;
     ``storage_options`` go to the file system of each side that is one.
+
+    Returns what :func:`convert_array` or the group conversion returns (which chunks
+    moved as stored bytes), None for datasets and tables.
     """
     from carray.integrations import group_files
 
@@ -573,8 +602,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
     if hinted is not None and not hinted.remote:  # refused by name, before looking
         _local_only(src, f"{hinted.extensions[0]} files")
     if group_files.is_group_conversion(src, dst, to, storage_options):
-        group_files.convert_group(src, dst, to, storage_options=storage_options, **options)
-        return
+        return group_files.convert_group(src, dst, to, storage_options=storage_options,
+                                         **options)
     src_format = registry.guess(src, options_for(src, storage_options))
     if is_table_conversion(src, dst, to, storage_options):
         convert_table(src, dst, to, storage_options=storage_options, **options)
@@ -591,4 +620,5 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
                          f"dataset (.ds, .nc) and the other an array "
                          f"({src_format.description})")
     else:
-        convert_array(src, dst, to, storage_options=storage_options, **options)
+        return convert_array(src, dst, to, storage_options=storage_options, **options)
+    return None

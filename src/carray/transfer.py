@@ -298,12 +298,12 @@ def copy_of(source: Any, **kwargs: Any) -> tuple[Any, MoveStats]:
         stats = fill(out, source)
     except BaseException:
         out.discard()
-        _remove_new(kwargs.get("rootdir"), kwargs.get("storage_options"))
+        remove_new(kwargs.get("rootdir"), kwargs.get("storage_options"))
         raise
     return out, stats
 
 
-def _remove_new(rootdir: Any, storage_options: dict | None) -> None:
+def remove_new(rootdir: Any, storage_options: dict | None) -> None:
     """Remove what a failed copy created at ``rootdir`` (nothing in memory)."""
     if rootdir is None:
         return
