@@ -26,7 +26,7 @@ import numpy as np
 from carray import registry, transfer
 from carray.array import carray
 from carray.errors import ContainerExistsError, UnsupportedOptionError
-from carray.integrations import zarr_arrays
+from carray.integrations import zarr_arrays, zarr_moves
 from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
 from carray.params import CParams
@@ -285,11 +285,14 @@ def _attrs_of(source: Any) -> dict[str, Any]:
 
 def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
                     progress: Callable[[int, int], None] | None,
-                    storage_options: dict | None) -> transfer.MoveStats:
+                    storage_options: dict | None,
+                    origin: tuple[str, dict | None] = ("", None)) -> transfer.MoveStats:
     """Copy ``source`` into a new carray dataset of format ``fmt`` at ``target``, keeping
     its chunk and block shapes and compression unless ``given`` (chunk keywords from
     :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes; returns which
-    chunks moved as stored bytes and which were decoded (:mod:`carray.transfer`)."""
+    chunks moved as stored bytes and which were decoded (:mod:`carray.transfer`).
+    ``origin``: where a source that is not a carray was opened (a Zarr array's chunks
+    are read from there), with its storage options."""
     shape, dtype = tuple(source.shape), source.dtype
     grid = _grid_of(source, fmt)
     if fmt == "b2nd" and isinstance(source, carray) and grid.get("blocks") is None:
@@ -305,8 +308,10 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
     try:
         for key, value in _attrs_of(source).items():
             out.attrs[key] = value
-        if isinstance(source, carray):
-            stats = transfer.fill(out, source, _items_progress(progress, dtype.itemsize))
+        movable = source if isinstance(source, carray) else zarr_moves.source_of(
+            source, *origin)
+        if movable is not None:
+            stats = transfer.fill(out, movable, _items_progress(progress, dtype.itemsize))
         else:
             for _, block in _row_blocks(source, progress):
                 out.append(block)
@@ -414,7 +419,7 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
             cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
         stats = _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
-                      progress, dst_options)
+                      progress, dst_options, (src, options_for(src, storage_options)))
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -431,17 +436,17 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
 
 
 def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
-          progress: Callable[[int, int], None] | None, storage_options: dict | None
-          ) -> transfer.MoveStats | None:
+          progress: Callable[[int, int], None] | None, storage_options: dict | None,
+          origin: tuple[str, dict | None] = ("", None)) -> transfer.MoveStats | None:
     """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``);
     which chunks moved as bytes (None: not a chunked output)."""
     if fmt == "npy":
         _copy_to_npy(source, tmp, progress)
         return None
     if fmt == "zarr":
-        _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress, storage_options)
-        return None
-    return _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options)
+        return _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress,
+                             storage_options)
+    return _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options, origin)
 
 
 def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
@@ -464,9 +469,20 @@ def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
 
 def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams: Any,
                   progress: Callable[[int, int], None] | None,
-                  storage_options: dict | None) -> None:
-    """Write ``source`` as a Zarr v3 array, with its chunk shape and codec where given."""
+                  storage_options: dict | None) -> transfer.MoveStats | None:
+    """Write ``source`` as a Zarr v3 array, with its chunk shape and codec where given:
+    a bcolz source's Blosc1 chunks move as bytes (:mod:`carray.integrations.zarr_moves`),
+    anything else is written through Zarr (None)."""
     from carray.integrations.zarr_arrays import write_zarr
+
+    if isinstance(source, carray):
+        moved = zarr_moves.copy_to_zarr(source, tmp, chunks, cparams, _attrs_of(source),
+                                        storage_options)
+        if moved is not None:
+            if progress is not None:
+                total = source.nbytes
+                progress(total, total)
+            return moved
 
     chunks = chunks or getattr(source, "chunks", None)
     write_zarr(tmp, tuple(source.shape), source.dtype, _row_blocks(source, progress),
@@ -474,6 +490,7 @@ def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams
                cparams=cparams,
                attrs=_attrs_of(source),
                storage_options=storage_options)
+    return None
 
 
 def _copy_to_npy(source: Any, tmp: str, progress: Callable[[int, int], None] | None) -> None:

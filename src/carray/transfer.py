@@ -66,7 +66,7 @@ class MoveStats:
                 + (f" ({why})" if why else ""))
 
 
-_NOT_STORED = "rows held decoded, not stored yet"
+_NOT_STORED = "not stored as a chunk (rows held decoded, or a chunk never written)"
 _MISALIGNED = "grids do not line up"
 _BLOCKSIZE = "Blosc block size differs from the target's blocks"
 _PARTIAL = "last partial chunk stored padded in one format, truncated in the other"
@@ -95,10 +95,10 @@ class _Plan:
         for a in sources:
             n = a.shape[axis]
             if n:
-                self.sources.append(_Source(a, a.engine.chunk_source(), pos, pos + n))
+                self.sources.append(_Source(a, chunk_source(a), pos, pos + n))
             pos += n
         self.starts = [s.start for s in self.sources]
-        self.refused = {id(s): s.chunks.format.move_refused(sink.format) for s in self.sources}
+        self.refused = {id(s): s.chunks.refused(sink.format) for s in self.sources}
 
     def chunk_numbers(self) -> range:
         g = self.grid
@@ -158,6 +158,14 @@ class _Plan:
                 pieces.append(np.asarray(s.array[tuple(key)]))
             values = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=self.axis)
         return np.asarray(values, dtype=self.dtype)
+
+
+def chunk_source(a: Any) -> Any:
+    """The stored chunks of ``a``: a carray's (:class:`StoredChunks`), or those of an
+    object with a ``chunk_source()`` of the same interface (a Zarr array's: see
+    :mod:`carray.integrations.zarr_moves`)."""
+    own = getattr(a, "chunk_source", None)
+    return own() if own is not None else a.engine.chunk_source()
 
 
 def _chunks(plan: _Plan, stats: MoveStats, progress: Callable[[int, int], None] | None

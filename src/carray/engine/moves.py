@@ -115,6 +115,11 @@ class StoredChunks:
         """The chunk grid of the array's stored shape."""
         return self._grid
 
+    def refused(self, target: ChunkFormat) -> str | None:
+        """Why these chunks cannot be stored as they are in format ``target`` (None:
+        they can)."""
+        return self.format.move_refused(target)
+
     def _in_tail(self, nchunk: int) -> bool:
         w = self._w
         return w.nleft > 0 and nchunk >= w.nfull * w.per_row and w.tail is not None
