@@ -87,7 +87,7 @@ def test_convert_every_pair_round_trips(tmp_path, data, src, dst):
         convert(_source(tmp_path, "bcolz", data), spath)
     elif src == "blp":
         spath = str(tmp_path / "src.blp")
-        ca.bloscpack.pack_array(data, spath, cparams=CP)
+        ca.bloscpack.pack_array(data, spath, cparams=CP, chunk_size=4096 * 8)
     else:
         spath = str(tmp_path / "src.npy")
         np.save(spath, data)
@@ -108,6 +108,9 @@ def test_convert_every_pair_round_trips(tmp_path, data, src, dst):
         # Zarr's Blosc chunks are Blosc1, as bcolz's: all move but the padded edge chunk
         moves = nchunks - 1 if {src, dst} == {"bcolz", "zarr"} else 0
         assert stats.moved == moves, stats.summary()
+    elif src == "blp":
+        # Bloscpack chunks of whole rows are bcolz chunks, the last one truncated too
+        assert stats.moved == (nchunks if dst == "bcolz" else 0), stats.summary()
     elif src in FORMATS:
         assert stats.moved == _expected_moves(src, dst, nchunks), stats.summary()
     else:
@@ -306,3 +309,17 @@ def test_a_damaged_zarr_chunk_header_is_refused(tmp_path):
         convert_array(str(tmp_path / "a.zarr"), str(tmp_path / "b.bcolz"))
     assert "c/1" in str(info.value)
     assert not (tmp_path / "b.bcolz").exists()
+
+
+def test_a_flipped_byte_in_a_bloscpack_chunk_is_caught(tmp_path, data, no_decoding):
+    spath = str(tmp_path / "s.blp")
+    ca.bloscpack.pack_array(data, spath, cparams=CP, chunk_size=4096 * 8)
+    dst = str(tmp_path / "d.bcolz")
+    assert convert_array(spath, dst).decoded == 0
+    blob = bytearray(Path(spath).read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    Path(spath).write_bytes(bytes(blob))
+    with pytest.raises((ChecksumError, ca.FormatError)) as info:
+        convert_array(spath, str(tmp_path / "e.bcolz"))
+    assert spath in str(info.value)
+    assert not (tmp_path / "e.bcolz").exists()

@@ -26,7 +26,7 @@ import numpy as np
 from carray import registry, transfer
 from carray.array import carray
 from carray.errors import ContainerExistsError, UnsupportedOptionError
-from carray.integrations import zarr_arrays, zarr_moves
+from carray.integrations import blp_moves, zarr_arrays, zarr_moves
 from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
 from carray.params import CParams
@@ -291,10 +291,32 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
     its chunk and block shapes and compression unless ``given`` (chunk keywords from
     :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes; returns which
     chunks moved as stored bytes and which were decoded (:mod:`carray.transfer`).
-    ``origin``: where a source that is not a carray was opened (a Zarr array's chunks
-    are read from there), with its storage options."""
+    ``origin``: where a source that is not a carray was opened (a Zarr array's or a
+    Bloscpack file's chunks are read from there), with its storage options."""
+    movable = _movable(source, origin)
+    try:
+        return _copy_to_new(source, movable, target, fmt, given, cparams, progress,
+                            storage_options)
+    finally:
+        if isinstance(movable, blp_moves.BlpSource):
+            movable.close()
+
+
+def _movable(source: Any, origin: tuple[str, dict | None]) -> Any:
+    """``source`` as something whose stored chunks :mod:`carray.transfer` can move: a
+    carray itself, a Zarr array or a Bloscpack file (read from ``origin``); None when it
+    has no chunks to move."""
+    if isinstance(source, carray):
+        return source
+    return zarr_moves.source_of(source, *origin) or blp_moves.source_of(source, *origin)
+
+
+def _copy_to_new(source: Any, movable: Any, target: str, fmt: str, given: dict[str, Any],
+                 cparams: Any, progress: Callable[[int, int], None] | None,
+                 storage_options: dict | None) -> transfer.MoveStats:
+    """:func:`_copy_to_carray` once the source's movable chunks are known."""
     shape, dtype = tuple(source.shape), source.dtype
-    grid = _grid_of(source, fmt)
+    grid = _grid_of(movable if isinstance(movable, blp_moves.BlpSource) else source, fmt)
     if fmt == "b2nd" and isinstance(source, carray) and grid.get("blocks") is None:
         grid["blocks"] = transfer.natural_blocks(source)  # so the chunks can move
     if "chunks" in given or "chunklen" in given:  # the source's blocks may not fit them
@@ -308,8 +330,6 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
     try:
         for key, value in _attrs_of(source).items():
             out.attrs[key] = value
-        movable = source if isinstance(source, carray) else zarr_moves.source_of(
-            source, *origin)
         if movable is not None:
             stats = transfer.fill(out, movable, _items_progress(progress, dtype.itemsize))
         else:
