@@ -184,7 +184,10 @@ def _chunks(plan: _Plan, stats: MoveStats, progress: Callable[[int, int], None] 
             elif got[1] is not None and not sink.format.takes_blocksize(got[1]):
                 why = _BLOCKSIZE
             else:
-                return nchunk, got[0], sink.digest(got[0]), None
+                # Detached from the reader's buffer here, on a worker: layouts keep what
+                # they are given until its file is written.
+                data = got[0] if isinstance(got[0], bytes) else bytes(got[0])
+                return nchunk, data, sink.digest(data), None
         region = plan.region(nchunk, source, schunk)
         if blosc1:
             return nchunk, region, None, why  # compressed on this thread (see module doc)
@@ -329,11 +332,14 @@ def natural_blocks(source: Any) -> tuple[int, ...] | None:
     if source.blocks is not None or source.nchunks == 0 or not source.ndim:
         return None
     chunks = source.engine.chunk_source()
-    got = chunks.stored(0)
-    if got is None or got[1] is None or chunks.format.blosc1:
+    if chunks.format.blosc1:
         return None
+    # The first chunk that is not one value repeated (those have no Blosc blocks).
+    sizes = (got[1] for got in map(chunks.stored, range(min(chunks.grid.nchunks, 16)))
+             if got is not None and got[1] is not None)
+    blocksize = next(sizes, None)
     ext = chunks.grid.ext_chunks
     row = math.prod(ext[1:]) * source.dtype.itemsize
-    if row == 0 or got[1] % row or not 0 < got[1] // row <= ext[0]:
+    if blocksize is None or row == 0 or blocksize % row or not 0 < blocksize // row <= ext[0]:
         return None
-    return (got[1] // row, *ext[1:])
+    return (blocksize // row, *ext[1:])
