@@ -75,7 +75,7 @@ def test_copy_between_formats_moves_what_it_can(tmp_path, data, src, dst):
     np.testing.assert_array_equal(again[:], data)
 
 
-@pytest.mark.parametrize("dst", [*FORMATS, "zarr", "npy"])
+@pytest.mark.parametrize("dst", [*FORMATS, "zarr", "blp", "npy"])
 @pytest.mark.parametrize("src", [*FORMATS, "zarr", "blp", "npy"])
 def test_convert_every_pair_round_trips(tmp_path, data, src, dst):
     if "zarr" in (src, dst):
@@ -91,10 +91,13 @@ def test_convert_every_pair_round_trips(tmp_path, data, src, dst):
     else:
         spath = str(tmp_path / "src.npy")
         np.save(spath, data)
-    dpath = str(tmp_path / ("dst" + {"zarr": ".zarr", "npy": ".npy"}.get(dst, FORMATS.get(dst, ""))))
-    stats = convert_array(spath, dpath, to="carray" if dst == "superchunk" else dst)
+    dpath = str(tmp_path / ("dst" + {"zarr": ".zarr", "npy": ".npy", "blp": ".blp"}.get(
+        dst, FORMATS.get(dst, ""))))
+    stats = convert_array(spath, dpath, to={"superchunk": "carray", "blp": "bloscpack"}.get(dst, dst))
     if dst == "npy":
         back = np.load(dpath)
+    elif dst == "blp":
+        back = ca.bloscpack.unpack_array(dpath)
     elif dst == "zarr":
         import zarr
         back = zarr.open_array(dpath, mode="r")[:]
@@ -108,9 +111,10 @@ def test_convert_every_pair_round_trips(tmp_path, data, src, dst):
         # Zarr's Blosc chunks are Blosc1, as bcolz's: all move but the padded edge chunk
         moves = nchunks - 1 if {src, dst} == {"bcolz", "zarr"} else 0
         assert stats.moved == moves, stats.summary()
-    elif src == "blp":
+    elif "blp" in (src, dst):
         # Bloscpack chunks of whole rows are bcolz chunks, the last one truncated too
-        assert stats.moved == (nchunks if dst == "bcolz" else 0), stats.summary()
+        assert stats.moved == (nchunks if {src, dst} == {"bcolz", "blp"} else 0), \
+            stats.summary()
     elif src in FORMATS:
         assert stats.moved == _expected_moves(src, dst, nchunks), stats.summary()
     else:
@@ -323,3 +327,14 @@ def test_a_flipped_byte_in_a_bloscpack_chunk_is_caught(tmp_path, data, no_decodi
         convert_array(spath, str(tmp_path / "e.bcolz"))
     assert spath in str(info.value)
     assert not (tmp_path / "e.bcolz").exists()
+
+
+def test_bcolz_chunks_moved_into_a_bloscpack_file_read_by_bloscpack(tmp_path, bloscpack_peer,
+                                                                    no_decoding):
+    y = np.arange(50 * 3 * 4, dtype="i2").reshape(50, 3, 4)
+    ca.carray(y, rootdir=str(tmp_path / "y.bcolz"), format="bcolz", chunklen=8, mode="w",
+              cparams=CP).close()
+    stats = convert_array(str(tmp_path / "y.bcolz"), str(tmp_path / "y.blp"))
+    assert (stats.moved, stats.decoded) == (7, 0)
+    np.testing.assert_array_equal(
+        bloscpack_peer.unpack_ndarray_from_file(str(tmp_path / "y.blp")), y)

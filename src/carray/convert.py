@@ -132,8 +132,10 @@ def write_any(path, dataset, fmt: str | None = None, *, storage_options: dict | 
 
 #: Array formats convert writes: name -> (extensions, what it is), from the registry.
 ARRAY_FORMATS: dict[str, tuple[tuple[str, ...], str]] = {
-    f.name: (f.extensions, f.description) for f in registry.FORMATS
-    if f.kind == "array" and f.writable
+    **{f.name: (f.extensions, f.description) for f in registry.FORMATS
+       if f.kind == "array" and f.writable},
+    # A file of an array's chunks (whole rows each), written by blp_moves.
+    "bloscpack": ((".blp",), "Bloscpack file"),
 }
 
 
@@ -241,14 +243,16 @@ def _given_grid(fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...] | None
                                          f"but the array is {len(shape)}-d (shape {shape})")
         if min(value, default=1) < 1:
             raise UnsupportedOptionError(f"{name} {value}: every size must be at least 1")
-    if fmt == "bcolz":
+    if fmt in ("bcolz", "bloscpack"):
         if "blocks" in given:
-            raise UnsupportedOptionError("bcolz directories have no blocks (Blosc splits "
-                                         "their chunks itself): leave out blocks")
+            what = "bcolz directories" if fmt == "bcolz" else "Bloscpack files"
+            raise UnsupportedOptionError(f"{what} have no blocks (Blosc splits their "
+                                         "chunks itself): leave out blocks")
         if "chunks" in given:
             if given["chunks"][1:] != shape[1:]:
                 rows = ",".join(map(str, ("N", *shape[1:])))
-                raise UnsupportedOptionError(f"bcolz directories chunk by whole rows: chunks "
+                what = "bcolz directories" if fmt == "bcolz" else "Bloscpack files"
+                raise UnsupportedOptionError(f"{what} chunk by whole rows: chunks "
                                              f"{given['chunks']} must be {rows} for an array "
                                              f"of shape {shape}")
             return {"chunklen": given["chunks"][0]}
@@ -466,6 +470,11 @@ def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
     if fmt == "zarr":
         return _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress,
                              storage_options)
+    if fmt == "bloscpack":
+        if source.dtype.hasobject:
+            raise UnsupportedOptionError("object arrays cannot be stored in Bloscpack files")
+        return blp_moves.copy_to_blp(source, tmp, given.get("chunklen"), cparams,
+                                     storage_options)
     return _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options, origin)
 
 

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from carray import registry
+from carray import _parallel, registry, transfer
 from carray.codecs import blosc
 from carray.engine.moves import ChunkFormat
 from carray.errors import ChecksumError, FormatError
 from carray.formats._blp_frame import array_spec
 from carray.formats._blp_read import BlpFile, ChunkSpan
+from carray.formats.blp_chunks import write_chunks
 from carray.grid import NDGrid
 from carray.params import CParams
 
@@ -117,3 +119,49 @@ def source_of(values: Any, location: str, storage_options: dict | None) -> BlpSo
         f.__exit__(None, None, None)
         raise
     return BlpSource(f, chunks, values)
+
+
+def copy_to_blp(source: Any, location: str, chunklen: int | None, cparams: CParams | None,
+                storage_options: dict | None) -> transfer.MoveStats:
+    """Write ``source`` (a carray, or any array sliced by rows) as a new Bloscpack file
+    at ``location``, a run of ``chunklen`` rows per chunk (default: the source's chunk
+    length).  A bcolz directory's chunks (Blosc1, runs of whole rows) move as bytes
+    when the codec and chunk length agree; everything else is decoded a run at a time
+    and compressed again as Blosc1 chunks."""
+    shape, dtype = tuple(source.shape), np.dtype(source.dtype)
+    if not shape:
+        raise ValueError("a 0-d array has no rows to pack")
+    stored = source.engine.chunk_source() if hasattr(source, "engine") and \
+        source.order == "C" else None
+    own = stored.format if stored is not None else None
+    run = chunklen or (own.chunks[0] if own is not None else
+                       max(1, (1 << 20) // max(math.prod(shape[1:]) * dtype.itemsize, 1)))
+    cparams = cparams or (own.cparams if own is not None else CParams())
+    rows = (run, *(max(n, 1) for n in shape[1:]))
+    target = ChunkFormat(dtype, rows, None, cparams, "C", True, True, False, None)
+    why = "no carray chunks" if own is None else own.move_refused(target)
+    stats = transfer.MoveStats()
+    rowbytes = math.prod(shape[1:]) * dtype.itemsize
+
+    def work(start: int) -> tuple[Any, str | None]:
+        if why is None:
+            assert stored is not None
+            got = stored.stored(start // run)
+            if got is not None:
+                return bytes(got[0]), None
+        return np.ascontiguousarray(source[start:start + run], dtype=dtype), \
+            why or "not stored as a chunk (rows held decoded)"
+
+    def chunks() -> Iterator[bytes]:
+        for data, reason in _parallel.pipeline(work, range(0, max(shape[0], 1), run)):
+            if reason is None:
+                stats.moved += 1
+                yield data
+            else:
+                stats.decoded += 1
+                stats.reasons[reason] += 1
+                yield blosc.compress1(data, blosc.blosc_typesize(dtype), cparams)
+
+    write_chunks(location, dtype, shape, max(run * rowbytes, 1), chunks(),
+                 storage_options=storage_options)
+    return stats
