@@ -47,7 +47,8 @@ def _make(values, chunks, where, tmp):
     return ca.carray(values, chunks=chunks, rootdir=path, mode="w")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=concatenations())
 def test_concatenate_matches_numpy(tmp_path, case):
     arrays, axis, where = case
