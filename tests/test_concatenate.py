@@ -158,3 +158,28 @@ def test_failed_append_leaves_the_target_as_it_was(tmp_path, monkeypatch):
     a.close()
     np.testing.assert_array_equal(ca.open(str(tmp_path / "a"), mode="r")[:],
                                   np.concatenate([x, x + 1]))
+
+
+def test_other_chunk_shapes_are_read_by_box_not_by_chunk_number():
+    # Chunk 1 of a (3,)-chunked 7-item array and of a (4,)-chunked one both hold 3 items,
+    # from different places: the copy must not take one for the other.
+    x = np.arange(7.0)
+    a = ca.carray(x, chunks=(4,))
+    out, stats = transfer.copy_of(a, chunks=(3,))
+    assert stats.moved == 0
+    np.testing.assert_array_equal(out[:], x)
+    y = np.arange(4 * 7.0).reshape(4, 7)
+    b = ca.carray(y, chunks=(2, 4))
+    out = ca.concatenate([b, b], axis=0, chunks=(2, 3))
+    np.testing.assert_array_equal(out[:], np.concatenate([y, y]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 12), min_size=1, max_size=3), data=st.data())
+def test_copy_to_any_chunk_shape_matches_numpy(shape, data):
+    chunks = st.tuples(*(st.integers(1, 6) for _ in shape))
+    src, dst = data.draw(chunks), data.draw(chunks)
+    x = np.arange(int(np.prod(shape)), dtype="i4").reshape(shape)
+    out, stats = transfer.copy_of(ca.carray(x, chunks=src), chunks=dst)
+    np.testing.assert_array_equal(out[:], x)
+    assert stats.moved == 0 or src == dst

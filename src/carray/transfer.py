@@ -132,7 +132,7 @@ class _Plan:
         refused = self.refused[id(s)]
         sg = s.chunks.grid
         c = g.chunks[self.axis]
-        if local.start % c:
+        if sg.chunks != g.chunks or local.start % c:  # boxes of another shape, or shifted
             return s, -1, refused or _MISALIGNED
         scoords = list(coords)
         scoords[self.axis] = local.start // c
@@ -301,6 +301,8 @@ def copy_of(source: Any, **kwargs: Any) -> tuple[Any, MoveStats]:
         args.pop("chunks", None)
         args.pop("blocks", None)
         args.pop("chunklen", None)
+    if "chunks" in kwargs and "blocks" not in kwargs:
+        args.pop("blocks", None)  # the source's blocks may not fit other chunks
     args.update(kwargs)
     dtype = args.pop("dtype", None)
     out = type(source)(np.empty((0, *source.shape[1:]), dtype=source.dtype), dtype=dtype,
