@@ -338,3 +338,11 @@ def test_bcolz_chunks_moved_into_a_bloscpack_file_read_by_bloscpack(tmp_path, bl
     assert (stats.moved, stats.decoded) == (7, 0)
     np.testing.assert_array_equal(
         bloscpack_peer.unpack_ndarray_from_file(str(tmp_path / "y.blp")), y)
+
+
+def test_cli_convert_verbose_of_a_group_says_it_per_array(tmp_path, data, capsys):
+    with ca.group(str(tmp_path / "g"), mode="w") as g:
+        g.create_array("x", data, chunks=(4096,), cparams=CP)
+    assert main(["convert", "-v", str(tmp_path / "g"), str(tmp_path / "h")]) == 0
+    out = capsys.readouterr().out
+    assert f"h/x: {-(-N // 4096)} chunks moved as bytes, 0 decoded" in out
