@@ -15,6 +15,7 @@ from carray.bcolz_api import (
 from carray.category_column import CategoryColumn
 from carray.category_values import categorical
 from carray.codecs.threads import detect_number_of_cores, get_nthreads
+from carray.concat import concatenate
 from carray.defaults import cparams, defaults, defaults_ctx
 from carray.errors import (
     AlignmentError,
@@ -33,6 +34,7 @@ from carray.errors import (
     UnsupportedOptionError,
 )
 from carray.formats import bloscpack, ds
+from carray.group_copy import copy_group
 from carray.groups import Group, group, open_group
 from carray.params import (
     BITSHUFFLE,
@@ -90,7 +92,8 @@ __all__ = [
     "NullableColumn",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",
     "UnsupportedDTypeError", "UnsupportedOptionError",
-    "arange", "bloscpack", "carray", "categorical", "cparams", "ctable", "ds", "eval", "detect_number_of_cores", "fill", "fromiter",
+    "arange", "bloscpack", "carray", "categorical", "concatenate", "copy_group", "cparams", "ctable", "ds",
+    "eval", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "group", "iterblocks", "ones", "open", "open_array", "open_group", "open_table", "prune", "transaction", "set_nthreads",
     "zeros",
     # bcolz's module-level API

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from carray import _bcolz_array, _portable, _rows
+from carray import _bcolz_array, _portable, _rows, transfer
 from carray._array_meta import fortran_meta, new_meta, object_items, object_meta, wants_objects
 from carray._indexer import Indexer, is_int, plain
 from carray._order import check_order, stored_ckey, stored_okey
@@ -506,6 +506,8 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
             items = object_items(array[:] if isinstance(array, carray) else array)
             self._engine.replace_objects(np.concatenate([objects, items]), len(objects))
             return
+        if isinstance(array, carray) and transfer.append_carray(self, array):
+            return
         rows = self._as_rows(array)
         if self._engine.order == "C" or self.ndim == 1:
             self._engine.append(rows)
@@ -642,22 +644,7 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         if not self.shape:
             kwargs.setdefault("cparams", self.cparams)
             return type(self)(self[()], dtype=kwargs.pop("dtype", self.dtype), **kwargs)
-        chunks, blocks = self._engine.chunks, self._engine.blocks
-        if self.order == "F":  # given in the user's axis order
-            chunks, blocks = chunks[::-1], None if blocks is None else blocks[::-1]
-        args = dict(cparams=self.cparams, dflt=self.dflt, expectedlen=len(self),
-                    chunks=chunks, blocks=blocks, order=self.order)
-        if ("expectedlen" in kwargs or "chunklen" in kwargs) and "chunks" not in kwargs:
-            args.pop("chunks")
-            args.pop("blocks")
-        args.update(kwargs)
-        dtype = args.pop("dtype", None)
-        out = type(self)(np.empty((0, *self.shape[1:]), dtype=self.dtype), dtype=dtype,
-                         **args)
-        for block in self.iterblocks():
-            out.append(block if dtype is None else block.astype(out.dtype))
-        out.flush()
-        return out
+        return transfer.copy_of(self, **kwargs)[0]
 
     def _repr_html_(self) -> str:
         """An HTML summary for notebooks: shape, chunks, sizes and the first and last rows

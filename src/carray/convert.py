@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from carray import registry
+from carray import registry, transfer
 from carray.array import carray
 from carray.errors import ContainerExistsError, UnsupportedOptionError
-from carray.integrations import zarr_arrays
+from carray.integrations import blp_moves, zarr_arrays, zarr_moves
 from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
 from carray.params import CParams
@@ -132,8 +132,10 @@ def write_any(path, dataset, fmt: str | None = None, *, storage_options: dict | 
 
 #: Array formats convert writes: name -> (extensions, what it is), from the registry.
 ARRAY_FORMATS: dict[str, tuple[tuple[str, ...], str]] = {
-    f.name: (f.extensions, f.description) for f in registry.FORMATS
-    if f.kind == "array" and f.writable
+    **{f.name: (f.extensions, f.description) for f in registry.FORMATS
+       if f.kind == "array" and f.writable},
+    # A file of an array's chunks (whole rows each), written by blp_moves.
+    "bloscpack": ((".blp",), "Bloscpack file"),
 }
 
 
@@ -241,14 +243,16 @@ def _given_grid(fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...] | None
                                          f"but the array is {len(shape)}-d (shape {shape})")
         if min(value, default=1) < 1:
             raise UnsupportedOptionError(f"{name} {value}: every size must be at least 1")
-    if fmt == "bcolz":
+    if fmt in ("bcolz", "bloscpack"):
         if "blocks" in given:
-            raise UnsupportedOptionError("bcolz directories have no blocks (Blosc splits "
-                                         "their chunks itself): leave out blocks")
+            what = "bcolz directories" if fmt == "bcolz" else "Bloscpack files"
+            raise UnsupportedOptionError(f"{what} have no blocks (Blosc splits their "
+                                         "chunks itself): leave out blocks")
         if "chunks" in given:
             if given["chunks"][1:] != shape[1:]:
                 rows = ",".join(map(str, ("N", *shape[1:])))
-                raise UnsupportedOptionError(f"bcolz directories chunk by whole rows: chunks "
+                what = "bcolz directories" if fmt == "bcolz" else "Bloscpack files"
+                raise UnsupportedOptionError(f"{what} chunk by whole rows: chunks "
                                              f"{given['chunks']} must be {rows} for an array "
                                              f"of shape {shape}")
             return {"chunklen": given["chunks"][0]}
@@ -285,12 +289,40 @@ def _attrs_of(source: Any) -> dict[str, Any]:
 
 def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
                     progress: Callable[[int, int], None] | None,
-                    storage_options: dict | None) -> None:
+                    storage_options: dict | None,
+                    origin: tuple[str, dict | None] = ("", None)) -> transfer.MoveStats:
     """Copy ``source`` into a new carray dataset of format ``fmt`` at ``target``, keeping
     its chunk and block shapes and compression unless ``given`` (chunk keywords from
-    :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes."""
+    :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes; returns which
+    chunks moved as stored bytes and which were decoded (:mod:`carray.transfer`).
+    ``origin``: where a source that is not a carray was opened (a Zarr array's or a
+    Bloscpack file's chunks are read from there), with its storage options."""
+    movable = _movable(source, origin)
+    try:
+        return _copy_to_new(source, movable, target, fmt, given, cparams, progress,
+                            storage_options)
+    finally:
+        if isinstance(movable, blp_moves.BlpSource):
+            movable.close()
+
+
+def _movable(source: Any, origin: tuple[str, dict | None]) -> Any:
+    """``source`` as something whose stored chunks :mod:`carray.transfer` can move: a
+    carray itself, a Zarr array or a Bloscpack file (read from ``origin``); None when it
+    has no chunks to move."""
+    if isinstance(source, carray):
+        return source
+    return zarr_moves.source_of(source, *origin) or blp_moves.source_of(source, *origin)
+
+
+def _copy_to_new(source: Any, movable: Any, target: str, fmt: str, given: dict[str, Any],
+                 cparams: Any, progress: Callable[[int, int], None] | None,
+                 storage_options: dict | None) -> transfer.MoveStats:
+    """:func:`_copy_to_carray` once the source's movable chunks are known."""
     shape, dtype = tuple(source.shape), source.dtype
-    grid = _grid_of(source, fmt)
+    grid = _grid_of(movable if isinstance(movable, blp_moves.BlpSource) else source, fmt)
+    if fmt == "b2nd" and isinstance(source, carray) and grid.get("blocks") is None:
+        grid["blocks"] = transfer.natural_blocks(source)  # so the chunks can move
     if "chunks" in given or "chunklen" in given:  # the source's blocks may not fit them
         grid = {"blocks": None, **given} if fmt != "bcolz" else given
     else:
@@ -302,14 +334,29 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
     try:
         for key, value in _attrs_of(source).items():
             out.attrs[key] = value
-        for _, block in _row_blocks(source, progress):
-            out.append(block)
+        if movable is not None:
+            stats = transfer.fill(out, movable, _items_progress(progress, dtype.itemsize))
+        else:
+            for _, block in _row_blocks(source, progress):
+                out.append(block)
+            out.flush()
+            stats = transfer.MoveStats(decoded=out.engine.grid.nchunks)
+            stats.reasons["a source without carray chunks, read as items"] = stats.decoded
     except BaseException:
         # Closed before the temporary is removed, so nothing writes into it later.
         with contextlib.suppress(Exception):
-            out.close()
+            out.discard()
         raise
     out.close()
+    return stats
+
+
+def _items_progress(progress: Callable[[int, int], None] | None, itemsize: int
+                    ) -> Callable[[int, int], None] | None:
+    """``progress(bytes_done, bytes_total)`` called with items instead."""
+    if progress is None:
+        return None
+    return lambda done, total: progress(done * itemsize, total * itemsize)
 
 
 def _destination(src: str, dst: str, fmt: str, overwrite: bool,
@@ -334,8 +381,12 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                   blocks: tuple[int, ...] | None = None, cparams: Any = None,
                   overwrite: bool = False,
                   progress: Callable[[int, int], None] | None = None,
-                  storage_options: dict | None = None) -> None:
-    """Copy an array between carray directories, bcolz 1.x, ``.b2nd`` and ``.npy``.
+                  storage_options: dict | None = None) -> transfer.MoveStats | None:
+    """Copy an array between carray directories, bcolz 1.x, ``.b2nd``, Zarr v3 and ``.npy``.
+
+    Chunks that mean the same bytes in both formats (same grid, codec and Blosc chunk
+    format) move as their stored bytes, checked by the source's checksums; the others
+    are decoded and compressed again (:mod:`carray.transfer`).
 
     Parameters
     ----------
@@ -391,8 +442,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         if cparams is None and fmt != "npy":
             cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
-        _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
-              progress, dst_options)
+        stats = _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
+                      progress, dst_options, (src, options_for(src, storage_options)))
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -405,17 +456,26 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         raise
     finally:
         close_array(source)
+    return stats
 
 
 def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
-          progress: Callable[[int, int], None] | None, storage_options: dict | None) -> None:
-    """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``)."""
+          progress: Callable[[int, int], None] | None, storage_options: dict | None,
+          origin: tuple[str, dict | None] = ("", None)) -> transfer.MoveStats | None:
+    """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``);
+    which chunks moved as bytes (None: not a chunked output)."""
     if fmt == "npy":
         _copy_to_npy(source, tmp, progress)
-    elif fmt == "zarr":
-        _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress, storage_options)
-    else:
-        _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options)
+        return None
+    if fmt == "zarr":
+        return _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress,
+                             storage_options)
+    if fmt == "bloscpack":
+        if source.dtype.hasobject:
+            raise UnsupportedOptionError("object arrays cannot be stored in Bloscpack files")
+        return blp_moves.copy_to_blp(source, tmp, given.get("chunklen"), cparams,
+                                     storage_options)
+    return _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options, origin)
 
 
 def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
@@ -438,9 +498,20 @@ def _row_blocks(source: Any, progress: Callable[[int, int], None] | None
 
 def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams: Any,
                   progress: Callable[[int, int], None] | None,
-                  storage_options: dict | None) -> None:
-    """Write ``source`` as a Zarr v3 array, with its chunk shape and codec where given."""
+                  storage_options: dict | None) -> transfer.MoveStats | None:
+    """Write ``source`` as a Zarr v3 array, with its chunk shape and codec where given:
+    a bcolz source's Blosc1 chunks move as bytes (:mod:`carray.integrations.zarr_moves`),
+    anything else is written through Zarr (None)."""
     from carray.integrations.zarr_arrays import write_zarr
+
+    if isinstance(source, carray):
+        moved = zarr_moves.copy_to_zarr(source, tmp, chunks, cparams, _attrs_of(source),
+                                        storage_options)
+        if moved is not None:
+            if progress is not None:
+                total = source.nbytes
+                progress(total, total)
+            return moved
 
     chunks = chunks or getattr(source, "chunks", None)
     write_zarr(tmp, tuple(source.shape), source.dtype, _row_blocks(source, progress),
@@ -448,6 +519,7 @@ def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams
                cparams=cparams,
                attrs=_attrs_of(source),
                storage_options=storage_options)
+    return None
 
 
 def _copy_to_npy(source: Any, tmp: str, progress: Callable[[int, int], None] | None) -> None:
@@ -557,7 +629,7 @@ def _is_dataset(path: str | os.PathLike, to: str | None) -> bool:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
-            storage_options: dict | None = None, **options: Any) -> None:
+            storage_options: dict | None = None, **options: Any) -> Any:
     """Convert ``src`` to ``dst``: datasets (.ds, .nc), arrays (see :func:`convert_array`),
     tables (:func:`convert_table`) or groups (a carray group, NetCDF-4, HDF5, a Zarr v3
     group or a flat ds file: :func:`carray.integrations.group_files.convert_group`).
@@ -566,6 +638,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
     the destination's by ``to`` or its extension, and an extension no writer knows is
     refused.  Either side may be an fsspec URL where its format allows it;
     ``storage_options`` go to the file system of each side that is one.
+
+    Returns what :func:`convert_array` or the group conversion returns (which chunks
+    moved as stored bytes), None for datasets and tables.
     """
     from carray.integrations import group_files
 
@@ -573,8 +648,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
     if hinted is not None and not hinted.remote:  # refused by name, before looking
         _local_only(src, f"{hinted.extensions[0]} files")
     if group_files.is_group_conversion(src, dst, to, storage_options):
-        group_files.convert_group(src, dst, to, storage_options=storage_options, **options)
-        return
+        return group_files.convert_group(src, dst, to, storage_options=storage_options,
+                                         **options)
     src_format = registry.guess(src, options_for(src, storage_options))
     if is_table_conversion(src, dst, to, storage_options):
         convert_table(src, dst, to, storage_options=storage_options, **options)
@@ -591,4 +666,5 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
                          f"dataset (.ds, .nc) and the other an array "
                          f"({src_format.description})")
     else:
-        convert_array(src, dst, to, storage_options=storage_options, **options)
+        return convert_array(src, dst, to, storage_options=storage_options, **options)
+    return None

@@ -97,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--clevel", type=int,
                    help="compression level of the output array, 0-9 (default: the input's)")
     p.add_argument("--force", action="store_true", help="replace an existing output")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="say, per array, how many chunks moved as their stored bytes "
+                        "and how many were decoded and compressed again, and why")
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("--progress", action="store_true", default=None,
                      help="always show a progress bar")
@@ -123,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
         with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
                       min_total=0 if args.progress else _BAR_BYTES,
                       always=bool(args.progress)) as report:
-            convert(args.src, args.dst, args.to, overwrite=args.force, progress=report,
-                    storage_options=storage)
+            moves = convert(args.src, args.dst, args.to, overwrite=args.force,
+                            progress=report, storage_options=storage)
+        _say_moves(args, moves or {})
         return 0
     if is_table_conversion(args.src, args.dst, args.to, storage):
         _refuse(array_options + unlimited, "only array conversions take these; this one "
@@ -148,10 +152,22 @@ def run(args: argparse.Namespace) -> int:
     with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
                   min_total=0 if args.progress else _BAR_BYTES,
                   always=bool(args.progress)) as report:
-        convert(args.src, args.dst, args.to, chunks=_shape(args.chunks, "--chunks"),
-                blocks=_shape(args.blocks, "--blocks"), cparams=_cparams(args, storage),
-                overwrite=args.force, progress=report, storage_options=storage)
+        moves = convert(args.src, args.dst, args.to, chunks=_shape(args.chunks, "--chunks"),
+                        blocks=_shape(args.blocks, "--blocks"),
+                        cparams=_cparams(args, storage), overwrite=args.force,
+                        progress=report, storage_options=storage)
+    _say_moves(args, {"": moves} if moves is not None else {})
     return 0
+
+
+def _say_moves(args: argparse.Namespace, moves: dict) -> None:
+    """With --verbose, one line per array: chunks moved as bytes, decoded, and why."""
+    if not args.verbose:
+        return
+    if not moves:
+        print(f"{args.dst}: no chunks moved as bytes (the output is not carray chunks)")
+    for path, stats in moves.items():
+        print(f"{args.dst}{'/' + path if path else ''}: {stats.summary()}")
 
 
 def _cparams(args: argparse.Namespace, storage: dict | None) -> CParams | None:

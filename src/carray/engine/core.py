@@ -29,6 +29,7 @@ from carray.engine.boxes import BoxReader, is_box
 from carray.engine.closed import Closed
 from carray.engine.description import ArrayDescription
 from carray.engine.history import History
+from carray.engine.moves import ChunkSink, StoredChunks
 from carray.engine.points import decode_for, point_groups
 from carray.engine.txn import ChunkListener, atomic
 from carray.engine.units import UnitWriter
@@ -709,6 +710,21 @@ class ArrayEngine:
                 self.flush()
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
+
+    # -- moving chunks as bytes ---------------------------------------------------------
+
+    def chunk_source(self) -> StoredChunks:
+        """This array's chunks to copy elsewhere, as bytes or items (see :mod:`.moves`)."""
+        if self._w.objects is not None:
+            raise UnsupportedDTypeError(f"{self.describe()}: object items have no chunks")
+        return StoredChunks(self._layout, self._io, self._w, self._d)
+
+    def chunk_sink(self) -> ChunkSink:
+        """Whole chunks appended after the stored rows (see :mod:`.moves`)."""
+        self.check_writable()
+        if self._w.objects is not None:
+            raise UnsupportedDTypeError(f"{self.describe()}: object items have no chunks")
+        return ChunkSink(self._layout, self._io, self._w, self._d, self._note)
 
     # -- parallel writers ---------------------------------------------------------------
 

@@ -467,6 +467,23 @@ class Writer:
         """The statistics of chunk ``nchunk`` holding only the fill value."""
         return self._stats_of(nchunk, self._d.dflt.reshape(1), grid)
 
+    def store_moved(self, nchunk: int, data: Any, digest: bytes | None) -> None:
+        """Store compressed chunk ``nchunk`` past the stored rows (see
+        :class:`carray.engine.moves.ChunkSink`), inside a transaction."""
+        self._remember(nchunk)
+        self._cbytes += self._layout.write_chunk(nchunk, data, digest)
+        if self._listeners:
+            self._tell(nchunk, None)  # statistics unknown until the chunk is read
+
+    def extend_rows(self, rows: int) -> None:
+        """Take ``rows`` more rows, whose chunks :meth:`store_moved` stored."""
+        self._shape = (self._shape[0] + rows, *self._shape[1:])
+        self._nfull, self._grid_memo = self._shape[0] // self._d.chunks[0], None
+        self._tail, self._tail_dirty, self._cache = None, False, None
+        self.mark_pending()
+        if self.nleft and self.per_row == 1:
+            self.ensure_tail()
+
     # -- appending ------------------------------------------------------------------------
 
     def append(self, arr: np.ndarray) -> None:

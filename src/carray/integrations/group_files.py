@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from carray import registry
+from carray import registry, transfer
 from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations import zarr_arrays
 from carray.integrations.group_nodes import (
@@ -156,7 +156,7 @@ def _array_node(root: Any, path: str, a: Any) -> ArrayNode:
     blocks = a.blocks if isinstance(a.blocks, tuple) and shape else None
     return ArrayNode(path, shape, a.dtype, _dims_of(root, path), dict(a.attrs.getall()),
                      tuple(a.chunks) if shape else None, a.cparams,
-                     sliced_rows(a.__getitem__, shape, step), blocks)
+                     sliced_rows(a.__getitem__, shape, step), blocks, source=a)
 
 
 def _column_dtype(col: Any) -> np.dtype:
@@ -217,6 +217,8 @@ class CarrayGroupWriter:
         self.group = carray.group(path, mode="w", storage_options=storage_options)
         self._tx = self.group.transaction(message=message)
         self._tx.__enter__()
+        #: Which chunks of each array (by path) moved as stored bytes, which were decoded.
+        self.stats: dict[str, transfer.MoveStats] = {}
 
     def add(self, node: Node, report: Callable[[int], None]) -> None:
         g = self.group
@@ -242,6 +244,12 @@ class CarrayGroupWriter:
         extra = _grid(node)
         if node.cparams is not None:
             extra["cparams"] = node.cparams
+        if node.source is not None and node.source.order == "C":
+            a = g.create_array(node.path, shape=(0, *node.shape[1:]), dtype=node.dtype,
+                               dims=node.dims, attrs=node.attrs, **extra)
+            self.stats[node.path] = transfer.fill(a, node.source)
+            report(node.nbytes)
+            return
         a = g.create_array(node.path, shape=node.shape, dtype=node.dtype, dims=node.dims,
                            attrs=node.attrs, **extra)
         at = 0
@@ -334,8 +342,13 @@ def _destination(src: str, dst: str, overwrite: bool, storage_options: dict | No
 
 def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None, *,
                   overwrite: bool = False, progress: Progress | None = None,
-                  storage_options: dict | None = None, **options: Any) -> None:
+                  storage_options: dict | None = None, **options: Any
+                  ) -> dict[str, transfer.MoveStats]:
     """Copy a group between a carray group, NetCDF-4, HDF5, a Zarr v3 group and ds.
+
+    Between carray groups, each array's chunks move as their stored bytes where
+    they can (:mod:`carray.transfer`); the result says, by member path, how many
+    moved and how many were decoded (empty for other formats).
 
     Parameters
     ----------
@@ -388,8 +401,9 @@ def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                 from carray.integrations.group_ds import check_flat
 
                 check_flat(nodes, dst)
-            _copy(nodes, _writer(dkind, store.url(tmp) if store.remote else tmp,
-                                 dst_options, f"converted from {src}"), progress)
+            writer = _writer(dkind, store.url(tmp) if store.remote else tmp, dst_options,
+                             f"converted from {src}")
+            _copy(nodes, writer, progress)
         store.invalidate(key)
         if store.exists(key):
             store.rmtree(key)
@@ -397,6 +411,7 @@ def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     except BaseException:
         _remove(store, tmp)
         raise
+    return dict(getattr(writer, "stats", {}))
 
 
 def _copy(nodes: list[Node], writer: Any, progress: Progress | None) -> None:

@@ -90,6 +90,9 @@ class ArrayNode:
         (a 0-d array: one 0-d block).
     blocks : tuple of int, or None
         The source's block shape (a carray's), kept by carray destinations.
+    source : carray, or None
+        The source array when it is a carray: carray destinations move its stored
+        chunks (:mod:`carray.transfer`) instead of reading ``rows``.
     """
 
     path: str
@@ -101,6 +104,7 @@ class ArrayNode:
     cparams: CParams | None
     rows: Blocks
     blocks: tuple[int, ...] | None = None
+    source: Any = None
 
     @property
     def nbytes(self) -> int:

@@ -44,11 +44,12 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
+from carray import _parallel, attrvalues
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
 from carray.codecs.checksums import get_checksum
@@ -679,9 +680,10 @@ class BcolzLayout(Layout):
             with contextlib.suppress(FileNotFoundError):
                 store.delete(self._staged.pop(n))
         if self.fsync and not store.remote:
-            for path in sorted(self._pending):
-                with contextlib.suppress(FileNotFoundError):
-                    store.sync_file(path)
+            # One file per chunk: their syncs wait on the disk, so many at once (the
+            # journal commits them together) take about the time of one.
+            _parallel.run([partial(_sync_if_there, store, p) for p in sorted(self._pending)],
+                          width=_parallel.IO_THREADS)
             if self._pending:
                 store.sync_dir(self._datadir)
         sizes = _dumps(seal_sizes({"shape": list(meta.shape), "nbytes": meta.length * meta.rowsize,
@@ -754,3 +756,8 @@ class BcolzLayout(Layout):
 
     def describe(self) -> str:
         return f"bcolz directory {self.store.url(self.rootdir)!r}"
+
+
+def _sync_if_there(store: Store, path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        store.sync_file(path)
