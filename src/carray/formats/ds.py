@@ -90,7 +90,7 @@ from carray.formats._ds_header import (
     unescape,
 )
 from carray.formats._ds_read import Reader, apply_outer, normalize_index
-from carray.formats._local_write import write_file
+from carray.formats._local_write import write_bytes, write_file
 from carray.stores import LocalStore, resolve
 
 Dataset = dict
@@ -481,7 +481,8 @@ def _encode(name: str, data, declared: str | None) -> tuple[dict, list]:
         if type_ not in TYPES:
             raise ValueError(f"variable {unescape(name)!r}: .type {type_!r} is not a ds type")
         return {".size": None, ".offset": 0, ".len": 0, ".type": type_, ".missing": False}, []
-    if isinstance(data, np.ma.MaskedArray):
+    # (numpy imports numpy.ma on first use: plain arrays do not ask for it)
+    if type(data) is not np.ndarray and isinstance(data, np.ma.MaskedArray):
         mask = data.mask
         missing = mask is not np.ma.nomask and bool(mask.any())
         flat = data.data.ravel()
@@ -593,7 +594,7 @@ def encode(d: Mapping) -> list:
     return [VERSION_LINE + text.encode("ascii") + b"\n", *body]
 
 
-def write(path: PathLike, d: Mapping, *, fsync: bool = True,
+def write(path: PathLike, d: Mapping, *, fsync: bool = False,
           storage_options: dict | None = None) -> None:
     """Write a dataset to a ds file, atomically (a local file under a temporary name, then
     renamed; an object in one put).
@@ -608,15 +609,18 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
         lists (None items become missing values) or None (metadata only; give ``.type`` in
         its metadata). ``.dims`` default to ``<var>_1, <var>_2, ...``. Keys starting with
         ``.`` (other than ``'.'``) are hidden and not written.
-    fsync : bool, default True
-        Flush the file to stable storage before the rename (ds-format does not).
-        Either way the file is replaced atomically, so readers (and a crash of this
-        process) see the old file or the new one, never a mix; only with ``fsync=True``
-        does the new file survive a crash of the machine or a power cut (without it,
-        such a crash may leave the file empty).  Writers of thousands of small files
-        that can rewrite them after such a crash may pass False: a write then costs
-        one ``open``, one ``write`` and one ``rename``, and replacing a file does not
-        wait for the disk either (see :mod:`carray.formats._local_write`).
+    fsync : bool, default False
+        Flush the file, then its directory, to stable storage before returning.  A ds
+        file is written once, whole, and programs write thousands of small ones, so by
+        default nothing waits for the disk, as ds-format, netCDF4 and h5py do not (see
+        "Guarantees" in the README).  Either way the file is replaced atomically:
+        readers, and a crash of this process, see the old file or the new one, never a
+        mix or a part; a write that fails (a full disk) leaves the old file as it was.
+        Only with ``fsync=True`` does the new file survive a crash of the machine or a
+        power cut: without it such a crash may leave the file empty or short.  Without
+        fsync a write costs one ``open``, one ``write`` and one ``rename``, and
+        replacing a file does not wait for the disk either (see
+        :mod:`carray.formats._local_write`).
     storage_options : dict, optional
         Options of the URL's file system.
 
@@ -629,9 +633,14 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
     """
     store, key = resolve(path, storage_options)
     parts = encode(d)
+    local = isinstance(store, LocalStore)
     if sum(memoryview(p).nbytes for p in parts) <= _JOIN_LIMIT:
-        parts = [b"".join(parts)]  # small files: one write call
-    if isinstance(store, LocalStore):
+        data = b"".join(parts)  # small files: one write call
+        if local:
+            write_bytes(key, data, fsync=fsync)
+        else:
+            store.put(key, [data], fsync=fsync)
+    elif local:
         write_file(key, [parts], fsync=fsync)
     else:
         store.put(key, parts, fsync=fsync)
