@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from carray._parallel import background, submit
 
 #: Bytes written between two requests to start the write-back.
-STEP = 8 << 20
+STEP = 4 << 20
 _SYNC_FILE_RANGE_WRITE = 2
 
 
