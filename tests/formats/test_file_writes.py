@@ -372,3 +372,46 @@ def test_a_kill_at_any_call_leaves_the_old_or_the_new_file(tmp_path):
         states = [state for _, _, _, state in seen]
         assert set(states) <= {"old", "new"}, (what, seen)  # a part never reads
         assert states[0] == "old" and "new" in states, (what, seen)
+
+
+# -- the plain path of ds.encode --------------------------------------------------------------
+
+PLAIN = [
+    {"x": np.arange(3)},
+    {"x": np.array([1], dtype=np.int64), ".": {"x": {".dims": ["x0"]}}},
+    {"b": np.ones((2, 3), ">f4"), "a": np.arange(3, dtype=np.uint16),
+     ".": {"a": {".dims": ["n"]}, ".": {}}},
+    {"s": np.array(2.5), "e": np.zeros((0, 4), np.int8)},
+    {"t": np.arange(12.0).reshape(3, 4).T, ".hidden": "skipped", ".": {"t": {".dims": ["j", "i"]}}},
+    {"big": np.arange(20_000, dtype="<i8"), "n": np.arange(20_000.0),
+     ".": {"big": {".dims": ["k"]}, "n": {".dims": ["k"]}}},
+]
+NOT_PLAIN = [
+    {"x": np.ma.MaskedArray([1, 2], mask=[0, 1])},
+    {"x": np.array([True, False])},
+    {"x": np.array(["a", "b"], dtype=object)},
+    {"x": np.arange(3), ".": {".": {"title": "t"}}},
+    {"x": np.arange(3), ".": {"x": {".dims": ["n"], "units": "m"}}},
+    {"x": np.arange(3), ".": {"x": {".dims": ("n",)}}},
+    {"\\.x": np.arange(3)},
+    {"x": [1, 2, 3]},
+    {"x": np.arange(3), "y": np.arange(4), ".": {"x": {".dims": ["n"]}, "y": {".dims": ["n"]}}},
+    {"x": np.arange(3, dtype=np.float16)},
+    {"x": np.arange(3), ".": {"x": {".dims": ["a", "b"]}}},
+]
+
+
+@pytest.mark.parametrize("d", PLAIN, ids=range(len(PLAIN)))
+def test_the_plain_path_writes_what_the_general_one_does(tmp_path, d):
+    plain = ds._encode_plain(d)
+    assert plain is not None
+    assert b"".join(bytes(p) for p in plain) == b"".join(bytes(p) for p in ds._encode_any(d))
+    ds.write(tmp_path / "p.ds", d)
+    back = ds.read(tmp_path / "p.ds")
+    for name in ds.variables(d):
+        np.testing.assert_array_equal(back[name], d[name])
+
+
+@pytest.mark.parametrize("d", NOT_PLAIN, ids=range(len(NOT_PLAIN)))
+def test_other_datasets_take_the_general_path(d):
+    assert ds._encode_plain(d) is None
