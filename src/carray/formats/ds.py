@@ -568,11 +568,11 @@ def _encode_plain(d: dict) -> list | None:
         if type(data) is not np.ndarray or (type_ := _PLAIN_TYPES.get(data.dtype.char)) is None:
             return None
         user = metadata.get(name)
+        given = None if type(user) is not dict or len(user) != 1 else user.get(".dims")
         if user is None:
             dims_ = default_dims(name, data.ndim)
-        elif type(user) is dict and len(user) == 1 and \
-                type(dims_ := user.get(".dims")) is list and len(dims_) == data.ndim:
-            dims_ = list(dims_)
+        elif type(given) is list and len(given) == data.ndim:
+            dims_ = list(given)
         else:
             return None
         for dim, n in zip(dims_, data.shape, strict=True):
