@@ -180,7 +180,10 @@ def run_select(args: argparse.Namespace) -> int:
     if names:
         names = with_coordinates(_header(src), names)
     d = read_any(src, names or None, sel or None)
-    write_any(dst, d, **({"fsync": True} if args.fsync else {}))
+    if args.fsync:
+        write_any(dst, d, fsync=True)
+    else:
+        write_any(dst, d)  # the format's default
     return 0
 
 
