@@ -12,7 +12,10 @@ OS, a file system without it, no file to replace) it is a plain ``os.replace``.
 So, without fsync, a crash of the machine may leave the file empty or short (the data
 never reached the disk) where ext4's flush would often have kept the old or the new
 file whole; with fsync the new file is on disk before its name is, and its name (the
-directory) before the call returns.
+directory) before the call returns.  A file written in parts with fsync has its
+write-back started as it goes (:mod:`carray.formats._writeback`), so the final fsync
+waits for its last few MiB only.  Small files take :func:`write_bytes`: one ``open``,
+``write``, ``close`` and ``rename`` each.
 """
 
 from __future__ import annotations
