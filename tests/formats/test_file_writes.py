@@ -415,3 +415,18 @@ def test_the_plain_path_writes_what_the_general_one_does(tmp_path, d):
 @pytest.mark.parametrize("d", NOT_PLAIN, ids=range(len(NOT_PLAIN)))
 def test_other_datasets_take_the_general_path(d):
     assert ds._encode_plain(d) is None
+
+
+def test_a_file_system_without_range_write_back_still_gets_the_file(tmp_path, small_steps,
+                                                                    monkeypatch):
+    calls = []
+
+    def unsupported(fd, at, n):
+        calls.append(at)
+        raise OSError(errno.EINVAL, "not here")
+
+    monkeypatch.setattr(_writeback, "start_write", unsupported)
+    a = _noisy(400_000)
+    bp.pack_array(a, tmp_path / "a.blp", chunk_size=32 << 10)
+    assert len(calls) == 1  # asked once, then written without
+    np.testing.assert_array_equal(bp.unpack_array(tmp_path / "a.blp"), a)

@@ -19,6 +19,7 @@ as the kernel keeps the error for it; the background call's own error is re-rais
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -61,34 +62,53 @@ def start_write(fd: int, offset: int, nbytes: int) -> None:
         os.fdatasync(fd)
 
 
+#: What a file system that cannot start a range's write-back says: the file is then
+#: written without it (the final fsync does all the work, as it would anyway).
+_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ESPIPE})
+
+
 class WriteBack:
     """Start the write-back of the file open at ``fd`` a run of :data:`STEP` bytes at a
     time as the caller writes it in order (:meth:`wrote`), on the ``writeback``
     background thread; at most one request is in flight."""
 
-    __slots__ = ("fd", "started", "pending")
+    __slots__ = ("fd", "started", "pending", "off")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.started = 0  # bytes the requests cover so far
         self.pending: Future[None] | None = None
+        self.off = False  # the file system cannot do it
 
     def wrote(self, end: int) -> None:
         """The file is written up to ``end``: start what is new, if enough is and the
         previous request is done."""
-        if end - self.started < STEP or (self.pending is not None and not self.pending.done()):
+        if end - self.started < STEP or self.off or (
+                self.pending is not None and not self.pending.done()):
             return
-        if self.pending is not None:
-            self.pending.result()  # (raises what it met)
+        self._collect()
+        if self.off:
+            return
         start, self.started = self.started, end
         self.pending = submit(background("writeback"), start_write, self.fd, start,
                               end - start)
 
+    def _collect(self) -> None:
+        """Wait for the request in flight; raise its error (but turn the write-back off
+        where the file system does not support it)."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        try:
+            pending.result()
+        except OSError as exc:
+            if exc.errno not in _UNSUPPORTED:
+                raise
+            self.off = True
+
     def finish(self) -> None:
         """Wait for the request in flight (before the descriptor closes); raise its error."""
-        pending, self.pending = self.pending, None
-        if pending is not None:
-            pending.result()
+        self._collect()
 
     def abandon(self) -> None:
         """Wait for the request in flight, ignoring its error (the write failed anyway)."""
