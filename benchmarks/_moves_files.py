@@ -3,8 +3,11 @@
 * 300 tiny ds files (one int64 each, as ``bench_ds.py`` writes them) by carray's
   ``ds.write`` with its defaults (no fsync: a ds file is written once, as ds-format
   writes it), with ``fsync=True`` and with ``fsync=False``, against the ds-format
-  package, each contender into a new directory, the dirty pages of the previous one
-  flushed before it starts.
+  package, each contender into a new directory of its own; they take turns 10 files
+  at a time, so that the file system's slow moments on a shared machine fall on all
+  alike (``fsync=True`` runs alone).  A bare ``os.open``/``write``/``close`` of each
+  file is timed beside them: what creating the files costs here, a floor for any
+  writer.
 * A Bloscpack pack of the issue's data (100 MB float64, ``np.linspace(0, 1000,
   12_500_000)`` plus normal noise of sd 0.01, seeded; lz4 level 5, byte shuffle, 1 MiB
   chunks, adler32 digests) by ``carray.bloscpack.pack_array`` with its defaults (fsync
