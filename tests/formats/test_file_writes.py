@@ -1,10 +1,12 @@
 """Single files written once (ds, Bloscpack): the fsync defaults, the write-back that
 overlaps the disk with compression, and what a failure or a kill leaves at the name.
 
-Every write path of these files (a small ds file, a large one, the streamed ds writer,
-a Bloscpack pack with and without fsync, with the early write-back) is failed at each
-of its storage calls in turn, and killed (SIGKILL) at each of them in a forked child:
-the name then holds the old file, whole and verified, or the new one, never a part.
+Every write path of these files (a small ds file, a large one, the streamed ds writer;
+a Bloscpack pack with and without fsync, an append, an unpack to a file; the early
+write-back requests among them) is failed at each of its storage calls in turn (a full
+disk, an I/O error), and the small ds file and the pack are killed (SIGKILL) at each
+of theirs in a forked child: the name then holds the old file, whole and verified, or
+the new one, never a part, and nothing is left beside it after a failure.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def test_bloscpack_writers_fsync_by_default():
 
 
 class Syncs:
-    """Records the fsyncs (of which path), the renames and the write-back requests."""
+    """Records the fsyncs (of which path) and the renames (to which name)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[tuple[str, str]] = []
