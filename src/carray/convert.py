@@ -90,9 +90,9 @@ class DatasetFormat:
 
 
 FORMATS: tuple[DatasetFormat, ...] = (
-    DatasetFormat("ds", (".ds",), "carray.formats.ds", remote=True),
+    DatasetFormat("ds", (".ds",), "carray.formats.ds", write_options=("fsync",), remote=True),
     DatasetFormat("netcdf", (".nc", ".nc4", ".nc3", ".netcdf"), "carray.formats.netcdf",
-                  write_options=("unlimited",)),
+                  write_options=("unlimited", "fsync")),
 )
 
 

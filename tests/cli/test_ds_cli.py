@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +170,19 @@ def test_bad_input_is_a_one_line_error(capsys, tmp_path, argv, message):
 def test_ds_without_a_verb_shows_usage(capsys):
     code, _, err = run(capsys, "ds")
     assert code == 2 and "ls" in err and "merge" in err
+
+
+@pytest.mark.parametrize("verb", ["select", "merge"])
+@pytest.mark.parametrize("flag", [[], ["--fsync"]], ids=["default", "fsync"])
+def test_ds_outputs_are_synced_only_with_the_flag(capsys, tmp_path, monkeypatch, verb, flag):
+    src = tmp_path / "in.ds"
+    ds.write(src, {"x": np.arange(4), ".": {"x": {".dims": ["n"]}}})
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    args = ["x", src] if verb == "select" else ["n", src, src]
+    code, _, err = run(capsys, "ds", verb, *args, tmp_path / "out.ds", *flag)
+    assert code == 0, err
+    assert len(synced) == (2 if flag else 0)  # the file, then its directory
+    assert ds.read(tmp_path / "out.ds")["x"].tolist() == ([0, 1, 2, 3] if verb == "select"
+                                                         else [0, 1, 2, 3] * 2)

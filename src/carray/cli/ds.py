@@ -20,6 +20,9 @@ from carray.formats import ds
 from carray.formats._ds_header import default_dims
 from carray.formats.merge import merge_files
 
+_FSYNC_HELP = ("have OUT on stable storage before returning (a .ds file is not synced "
+               "by default, a NetCDF file is)")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -48,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                      "The variables named keep the coordinates of their "
                                      "dimensions (variables named as a dimension).")
     q.add_argument("items", nargs="+", metavar="[VAR|dim=SEL]... IN OUT")
+    q.add_argument("--fsync", action="store_true", help=_FSYNC_HELP)
     q.set_defaults(func=run_select)
 
     q = verbs.add_parser("merge", help="concatenate files along a dimension",
@@ -57,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                      "and the attributes, are the first file's.")
     q.add_argument("dim", metavar="DIM")
     q.add_argument("files", nargs="+", metavar="IN... OUT")
+    q.add_argument("--fsync", action="store_true", help=_FSYNC_HELP)
     q.set_defaults(func=run_merge)
 
 
@@ -175,7 +180,10 @@ def run_select(args: argparse.Namespace) -> int:
     if names:
         names = with_coordinates(_header(src), names)
     d = read_any(src, names or None, sel or None)
-    write_any(dst, d)
+    if args.fsync:
+        write_any(dst, d, fsync=True)
+    else:
+        write_any(dst, d)  # the format's default
     return 0
 
 
@@ -203,5 +211,6 @@ def run_merge(args: argparse.Namespace) -> int:
     *inputs, dst = args.files
     for path in (*inputs, dst):
         format_for(path)  # an unknown type fails before anything is read
-    merge_files(inputs, args.dim, dst)  # a block of rows at a time, whatever the sizes
+    # A block of rows at a time, whatever the sizes.
+    merge_files(inputs, args.dim, dst, fsync=True if args.fsync else None)
     return 0

@@ -8,9 +8,7 @@ see that module for the format notes and the limits applied to untrusted sizes.
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -74,18 +72,10 @@ def in_parallel(fn: Callable[[Any], Any], items: Iterable, nitems: int
     if n == 1:
         yield from map(fn, items)
         return
-    with _blosc1_single_threaded(True), ThreadPoolExecutor(n) as pool:
-        pending: deque = deque()
-        try:
-            for item in items:
-                pending.append(pool.submit(fn, item))
-                if len(pending) >= 2 * n:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:  # on an error or an abandoned stream, drop what has not started
-            for fut in pending:
-                fut.cancel()
+    # carray's worker threads, kept between calls: new threads would each take fresh
+    # memory from the system (and its page faults) for the buffers of their chunks.
+    with _blosc1_single_threaded(True):
+        yield from _parallel.pipeline(fn, items, window=2 * n)
 
 
 def flat_bytes(a: np.ndarray, order: str) -> np.ndarray:

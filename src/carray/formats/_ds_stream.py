@@ -73,9 +73,10 @@ class StreamWriter:
 
     A local file is copied in from the sections a slice at a time; an object at a URL
     takes one put of the whole file, so the file is then held in memory once.
+    ``fsync`` is that of :func:`carray.formats.ds.write` (default False).
     """
 
-    def __init__(self, path: str | os.PathLike, *, fsync: bool = True,
+    def __init__(self, path: str | os.PathLike, *, fsync: bool = False,
                  storage_options: dict | None = None) -> None:
         self._store, self._key = resolve(path, storage_options)
         self._fsync = fsync

@@ -12,7 +12,10 @@ OS, a file system without it, no file to replace) it is a plain ``os.replace``.
 So, without fsync, a crash of the machine may leave the file empty or short (the data
 never reached the disk) where ext4's flush would often have kept the old or the new
 file whole; with fsync the new file is on disk before its name is, and its name (the
-directory) before the call returns.
+directory) before the call returns.  A file written in parts with fsync has its
+write-back started as it goes (:mod:`carray.formats._writeback`), so the final fsync
+waits for its last few MiB only.  Small files take :func:`write_bytes`: one ``open``,
+``write``, ``close`` and ``rename`` each.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 from carray._fileio import fsync_path
 from carray._parallel import in_background
+from carray.formats._writeback import WriteBack
 from carray.stores.base import storage_error
 
 _AT_FDCWD = -100
@@ -100,19 +104,40 @@ def _discard(path: str) -> None:
         in_background(os.close, fd)
 
 
+# The process id in temporary names, asked once (and again in a forked child): a
+# system call per file is a share of a tiny file's write.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+_get_ident = threading.get_ident
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+
+
 def temporary_name(path: str) -> str:
     """A name beside ``path`` no other writer (process or thread) uses at the same time."""
-    return f"{path}.{os.getpid()}.{threading.get_ident()}.part"
+    return f"{path}.{_pid}.{_get_ident()}.part"
 
 
-def _write_parts(fd: int, parts: Sequence[Any]) -> None:
-    """Write the bytes-like ``parts`` in order, one ``writev`` per ``_IOV_MAX`` of them."""
+def _write_parts(fd: int, parts: Sequence[Any]) -> int:
+    """Write the bytes-like ``parts`` in order, one ``writev`` per ``_IOV_MAX`` of them;
+    return how many bytes that was."""
+    total = 0
     for at in range(0, len(parts), _IOV_MAX):
-        _write_views(fd, [memoryview(p).cast("B") for p in parts[at:at + _IOV_MAX]])
+        total += _write_views(fd, [memoryview(p).cast("B") for p in parts[at:at + _IOV_MAX]])
+    return total
 
 
-def _write_views(fd: int, views: list[memoryview]) -> None:
+def _write_views(fd: int, views: list[memoryview]) -> int:
+    total = sum(view.nbytes for view in views)
     done = os.writev(fd, views) if len(views) > 1 else os.write(fd, views[0])
+    if done == total:
+        return total
     for view in views:  # short writes (a signal, a full disk): finish piece by piece
         if done >= len(view):
             done -= len(view)
@@ -121,6 +146,32 @@ def _write_views(fd: int, views: list[memoryview]) -> None:
         done = 0
         while view:
             view = view[os.write(fd, view):]
+    return total
+
+
+def write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
+    """:func:`write_file` of one bytes object: the path of small files, kept to one
+    ``open``, ``write``, ``close`` and ``rename`` (and the syncs with ``fsync``)."""
+    tmp = f"{path}.{_pid}.{_get_ident()}.part"
+    try:
+        fd = os.open(tmp, _CREATE, 0o644)
+        try:
+            done = os.write(fd, data)
+            if done < len(data):  # a short write (a signal, a nearly full disk)
+                _write_views(fd, [memoryview(data)[done:]])
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        replace(tmp, path)
+        if fsync:  # the new name too: a power cut must not bring the old file back
+            fsync_path(os.path.dirname(os.path.abspath(path)))
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise storage_error(exc, path) from None
+        raise
 
 
 def write_file(path: str, groups: Parts, *, fsync: bool,
@@ -135,21 +186,28 @@ def write_file(path: str, groups: Parts, *, fsync: bool,
     """
     tmp = temporary_name(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
-                     0o644)
+        fd = os.open(tmp, _CREATE, 0o644)
+        # With fsync, the disk starts on what is written while the rest is produced.
+        writeback = WriteBack(fd) if fsync else None
         try:
+            end = 0
             for group in groups:
                 if group:
-                    _write_parts(fd, group)
+                    end += _write_parts(fd, group)
+                    if writeback is not None:
+                        writeback.wrote(end)
             if patch is not None:
                 data, offset = patch()
                 view = memoryview(data).cast("B")
                 while view:
                     n = os.pwrite(fd, view, offset)
                     view, offset = view[n:], offset + n
-            if fsync:
+            if writeback is not None:
+                writeback.finish()
                 os.fsync(fd)
         finally:
+            if writeback is not None:
+                writeback.abandon()
             os.close(fd)
         replace(tmp, path)
         if fsync:  # the new name too: a power cut must not bring the old file back

@@ -90,7 +90,7 @@ from carray.formats._ds_header import (
     unescape,
 )
 from carray.formats._ds_read import Reader, apply_outer, normalize_index
-from carray.formats._local_write import write_file
+from carray.formats._local_write import write_bytes, write_file
 from carray.stores import LocalStore, resolve
 
 Dataset = dict
@@ -481,7 +481,8 @@ def _encode(name: str, data, declared: str | None) -> tuple[dict, list]:
         if type_ not in TYPES:
             raise ValueError(f"variable {unescape(name)!r}: .type {type_!r} is not a ds type")
         return {".size": None, ".offset": 0, ".len": 0, ".type": type_, ".missing": False}, []
-    if isinstance(data, np.ma.MaskedArray):
+    # (numpy imports numpy.ma on first use: plain arrays do not ask for it)
+    if type(data) is not np.ndarray and isinstance(data, np.ma.MaskedArray):
         mask = data.mask
         missing = mask is not np.ma.nomask and bool(mask.any())
         flat = data.data.ravel()
@@ -538,8 +539,65 @@ def _mapping(obj, what: str) -> Mapping:
     return obj
 
 
+# Numeric dtypes (by numpy's ``dtype.char``) and their ds types, for the plain path.
+_PLAIN_TYPES = {np.dtype(t).char: name for name, t in NUMERIC_TYPES.items()}
+
+
+def _encode_plain(d: dict) -> list | None:
+    """:func:`encode` of the commonest dataset, or None when ``d`` is not one of them:
+    numeric arrays (no masks, no strings, no bools), metadata of ``.dims`` alone, no
+    dataset attributes, no escaped names.  The bytes are those :func:`encode` writes;
+    anything it would refuse is left to it.  Writing many tiny files makes its per-call
+    cost count."""
+    metadata = d.get(".", {})
+    if type(metadata) is not dict or metadata.get(".", {}) != {}:
+        return None
+    names = []
+    for name in d:
+        if type(name) is not str or name[:1] == "\\":
+            return None
+        if name[:1] != ".":
+            names.append(name)
+    names.sort()
+    header: dict = {}
+    body: list = []
+    offset = 0
+    sizes: dict = {}
+    for name in names:
+        data = d[name]
+        if type(data) is not np.ndarray or (type_ := _PLAIN_TYPES.get(data.dtype.char)) is None:
+            return None
+        user = metadata.get(name)
+        given = None if type(user) is not dict or len(user) != 1 else user.get(".dims")
+        if user is None:
+            dims_ = default_dims(name, data.ndim)
+        elif type(given) is list and len(given) == data.ndim:
+            dims_ = list(given)
+        else:
+            return None
+        for dim, n in zip(dims_, data.shape, strict=True):
+            if type(dim) is not str or sizes.setdefault(dim, n) != n:
+                return None
+        flat = data.ravel()
+        nbytes = flat.nbytes
+        header[name] = {".dims": dims_, ".size": list(data.shape), ".offset": offset,
+                        ".len": nbytes, ".type": type_, ".missing": False,
+                        ".endian": _endian(flat.dtype)}
+        body.append(flat.data.cast("B") if nbytes > 1 << 16 else flat.tobytes())
+        offset += nbytes
+    header["."] = {}
+    return [VERSION_LINE + _JSON.encode(header).encode("ascii") + b"\n", *body]
+
+
 def encode(d: Mapping) -> list:
     """The bytes of ``d`` as a ds file, as a list of buffers (see :func:`write`)."""
+    if type(d) is dict and (plain := _encode_plain(d)) is not None:
+        return plain
+    return _encode_any(d)
+
+
+def _encode_any(d: Mapping) -> list:
+    """:func:`encode` of any dataset, checking everything."""
     _mapping(d, "a dataset")
     for name in d:
         if not isinstance(name, str):
@@ -593,7 +651,7 @@ def encode(d: Mapping) -> list:
     return [VERSION_LINE + text.encode("ascii") + b"\n", *body]
 
 
-def write(path: PathLike, d: Mapping, *, fsync: bool = True,
+def write(path: PathLike, d: Mapping, *, fsync: bool = False,
           storage_options: dict | None = None) -> None:
     """Write a dataset to a ds file, atomically (a local file under a temporary name, then
     renamed; an object in one put).
@@ -608,15 +666,18 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
         lists (None items become missing values) or None (metadata only; give ``.type`` in
         its metadata). ``.dims`` default to ``<var>_1, <var>_2, ...``. Keys starting with
         ``.`` (other than ``'.'``) are hidden and not written.
-    fsync : bool, default True
-        Flush the file to stable storage before the rename (ds-format does not).
-        Either way the file is replaced atomically, so readers (and a crash of this
-        process) see the old file or the new one, never a mix; only with ``fsync=True``
-        does the new file survive a crash of the machine or a power cut (without it,
-        such a crash may leave the file empty).  Writers of thousands of small files
-        that can rewrite them after such a crash may pass False: a write then costs
-        one ``open``, one ``write`` and one ``rename``, and replacing a file does not
-        wait for the disk either (see :mod:`carray.formats._local_write`).
+    fsync : bool, default False
+        Flush the file, then its directory, to stable storage before returning.  A ds
+        file is written once, whole, and programs write thousands of small ones, so by
+        default nothing waits for the disk, as ds-format, netCDF4 and h5py do not (see
+        "Guarantees" in the README).  Either way the file is replaced atomically:
+        readers, and a crash of this process, see the old file or the new one, never a
+        mix or a part; a write that fails (a full disk) leaves the old file as it was.
+        Only with ``fsync=True`` does the new file survive a crash of the machine or a
+        power cut: without it such a crash may leave the file empty or short.  Without
+        fsync a write costs one ``open``, one ``write`` and one ``rename``, and
+        replacing a file does not wait for the disk either (see
+        :mod:`carray.formats._local_write`).
     storage_options : dict, optional
         Options of the URL's file system.
 
@@ -629,9 +690,14 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = True,
     """
     store, key = resolve(path, storage_options)
     parts = encode(d)
+    local = isinstance(store, LocalStore)
     if sum(memoryview(p).nbytes for p in parts) <= _JOIN_LIMIT:
-        parts = [b"".join(parts)]  # small files: one write call
-    if isinstance(store, LocalStore):
+        data = b"".join(parts)  # small files: one write call
+        if local:
+            write_bytes(key, data, fsync=fsync)
+        else:
+            store.put(key, [data], fsync=fsync)
+    elif local:
         write_file(key, [parts], fsync=fsync)
     else:
         store.put(key, parts, fsync=fsync)

@@ -196,7 +196,7 @@ def _check_sizes(variables: list[_Variable]) -> dict[str, int]:
 
 
 def merge_files(inputs: Sequence[PathLike], dim: str, output: PathLike, *,
-                unlimited: Sequence[str] = (), fsync: bool = True,
+                unlimited: Sequence[str] = (), fsync: bool | None = None,
                 storage_options: dict | None = None) -> None:
     """Concatenate dataset files along ``dim`` into ``output``, a block at a time.
 
@@ -211,8 +211,10 @@ def merge_files(inputs: Sequence[PathLike], dim: str, output: PathLike, *,
         atomically when complete; nothing is written there when anything fails.
     unlimited : sequence of str
         NetCDF output: dimensions to create as unlimited.
-    fsync : bool, default True
-        Flush the new file to stable storage before it replaces the old one.
+    fsync : bool, optional
+        Flush the new file to stable storage before it replaces the old one.  Default:
+        that of the output's writer, False for ``.ds`` (as :func:`carray.formats.ds.write`)
+        and True for NetCDF (as :func:`carray.formats.netcdf.write`).
     storage_options : dict, optional
         Options of the file system of the inputs and output that are URLs.
 
@@ -240,9 +242,9 @@ def merge_files(inputs: Sequence[PathLike], dim: str, output: PathLike, *,
     plan = _plan(sources, dim)
     attrs = dict(sources[0].header.get(".", {}))
     if _is_netcdf(os.fspath(output)):
-        _write_netcdf(plan, output, attrs, unlimited, fsync)
+        _write_netcdf(plan, output, attrs, unlimited, True if fsync is None else fsync)
         return
-    with DsWriter(output, fsync=fsync, storage_options=storage_options) as ds_out:
+    with DsWriter(output, fsync=bool(fsync), storage_options=storage_options) as ds_out:
         for v in plan:
             ds_out.add(v.key, v.attrs, v.dims, v.type, v.shape, v.blocks())
         ds_out.close(attrs)

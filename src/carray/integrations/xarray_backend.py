@@ -184,7 +184,7 @@ class DsBackendEntrypoint(BackendEntrypoint):
         return fmt is not None and fmt.name == "ds"
 
 
-def to_ds(dataset: xr.Dataset, path: str | os.PathLike, *, fsync: bool = True) -> None:
+def to_ds(dataset: xr.Dataset, path: str | os.PathLike, *, fsync: bool = False) -> None:
     """Write an xarray Dataset to a ds file.
 
     Variables are CF-encoded first, as xarray does for NetCDF (datetimes to numbers with
@@ -198,8 +198,8 @@ def to_ds(dataset: xr.Dataset, path: str | os.PathLike, *, fsync: bool = True) -
         What to write (dask-backed variables are computed).
     path : str or os.PathLike
         Destination ``.ds`` file, written atomically.
-    fsync : bool, default True
-        Flush to stable storage before the rename.
+    fsync : bool, default False
+        Flush to stable storage before returning (see :func:`carray.formats.ds.write`).
     """
     from xarray import conventions
 
