@@ -55,7 +55,7 @@ def test_pack_replaces_a_file_whole(tmp_path, monkeypatch):
     bp.pack_array(np.arange(100_000), path, chunk_size="64K", fsync=False)
     replaced = []
     real = _local_write.replace
-    monkeypatch.setattr(_local_write, "replace", lambda a, b: replaced.append(b) or real(a, b))
+    monkeypatch.setattr(_local_write, "replace", lambda a, b, **kw: replaced.append(b) or real(a, b, **kw))
     with open(path, "rb") as old:
         before = old.read()
         old.seek(0)

@@ -671,8 +671,8 @@ def test_a_small_file_is_one_write_and_a_rename(tmp_path, monkeypatch):
     calls = []
     real_write, real_replace = os.write, _local_write.replace
     monkeypatch.setattr(os, "write", lambda fd, b: calls.append("write") or real_write(fd, b))
-    monkeypatch.setattr(_local_write, "replace", lambda a, b: calls.append("rename") or
-                        real_replace(a, b))
+    monkeypatch.setattr(_local_write, "replace", lambda a, b, **kw: calls.append("rename") or
+                        real_replace(a, b, **kw))
     path = tmp_path / "t.ds"
     ds.write(path, {"x": np.arange(10.0), "y": np.arange(3)}, fsync=False)
     monkeypatch.undo()

@@ -46,9 +46,10 @@ def test_xarray_to_ds_does_not_fsync_by_default():
     assert inspect.signature(xarray_backend.to_ds).parameters["fsync"].default is False
 
 
-def test_bloscpack_writers_fsync_by_default():
-    for fn in (bp.pack_array, bp.pack_bytes, bp.pack_npy, bp.append, bp.unpack_file):
-        assert inspect.signature(fn).parameters["fsync"].default is True, fn.__name__
+def test_bloscpack_writes_once_without_fsync_but_appends_with_it():
+    for fn in (bp.pack_array, bp.pack_bytes, bp.pack_npy, bp.unpack_file):
+        assert inspect.signature(fn).parameters["fsync"].default is False, fn.__name__
+    assert inspect.signature(bp.append).parameters["fsync"].default is True
 
 
 class Syncs:
@@ -64,10 +65,10 @@ class Syncs:
                 self.events.append(("fsync", name))
             real_fsync(fd)
 
-        def replace(src, dst):
+        def replace(src, dst, **kw):
             if "inputs" not in dst:
                 self.events.append(("rename", dst))
-            real_replace(src, dst)
+            return real_replace(src, dst, **kw)
 
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(_local_write, "replace", replace)
@@ -124,6 +125,33 @@ def test_ds_fsync_true_syncs_the_file_then_its_directory(tmp_path, monkeypatch, 
     assert renamed == str(path) and directory == str(path.parent)
 
 
+@pytest.mark.skipif(not LINUX, reason="names the synced files through /proc")
+@pytest.mark.parametrize("writer", sorted(DS_WRITERS))
+def test_a_file_replaced_without_fsync_is_synced_before_it_is(tmp_path, monkeypatch, writer):
+    (tmp_path / "out").mkdir()
+    path = tmp_path / "out" / "f.ds"
+    DS_WRITERS[writer](path)
+    syncs = Syncs(monkeypatch)
+    DS_WRITERS[writer](path)
+    (k1, renamed), (k2, synced), (k3, directory) = syncs.events
+    # The replace call is recorded first; inside it the new file is synced before the
+    # exchange, and the directory after it.
+    assert (k1, k2, k3) == ("rename", "fsync", "fsync")
+    assert synced.startswith(str(path) + ".") and synced.endswith(".part")
+    assert renamed == str(path) and directory == str(path.parent)
+
+
+def test_bloscpack_pack_replacing_a_file_syncs_it_first(tmp_path, monkeypatch):
+    path = str(tmp_path / "a.blp")
+    bp.pack_array(np.arange(1000), path)
+    synced: list[str] = []
+    real = _local_write.fsync_path
+    monkeypatch.setattr(_local_write, "fsync_path", lambda p: (synced.append(p), real(p)))
+    bp.pack_array(np.arange(2000), path)
+    assert [p for p in synced if p.endswith(".part")] and str(tmp_path) in synced
+    np.testing.assert_array_equal(bp.unpack_array(path), np.arange(2000))
+
+
 # -- the early write-back ---------------------------------------------------------------------
 
 def _noisy(nbytes: int, seed: int = 0) -> np.ndarray:
@@ -147,7 +175,7 @@ def small_steps(monkeypatch):
 def test_pack_with_fsync_starts_the_write_back_as_it_goes(tmp_path, small_steps):
     a = _noisy(400_000)
     path = tmp_path / "a.blp"
-    bp.pack_array(a, path, chunk_size=32 << 10)
+    bp.pack_array(a, path, chunk_size=32 << 10, fsync=True)
     assert len(small_steps) >= 2
     # In order, without gaps or overlaps, within the file.
     ends = [at + n for at, n in small_steps]
@@ -165,7 +193,7 @@ def test_no_write_back_without_fsync(tmp_path, small_steps):
 
 def test_chunks_written_with_write_back_are_verified_on_read(tmp_path, small_steps):
     path = tmp_path / "a.blp"
-    bp.pack_array(_noisy(200_000), path, chunk_size=32 << 10)
+    bp.pack_array(_noisy(200_000), path, chunk_size=32 << 10, fsync=True)
     info = bp.info(path)
     raw = bytearray(path.read_bytes())
     raw[info["offsets"][3] + 100] ^= 0x10
@@ -251,7 +279,7 @@ def _blp_unpacked(path):
     src = str(path) + ".src.blp"
     if not os.path.exists(src):  # (made once, before the faults: see _prepare)
         raise AssertionError("no source")
-    bp.unpack_file(src, path)
+    bp.unpack_file(src, path, fsync=True)
 
 
 # name -> (extension, write the old file, write the new one over it, read either)
@@ -429,6 +457,6 @@ def test_a_file_system_without_range_write_back_still_gets_the_file(tmp_path, sm
 
     monkeypatch.setattr(_writeback, "start_write", unsupported)
     a = _noisy(400_000)
-    bp.pack_array(a, tmp_path / "a.blp", chunk_size=32 << 10)
+    bp.pack_array(a, tmp_path / "a.blp", chunk_size=32 << 10, fsync=True)
     assert len(calls) == 1  # asked once, then written without
     np.testing.assert_array_equal(bp.unpack_array(tmp_path / "a.blp"), a)

@@ -9,9 +9,10 @@ writing 150 MB to the page cache costs in all, and which a caller who passed
 ``fsync=False`` asked not to wait for.  Where the exchange is not available (another
 OS, a file system without it, no file to replace) it is a plain ``os.replace``.
 
-So, without fsync, a crash of the machine may leave the file empty or short (the data
-never reached the disk) where ext4's flush would often have kept the old or the new
-file whole; with fsync the new file is on disk before its name is, and its name (the
+So, without fsync, a crash of the machine may leave a new file empty or short (the data
+never reached the disk).  A file that replaces another is synced before the exchange
+whatever ``fsync`` says, so a crash leaves the old file or the new one whole: data
+once written is never lost to a write that replaces it.  With fsync the new file is on disk before its name is, and its name (the
 directory) before the call returns.  A file written in parts with fsync has its
 write-back started as it goes (:mod:`carray.formats._writeback`), so the final fsync
 waits for its last few MiB only.  Small files take :func:`write_bytes`: one ``open``,
@@ -71,21 +72,30 @@ def _exchange(src: str, dst: str) -> bool:
     return _rename2(src, dst, _RENAME_EXCHANGE)
 
 
-def replace(src: str, dst: str) -> None:
+def replace(src: str, dst: str, *, sync_before_replacing: bool = False) -> bool:
     """Rename ``src`` to ``dst``, replacing a regular file there atomically (without the
-    file system's flush of ``src``, see the module docstring); like ``os.replace``."""
+    file system's flush of ``src``, see the module docstring); like ``os.replace``.
+
+    Returns whether a file was replaced.  With ``sync_before_replacing``, ``src`` is
+    synced first when it replaces a file: a file written without fsync may be lost to a
+    power cut, but the data it replaces must not be lost with it.
+    """
     # Most often nothing is there yet: one call renames, where asking first would cost
     # a failed lookup (and a Python exception) per file, a share of a tiny file's write.
     if _rename2(src, dst, _RENAME_NOREPLACE):
-        return
+        return False
     try:
         regular = stat.S_ISREG(os.lstat(dst).st_mode)
     except FileNotFoundError:
         regular = False
+    if sync_before_replacing and os.path.lexists(dst):
+        fsync_path(src)
     if regular and _exchange(src, dst):
         _discard(src)  # the old file, now under the temporary name
-        return
+        return True
+    replaced = os.path.lexists(dst)
     os.replace(src, dst)
+    return replaced
 
 
 def _discard(path: str) -> None:
@@ -163,8 +173,8 @@ def write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        replace(tmp, path)
-        if fsync:  # the new name too: a power cut must not bring the old file back
+        replaced = replace(tmp, path, sync_before_replacing=not fsync)
+        if fsync or replaced:  # the new name too: a power cut must not undo it
             fsync_path(os.path.dirname(os.path.abspath(path)))
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -209,8 +219,8 @@ def write_file(path: str, groups: Parts, *, fsync: bool,
             if writeback is not None:
                 writeback.abandon()
             os.close(fd)
-        replace(tmp, path)
-        if fsync:  # the new name too: a power cut must not bring the old file back
+        replaced = replace(tmp, path, sync_before_replacing=not fsync)
+        if fsync or replaced:  # the new name too: a power cut must not undo it
             fsync_path(os.path.dirname(os.path.abspath(path)))
     except BaseException as exc:
         with contextlib.suppress(OSError):

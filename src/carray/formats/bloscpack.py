@@ -29,11 +29,13 @@ flight, and written in order, so memory holds a few chunks, never the file
 (except when the destination is an object store, which takes one put).  Local
 files are written under a temporary name and put in place atomically when complete
 (:mod:`carray.formats._local_write`), so an interrupted call leaves nothing behind and
-readers see the old file or the new one.  With ``fsync=True`` (the default) the new
-file is on stable storage before it takes the name; with ``fsync=False`` nothing waits
-for the disk, and after a crash of the machine the file may be empty or short.  Every
-such function takes a
-``progress(done, total)`` callback, called with uncompressed bytes after each chunk.
+readers see the old file or the new one.  Files are written once, so, as bloscpack
+and every peer do, nothing waits for the disk by default (``fsync=False``): after a
+crash of the machine a new file may be empty or short, but a file that replaces
+another is synced before it does, so the old data is never lost with it.  With
+``fsync=True`` the new file is on stable storage before it takes the name.
+:func:`append` changes a file that holds data and syncs by default.  Every such
+function takes a ``progress(done, total)`` callback, called with uncompressed bytes after each chunk.
 """
 
 from __future__ import annotations
@@ -197,7 +199,7 @@ def _pack(source: Source, path: PathLike, *, typesize: int, chunk_size: int, met
           checksum: str | None = "adler32", offsets: bool = True,
           max_app_chunks: int | Callable | None = None, meta_checksum: str | None = "adler32",
           meta_codec: str | None = "zlib", meta_level: int = 6,
-          max_meta_size: int | None = None, fsync: bool = True,
+          max_meta_size: int | None = None, fsync: bool = False,
           storage_options: dict | None = None) -> None:
     cp = _cparams(cparams)
     impl = get_checksum(checksum)
@@ -253,7 +255,7 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
                offsets: bool = True, max_app_chunks: int | Callable | None = None,
                metadata: dict | None = None, meta_checksum: str | None = "adler32",
                meta_codec: str | None = "zlib", meta_level: int = 6,
-               max_meta_size: int | None = None, fsync: bool = True,
+               max_meta_size: int | None = None, fsync: bool = False,
                storage_options: dict | None = None,
                progress: Progress | None = None) -> None:
     """Write a NumPy array to a Bloscpack file, as ``bloscpack.pack_ndarray_to_file`` does.
@@ -288,9 +290,10 @@ def pack_array(array, path: PathLike, *, cparams: CParams | dict | None = None,
         The metadata section's checksum, codec (``"zlib"`` or None), zlib level
         and reserved size (default ten times the JSON).
     fsync : bool
-        Flush to stable storage before the file takes its name (default).  False
-        waits for no disk (bloscpack never does): readers still see the old file or
-        the new one, but a crash of the machine may leave the file empty or short.
+        Flush to stable storage before the file takes its name.  False (the default)
+        waits for no disk, as bloscpack: readers still see the old file or the new
+        one, but a crash of the machine may leave a new file empty or short (a file
+        replaced is synced first, so its data is never lost).
     storage_options : dict, optional
         Options of the URL's file system (credentials, endpoint, ...).
     progress : callable, optional
@@ -320,7 +323,7 @@ def pack_npy(src: PathLike | BinaryIO, path: PathLike, *, cparams: CParams | dic
              offsets: bool = True, max_app_chunks: int | Callable | None = None,
              metadata: dict | None = None, meta_checksum: str | None = "adler32",
              meta_codec: str | None = "zlib", meta_level: int = 6,
-             max_meta_size: int | None = None, fsync: bool = True,
+             max_meta_size: int | None = None, fsync: bool = False,
              storage_options: dict | None = None,
              progress: Progress | None = None) -> None:
     """Write the array of a ``.npy`` file to a Bloscpack file, reading it a chunk at a time.
@@ -362,7 +365,7 @@ def pack_bytes(data, path: PathLike, *, cparams: CParams | dict | None = None,
                max_app_chunks: int | Callable | None = None, metadata: Any = None,
                meta_checksum: str | None = "adler32", meta_codec: str | None = "zlib",
                meta_level: int = 6, max_meta_size: int | None = None,
-               fsync: bool = True, storage_options: dict | None = None,
+               fsync: bool = False, storage_options: dict | None = None,
                progress: Progress | None = None) -> None:
     """Write bytes to a Bloscpack file (``bloscpack.pack_bytes_to_file``).
 
@@ -471,7 +474,7 @@ def unpack_bytes(path: PathLike, *, verify: bool = True, progress: Progress | No
 
 
 def unpack_file(path: PathLike, dst: PathLike, *, npy: bool | None = None,
-                verify: bool = True, fsync: bool = True, progress: Progress | None = None,
+                verify: bool = True, fsync: bool = False, progress: Progress | None = None,
                 storage_options: dict | None = None) -> str:
     """Decompress a Bloscpack file into a file, a chunk at a time.
 
@@ -491,7 +494,8 @@ def unpack_file(path: PathLike, dst: PathLike, *, npy: bool | None = None,
     verify : bool
         Check every chunk's and the metadata's checksum.
     fsync : bool
-        Flush ``dst`` to stable storage before the rename.
+        Flush ``dst`` to stable storage before the rename (default: not, as for
+        :func:`pack_array`).
     progress : callable, optional
         ``progress(done, total)`` in uncompressed bytes, after every chunk written.
     storage_options : dict, optional

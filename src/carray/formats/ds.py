@@ -674,9 +674,10 @@ def write(path: PathLike, d: Mapping, *, fsync: bool = False,
         readers, and a crash of this process, see the old file or the new one, never a
         mix or a part; a write that fails (a full disk) leaves the old file as it was.
         Only with ``fsync=True`` does the new file survive a crash of the machine or a
-        power cut: without it such a crash may leave the file empty or short.  Without
-        fsync a write costs one ``open``, one ``write`` and one ``rename``, and
-        replacing a file does not wait for the disk either (see
+        power cut: without it such a crash may leave a new file empty or short.  A
+        file that replaces another is synced before it takes the name whatever
+        ``fsync`` says, so the old data is never lost with it.  Without fsync a new
+        file costs one ``open``, one ``write`` and one ``rename`` (see
         :mod:`carray.formats._local_write`).
     storage_options : dict, optional
         Options of the URL's file system.
