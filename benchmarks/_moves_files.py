@@ -11,8 +11,8 @@
 * A Bloscpack pack of the issue's data (100 MB float64, ``np.linspace(0, 1000,
   12_500_000)`` plus normal noise of sd 0.01, seeded; lz4 level 5, byte shuffle, 1 MiB
   chunks, adler32 digests) by ``carray.bloscpack.pack_array`` with its defaults (no
-  fsync: a file written once) and with ``fsync=True``, against bloscpack 0.16's ``pack_ndarray_to_file`` (which
-  never syncs), each into a new file; and the unpack of the files both wrote, warm.
+  fsync: a file written once) and with ``fsync=True``, against bloscpack 0.16's
+  ``pack_ndarray_to_file`` (which never syncs), each into a new file; and the unpack of the files both wrote, warm.
 
 Every repetition runs every contender once, their order rotated; times of every run
 are returned.  Run: ``PYTHONPATH=src python benchmarks/_moves_files.py [--quick]
