@@ -186,14 +186,21 @@ def compressing_pool() -> ThreadPoolExecutor:
     return _executor(workers())
 
 
+#: Threads of the named background pools (one unless said here).  ``files`` has two, so
+#: one file's final sync does not hold up the writing of the next.
+_BACKGROUND_THREADS = {"files": 2}
+
+
 def background(name: str) -> ThreadPoolExecutor:
-    """The one background thread named ``name``, for work that overlaps the caller's
-    (``files``: writing finished files; ``cleanup``: deleting a replaced dataset).
-    The interpreter lets queued work finish before exiting."""
+    """The background threads named ``name``, for work that overlaps the caller's
+    (``files``: writing new files; ``cleanup``: deleting a replaced dataset), taking
+    tasks in the order they were handed over.  The interpreter lets queued work finish
+    before exiting."""
     with _pool_lock:
         pool = _background.get(name)
         if pool is None:
-            pool = _background[name] = ThreadPoolExecutor(1, thread_name_prefix=f"carray-{name}")
+            pool = _background[name] = ThreadPoolExecutor(
+                _BACKGROUND_THREADS.get(name, 1), thread_name_prefix=f"carray-{name}")
         return pool
 
 

@@ -9,24 +9,24 @@ and a metadata section naming the superchunk and generation
 newest version so that bloscpack reads the file; then chunk records.
 
 This module owns the files: handles (a bounded number open), sizes, which ones
-have unsynced writes, and new files kept in memory until written whole with one
-call (a new superchunk's records are appended in order, so the file is written
-once it holds ``S`` of them, on a background thread, or when something needs it).
+have unsynced writes, and new files being filled (a new superchunk's records are
+appended in order: :mod:`._sc_filling` sends them to the file on a background
+thread as they come, and names the file once it holds ``S`` of them or when
+something needs it).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from carray import _parallel
 from carray.codecs.checksums import Checksum
 from carray.errors import FormatError
 from carray.formats._blp_frame import (
@@ -38,6 +38,7 @@ from carray.formats._blp_frame import (
     dumps_metadata,
     encode_metadata_bytes,
 )
+from carray.layouts._sc_filling import Filling
 from carray.layouts._superchunk_meta import DATA_DIR, FORMAT_NAME, StorageInfo
 from carray.stores import Handle, Store
 from carray.stores.base import BytesHandle
@@ -70,18 +71,6 @@ class FileInfo:
     created: bool = False
 
 
-class _Filling:
-    """A new file's records, kept until the file is written whole."""
-
-    __slots__ = ("records", "count", "end", "landing")
-
-    def __init__(self, data_start: int) -> None:
-        self.records: list[Any] = []
-        self.count = 0
-        self.end = data_start
-        self.landing: Future[None] | None = None
-
-
 class DataFiles:
     """The superchunk files of one dataset directory (see the module doc)."""
 
@@ -97,7 +86,7 @@ class DataFiles:
         self._S = info.superchunksize
         self._files: dict[Key, FileInfo] = {}
         self._handles: OrderedDict[Key, Handle] = OrderedDict()
-        self._filling: dict[Key, _Filling] = {}
+        self._filling: dict[Key, Filling] = {}
         self._lock = threading.RLock()
         self._created = False  # a file was created since the last sync
 
@@ -266,7 +255,10 @@ class DataFiles:
                 return filling.end
             if key in self._files or self.store.isfile(self.path(key)):
                 return self.file(key).size
-            self._filling[key] = filling = _Filling(self.data_start(key))
+            self._filling[key] = filling = Filling(self.store, self.path(key),
+                                                   self.data_start(key),
+                                                   functools.partial(self.prefix, key),
+                                                   self.fsync)
             return filling.end
 
     def write(self, key: Key, offset: int, parts: Sequence[Any], size: int,
@@ -277,14 +269,9 @@ class DataFiles:
         compressed chunks waits in memory); any other write writes it out first."""
         with self._lock:
             filling = self._filling.get(key)
-            if filling is not None and offset == filling.end and filling.landing is None \
+            if filling is not None and offset == filling.end and not filling.finishing \
                     and appended:
-                filling.records.extend(parts)
-                used = sum(memoryview(p).nbytes for p in parts)
-                if size > used:
-                    filling.records.append(bytes(size - used))
-                filling.end += size
-                filling.count += 1
+                filling.add(parts, size)
                 if filling.count >= self._S:
                     self._land(key)
                 return
@@ -311,35 +298,37 @@ class DataFiles:
             info.dirty = True
 
     def _land(self, key: Key) -> None:
-        """Write a full new file on the background thread (after the one before it)."""
-        for other in [j for j, f in self._filling.items() if f.landing is not None]:
-            self._write_filled(other)
-        filling = self._filling[key]
-        filling.landing = _parallel.submit(_parallel.background("files"), self._put_new,
-                                           key, filling.records)
-
-    def _put_new(self, key: Key, records: list[Any]) -> None:
-        self.store.put(self.path(key), (*self.prefix(key), *records), fsync=self.fsync)
+        """Have a full new file written whole on the background threads.  At most two
+        full files are being written at once (their records wait in memory until
+        then): a third waits for the oldest.  A failure there is kept for the next
+        call that needs the file (a flush) to raise."""
+        for other in [j for j, f in self._filling.items() if f.finishing][:-1]:
+            if self._filling[other].join():
+                del self._filling[other]
+                self._created = True
+        self._filling[key].land()
 
     def _write_filled(self, key: Key) -> None:
+        """Wait until new file ``key`` is written and named; a failure is raised and the
+        file is tried again, whole, by the next call."""
         filling = self._filling.get(key)
         if filling is None:
             return
-        try:
-            if filling.landing is None:
-                self._put_new(key, filling.records)
-            else:
-                filling.landing.result()
-        finally:
-            del self._filling[key]
+        filling.wait()
+        del self._filling[key]
         self._created = True
+
+    def _drop_filling(self, key: Key) -> None:
+        filling = self._filling.pop(key, None)
+        if filling is not None:
+            filling.discard()
 
     def new_file(self, key: Key, records: Sequence[Any], offsets: np.ndarray | None = None,
                  last: int = 0) -> None:
         """Write file ``key`` whole: its prefix (with ``offsets`` and ``last`` in the
         compatible mode), then ``records``."""
         with self._lock:
-            self._filling.pop(key, None)
+            self._drop_filling(key)
             self.forget(key)
             self.store.put(self.path(key), (*self.prefix(key, offsets, last), *records),
                            fsync=self.fsync)
@@ -375,7 +364,7 @@ class DataFiles:
 
     def delete(self, key: Key) -> None:
         with self._lock:
-            self._filling.pop(key, None)
+            self._drop_filling(key)
             self.forget(key)
             try:
                 self.store.delete(self.path(key))
@@ -429,4 +418,5 @@ class DataFiles:
                     h.close()
                 self._handles.clear()
                 self._files.clear()
-                self._filling.clear()
+                for key in list(self._filling):
+                    self._drop_filling(key)
