@@ -187,13 +187,15 @@ def compressing_pool() -> ThreadPoolExecutor:
 
 
 #: Threads of the named background pools (one unless said here).  ``files`` has two, so
-#: one file's final sync does not hold up the writing of the next.
-_BACKGROUND_THREADS = {"files": 2}
+#: one file's final sync does not hold up the writing of the next; ``sync`` (a commit's
+#: data syncs, which wait on ``files``) one per column a table commits at once.
+_BACKGROUND_THREADS = {"files": 2, "sync": 4}
 
 
 def background(name: str) -> ThreadPoolExecutor:
     """The background threads named ``name``, for work that overlaps the caller's
-    (``files``: writing new files; ``cleanup``: deleting a replaced dataset), taking
+    (``files``: writing new files; ``sync``: a commit's data syncs; ``cleanup``:
+    deleting a replaced dataset), taking
     tasks in the order they were handed over.  The interpreter lets queued work finish
     before exiting."""
     with _pool_lock:

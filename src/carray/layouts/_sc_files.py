@@ -21,12 +21,14 @@ import functools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from carray import _parallel
 from carray.codecs.checksums import Checksum
 from carray.errors import FormatError
 from carray.formats._blp_frame import (
@@ -48,6 +50,10 @@ _OPEN_FILES = 64
 # Bytes read with a file's header: its metadata is a few hundred.
 _PREFIX_GUESS = 1024
 Key = tuple[int, int]  # (superchunk, generation)
+
+
+def _done() -> None:
+    """Nothing to wait for."""
 
 
 def file_name(k: int, gen: int) -> str:
@@ -361,6 +367,24 @@ class DataFiles:
             if self._created and self.fsync:
                 self.store.sync_dir(self.dir)
             self._created = False
+
+    def sync_later(self) -> Callable[[], None]:
+        """:meth:`sync` started on a background thread (local stores; elsewhere done
+        now); returns what waits for it.  A failure is raised by the first wait; a later
+        wait syncs again, here."""
+        if self.store.remote:
+            self.sync()
+            return _done
+        pending: list[Future[None]] = [_parallel.submit(_parallel.background("sync"),
+                                                        self.sync)]
+
+        def wait() -> None:
+            if pending:
+                pending.pop().result()
+                return
+            self.sync()
+
+        return wait
 
     def delete(self, key: Key) -> None:
         with self._lock:
