@@ -175,8 +175,10 @@ def _kinds(calls: list[str], root: str) -> dict[str, int]:
     for c in calls:
         rel = os.path.relpath(c, root)
         base = os.path.basename(rel)
-        if rel in ("data", "versions", "."):
+        if rel in ("data", "versions", "meta", ".", ".."):
             key = "dir:" + rel
+        elif rel.startswith("meta"):
+            key = "meta:" + base.split(".")[0]
         elif rel.startswith("data"):
             key = "data:" + base.split(".blp")[0]
         else:
@@ -256,3 +258,41 @@ def test_new_files_are_streamed_and_synced_before_they_get_their_names(tmp_path,
     ops = [op for op, p in order if p in tmp1]
     assert ops.count("write") > 2, ops  # streamed in several parts
     assert ops[-2:] == ["sync", "rename"], ops
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names synced files via /proc")
+def test_a_new_array_is_made_durable_meanwhile_and_its_first_commit_waits(tmp_path,
+                                                                         monkeypatch):
+    syncs = _Syncs(monkeypatch)
+    root = str(tmp_path / "n")
+    a = ca.carray(np.arange(5), rootdir=root, mode="w")  # created, appended, committed
+    kinds = _kinds(syncs.take(), root)
+    # The storage file, the first version and every directory up to the parent's entry,
+    # all before the first commit's manifest.
+    for k in ("meta:storage", "dir:meta", "dir:data", "dir:.", "dir:..", "dir:versions"):
+        assert kinds.get(k, 0) >= 1, (k, kinds)
+    assert kinds["version:mf"] == 2  # the empty first version and the commit
+    a.close()
+
+
+def test_a_failed_sync_of_a_new_array_reaches_its_first_commit(tmp_path, monkeypatch):
+    real = os.fsync
+    fired = []
+
+    def fsync(fd):
+        if threading.current_thread().name.startswith("carray-sync") and not fired:
+            fired.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    root = str(tmp_path / "n")
+    a = ca.carray(np.zeros(0, dtype=np.int64), rootdir=root, mode="w")
+    a.append(np.arange(10))
+    with pytest.raises(StorageError) as info:
+        a.flush()
+    assert fired and info.value.errno == errno.EIO
+    assert len(ca.open(root, mode="r")) == 0  # the first version: nothing else published
+    a.flush()  # synced again, here: the commit goes through
+    a.close()
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], np.arange(10))

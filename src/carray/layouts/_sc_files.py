@@ -95,6 +95,8 @@ class DataFiles:
         self._filling: dict[Key, Filling] = {}
         self._lock = threading.RLock()
         self._created = False  # a file was created since the last sync
+        # Syncs running on a background thread that the next sync waits for (see defer).
+        self._deferred: tuple[Callable[[], None], Future[None] | None] | None = None
 
     # -- names ------------------------------------------------------------------------------
 
@@ -357,6 +359,7 @@ class DataFiles:
         """Make every write so far durable: new files written, dirty ones synced, and
         the directory entries of files created."""
         with self._lock:
+            self._wait_deferred()
             for key in list(self._filling):
                 self._write_filled(key)
             for key, h in self._handles.items():
@@ -367,6 +370,24 @@ class DataFiles:
             if self._created and self.fsync:
                 self.store.sync_dir(self.dir)
             self._created = False
+
+    def defer(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` (the syncs of what was written without them) on a background
+        thread; the next :meth:`sync` or :meth:`close` waits for it first, and a failure
+        is raised there once (the next one runs ``fn`` again, on its own thread)."""
+        self._deferred = (fn, _parallel.submit(_parallel.background("sync"), fn))
+
+    def _wait_deferred(self) -> None:
+        deferred = self._deferred
+        if deferred is None:
+            return
+        fn, future = deferred
+        if future is not None:
+            self._deferred = (fn, None)
+            future.result()
+        else:
+            fn()
+        self._deferred = None
 
     def sync_later(self) -> Callable[[], None]:
         """:meth:`sync` started on a background thread (local stores; elsewhere done
@@ -427,6 +448,7 @@ class DataFiles:
         with self._lock:
             try:
                 if sync and not self.readonly:
+                    self._wait_deferred()
                     for key in list(self._filling):
                         self._write_filled(key)
                 for key, h in self._handles.items():
