@@ -296,3 +296,34 @@ def test_a_failed_sync_of_a_new_array_reaches_its_first_commit(tmp_path, monkeyp
     a.flush()  # synced again, here: the commit goes through
     a.close()
     np.testing.assert_array_equal(ca.open(root, mode="r")[:], np.arange(10))
+
+
+def test_threads_read_many_files_at_once_while_handles_are_recycled(tmp_path, monkeypatch):
+    """Reads of a file happen outside the files' lock: a handle being read is never the
+    one closed to open another (few handles kept open here, many files)."""
+    import carray.layouts._sc_files as sc_files
+
+    monkeypatch.setattr(sc_files, "_OPEN_FILES", 3)
+    data = _data(CHUNK * 40, 9)
+    root = str(tmp_path / "m")
+    ca.carray(data, chunklen=CHUNK, rootdir=root, mode="w",
+              storage={"superchunksize": 1}).close()
+    a = ca.open(root, mode="r")
+    errors: list[BaseException] = []
+
+    def reader(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(150):
+                lo = int(rng.integers(0, len(data) - 1))
+                hi = int(rng.integers(lo + 1, min(len(data), lo + 3 * CHUNK) + 1))
+                np.testing.assert_array_equal(a[lo:hi], data[lo:hi])
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

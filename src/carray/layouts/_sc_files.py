@@ -17,11 +17,12 @@ something needs it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,7 @@ class DataFiles:
         self._S = info.superchunksize
         self._files: dict[Key, FileInfo] = {}
         self._handles: OrderedDict[Key, Handle] = OrderedDict()
+        self._busy: dict[Key, int] = {}  # handles being read outside the lock, by key
         self._filling: dict[Key, Filling] = {}
         self._lock = threading.RLock()
         self._created = False  # a file was created since the last sync
@@ -203,8 +205,10 @@ class DataFiles:
                 h.close()
                 raise
         self._handles[key] = h
-        if len(self._handles) > _OPEN_FILES:
-            old_key, old = self._handles.popitem(last=False)
+        idle = [k for k in self._handles if k not in self._busy and k != key]
+        if len(self._handles) > _OPEN_FILES and idle:
+            old_key = idle[0]  # the least recently used that no thread is reading
+            old = self._handles.pop(old_key)
             info = self._files.get(old_key)
             if info is not None and info.dirty and (self.fsync or self.store.remote):
                 old.sync()  # on object stores, the only copy of what was written
@@ -230,28 +234,34 @@ class DataFiles:
 
     # -- reading --------------------------------------------------------------------------
 
-    def pread(self, key: Key, n: int, offset: int) -> bytes:
+    @contextlib.contextmanager
+    def _reading(self, key: Key) -> Iterator[Handle]:
+        """The handle of ``key``, kept open (never the one a new open closes) while the
+        caller reads it outside the lock: threads decoding chunks of the same file read
+        at once."""
         with self._lock:
             h = self._handle(key)
-            if not self.store.remote:
-                return h.pread(n, offset)
-        # Object stores: wait on the network outside the lock (other threads fetch too).
-        return h.pread(n, offset)
+            self._busy[key] = self._busy.get(key, 0) + 1
+        try:
+            yield h
+        finally:
+            with self._lock:
+                left = self._busy.pop(key) - 1
+                if left:
+                    self._busy[key] = left
+
+    def pread(self, key: Key, n: int, offset: int) -> bytes:
+        with self._reading(key) as h:
+            return h.pread(n, offset)
 
     def pread_into(self, key: Key, buf: Any, offset: int) -> int:
-        with self._lock:
-            h = self._handle(key)
-            if not self.store.remote:
-                return h.pread_into(buf, offset)
-        return h.pread_into(buf, offset)
+        with self._reading(key) as h:
+            return h.pread_into(buf, offset)
 
     def preadv_into(self, key: Key, bufs: Sequence[Any], offset: int) -> int:
         """Fill ``bufs`` one after another from ``offset`` of file ``key``."""
-        with self._lock:
-            h = self._handle(key)
-            if not self.store.remote:
-                return h.preadv_into(bufs, offset)
-        return h.preadv_into(bufs, offset)
+        with self._reading(key) as h:
+            return h.preadv_into(bufs, offset)
 
     # -- writing --------------------------------------------------------------------------
 
