@@ -4,6 +4,7 @@ such a member opened on its own, and directories written before versions."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import partial
 from typing import Any
@@ -106,7 +107,8 @@ def _sync_created(store: Store, rootdir: str, dataset: VersionedDataset) -> None
     for d in (META_DIR, DATA_DIR):
         store.sync_dir(store.join(rootdir, d))
     store.sync_dir(rootdir)
-    store.sync_dir(store.dirname(rootdir))
+    with contextlib.suppress(PermissionError):  # a parent one may not read: as before
+        store.sync_dir(store.dirname(rootdir))
 
 
 def _new_info(meta: ArrayMeta, superchunksize: int | None, checksum: str | int | None,
