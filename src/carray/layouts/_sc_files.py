@@ -399,12 +399,18 @@ class DataFiles:
             fn()
         self._deferred = None
 
+    def _waits(self) -> bool:
+        """Whether :meth:`sync` has files to write or syncs to wait for."""
+        with self._lock:
+            return bool(self._filling) or self._deferred is not None or (self.fsync and (
+                self._created or any(i.dirty for i in self._files.values())))
+
     def sync_later(self) -> Callable[[], None]:
         """:meth:`sync` started on a background thread (local stores; elsewhere done
         now); returns what waits for it.  A failure is raised by the first wait; a later
         wait syncs again, here."""
-        if self.store.remote:
-            self.sync()
+        if self.store.remote or not self._waits():
+            self.sync()  # nothing to wait for: not worth a thread
             return _done
         pending: list[Future[None]] = [_parallel.submit(_parallel.background("sync"),
                                                         self.sync)]
