@@ -207,17 +207,21 @@ def background(name: str) -> ThreadPoolExecutor:
 
 
 def submit(pool: ThreadPoolExecutor, fn: Callable[..., _R], *args: object) -> Future[_R]:
-    """``pool.submit(fn, *args)``, or the call made here and now once the interpreter
-    is shutting down and starts no more threads (flushes at exit still complete)."""
-    try:
-        return pool.submit(fn, *args)
-    except RuntimeError:
-        done: Future[_R] = Future()
+    """``pool.submit(fn, *args)``, or the call made here and now: inside :func:`inline`
+    (a finalizer, which may run inside a pool's own ``submit``, must hand nothing to a
+    pool) and once the interpreter is shutting down and starts no more threads
+    (flushes at exit still complete)."""
+    if not in_worker():
         try:
-            done.set_result(fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller via the future
-            done.set_exception(exc)
-        return done
+            return pool.submit(fn, *args)
+        except RuntimeError:
+            pass
+    done: Future[_R] = Future()
+    try:
+        done.set_result(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller via the future
+        done.set_exception(exc)
+    return done
 
 
 def in_background(fn: Callable[..., object], *args: object) -> None:
