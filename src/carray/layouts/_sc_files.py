@@ -406,11 +406,11 @@ class DataFiles:
                 self._created or any(i.dirty for i in self._files.values())))
 
     def sync_later(self) -> Callable[[], None]:
-        """:meth:`sync` started on a background thread (local stores; elsewhere done
-        now); returns what waits for it.  A failure is raised by the first wait; a later
-        wait syncs again, here."""
-        if self.store.remote or not self._waits():
-            self.sync()  # nothing to wait for: not worth a thread
+        """:meth:`sync` started on a background thread (local stores with fsync and
+        something to wait for; elsewhere done now); returns what waits for it.  A
+        failure is raised by the first wait; a later wait syncs again, here."""
+        if self.store.remote or not self.fsync or not self._waits():
+            self.sync()  # little to wait for: not worth a thread
             return _done
         pending: list[Future[None]] = [_parallel.submit(_parallel.background("sync"),
                                                         self.sync)]

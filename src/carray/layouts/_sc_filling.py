@@ -2,11 +2,12 @@
 
 A new file's records arrive in order (chunks appended past the end of the
 array).  Where the store writes files part by part (:meth:`Store.stream`: local
-disks), every couple of MiB of records goes to the background ``files`` thread,
-which appends them to the file's temporary name and has the OS start writing them
-to the device; once the file is whole (or a commit needs it) the thread syncs what
-is left and renames it into place.  The final sync of a commit then finds little
-left to write.  Object stores get the file in one put at the end.
+disks) and the data is synced, every couple of MiB of records goes to the
+background ``files`` threads, which append them to the file's temporary name and
+have the OS start writing them to the device; once the file is whole (or a commit
+needs it) a thread syncs what is left and renames it into place.  The final sync
+of a commit then finds little left to write.  Unsynced files go in one piece once
+whole; object stores get the file in one put at the end.
 
 Every record stays in memory until the file has its name, so a write that failed
 (a full disk) is tried again, whole, by the next call that needs the file: the
@@ -70,7 +71,8 @@ class Filling:
         self.end += size
         self.count += 1
         self._unsent += size
-        if self._unsent >= SPILL_BYTES:
+        # Without syncs there is no write-back to start early: the file goes in one piece.
+        if self._fsync and self._unsent >= SPILL_BYTES:
             self._send(finish=False)
 
     def land(self) -> None:
