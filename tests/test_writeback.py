@@ -35,7 +35,8 @@ def _data(n, seed=0):
 
 
 class _Background:
-    """Makes the ``at``-th call of ``name`` on a background ``files`` thread fail."""
+    """Makes the ``at``-th call of ``name`` on a background thread (``files``, or the
+    ``sync`` thread that finishes the last file of a commit) fail."""
 
     def __init__(self, monkeypatch, name: str, at: int = 1, err: int = errno.ENOSPC,
                  always: bool = False) -> None:
@@ -43,7 +44,7 @@ class _Background:
         real = getattr(os, name)
 
         def call(*args, **kwargs):
-            if threading.current_thread().name.startswith("carray-files"):
+            if threading.current_thread().name.startswith(("carray-files", "carray-sync")):
                 self.count += 1
                 if self.count == self.at or (self.always and self.count >= self.at):
                     self.fired += 1

@@ -81,6 +81,13 @@ class Filling:
         self._send(finish=True)
 
     def _send(self, finish: bool) -> None:
+        parts = self._take(finish)
+        if parts is not None:
+            self._task = _parallel.submit(_parallel.background("files"), self._run,
+                                          self._task, parts, finish)
+
+    def _take(self, finish: bool) -> list[Any] | None:
+        """The parts to hand over now (None: nothing yet, for a store of whole objects)."""
         if self._stream is None:
             self._stream = self._store.stream(self._path, fsync=self._fsync)
             if self._stream is not None:
@@ -89,14 +96,13 @@ class Filling:
                 self._sent, self._head = 0, len(head)
         if self._stream is None:
             if not finish:
-                return  # a store of whole objects: one put at the end
+                return None  # a store of whole objects: one put at the end
             parts = [*self._prefix(), *self.records]
         else:
             parts = self.records[self._sent:]
             self._sent = len(self.records)
         self._unsent = 0
-        self._task = _parallel.submit(_parallel.background("files"), self._run, self._task,
-                                      parts, finish)
+        return parts
 
     def _run(self, before: Future[None] | None, parts: list[Any], finish: bool) -> None:
         """On the background thread: append ``parts`` (after the parts handed over
@@ -119,13 +125,17 @@ class Filling:
         return self._task.exception() is None
 
     def wait(self) -> None:
-        """Write the file whole (handing over what is left) and wait until it has its
+        """Write the file whole (the rest here, on this thread) and wait until it has its
         name.  A failure is raised, and the next call starts the file again."""
-        if not self.finishing:
-            self.land()
-        assert self._task is not None
         try:
-            self._task.result()
+            if self.finishing:
+                assert self._task is not None
+                self._task.result()
+            else:  # the rest is written here: waiting is all this thread would do
+                self.finishing = True
+                parts = self._take(finish=True)
+                assert parts is not None
+                self._run(self._task, parts, True)
         except BaseException:
             self._restart()
             raise
