@@ -26,7 +26,10 @@ import pytest
 
 import carray as ca
 
-KINDS = ["superchunk", "bcolz", "b2nd", "table", "table-bcolz"]
+# "superchunk-files": a new superchunk file every 4 chunks, sent to disk a few records at a
+# time on the background threads (carray.layouts._sc_filling) while the writer goes on.
+KINDS = ["superchunk", "superchunk-files", "bcolz", "b2nd", "table", "table-bcolz"]
+SPILL_BYTES = 300
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 STEPS = 60 if SOAK else 30
 TRIALS = int(os.environ.get("CARRAY_SOAK_TRIALS", "100")) if SOAK else 2
@@ -76,7 +79,9 @@ def create(root: str, kind: str) -> None:
                   format="bcolz" if kind == "table-bcolz" else None).close()
     else:
         ca.carray(init, rootdir=_path(root, kind), mode="w", chunklen=32,
-                  format="bcolz" if kind == "bcolz" else None).close()
+                  format="bcolz" if kind == "bcolz" else None,
+                  storage={"superchunksize": 4} if kind == "superchunk-files" else None
+                  ).close()
 
 
 def run_steps(root: str, kind: str, seed: int, report=None, steps: int = STEPS) -> list:
@@ -115,7 +120,9 @@ def _equal(a, b, table: bool) -> bool:
 _CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
-    from test_crash import run_steps
+    from test_crash import SPILL_BYTES, run_steps
+    import carray.layouts._sc_filling as filling
+    filling.SPILL_BYTES = SPILL_BYTES  # files written a few records at a time
     print("start", flush=True)
     run_steps(sys.argv[1], sys.argv[2], int(sys.argv[3]), lambda k: print(k, flush=True))
     print("done", flush=True)

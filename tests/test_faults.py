@@ -23,7 +23,7 @@ LAYOUTS = ["memory", "superchunk", "bcolz", "b2nd"]
 # Tables: every operation with CARRAY_SOAK=1, every fourth one in CI.
 EVERY = os.environ.get("CARRAY_SOAK") == "1"
 # os functions the stores write, sync, rename and delete through.
-_WRITERS = ("write", "pwrite", "fsync", "replace", "rename", "unlink", "ftruncate")
+_WRITERS = ("write", "pwrite", "fsync", "fdatasync", "replace", "rename", "unlink", "ftruncate")
 
 
 class Faults:

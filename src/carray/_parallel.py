@@ -186,29 +186,42 @@ def compressing_pool() -> ThreadPoolExecutor:
     return _executor(workers())
 
 
+#: Threads of the named background pools (one unless said here).  ``files`` has two, so
+#: one file's final sync does not hold up the writing of the next; ``sync`` (a commit's
+#: data syncs, which wait on ``files``) one per column a table commits at once.
+_BACKGROUND_THREADS = {"files": 2, "sync": 4}
+
+
 def background(name: str) -> ThreadPoolExecutor:
-    """The one background thread named ``name``, for work that overlaps the caller's
-    (``files``: writing finished files; ``cleanup``: deleting a replaced dataset).
-    The interpreter lets queued work finish before exiting."""
+    """The background threads named ``name``, for work that overlaps the caller's
+    (``files``: writing new files; ``sync``: a commit's data syncs; ``cleanup``:
+    deleting a replaced dataset), taking
+    tasks in the order they were handed over.  The interpreter lets queued work finish
+    before exiting."""
     with _pool_lock:
         pool = _background.get(name)
         if pool is None:
-            pool = _background[name] = ThreadPoolExecutor(1, thread_name_prefix=f"carray-{name}")
+            pool = _background[name] = ThreadPoolExecutor(
+                _BACKGROUND_THREADS.get(name, 1), thread_name_prefix=f"carray-{name}")
         return pool
 
 
 def submit(pool: ThreadPoolExecutor, fn: Callable[..., _R], *args: object) -> Future[_R]:
-    """``pool.submit(fn, *args)``, or the call made here and now once the interpreter
-    is shutting down and starts no more threads (flushes at exit still complete)."""
-    try:
-        return pool.submit(fn, *args)
-    except RuntimeError:
-        done: Future[_R] = Future()
+    """``pool.submit(fn, *args)``, or the call made here and now: inside :func:`inline`
+    (a finalizer, which may run inside a pool's own ``submit``, must hand nothing to a
+    pool) and once the interpreter is shutting down and starts no more threads
+    (flushes at exit still complete)."""
+    if not in_worker():
         try:
-            done.set_result(fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller via the future
-            done.set_exception(exc)
-        return done
+            return pool.submit(fn, *args)
+        except RuntimeError:
+            pass
+    done: Future[_R] = Future()
+    try:
+        done.set_result(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller via the future
+        done.set_exception(exc)
+    return done
 
 
 def in_background(fn: Callable[..., object], *args: object) -> None:

@@ -106,3 +106,11 @@ def _into(stored: bytearray, offset: int, out) -> int:
     chunk = stored[offset:offset + len(view)]
     view[:len(chunk)] = chunk
     return len(chunk)
+
+
+@given(st.binary(max_size=3000), st.sampled_from(["adler32", "crc32", "md5", "sha256"]),
+       st.sampled_from([1, 7, 64, 4096]))
+def test_page_digests_are_each_pages_digest_in_order(data, name, page):
+    ck = get_checksum(name)
+    want = b"".join(ck.digest(data[i:i + page]) for i in range(0, len(data), page))
+    assert page_digests(data, ck, page) == want

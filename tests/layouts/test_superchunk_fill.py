@@ -10,7 +10,7 @@ import pytest
 import carray as ca
 from carray import _parallel
 from carray.layouts.superchunk import SuperchunkLayout
-from carray.stores.local import LocalHandle, LocalStore
+from carray.stores.local import LocalHandle, LocalStore, LocalStream
 
 
 def sc_path(root, k: int) -> str:
@@ -24,16 +24,17 @@ def make(root, data, **kw):
 
 def test_appended_files_are_written_whole_without_chunk_writes(tmp_path, monkeypatch):
     pwrites, puts = [], []
-    real_pwrite, real_put = LocalHandle.pwrite, LocalStore.put
+    real_pwrite, real_stream = LocalHandle.pwrite, LocalStore.stream
     monkeypatch.setattr(LocalHandle, "pwrite",
                         lambda self, data, off: pwrites.append(off) or real_pwrite(self, data, off))
-    monkeypatch.setattr(LocalStore, "put",
-                        lambda self, path, data, **kw: puts.append(path) or
-                        real_put(self, path, data, **kw))
+    monkeypatch.setattr(LocalStore, "stream",
+                        lambda self, path, **kw: puts.append(path) or
+                        real_stream(self, path, **kw))
     data = np.arange(1400, dtype="i8")
     a = make(tmp_path / "a", data)
     sc_puts = [p for p in puts if "sc_" in os.path.basename(p)]
-    # 14 chunks: three full files and one of two chunks, each written by one put.
+    # 14 chunks: three full files and one of two chunks, each written as one new file
+    # (streamed, renamed into place whole).
     assert sorted(sc_puts) == [sc_path(tmp_path / "a", k) for k in range(4)]
     assert pwrites == []  # no chunk went to a file on its own
     np.testing.assert_array_equal(a[:], data)
@@ -83,18 +84,21 @@ def test_a_whole_file_written_but_not_committed_is_ignored(tmp_path):
 
 def test_an_error_writing_a_file_surfaces_at_the_flush(tmp_path, monkeypatch):
     a = make(tmp_path / "a", np.arange(0))
-    real_put = LocalStore.put
+    real_write = LocalStream.write
 
-    def failing_put(self, path, data, **kw):
-        if "sc_000001" in str(path):
+    def failing_write(self, parts):
+        if "sc_000001" in str(self.path):
             raise OSError(28, "No space left on device")
-        return real_put(self, path, data, **kw)
+        return real_write(self, parts)
 
-    monkeypatch.setattr(LocalStore, "put", failing_put)
+    monkeypatch.setattr(LocalStream, "write", failing_write)
     a.append(np.arange(800, dtype="i8"))
     with pytest.raises(OSError):
         a.flush()
     _parallel.background("files").submit(lambda: None).result()
+    monkeypatch.undo()
+    a.close()  # written again, whole
+    np.testing.assert_array_equal(ca.open(tmp_path / "a", mode="r")[:], np.arange(800))
 
 
 def test_mode_w_replaces_a_dataset_and_clears_the_old_one_in_the_background(tmp_path):

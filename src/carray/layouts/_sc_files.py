@@ -9,17 +9,20 @@ and a metadata section naming the superchunk and generation
 newest version so that bloscpack reads the file; then chunk records.
 
 This module owns the files: handles (a bounded number open), sizes, which ones
-have unsynced writes, and new files kept in memory until written whole with one
-call (a new superchunk's records are appended in order, so the file is written
-once it holds ``S`` of them, on a background thread, or when something needs it).
+have unsynced writes, and new files being filled (a new superchunk's records are
+appended in order: :mod:`._sc_filling` sends them to the file on a background
+thread as they come, and names the file once it holds ``S`` of them or when
+something needs it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +41,7 @@ from carray.formats._blp_frame import (
     dumps_metadata,
     encode_metadata_bytes,
 )
+from carray.layouts._sc_filling import Filling
 from carray.layouts._superchunk_meta import DATA_DIR, FORMAT_NAME, StorageInfo
 from carray.stores import Handle, Store
 from carray.stores.base import BytesHandle
@@ -47,6 +51,10 @@ _OPEN_FILES = 64
 # Bytes read with a file's header: its metadata is a few hundred.
 _PREFIX_GUESS = 1024
 Key = tuple[int, int]  # (superchunk, generation)
+
+
+def _done() -> None:
+    """Nothing to wait for."""
 
 
 def file_name(k: int, gen: int) -> str:
@@ -70,18 +78,6 @@ class FileInfo:
     created: bool = False
 
 
-class _Filling:
-    """A new file's records, kept until the file is written whole."""
-
-    __slots__ = ("records", "count", "end", "landing")
-
-    def __init__(self, data_start: int) -> None:
-        self.records: list[Any] = []
-        self.count = 0
-        self.end = data_start
-        self.landing: Future[None] | None = None
-
-
 class DataFiles:
     """The superchunk files of one dataset directory (see the module doc)."""
 
@@ -97,9 +93,12 @@ class DataFiles:
         self._S = info.superchunksize
         self._files: dict[Key, FileInfo] = {}
         self._handles: OrderedDict[Key, Handle] = OrderedDict()
-        self._filling: dict[Key, _Filling] = {}
+        self._busy: dict[Key, int] = {}  # handles being read outside the lock, by key
+        self._filling: dict[Key, Filling] = {}
         self._lock = threading.RLock()
         self._created = False  # a file was created since the last sync
+        # Syncs running on a background thread that the next sync waits for (see defer).
+        self._deferred: tuple[Callable[[], None], Future[None] | None] | None = None
 
     # -- names ------------------------------------------------------------------------------
 
@@ -206,8 +205,10 @@ class DataFiles:
                 h.close()
                 raise
         self._handles[key] = h
-        if len(self._handles) > _OPEN_FILES:
-            old_key, old = self._handles.popitem(last=False)
+        idle = [k for k in self._handles if k not in self._busy and k != key]
+        if len(self._handles) > _OPEN_FILES and idle:
+            old_key = idle[0]  # the least recently used that no thread is reading
+            old = self._handles.pop(old_key)
             info = self._files.get(old_key)
             if info is not None and info.dirty and (self.fsync or self.store.remote):
                 old.sync()  # on object stores, the only copy of what was written
@@ -233,28 +234,34 @@ class DataFiles:
 
     # -- reading --------------------------------------------------------------------------
 
-    def pread(self, key: Key, n: int, offset: int) -> bytes:
+    @contextlib.contextmanager
+    def _reading(self, key: Key) -> Iterator[Handle]:
+        """The handle of ``key``, kept open (never the one a new open closes) while the
+        caller reads it outside the lock: threads decoding chunks of the same file read
+        at once."""
         with self._lock:
             h = self._handle(key)
-            if not self.store.remote:
-                return h.pread(n, offset)
-        # Object stores: wait on the network outside the lock (other threads fetch too).
-        return h.pread(n, offset)
+            self._busy[key] = self._busy.get(key, 0) + 1
+        try:
+            yield h
+        finally:
+            with self._lock:
+                left = self._busy.pop(key) - 1
+                if left:
+                    self._busy[key] = left
+
+    def pread(self, key: Key, n: int, offset: int) -> bytes:
+        with self._reading(key) as h:
+            return h.pread(n, offset)
 
     def pread_into(self, key: Key, buf: Any, offset: int) -> int:
-        with self._lock:
-            h = self._handle(key)
-            if not self.store.remote:
-                return h.pread_into(buf, offset)
-        return h.pread_into(buf, offset)
+        with self._reading(key) as h:
+            return h.pread_into(buf, offset)
 
     def preadv_into(self, key: Key, bufs: Sequence[Any], offset: int) -> int:
         """Fill ``bufs`` one after another from ``offset`` of file ``key``."""
-        with self._lock:
-            h = self._handle(key)
-            if not self.store.remote:
-                return h.preadv_into(bufs, offset)
-        return h.preadv_into(bufs, offset)
+        with self._reading(key) as h:
+            return h.preadv_into(bufs, offset)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -266,7 +273,10 @@ class DataFiles:
                 return filling.end
             if key in self._files or self.store.isfile(self.path(key)):
                 return self.file(key).size
-            self._filling[key] = filling = _Filling(self.data_start(key))
+            self._filling[key] = filling = Filling(self.store, self.path(key),
+                                                   self.data_start(key),
+                                                   functools.partial(self.prefix, key),
+                                                   self.fsync)
             return filling.end
 
     def write(self, key: Key, offset: int, parts: Sequence[Any], size: int,
@@ -277,14 +287,9 @@ class DataFiles:
         compressed chunks waits in memory); any other write writes it out first."""
         with self._lock:
             filling = self._filling.get(key)
-            if filling is not None and offset == filling.end and filling.landing is None \
+            if filling is not None and offset == filling.end and not filling.finishing \
                     and appended:
-                filling.records.extend(parts)
-                used = sum(memoryview(p).nbytes for p in parts)
-                if size > used:
-                    filling.records.append(bytes(size - used))
-                filling.end += size
-                filling.count += 1
+                filling.add(parts, size)
                 if filling.count >= self._S:
                     self._land(key)
                 return
@@ -311,35 +316,37 @@ class DataFiles:
             info.dirty = True
 
     def _land(self, key: Key) -> None:
-        """Write a full new file on the background thread (after the one before it)."""
-        for other in [j for j, f in self._filling.items() if f.landing is not None]:
-            self._write_filled(other)
-        filling = self._filling[key]
-        filling.landing = _parallel.submit(_parallel.background("files"), self._put_new,
-                                           key, filling.records)
-
-    def _put_new(self, key: Key, records: list[Any]) -> None:
-        self.store.put(self.path(key), (*self.prefix(key), *records), fsync=self.fsync)
+        """Have a full new file written whole on the background threads.  At most two
+        full files are being written at once (their records wait in memory until
+        then): a third waits for the oldest.  A failure there is kept for the next
+        call that needs the file (a flush) to raise."""
+        for other in [j for j, f in self._filling.items() if f.finishing][:-1]:
+            if self._filling[other].join():
+                del self._filling[other]
+                self._created = True
+        self._filling[key].land()
 
     def _write_filled(self, key: Key) -> None:
+        """Wait until new file ``key`` is written and named; a failure is raised and the
+        file is tried again, whole, by the next call."""
         filling = self._filling.get(key)
         if filling is None:
             return
-        try:
-            if filling.landing is None:
-                self._put_new(key, filling.records)
-            else:
-                filling.landing.result()
-        finally:
-            del self._filling[key]
+        filling.wait()
+        del self._filling[key]
         self._created = True
+
+    def _drop_filling(self, key: Key) -> None:
+        filling = self._filling.pop(key, None)
+        if filling is not None:
+            filling.discard()
 
     def new_file(self, key: Key, records: Sequence[Any], offsets: np.ndarray | None = None,
                  last: int = 0) -> None:
         """Write file ``key`` whole: its prefix (with ``offsets`` and ``last`` in the
         compatible mode), then ``records``."""
         with self._lock:
-            self._filling.pop(key, None)
+            self._drop_filling(key)
             self.forget(key)
             self.store.put(self.path(key), (*self.prefix(key, offsets, last), *records),
                            fsync=self.fsync)
@@ -362,6 +369,7 @@ class DataFiles:
         """Make every write so far durable: new files written, dirty ones synced, and
         the directory entries of files created."""
         with self._lock:
+            self._wait_deferred()
             for key in list(self._filling):
                 self._write_filled(key)
             for key, h in self._handles.items():
@@ -373,9 +381,51 @@ class DataFiles:
                 self.store.sync_dir(self.dir)
             self._created = False
 
+    def defer(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` (the syncs of what was written without them) on a background
+        thread; the next :meth:`sync` or :meth:`close` waits for it first, and a failure
+        is raised there once (the next one runs ``fn`` again, on its own thread)."""
+        self._deferred = (fn, _parallel.submit(_parallel.background("sync"), fn))
+
+    def _wait_deferred(self) -> None:
+        deferred = self._deferred
+        if deferred is None:
+            return
+        fn, future = deferred
+        if future is not None:
+            self._deferred = (fn, None)
+            future.result()
+        else:
+            fn()
+        self._deferred = None
+
+    def _waits(self) -> bool:
+        """Whether :meth:`sync` has files to write or syncs to wait for."""
+        with self._lock:
+            return bool(self._filling) or self._deferred is not None or (self.fsync and (
+                self._created or any(i.dirty for i in self._files.values())))
+
+    def sync_later(self) -> Callable[[], None]:
+        """:meth:`sync` started on a background thread (local stores with fsync and
+        something to wait for; elsewhere done now); returns what waits for it.  A
+        failure is raised by the first wait; a later wait syncs again, here."""
+        if self.store.remote or not self.fsync or not self._waits():
+            self.sync()  # little to wait for: not worth a thread
+            return _done
+        pending: list[Future[None]] = [_parallel.submit(_parallel.background("sync"),
+                                                        self.sync)]
+
+        def wait() -> None:
+            if pending:
+                pending.pop().result()
+                return
+            self.sync()
+
+        return wait
+
     def delete(self, key: Key) -> None:
         with self._lock:
-            self._filling.pop(key, None)
+            self._drop_filling(key)
             self.forget(key)
             try:
                 self.store.delete(self.path(key))
@@ -414,6 +464,7 @@ class DataFiles:
         with self._lock:
             try:
                 if sync and not self.readonly:
+                    self._wait_deferred()
                     for key in list(self._filling):
                         self._write_filled(key)
                 for key, h in self._handles.items():
@@ -429,4 +480,5 @@ class DataFiles:
                     h.close()
                 self._handles.clear()
                 self._files.clear()
-                self._filling.clear()
+                for key in list(self._filling):
+                    self._drop_filling(key)

@@ -367,7 +367,10 @@ class Layout(abc.ABC):
 
     def __del__(self) -> None:
         try:
-            self.close()
+            # A finalizer may run inside a pool's submit (which holds a lock every pool
+            # shares): what the close would hand to a pool is done here instead.
+            with _parallel.inline():
+                self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
 

@@ -529,7 +529,8 @@ class SuperchunkLayout(Layout):
                 self._keeper.compact |= self._keeper.crowded(outliving)
         if self._keeper.compact:
             _sc_compact.compact(self, sorted(self._keeper.compact))
-        self.files.sync()
+        # The data syncs while the version's index pages are written (Staged.durable).
+        durable = self.files.sync_later()
         attrs = self._stored_attrs
         base = self.dataset.state(self.member_name)
         base_pages = self._base_pages if self._base_pages is not None else \
@@ -540,7 +541,7 @@ class SuperchunkLayout(Layout):
         self._staged_attrs_only = False
         return Staged(self.member_name, self.member_path, shape,
                       math.prod(shape) * meta.dtype.itemsize, cbytes, self._index.nchunks,
-                      self._index.changed_pages(), base_pages, attrs)
+                      self._index.changed_pages(), base_pages, attrs, durable)
 
     def published(self, state: MemberState, seq: int) -> None:
         assert self._keeper is not None

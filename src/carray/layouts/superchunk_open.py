@@ -4,7 +4,9 @@ such a member opened on its own, and directories written before versions."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from functools import partial
 from typing import Any
 
 from carray.codecs import blosc
@@ -70,8 +72,11 @@ def create(rootdir: str | os.PathLike[str], meta: ArrayMeta, mode: str = "a",
     clear_for_create(store, rootdir, mode)
     store.makedirs(store.join(rootdir, DATA_DIR))
     store.makedirs(store.join(rootdir, META_DIR))
+    # A new array of its own is made durable on a background thread, which its first
+    # commit (or its close) waits for: what a caller writes meanwhile overlaps the syncs.
+    later = fsync and member is None and not store.remote
     store.put(store.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
-              fsync=fsync)
+              fsync=fsync and not later)
     if member is None:
         dataset = VersionedDataset(Repository(store, rootdir, fsync, grace), False, None,
                                    keep=keep)
@@ -83,8 +88,27 @@ def create(rootdir: str | os.PathLike[str], meta: ArrayMeta, mode: str = "a",
                               store=store, dataset=dataset, member=name, member_path=name)
     layout.start_new()
     if meta.shape:  # a 0-d array is one chunk: its first version comes with its item
-        layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
+        dataset.repo.fsync = fsync and not later
+        try:
+            layout.commit(meta.replace(shape=(0, *meta.shape[1:])), 0)
+        finally:
+            dataset.repo.fsync = fsync
+    if later:
+        layout.files.defer(partial(_sync_created, store, rootdir, dataset))
     return layout
+
+
+def _sync_created(store: Store, rootdir: str, dataset: VersionedDataset) -> None:
+    """Make a new dataset durable: its storage file, its first version (if any) and the
+    directories naming them, up to the dataset's own entry in its parent."""
+    store.sync_file(store.join(rootdir, META_DIR, STORAGE_FILE))
+    if dataset.head is not None:
+        dataset.repo.sync_published(dataset.head.seq)
+    for d in (META_DIR, DATA_DIR):
+        store.sync_dir(store.join(rootdir, d))
+    store.sync_dir(rootdir)
+    with contextlib.suppress(PermissionError):  # a parent one may not read: as before
+        store.sync_dir(store.dirname(rootdir))
 
 
 def _new_info(meta: ArrayMeta, superchunksize: int | None, checksum: str | int | None,

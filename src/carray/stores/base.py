@@ -148,6 +148,16 @@ class Store(abc.ABC):
         """Replace (or create) the object at ``path`` with ``data`` (bytes, or an iterable
         of bytes-like parts written in order), atomically."""
 
+    def stream(self, path: str, *, fsync: bool = True) -> Any:
+        """A new object at ``path`` written part by part, or None where objects are
+        written whole only (then :meth:`put` them).
+
+        What it returns has ``write(parts)``, ``commit()`` (the object appears whole,
+        durable with ``fsync``) and ``abort()`` (nothing appears), as
+        :class:`carray._fileio.StreamedFile`; use it from one thread at a time.
+        """
+        return None
+
     def put_cache(self, path: str, data: bytes) -> None:
         """Replace a cache file: never half-written, possibly missing for a moment, not
         durable."""

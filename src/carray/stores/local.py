@@ -7,7 +7,15 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
-from carray._fileio import atomic_write, fsync_path, pread_full, pread_into, preadv_into, pwrite_all
+from carray._fileio import (
+    StreamedFile,
+    atomic_write,
+    fsync_path,
+    pread_full,
+    pread_into,
+    preadv_into,
+    pwrite_all,
+)
 from carray.stores.base import Handle, Parts, Store, storage_error, typed_errors
 
 _O_BINARY = getattr(os, "O_BINARY", 0)
@@ -90,6 +98,22 @@ class LocalHandle(Handle):
             pass
 
 
+class LocalStream(StreamedFile):
+    """A :class:`StreamedFile` whose failures raise :class:`carray.errors.StorageError`."""
+
+    def write(self, parts: Any) -> None:
+        try:
+            super().write(parts)
+        except OSError as exc:
+            raise storage_error(exc, self.path) from None
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        except OSError as exc:
+            raise storage_error(exc, self.path) from None
+
+
 class LocalStore(Store):
     """Files and directories on this machine; paths are OS paths.
 
@@ -114,6 +138,9 @@ class LocalStore(Store):
     @_typed
     def put(self, path: str, data: Parts, *, fsync: bool = True) -> None:
         atomic_write(path, data, fsync=fsync)
+
+    def stream(self, path: str, *, fsync: bool = True) -> LocalStream:
+        return LocalStream(path, fsync)
 
     @_typed
     def put_cache(self, path: str, data: bytes) -> None:

@@ -32,7 +32,10 @@ from carray.versions.repo import Hold, Repository, check_tag, kept_seqs, made_at
 @dataclass
 class Staged:
     """What a member hands a commit: its sizes, attributes, and the index pages it
-    changed since ``base_pages`` (the page references its working index started from)."""
+    changed since ``base_pages`` (the page references its working index started from).
+    ``durable()``, when given, waits until the chunks it names are durable (raising
+    what failed): the manifest is published only after it returns, so the member's
+    data syncs overlap the writing of the version's index pages."""
 
     name: str
     path: str
@@ -43,6 +46,7 @@ class Staged:
     pages: dict[int, np.ndarray]
     base_pages: np.ndarray
     attrs: Any = field(default_factory=dict)
+    durable: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -310,6 +314,9 @@ class VersionedDataset:
                             retention={"keep_last": self.keep}, txn=txn)
         failure = None
         try:
+            for st in staged.values():
+                if st.durable is not None:
+                    st.durable()
             self.repo.publish(manifest)
         except BaseException as exc:  # published or not: the disk says
             if not self.repo.holds(manifest):

@@ -336,6 +336,12 @@ class Repository:
             self.store.makedirs(self.dir)
             self._dir_made = True
 
+    def sync_published(self, seq: int) -> None:
+        """Make version ``seq`` durable after it was published with ``fsync`` off: its
+        manifest and the directory naming it (it has no index pages of its own)."""
+        self.store.sync_file(self._mf(seq))
+        self.store.sync_dir(self.dir)
+
     def publish(self, manifest: Manifest) -> None:
         """Make ``manifest`` the newest version (the commit point); its pages must be
         written already."""
