@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from carray import _bcolz_array, _portable, _rows
+from carray import rechunk as rechunking
 from carray._array_meta import fortran_meta, new_meta, object_items, object_meta, wants_objects
 from carray._indexer import Indexer, is_int, plain
 from carray._order import check_order, stored_ckey, stored_okey
@@ -24,11 +25,7 @@ from carray.compute import ComputeMixin, masks, register_array_type
 from carray.container import Container, check_mode, refuse_own_source
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
-from carray.errors import (
-    ContainerNotFoundError,
-    FormatError,
-    StorageError,
-)
+from carray.errors import ContainerNotFoundError, FormatError, StorageError
 from carray.grid import NDGrid
 from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, default_format
@@ -658,6 +655,8 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
             out.append(block if dtype is None else block.astype(out.dtype))
         out.flush()
         return out
+
+    rechunk = rechunking.rechunk  # a new carray with other chunks, within max_mem
 
     def _repr_html_(self) -> str:
         """An HTML summary for notebooks: shape, chunks, sizes and the first and last rows

@@ -285,11 +285,15 @@ def _attrs_of(source: Any) -> dict[str, Any]:
 
 def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
                     progress: Callable[[int, int], None] | None,
-                    storage_options: dict | None) -> None:
+                    storage_options: dict | None, max_mem: int | str | None = None) -> None:
     """Copy ``source`` into a new carray dataset of format ``fmt`` at ``target``, keeping
     its chunk and block shapes and compression unless ``given`` (chunk keywords from
-    :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes."""
+    :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes.  New chunks
+    with ``max_mem`` are made by :func:`carray.rechunk.rechunk` within that budget."""
     shape, dtype = tuple(source.shape), source.dtype
+    if max_mem is not None and ("chunks" in given or "chunklen" in given):
+        _rechunk_to(source, target, fmt, given, cparams, progress, storage_options, max_mem)
+        return
     grid = _grid_of(source, fmt)
     if "chunks" in given or "chunklen" in given:  # the source's blocks may not fit them
         grid = {"blocks": None, **given} if fmt != "bcolz" else given
@@ -310,6 +314,25 @@ def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], c
             out.close()
         raise
     out.close()
+
+
+def _rechunk_to(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
+                progress: Callable[[int, int], None] | None, storage_options: dict | None,
+                max_mem: int | str) -> None:
+    """:func:`_copy_to_carray` with new chunks, built at ``target`` within ``max_mem``."""
+    from carray.rechunk import rechunk
+
+    chunks = given["chunks"] if "chunks" in given else \
+        (given["chunklen"], *tuple(source.shape)[1:])
+    options = {"storage_options": storage_options} if storage_options else {}
+    out = rechunk(source, chunks, given.get("blocks"), rootdir=target, max_mem=max_mem,
+                  progress=progress, in_place=True, cparams=cparams,
+                  format="superchunk" if fmt == "carray" else fmt, **options)
+    try:
+        for key, value in _attrs_of(source).items():
+            out.attrs[key] = value
+    finally:
+        out.close()
 
 
 def _destination(src: str, dst: str, fmt: str, overwrite: bool,
@@ -334,7 +357,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                   blocks: tuple[int, ...] | None = None, cparams: Any = None,
                   overwrite: bool = False,
                   progress: Callable[[int, int], None] | None = None,
-                  storage_options: dict | None = None) -> None:
+                  storage_options: dict | None = None,
+                  max_mem: int | str | None = "256MiB") -> None:
     """Copy an array between carray directories, bcolz 1.x, ``.b2nd`` and ``.npy``.
 
     Parameters
@@ -354,6 +378,10 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         Called as ``progress(bytes_done, bytes_total)`` after every block of rows.
     storage_options : dict, optional
         Passed to the fsspec file system of ``src`` and of ``dst`` where they are URLs.
+    max_mem : int or str, optional
+        With ``chunks`` for a carray, bcolz or ``.b2nd`` destination: the memory the
+        rechunk may hold (:func:`carray.rechunk.rechunk`; ``"256MiB"``, an int).  None
+        copies rows of source chunks instead, holding a row of new chunks in memory.
 
     Notes
     -----
@@ -392,7 +420,7 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
             cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
         _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
-              progress, dst_options)
+              progress, dst_options, max_mem)
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -408,14 +436,15 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
 
 
 def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
-          progress: Callable[[int, int], None] | None, storage_options: dict | None) -> None:
+          progress: Callable[[int, int], None] | None, storage_options: dict | None,
+          max_mem: int | str | None = None) -> None:
     """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``)."""
     if fmt == "npy":
         _copy_to_npy(source, tmp, progress)
     elif fmt == "zarr":
         _copy_to_zarr(source, tmp, given.get("chunks"), cparams, progress, storage_options)
     else:
-        _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options)
+        _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options, max_mem)
 
 
 def _row_blocks(source: Any, progress: Callable[[int, int], None] | None

@@ -170,6 +170,9 @@ def adopt_units(layout: Compacted, nchunks: int) -> None:
     back record by record from the files of generation 0."""
     S, dsize, page = layout.info.superchunksize, layout.digest_size, layout.page_size
     spare = layout.info.spare
+    # One buffer read into for every record: a new one per chunk of tens of MB would
+    # leave the allocator holding freed memory.
+    buf = np.empty(0, dtype=np.uint8)
     layout.files.forget_all()
     for k in range(-(-nchunks // S)):
         key = (k, 0)
@@ -184,7 +187,10 @@ def adopt_units(layout: Compacted, nchunks: int) -> None:
             if pos + h.cbytes + tail > info.size:
                 raise FormatError(f"chunk {n} runs past the end of the file", url, pos)
             if dsize:
-                rec = layout.files.pread(key, h.cbytes + dsize, pos)
+                if len(buf) < h.cbytes + dsize:
+                    buf = np.empty(h.cbytes + dsize, dtype=np.uint8)
+                got = layout.files.pread_into(key, buf[:h.cbytes + dsize], pos)
+                rec = buf.data[:got]
                 if layout.checksum.digest(rec[:h.cbytes]) != rec[h.cbytes:]:
                     raise ChecksumError(f"chunk {n}: checksum mismatch", url, pos + h.cbytes)
             layout.replace_entry(n, Entry(pos, room, h.cbytes, 0, HAS_PAGES if page else 0),
