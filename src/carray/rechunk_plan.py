@@ -142,8 +142,7 @@ def pass_memory(box: tuple[int, ...], source_chunks: tuple[int, ...], chunks: tu
     """Bytes a pass holds at most (see the module doc).
 
     ``workers`` threads decode the source; ``threads`` compress chunks; compressed
-    chunks wait for their file up to ``unit_bytes``; ``nchunks`` chunks in the source
-    and the result.
+    chunks wait for their file up to ``unit_bytes``; ``nchunks`` chunks are indexed.
     """
     src = math.prod(source_chunks) * itemsize
     dst = math.prod(chunks) * itemsize
@@ -221,10 +220,12 @@ def _nchunks(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
 
 def _make_pass(shape: tuple[int, ...], itemsize: int, source_chunks: tuple[int, ...],
                grain: tuple[int, ...], chunks: tuple[int, ...], max_mem: int, workers: int,
-               unit_bytes: int) -> Pass | None:
+               unit_bytes: int, intermediate: bool = False) -> Pass | None:
     """The cheapest pass from ``source_chunks`` to ``chunks`` within ``max_mem`` (using
-    as many compressing threads as fit, at most ``workers``); None if none fits."""
-    nchunks = _nchunks(shape, source_chunks) + _nchunks(shape, chunks)
+    as many compressing threads as fit, at most ``workers``); None if none fits.  The
+    index of the array written counts, and the source's when it is an intermediate."""
+    nchunks = _nchunks(shape, chunks) + (_nchunks(shape, source_chunks) if intermediate
+                                         else 0)
     for threads in range(workers, 0, -1):
         def memory(box: tuple[int, ...], threads: int = threads) -> int:
             return pass_memory(box, source_chunks, chunks, itemsize, workers, threads,
@@ -317,14 +318,14 @@ def plan(shape: tuple[int, ...], itemsize: int, source_chunks: tuple[int, ...],
                 continue
             tried.add(mid)
             first = _make_pass(shape, itemsize, src, grain, mid, budget, workers, unit_bytes)
-            second = _make_pass(shape, itemsize, mid, mid, dst, budget, workers, unit_bytes) \
-                if first is not None else None
+            second = _make_pass(shape, itemsize, mid, mid, dst, budget, workers, unit_bytes,
+                                intermediate=True) if first is not None else None
             if second is not None:
                 assert first is not None
                 options.append((first, second))
     if not options:
         least = pass_memory(dst, src, dst, itemsize, workers, 1, unit_bytes,
-                            _nchunks(shape, src) + _nchunks(shape, dst))
+                            _nchunks(shape, dst))
         raise RechunkMemoryError(
             f"max_mem={max_mem!r} ({budget} bytes) is too small to rechunk an array of "
             f"shape {shape} from chunks {src} to {dst}: one target chunk "
