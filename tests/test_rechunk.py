@@ -21,17 +21,19 @@ from carray.errors import (
     ChecksumError,
     ContainerExistsError,
     RechunkMemoryError,
+    UnsupportedDTypeError,
     UnsupportedOptionError,
 )
 from carray.rechunk_plan import parse_size, pass_memory, plan
 from carray.stores import local as local_store
 
-DTYPES = ["f8", "f4", "i4", "u1", "i8", "c8"]
+DTYPES = ["f8", "f4", "i4", "u1", "i8", "c8", "?", "M8[s]"]
 
 
 def _values(shape, dtype, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.normal(size=shape) * 100).astype(dtype)
+    return (rng.normal(size=shape) * 100).astype("i8" if dtype == "M8[s]" else dtype) \
+        .astype(dtype)
 
 
 def _leftovers(directory) -> list[str]:
@@ -97,7 +99,8 @@ def test_every_plan_keeps_within_its_budget(case):
         assert step.memory == pass_memory(
             step.box, step.source_chunks, step.chunks, itemsize, workers, step.threads,
             16 << 20, sum(math.prod(-(-n // c) for n, c in zip(shape, chunks, strict=True))
-                          for chunks in indexed))
+                          for chunks in indexed), step.buffers)
+        assert step.buffers in (1, 2)
         assert 1 <= step.threads <= workers
         assert _is_tiling(step.box, step.chunks, shape)
         # Whatever the box, every item is decoded at least once.
@@ -233,8 +236,11 @@ def test_refusals(tmp_path):
     with pytest.raises(ValueError, match="0-d"):
         ca.carray(3.0).rechunk(())
     assert sorted(os.listdir(tmp_path)) == ["a", "taken"]
-    r = a.rechunk((-1, 1))
+    r = a.rechunk((-1, 1), expectedlen=1000)
     assert r.chunks == (10, 1)
+    objects = ca.carray(np.array(["a", 1], dtype=object), dtype=object, allow_pickle=True)
+    with pytest.raises(UnsupportedDTypeError):
+        objects.rechunk((1,))
 
 
 def test_empty_arrays(tmp_path):

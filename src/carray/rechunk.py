@@ -34,7 +34,7 @@ from carray import geometry as geo
 from carray.compute import array_type
 from carray.container import refuse_own_source
 from carray.engine.units import UnitWriter
-from carray.errors import ContainerExistsError, UnsupportedOptionError
+from carray.errors import ContainerExistsError, UnsupportedDTypeError, UnsupportedOptionError
 from carray.keys import OrthoKey
 from carray.layouts import default_format
 from carray.layouts.superchunk import default_superchunksize
@@ -209,7 +209,7 @@ def _write_box(units: _Units, view: np.ndarray, where: tuple[slice, ...],
 def _new_array(shape: tuple[int, ...], dtype: np.dtype, rootdir: str | None,
                kwargs: dict[str, Any]) -> Any:
     return array_type()(np.empty((0, *shape[1:]), dtype=dtype), rootdir=rootdir,
-                  expectedlen=max(shape[0], 1), **kwargs)
+                        **{"expectedlen": max(shape[0], 1), **kwargs})
 
 
 def _streams(out: Any) -> bool:
@@ -219,40 +219,80 @@ def _streams(out: Any) -> bool:
         out.order == "C"
 
 
+def _filled(source: Any, shape: tuple[int, ...], step: Pass, dtype: np.dtype,
+            reader: ThreadPoolExecutor | None
+            ) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+    """``(where, values)`` for every box of ``step`` read from ``source``; with a
+    ``reader`` thread (two buffers) the next box is read there while the caller works
+    on this one."""
+    bufs = [np.empty(math.prod(step.box), dtype=dtype) for _ in range(2 if reader else 1)]
+
+    def view(k: int, where: tuple[slice, ...]) -> np.ndarray:
+        sizes = [s.stop - s.start for s in where]
+        return bufs[k % len(bufs)][:math.prod(sizes)].reshape(sizes)
+
+    todo = list(boxes(shape, step.box))
+    if reader is None:
+        for where in todo:
+            values = view(0, where)
+            _read_box(source, where, values)
+            yield where, values
+        return
+    ahead = reader.submit(_read_box, source, todo[0], view(0, todo[0]))
+    try:
+        for k, where in enumerate(todo):
+            ahead.result()
+            if k + 1 < len(todo):
+                ahead = reader.submit(_read_box, source, todo[k + 1], view(k + 1, todo[k + 1]))
+            yield where, view(k, where)
+    finally:
+        ahead.cancel()
+        if not ahead.cancelled():
+            ahead.exception()  # never left writing into a buffer once this returns
+
+
 def run_pass(step: Pass, source: Any, out: Any, report: Callable[[int], None]) -> Any:
     """Fill ``out`` (new, empty) from ``source`` box by box as ``step`` says; returns it
     (reopened when its files were written whole)."""
     shape = tuple(source.shape)
-    buf = np.empty(math.prod(step.box), dtype=out.dtype)
-    if not _streams(out):
-        out.resize(shape[0])
-        for where in boxes(shape, step.box):
-            view = buf[:math.prod(s.stop - s.start for s in where)].reshape(
-                [s.stop - s.start for s in where])
-            _read_box(source, where, view)
-            out[where] = view
-            report(view.nbytes)
-        out.flush()
-        return out
+    reader = ThreadPoolExecutor(1, thread_name_prefix="carray-rechunk-read") \
+        if step.buffers > 1 else None
+    try:
+        if not _streams(out):
+            out.resize(shape[0])
+            for where, values in _filled(source, shape, step, out.dtype, reader):
+                out[where] = values
+                report(values.nbytes)
+            out.flush()
+            return out
+        return _write_units(step, source, out, reader, report)
+    finally:
+        if reader is not None:
+            reader.shutdown(wait=True, cancel_futures=True)
+
+
+def _write_units(step: Pass, source: Any, out: Any, reader: ThreadPoolExecutor | None,
+                 report: Callable[[int], None]) -> Any:
+    """:func:`run_pass` into a layout of files written whole."""
+    shape = tuple(source.shape)
     reopen = {**out.reopen_args(), "mode": "a"}
     engine = out.engine
+    units: _Units | None = None
     # Threads of this pass only: their buffers (a chunk in stored order, its compressed
     # bytes) go with them when it ends.
     pool = ThreadPoolExecutor(step.threads, thread_name_prefix="carray-rechunk")
     try:
         units = _Units(out, shape)
-        for where in boxes(shape, step.box):
-            view = buf[:math.prod(s.stop - s.start for s in where)].reshape(
-                [s.stop - s.start for s in where])
-            _read_box(source, where, view)
-            _write_box(units, view, where, pool, step.threads)
-            report(view.nbytes)
+        for where, values in _filled(source, shape, step, out.dtype, reader):
+            _write_box(units, values, where, pool, step.threads)
+            report(values.nbytes)
         units.wait()
         assert not units.held, "chunks left without their file"
         engine.adopt(shape, units.cbytes)
     except BaseException:
-        with contextlib.suppress(BaseException):
-            units.wait()  # nothing may write into the files once they are removed
+        if units is not None:
+            with contextlib.suppress(BaseException):
+                units.wait()  # nothing may write into the files once they are removed
         with contextlib.suppress(Exception):
             engine.release()
         raise
@@ -363,6 +403,9 @@ def rechunk(source: Any, chunks: Any, blocks: Any = None, rootdir: Any = None,
     if blocks is not None:
         blocks = _normalise(blocks, shape, "blocks")
     dtype = np.dtype(source.dtype)
+    if dtype.hasobject:
+        raise UnsupportedDTypeError(f"{dtype}: object items have no chunks to change; "
+                                    "copy the array with other chunks instead")
     rootdir = None if rootdir is None else os.fspath(rootdir)
     budget = parse_size(max_mem)
     store, path = _target(source, rootdir, kwargs.get("storage_options"), in_place)

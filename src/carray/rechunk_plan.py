@@ -89,6 +89,8 @@ class Pass:
         along every axis, or the whole axis.
     threads : int
         Chunks compressed at once.
+    buffers : int
+        Boxes held at once: 2 when the next box is read while this one is compressed.
     memory : int
         Bytes the pass holds at most (:func:`pass_memory`).
     decoded : int
@@ -102,6 +104,7 @@ class Pass:
     chunks: tuple[int, ...]
     box: tuple[int, ...]
     threads: int
+    buffers: int
     memory: int
     decoded: int
     cost: float
@@ -138,11 +141,12 @@ def _clip(chunks: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def pass_memory(box: tuple[int, ...], source_chunks: tuple[int, ...], chunks: tuple[int, ...],
                 itemsize: int, workers: int, threads: int, unit_bytes: int,
-                nchunks: int = 0) -> int:
+                nchunks: int = 0, buffers: int = 1) -> int:
     """Bytes a pass holds at most (see the module doc).
 
     ``workers`` threads decode the source; ``threads`` compress chunks; compressed
-    chunks wait for their file up to ``unit_bytes``; ``nchunks`` chunks are indexed.
+    chunks wait for their file up to ``unit_bytes``; ``nchunks`` chunks are indexed;
+    ``buffers`` boxes are held (the next one read while this one is compressed).
     """
     src = math.prod(source_chunks) * itemsize
     dst = math.prod(chunks) * itemsize
@@ -152,8 +156,8 @@ def pass_memory(box: tuple[int, ...], source_chunks: tuple[int, ...], chunks: tu
     # Per decoding thread its buffers; per compressing thread the chunk in stored order,
     # the compression buffer and the compressed bytes; the file filling (the chunk the
     # writer holds included) and the one being written.
-    return whole + workers * 3 * src + threads * 3 * dst + 2 * unit + BOOKKEEPING + \
-        PER_CHUNK * nchunks
+    return buffers * whole + workers * 3 * src + threads * 3 * dst + 2 * unit + \
+        BOOKKEEPING + PER_CHUNK * nchunks
 
 
 def _spans(n: int, box: int, piece: int) -> tuple[int, int]:
@@ -227,15 +231,23 @@ def _make_pass(shape: tuple[int, ...], itemsize: int, source_chunks: tuple[int, 
     nchunks = _nchunks(shape, chunks) + (_nchunks(shape, source_chunks) if intermediate
                                          else 0)
     for threads in range(workers, 0, -1):
-        def memory(box: tuple[int, ...], threads: int = threads) -> int:
-            return pass_memory(box, source_chunks, chunks, itemsize, workers, threads,
-                               unit_bytes, nchunks)
-        box = _best_box(shape, chunks, grain, source_chunks, itemsize,
-                        lambda b, memory=memory: memory(b) <= max_mem)
-        if box is not None:
-            decoded, cost = _read_cost(shape, box, grain, source_chunks, itemsize)
-            return Pass(source_chunks, grain, chunks, box, threads, memory(box), decoded,
-                        cost + _write_cost(shape, chunks, itemsize))
+        found = []
+        for buffers in (1, 2):
+            def memory(box: tuple[int, ...], threads: int = threads,
+                       buffers: int = buffers) -> int:
+                return pass_memory(box, source_chunks, chunks, itemsize, workers, threads,
+                                   unit_bytes, nchunks, buffers)
+            box = _best_box(shape, chunks, grain, source_chunks, itemsize,
+                            lambda b, memory=memory: memory(b) <= max_mem)
+            if box is not None:
+                decoded, cost = _read_cost(shape, box, grain, source_chunks, itemsize)
+                found.append(Pass(source_chunks, grain, chunks, box, threads, buffers,
+                                  memory(box), decoded,
+                                  cost + _write_cost(shape, chunks, itemsize)))
+        if found:
+            # Reading ahead overlaps reading with compressing, unless its smaller boxes
+            # decode more.
+            return found[-1] if found[-1].cost <= found[0].cost else found[0]
     return None
 
 
