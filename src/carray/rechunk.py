@@ -18,6 +18,7 @@ elsewhere (memory, ``.b2nd``) through the array's own writes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import tempfile
@@ -45,6 +46,25 @@ from carray.stores import LOCAL, Store, resolve
 Progress = Callable[[int, int], None]
 #: How intermediate arrays are compressed: fast, as they are read back once.
 _INTERMEDIATE_CPARAMS = CParams(cname="lz4", clevel=1)
+
+
+def _libc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None elsewhere."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _libc_trim()
+
+
+def give_back() -> None:
+    """Hand memory freed since the last box back to the system: glibc keeps freed
+    blocks of a few MB in each thread's heap, which would count against ``max_mem``
+    (the compressed bytes of a chunk are freed on the thread that wrote them)."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def _is_carray(value: Any) -> bool:
@@ -135,20 +155,21 @@ class _Units:
         self.writer = out.engine.unit_writer(shape)
         self.size = self.writer.unit_chunks
         self.nchunks = self.writer.grid.nchunks
-        self.held: dict[int, dict[int, bytes]] = {}
+        self.held: dict[int, dict[int, tuple[bytes, bytes | None]]] = {}
         self.cbytes = 0
         self._writing: Future[int] | None = None
 
-    def add(self, nchunk: int, data: bytes) -> None:
+    def add(self, nchunk: int, data: bytes, digest: bytes | None) -> None:
         unit = nchunk // self.size
         chunks = self.held.setdefault(unit, {})
-        chunks[nchunk] = data
+        chunks[nchunk] = (data, digest)
         if len(chunks) == min(self.size, self.nchunks - unit * self.size):
             del self.held[unit]
             self.wait()
-            self._writing = _parallel.submit(_parallel.background("files"),
-                                             self.writer.write_encoded, unit,
-                                             [chunks[n] for n in sorted(chunks)])
+            order = sorted(chunks)
+            self._writing = _parallel.submit(
+                _parallel.background("files"), self.writer.write_encoded, unit,
+                [chunks[n][0] for n in order], [chunks[n][1] for n in order])
 
     def wait(self) -> None:
         """Wait for the file being written (its error is raised here)."""
@@ -184,10 +205,11 @@ def _write_box(units: _Units, view: np.ndarray, where: tuple[slice, ...],
     first = [s.start // c for s, c in zip(where, chunks, strict=True)]
     counts = [-(-(s.stop - s.start) // c) for s, c in zip(where, chunks, strict=True)]
 
-    def encode(nchunk: int, region: np.ndarray) -> tuple[int, bytes]:
-        return nchunk, writer.encode(_stored(writer, region))
+    def encode(nchunk: int, region: np.ndarray) -> tuple[int, bytes, bytes | None]:
+        data = writer.encode(_stored(writer, region))
+        return nchunk, data, writer.digest(data)
 
-    pending: deque[Future[tuple[int, bytes]]] = deque()
+    pending: deque[Future[tuple[int, bytes, bytes | None]]] = deque()
     try:
         for local in product(*(range(n) for n in counts)):
             coords = tuple(f + k for f, k in zip(first, local, strict=True))
@@ -285,6 +307,7 @@ def _write_units(step: Pass, source: Any, out: Any, reader: ThreadPoolExecutor |
         units = _Units(out, shape)
         for where, values in _filled(source, shape, step, out.dtype, reader):
             _write_box(units, values, where, pool, step.threads)
+            give_back()
             report(values.nbytes)
         units.wait()
         assert not units.held, "chunks left without their file"

@@ -148,14 +148,17 @@ def touched(pages: dict[int, np.ndarray], superchunksize: int) -> set[int]:
     return out
 
 
-def write_unit(layout: Compacted, unit: int, chunks: Sequence[bytes]) -> int:
-    """Write superchunk ``unit``'s file (generation 0) holding ``chunks`` back to back."""
+def write_unit(layout: Compacted, unit: int, chunks: Sequence[bytes],
+               digests: Sequence[bytes | None] | None = None) -> int:
+    """Write superchunk ``unit``'s file (generation 0) holding ``chunks`` back to back
+    (``digests``: each one's :meth:`chunk_digest`, when worked out already)."""
     spare = layout.info.spare
     parts: list[bytes] = []
     table = np.full(layout.info.superchunksize, -1, dtype="<i8")
     pos = layout.files.data_start((unit, 0))
     for i, chunk in enumerate(chunks):
-        tail = layout.chunk_digest(chunk)
+        given = digests[i] if digests is not None else None
+        tail = given if given is not None else layout.chunk_digest(chunk)
         room = len(chunk) + len(tail) + math.ceil(len(chunk) * spare)
         parts += [chunk, tail, bytes(room - len(chunk) - len(tail))]
         table[i] = pos
