@@ -350,3 +350,55 @@ def test_a_corrupt_source_chunk_fails_the_rechunk_and_leaves_nothing(tmp_path):
     with pytest.raises(ChecksumError):
         a.rechunk((40, 4, 4), rootdir=str(tmp_path / "r"))
     assert sorted(os.listdir(tmp_path)) == ["a"]
+
+
+_KILLED_MID_RECHUNK = """
+import os, sys, time
+import numpy as np
+import carray as ca
+a = ca.carray(rootdir=sys.argv[1], mode="r")
+calls = []
+def progress(done, total):
+    calls.append(done)
+    if len(calls) == int(sys.argv[3]):
+        open(sys.argv[2] + ".ready", "w").close()
+        time.sleep(60)
+a.rechunk((200, 4, 4), rootdir=sys.argv[2], max_mem="512KiB", progress=progress)
+"""
+
+
+@pytest.mark.parametrize("in_pass", [0, 1])
+def test_a_rechunk_killed_midway_leaves_no_target(tmp_path, in_pass):
+    """kill -9 in the first pass, and in the second: nothing at the target path, the
+    source intact, and the same rechunk then succeeds."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    values = _values((200, 32, 32), "f8")
+    ca.carray(values, chunks=(1, 32, 32), rootdir=str(tmp_path / "a")).close()
+    target = str(tmp_path / "r")
+    layout = plan(values.shape, 8, (1, 32, 32), (200, 4, 4), "512KiB",
+                  workers=rechunking._parallel.workers())
+    assert len(layout.passes) == 2
+    first = math.prod(-(-n // b) for n, b in zip(values.shape, layout.passes[0].box,
+                                                 strict=True))
+    after = 2 if in_pass == 0 else first + 2
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [os.path.dirname(os.path.dirname(ca.__file__)), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_MID_RECHUNK, str(tmp_path / "a"),
+                             target, str(after)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(target + ".ready"):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert not os.path.exists(target)
+    a = ca.carray(rootdir=str(tmp_path / "a"), mode="r")
+    np.testing.assert_array_equal(a[:], values)
+    r = a.rechunk((200, 4, 4), rootdir=target, max_mem="512KiB")
+    np.testing.assert_array_equal(r[:], values)

@@ -451,6 +451,8 @@ def rechunk(source: Any, chunks: Any, blocks: Any = None, rootdir: Any = None,
             out.close()
             assert tmp is not None
             store.rename(tmp, path)
+            if kwargs.get("fsync", True):  # the new name is durable too
+                store.sync_dir(store.dirname(path) or ".")
             out = array_type()(rootdir=rootdir, mode="a", **{
                 k: v for k, v in kwargs.items() if k in ("fsync", "storage_options")})
     except BaseException:
