@@ -25,6 +25,7 @@ import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from itertools import product
 from typing import Any
 
@@ -44,8 +45,19 @@ from carray.rechunk_plan import Pass, Plan, parse_size, plan
 from carray.stores import LOCAL, Store, resolve
 
 Progress = Callable[[int, int], None]
-#: How intermediate arrays are compressed: fast, as they are read back once.
+#: How intermediate arrays are compressed: fast, as they are read back once; not at
+#: all when the source compresses less than :data:`_WORTH_COMPRESSING` times.
 _INTERMEDIATE_CPARAMS = CParams(cname="lz4", clevel=1)
+_WORTH_COMPRESSING = 2.0
+
+
+def _intermediate_cparams(source: Any) -> CParams:
+    """How to compress the intermediates of ``source``: storing what barely
+    compresses costs less than compressing and decoding it twice."""
+    ratio = getattr(source, "cratio", None)
+    if isinstance(ratio, float) and ratio < _WORTH_COMPRESSING:
+        return _INTERMEDIATE_CPARAMS.replace(clevel=0)
+    return _INTERMEDIATE_CPARAMS
 
 
 def _libc_trim() -> Callable[[int], int] | None:
@@ -178,9 +190,10 @@ class _Units:
             self.cbytes += writing.result()
 
 
-def _stored(writer: UnitWriter, region: np.ndarray) -> np.ndarray:
+def _stored(writer: UnitWriter, region: np.ndarray, split: int) -> np.ndarray:
     """A chunk in stored order from its items ``region`` (a view of the box), put in
-    this thread's scratch buffer for whole chunks (no new memory per chunk)."""
+    this thread's scratch buffer for whole chunks (no new memory per chunk), copied
+    by ``split`` threads at once."""
     ext = writer.grid.ext_chunks
     if region.shape != ext:
         return writer.stored(region)  # edge chunks: padded or cut as the writer does
@@ -189,9 +202,13 @@ def _stored(writer: UnitWriter, region: np.ndarray) -> np.ndarray:
         return region.reshape(-1)
     buf = _parallel.scratch(region.nbytes, "rechunk.stored")[:region.nbytes]
     items = buf.view(region.dtype)
-    split = region.reshape(geo.split_shape(ext, blocks))
+    source = region.reshape(geo.split_shape(ext, blocks)).transpose(
+        geo.deinterleave(len(ext)))
     target = items.reshape(tuple(e // b for e, b in zip(ext, blocks, strict=True)) + blocks)
-    np.copyto(target, split.transpose(geo.deinterleave(len(ext))))
+    rows = target.shape[0]
+    step = -(-rows // max(1, min(split, rows)))
+    _parallel.run([partial(np.copyto, target[k:k + step], source[k:k + step])
+                   for k in range(0, rows, step)])
     return items
 
 
@@ -205,8 +222,11 @@ def _write_box(units: _Units, view: np.ndarray, where: tuple[slice, ...],
     first = [s.start // c for s, c in zip(where, chunks, strict=True)]
     counts = [-(-(s.stop - s.start) // c) for s, c in zip(where, chunks, strict=True)]
 
+    # Fewer chunks in flight than cores (they are large): each uses several cores.
+    share = max(1, _parallel.workers() // threads)
+
     def encode(nchunk: int, region: np.ndarray) -> tuple[int, bytes, bytes | None]:
-        data = writer.encode(_stored(writer, region))
+        data = writer.encode(_stored(writer, region, share))
         return nchunk, data, writer.digest(data)
 
     pending: deque[Future[tuple[int, bytes, bytes | None]]] = deque()
@@ -490,7 +510,7 @@ def _run(layout: Plan, source: Any, target: str | None, middles: list[str],
         else:
             out = _new_array(shape, dtype, middles[k], {
                 "chunks": step.chunks, "blocks": step.chunks, "mode": "w", "fsync": False,
-                "cparams": _INTERMEDIATE_CPARAMS, "storage": {"superchunksize": unit_size(
+                "cparams": _intermediate_cparams(source), "storage": {"superchunksize": unit_size(
                     tuple(-(-n // c) for n, c in zip(shape, step.chunks, strict=True)),
                     step.chunks, step.box, default_superchunksize(
                         math.prod(step.chunks) * dtype.itemsize))}})

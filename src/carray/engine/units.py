@@ -62,9 +62,12 @@ class UnitWriter:
         """What the layout stores after compressed chunk ``data`` (any thread)."""
         return self._layout.chunk_digest(data)
 
-    def encode(self, raw: np.ndarray) -> bytes:
+    def encode(self, raw: np.ndarray, nthreads: int = 1) -> bytes:
         """Compress a chunk as :meth:`stored` or :meth:`trimmed` give it, on a worker
-        thread (one of several compressing at once)."""
+        thread (one of several compressing at once); ``nthreads`` > 1: with that many
+        Blosc threads (a chunk too large for several to be in flight)."""
+        if nthreads > 1:
+            return self._io.encode(raw, self._grid, nthreads=nthreads)
         return self._io.encode_on_worker(raw, self._grid)
 
     @property
