@@ -69,6 +69,8 @@ def _libc_trim() -> Callable[[int], int] | None:
 
 
 _TRIM = _libc_trim()
+#: Boxes at least this large hand freed memory back after they are written.
+_GIVE_BACK_BYTES = 1 << 20
 
 
 def give_back() -> None:
@@ -327,7 +329,8 @@ def _write_units(step: Pass, source: Any, out: Any, reader: ThreadPoolExecutor |
         units = _Units(out, shape)
         for where, values in _filled(source, shape, step, out.dtype, reader):
             _write_box(units, values, where, pool, step.threads)
-            give_back()
+            if values.nbytes >= _GIVE_BACK_BYTES:
+                give_back()
             report(values.nbytes)
         units.wait()
         assert not units.held, "chunks left without their file"
