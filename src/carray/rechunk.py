@@ -69,6 +69,8 @@ def _libc_trim() -> Callable[[int], int] | None:
 
 
 _TRIM = _libc_trim()
+#: Chunks at least this large are put in stored order by several threads.
+_SPLIT_BYTES = 4 << 20
 #: Boxes at least this large hand freed memory back after they are written.
 _GIVE_BACK_BYTES = 1 << 20
 
@@ -208,6 +210,8 @@ def _stored(writer: UnitWriter, region: np.ndarray, split: int) -> np.ndarray:
         geo.deinterleave(len(ext)))
     target = items.reshape(tuple(e // b for e, b in zip(ext, blocks, strict=True)) + blocks)
     rows = target.shape[0]
+    if region.nbytes < _SPLIT_BYTES:
+        split = 1
     step = -(-rows // max(1, min(split, rows)))
     _parallel.run([partial(np.copyto, target[k:k + step], source[k:k + step])
                    for k in range(0, rows, step)])
