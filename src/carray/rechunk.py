@@ -474,14 +474,9 @@ def rechunk(source: Any, chunks: Any, blocks: Any = None, rootdir: Any = None,
     try:
         out = _run(layout, source, tmp if not store.remote or tmp is None else store.url(tmp),
                    middles, args, progress)
-        if path is not None and not in_place:
+        if path is not None and tmp is not None and not in_place:
             out.close()
-            assert tmp is not None
-            store.rename(tmp, path)
-            if kwargs.get("fsync", True):  # the new name is durable too
-                store.sync_dir(store.dirname(path) or ".")
-            out = array_type()(rootdir=rootdir, mode="a", **{
-                k: v for k, v in kwargs.items() if k in ("fsync", "storage_options")})
+            out = _renamed(store, tmp, path, rootdir, kwargs)
     except BaseException:
         if not in_place:
             _remove(store, tmp)
@@ -493,6 +488,15 @@ def rechunk(source: Any, chunks: Any, blocks: Any = None, rootdir: Any = None,
             with contextlib.suppress(OSError):
                 os.rmdir(work)
     return out
+
+
+def _renamed(store: Store, tmp: str, path: str, rootdir: Any, kwargs: dict[str, Any]) -> Any:
+    """The result built at ``tmp`` renamed to ``path``, opened there."""
+    store.rename(tmp, path)
+    if kwargs.get("fsync", True):  # the new name is durable too
+        store.sync_dir(store.dirname(path) or ".")
+    return array_type()(rootdir=rootdir, mode="a", **{
+        k: v for k, v in kwargs.items() if k in ("fsync", "storage_options")})
 
 
 def _run(layout: Plan, source: Any, target: str | None, middles: list[str],
