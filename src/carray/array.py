@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from carray import _bcolz_array, _portable, _rows, transfer
+from carray import rechunk as rechunking
 from carray._array_meta import fortran_meta, new_meta, object_items, object_meta, wants_objects
 from carray._indexer import Indexer, is_int, plain
 from carray._order import check_order, stored_ckey, stored_okey
@@ -24,11 +25,7 @@ from carray.compute import ComputeMixin, masks, register_array_type
 from carray.container import Container, check_mode, refuse_own_source
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
-from carray.errors import (
-    ContainerNotFoundError,
-    FormatError,
-    StorageError,
-)
+from carray.errors import ContainerNotFoundError, FormatError, StorageError
 from carray.grid import NDGrid
 from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, default_format
@@ -645,6 +642,8 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
             kwargs.setdefault("cparams", self.cparams)
             return type(self)(self[()], dtype=kwargs.pop("dtype", self.dtype), **kwargs)
         return transfer.copy_of(self, **kwargs)[0]
+
+    rechunk = rechunking.rechunk  # a new carray with other chunks, within max_mem
 
     def _repr_html_(self) -> str:
         """An HTML summary for notebooks: shape, chunks, sizes and the first and last rows

@@ -290,13 +290,18 @@ def _attrs_of(source: Any) -> dict[str, Any]:
 def _copy_to_carray(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
                     progress: Callable[[int, int], None] | None,
                     storage_options: dict | None,
-                    origin: tuple[str, dict | None] = ("", None)) -> transfer.MoveStats:
+                    origin: tuple[str, dict | None] = ("", None),
+                    max_mem: int | str | None = None) -> transfer.MoveStats:
     """Copy ``source`` into a new carray dataset of format ``fmt`` at ``target``, keeping
     its chunk and block shapes and compression unless ``given`` (chunk keywords from
     :func:`_given_grid`) or ``cparams`` say otherwise, and its attributes; returns which
     chunks moved as stored bytes and which were decoded (:mod:`carray.transfer`).
     ``origin``: where a source that is not a carray was opened (a Zarr array's or a
-    Bloscpack file's chunks are read from there), with its storage options."""
+    Bloscpack file's chunks are read from there), with its storage options.  New chunks
+    with ``max_mem`` are made by :func:`carray.rechunk.rechunk` within that budget."""
+    if max_mem is not None and _new_chunks(source, given) is not None:
+        return _rechunk_to(source, target, fmt, given, cparams, progress, storage_options,
+                           max_mem)
     movable = _movable(source, origin)
     try:
         return _copy_to_new(source, movable, target, fmt, given, cparams, progress,
@@ -359,6 +364,40 @@ def _items_progress(progress: Callable[[int, int], None] | None, itemsize: int
     return lambda done, total: progress(done * itemsize, total * itemsize)
 
 
+def _new_chunks(source: Any, given: dict[str, Any]) -> tuple[int, ...] | None:
+    """The chunk shape ``given`` asks for, where it differs from ``source``'s (None: the
+    same, or none asked for: the chunks can move)."""
+    if "chunks" in given:
+        chunks = tuple(given["chunks"])
+    elif "chunklen" in given:
+        chunks = (given["chunklen"], *tuple(source.shape)[1:])
+    else:
+        return None
+    return None if chunks == tuple(getattr(source, "chunks", ()) or ()) else chunks
+
+
+def _rechunk_to(source: Any, target: str, fmt: str, given: dict[str, Any], cparams: Any,
+                progress: Callable[[int, int], None] | None, storage_options: dict | None,
+                max_mem: int | str) -> transfer.MoveStats:
+    """:func:`_copy_to_carray` with new chunks, built at ``target`` within ``max_mem``
+    (every chunk is new: none moves)."""
+    from carray.rechunk import rechunk
+
+    chunks = _new_chunks(source, given)
+    options = {"storage_options": storage_options} if storage_options else {}
+    out = rechunk(source, chunks, given.get("blocks"), rootdir=target, max_mem=max_mem,
+                  progress=progress, in_place=True, cparams=cparams,
+                  format="superchunk" if fmt == "carray" else fmt, **options)
+    try:
+        for key, value in _attrs_of(source).items():
+            out.attrs[key] = value
+        stats = transfer.MoveStats(decoded=out.engine.grid.nchunks)
+    finally:
+        out.close()
+    stats.reasons["new chunks, rechunked within max_mem"] = stats.decoded
+    return stats
+
+
 def _destination(src: str, dst: str, fmt: str, overwrite: bool,
                  storage_options: dict | None) -> tuple[Store, str, dict | None]:
     """Where ``dst`` is (its store, path and options), once it may be written."""
@@ -381,7 +420,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                   blocks: tuple[int, ...] | None = None, cparams: Any = None,
                   overwrite: bool = False,
                   progress: Callable[[int, int], None] | None = None,
-                  storage_options: dict | None = None) -> transfer.MoveStats | None:
+                  storage_options: dict | None = None,
+                  max_mem: int | str | None = "256MiB") -> transfer.MoveStats | None:
     """Copy an array between carray directories, bcolz 1.x, ``.b2nd``, Zarr v3 and ``.npy``.
 
     Chunks that mean the same bytes in both formats (same grid, codec and Blosc chunk
@@ -405,6 +445,10 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         Called as ``progress(bytes_done, bytes_total)`` after every block of rows.
     storage_options : dict, optional
         Passed to the fsspec file system of ``src`` and of ``dst`` where they are URLs.
+    max_mem : int or str, optional
+        With ``chunks`` for a carray, bcolz or ``.b2nd`` destination: the memory the
+        rechunk may hold (:func:`carray.rechunk.rechunk`; ``"256MiB"``, an int).  None
+        copies rows of source chunks instead, holding a row of new chunks in memory.
 
     Notes
     -----
@@ -443,7 +487,7 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
             cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
         stats = _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
-                      progress, dst_options, (src, options_for(src, storage_options)))
+                      progress, dst_options, (src, options_for(src, storage_options)), max_mem)
         store.invalidate(path)
         replacing = True
         if store.exists(path):
@@ -461,7 +505,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
 
 def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
           progress: Callable[[int, int], None] | None, storage_options: dict | None,
-          origin: tuple[str, dict | None] = ("", None)) -> transfer.MoveStats | None:
+          origin: tuple[str, dict | None] = ("", None),
+          max_mem: int | str | None = None) -> transfer.MoveStats | None:
     """Copy ``source`` to a new ``fmt`` array at ``tmp`` (chunk keywords ``given``);
     which chunks moved as bytes (None: not a chunked output)."""
     if fmt == "npy":
@@ -475,7 +520,8 @@ def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
             raise UnsupportedOptionError("object arrays cannot be stored in Bloscpack files")
         return blp_moves.copy_to_blp(source, tmp, given.get("chunklen"), cparams,
                                      storage_options)
-    return _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options, origin)
+    return _copy_to_carray(source, tmp, fmt, given, cparams, progress, storage_options, origin,
+                           max_mem)
 
 
 def _row_blocks(source: Any, progress: Callable[[int, int], None] | None

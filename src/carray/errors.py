@@ -63,6 +63,11 @@ class UnsupportedOptionError(CArrayError, ValueError):
     the array or the format, or compression for a format that stores none."""
 
 
+class RechunkMemoryError(CArrayError, ValueError):
+    """A rechunk's memory budget cannot hold even one target chunk and one source chunk
+    with the buffers of the threads that decode and compress them."""
+
+
 class ReadOnlyError(CArrayError, PermissionError):
     """A write was attempted on something opened read-only."""
 
@@ -160,6 +165,7 @@ __all__ = [
     "IndexingError",
     "LockError",
     "ReadOnlyError",
+    "RechunkMemoryError",
     "StorageError",
     "UnsafeDataError",
     "UnstorableAttributeError",

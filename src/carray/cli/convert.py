@@ -86,6 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--blocks", metavar="B0,B1,...",
                    help="block shape of the output array, one size per axis (carray and "
                         ".b2nd outputs only)")
+    p.add_argument("--max-mem", metavar="SIZE",
+                   help="with --chunks: memory the rechunk may hold (e.g. 256MiB, 1GB; "
+                        "default 256MiB); it goes through an intermediate array on disk "
+                        "beside DST when one pass would read too much")
     p.add_argument("--codec", choices=["blosclz", "lz4", "lz4hc", "zlib", "zstd"],
                    help="Blosc codec of the output array (default: the input's codec, "
                         "level and shuffle. A Zarr input's Blosc codec is kept as it is; "
@@ -117,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     from carray.integrations.group_files import is_group_conversion
 
     storage = args.storage_options
-    array_options = [f"--{name}" for name in ("chunks", "blocks", "codec", "clevel")
+    array_options = [f"--{name.replace('_', '-')}" for name in
+                     ("chunks", "blocks", "codec", "clevel", "max_mem")
                      if getattr(args, name) is not None]
     unlimited = ["--unlimited"] if args.unlimited else []
     if is_group_conversion(args.src, args.dst, args.to, storage):
@@ -148,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _refuse(unlimited, "only a dataset converted to NetCDF has unlimited dimensions; this "
                        "converts an array")
+    _refuse(["--max-mem"] if args.max_mem is not None and args.chunks is None else [],
+            "it bounds the memory of a rechunk: give the new chunks with --chunks")
     # A bar only for copies big enough to wait for, unless asked (--progress) or refused.
     with progress(f"{args.src} -> {args.dst}", quiet=args.quiet or args.progress is False,
                   min_total=0 if args.progress else _BAR_BYTES,
@@ -155,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         moves = convert(args.src, args.dst, args.to, chunks=_shape(args.chunks, "--chunks"),
                         blocks=_shape(args.blocks, "--blocks"),
                         cparams=_cparams(args, storage), overwrite=args.force,
-                        progress=report, storage_options=storage)
+                        progress=report, storage_options=storage,
+                        max_mem=args.max_mem or "256MiB")
     _say_moves(args, {"": moves} if moves is not None else {})
     return 0
 

@@ -52,14 +52,22 @@ class UnitWriter:
             written += self._layout.write_unit(u, chunks)
         return written
 
-    def write_encoded(self, unit: int, chunks: Sequence[bytes]) -> int:
-        """Write unit ``unit`` from its chunks, compressed by :meth:`encode`; returns
-        their stored bytes."""
-        return self._layout.write_unit(unit, chunks)
+    def write_encoded(self, unit: int, chunks: Sequence[bytes],
+                      digests: Sequence[bytes | None] | None = None) -> int:
+        """Write unit ``unit`` from its chunks, compressed by :meth:`encode` (and their
+        :meth:`digest`, when worked out already); returns their stored bytes."""
+        return self._layout.write_unit(unit, chunks, digests)
 
-    def encode(self, raw: np.ndarray) -> bytes:
+    def digest(self, data: bytes) -> bytes | None:
+        """What the layout stores after compressed chunk ``data`` (any thread)."""
+        return self._layout.chunk_digest(data)
+
+    def encode(self, raw: np.ndarray, nthreads: int = 1) -> bytes:
         """Compress a chunk as :meth:`stored` or :meth:`trimmed` give it, on a worker
-        thread (one of several compressing at once)."""
+        thread (one of several compressing at once); ``nthreads`` > 1: with that many
+        Blosc threads (a chunk too large for several to be in flight)."""
+        if nthreads > 1:
+            return self._io.encode(raw, self._grid, nthreads=nthreads)
         return self._io.encode_on_worker(raw, self._grid)
 
     @property

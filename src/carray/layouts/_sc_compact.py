@@ -148,14 +148,17 @@ def touched(pages: dict[int, np.ndarray], superchunksize: int) -> set[int]:
     return out
 
 
-def write_unit(layout: Compacted, unit: int, chunks: Sequence[bytes]) -> int:
-    """Write superchunk ``unit``'s file (generation 0) holding ``chunks`` back to back."""
+def write_unit(layout: Compacted, unit: int, chunks: Sequence[bytes],
+               digests: Sequence[bytes | None] | None = None) -> int:
+    """Write superchunk ``unit``'s file (generation 0) holding ``chunks`` back to back
+    (``digests``: each one's :meth:`chunk_digest`, when worked out already)."""
     spare = layout.info.spare
     parts: list[bytes] = []
     table = np.full(layout.info.superchunksize, -1, dtype="<i8")
     pos = layout.files.data_start((unit, 0))
     for i, chunk in enumerate(chunks):
-        tail = layout.chunk_digest(chunk)
+        given = digests[i] if digests is not None else None
+        tail = given if given is not None else layout.chunk_digest(chunk)
         room = len(chunk) + len(tail) + math.ceil(len(chunk) * spare)
         parts += [chunk, tail, bytes(room - len(chunk) - len(tail))]
         table[i] = pos
@@ -170,6 +173,9 @@ def adopt_units(layout: Compacted, nchunks: int) -> None:
     back record by record from the files of generation 0."""
     S, dsize, page = layout.info.superchunksize, layout.digest_size, layout.page_size
     spare = layout.info.spare
+    # One buffer read into for every record: a new one per chunk of tens of MB would
+    # leave the allocator holding freed memory.
+    buf = np.empty(0, dtype=np.uint8)
     layout.files.forget_all()
     for k in range(-(-nchunks // S)):
         key = (k, 0)
@@ -184,7 +190,10 @@ def adopt_units(layout: Compacted, nchunks: int) -> None:
             if pos + h.cbytes + tail > info.size:
                 raise FormatError(f"chunk {n} runs past the end of the file", url, pos)
             if dsize:
-                rec = layout.files.pread(key, h.cbytes + dsize, pos)
+                if len(buf) < h.cbytes + dsize:
+                    buf = np.empty(h.cbytes + dsize, dtype=np.uint8)
+                got = layout.files.pread_into(key, buf[:h.cbytes + dsize], pos)
+                rec = buf.data[:got]
                 if layout.checksum.digest(rec[:h.cbytes]) != rec[h.cbytes:]:
                     raise ChecksumError(f"chunk {n}: checksum mismatch", url, pos + h.cbytes)
             layout.replace_entry(n, Entry(pos, room, h.cbytes, 0, HAS_PAGES if page else 0),

@@ -289,9 +289,11 @@ class Layout(abc.ABC):
     def release_savepoint(self) -> None:  # noqa: B027 - optional
         """The outermost change finished: what it replaced need not be kept for undo."""
 
-    def write_unit(self, unit: int, chunks: Sequence[bytes]) -> int:
+    def write_unit(self, unit: int, chunks: Sequence[bytes],
+                   digests: Sequence[bytes | None] | None = None) -> int:
         """Write the file holding chunks ``[unit*U, unit*U + len(chunks))`` (U =
-        :attr:`unit_chunks`), whole and atomically, touching no other file.
+        :attr:`unit_chunks`), whole and atomically, touching no other file;
+        ``digests``: :meth:`chunk_digest` of each, when worked out already.
 
         Parallel writers (one per unit, in any process) call this; the metadata
         is recorded once they are all done, with :meth:`adopt`.  Returns the

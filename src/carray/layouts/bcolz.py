@@ -632,11 +632,11 @@ class BcolzLayout(Layout):
         """The trailer of digests written after chunk ``data`` (see :mod:`._bcolz_check`)."""
         return build_trailer(data, self._ck)
 
-    def write_unit(self, unit: int, chunks: Sequence[ChunkBytes]) -> int:
+    def write_unit(self, unit: int, chunks: Sequence[ChunkBytes], digests: Any = None) -> int:
         if len(chunks) != 1:
             raise ValueError(f"a bcolz unit is one chunk, got {len(chunks)}")
         header = CHUNK_HEADER.pack(b"blpk", 1, 1)
-        trailer = self.chunk_digest(chunks[0])
+        trailer = digests[0] if digests is not None else self.chunk_digest(chunks[0])
         self.store.put(self._path(unit), (header, chunks[0], trailer), fsync=self.fsync)
         return len(header) + len(chunks[0]) + len(trailer)
 

@@ -708,13 +708,13 @@ class SuperchunkLayout(Layout):
     def unit_chunks(self) -> int:  # type: ignore[override]
         return self._S
 
-    def write_unit(self, unit: int, chunks: Sequence[Any]) -> int:
+    def write_unit(self, unit: int, chunks: Sequence[Any], digests: Any = None) -> int:
         """Write superchunk ``unit``'s file whole (generation 0, with an offsets table
         :meth:`adopt` reads back)."""
         self._check_writable()
         if not 1 <= len(chunks) <= self._S:
             raise ValueError(f"a superchunk holds 1 to {self._S} chunks, got {len(chunks)}")
-        return _sc_compact.write_unit(self, unit, [bytes(c) for c in chunks])
+        return _sc_compact.write_unit(self, unit, [bytes(c) for c in chunks], digests)
 
     def adopt(self, meta: ArrayMeta, cbytes: int) -> None:
         """Commit ``meta`` after :meth:`write_unit` calls wrote every chunk it holds."""
