@@ -27,9 +27,10 @@ LAYERS: list[set[str]] = [
      "table_missing", "table_nullable", "_missing_table",
      "category_column", "category_values", "category_query", "table_categories", "timezones",
      "table_day", "table_csv", "membership",
-     "table_analysis", "table_groupby", "_group_kernels", "table_sort"},
+     "table_analysis", "table_groupby", "_group_kernels", "table_sort",
+     "transfer", "concat", "rechunk", "rechunk_plan"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
-     "__init__"},
+     "group_copy", "__init__"},
 ]
 
 # Upward calls on purpose, each imported inside the one function that needs it.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -328,3 +329,28 @@ def test_threads_read_many_files_at_once_while_handles_are_recycled(tmp_path, mo
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_a_first_version_dropped_before_its_background_sync_is_not_an_error(tmp_path,
+                                                                           monkeypatch):
+    """A new array's first version is synced on a background thread; commits that come
+    first (attributes, a version without data files) may drop it, and the sync then has
+    nothing left to do."""
+    from carray.versions import repo as repo_module
+
+    real = repo_module.Repository.sync_published
+
+    def slow(self, seq):
+        time.sleep(0.3)  # the commits below overtake it
+        return real(self, seq)
+
+    monkeypatch.setattr(repo_module.Repository, "sync_published", slow)
+    root = str(tmp_path / "a")
+    a = ca.carray(np.empty(0, "i8"), rootdir=root, mode="w", chunklen=100)
+    a.attrs["units"] = "K"
+    a.attrs["source"] = "a test"
+    for _ in range(2):
+        a.append(np.arange(1000))
+        a.flush()
+    a.close()
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], np.tile(np.arange(1000), 2))

@@ -5,6 +5,7 @@ such a member opened on its own, and directories written before versions."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from functools import partial
 from typing import Any
@@ -102,8 +103,15 @@ def _sync_created(store: Store, rootdir: str, dataset: VersionedDataset) -> None
     """Make a new dataset durable: its storage file, its first version (if any) and the
     directories naming them, up to the dataset's own entry in its parent."""
     store.sync_file(store.join(rootdir, META_DIR, STORAGE_FILE))
-    if dataset.head is not None:
-        dataset.repo.sync_published(dataset.head.seq)
+    head = dataset.head
+    if head is not None:
+        try:
+            dataset.repo.sync_published(head.seq)
+        except OSError as exc:
+            # A later commit (synced by itself) may have dropped the first version
+            # while this ran: then there is nothing of it left to make durable.
+            if exc.errno != errno.ENOENT or dataset.head is head:
+                raise
     for d in (META_DIR, DATA_DIR):
         store.sync_dir(store.join(rootdir, d))
     store.sync_dir(rootdir)
