@@ -346,3 +346,18 @@ def test_cli_convert_verbose_of_a_group_says_it_per_array(tmp_path, data, capsys
     assert main(["convert", "-v", str(tmp_path / "g"), str(tmp_path / "h")]) == 0
     out = capsys.readouterr().out
     assert f"h/x: {-(-N // 4096)} chunks moved as bytes, 0 decoded" in out
+
+
+def test_chunks_a_frame_pads_to_whole_blocks_are_decoded(tmp_path):
+    """A ``.b2nd`` chunk is padded to whole blocks: a chunk of 10,000 float64 whose Blosc
+    blocks are 2,048 items stores 10,240 there, so it cannot move as it is."""
+    a = ca.carray(np.arange(100_000.0), chunklen=10_000, rootdir=str(tmp_path / "a"),
+                  mode="w")
+    out, stats = transfer.copy_of(a, rootdir=str(tmp_path / "a.b2nd"))
+    np.testing.assert_array_equal(out[:], a[:])
+    assert stats.moved == 0 and stats.decoded == 10
+    assert "padded to whole blocks" in stats.summary()
+    out.close()
+    back, stats = transfer.copy_of(ca.open(str(tmp_path / "a.b2nd")),
+                                   rootdir=str(tmp_path / "back"))
+    np.testing.assert_array_equal(back[:], a[:])

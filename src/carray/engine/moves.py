@@ -48,6 +48,9 @@ class ChunkFormat:
         Chunks hold their items block after block, in an order other than C order.
     block_nbytes : int or None
         The Blosc block size every chunk must have (None: any; Blosc chose it).
+    chunk_nbytes : int
+        Decoded bytes of a whole stored chunk: the chunk shape rounded up to whole
+        blocks where the format pads chunks so.
     """
 
     dtype: np.dtype
@@ -59,6 +62,7 @@ class ChunkFormat:
     truncates: bool
     blocked: bool
     block_nbytes: int | None
+    chunk_nbytes: int
 
     def move_refused(self, target: ChunkFormat) -> str | None:
         """Why chunks stored in this format cannot be stored as they are by an array of
@@ -72,6 +76,9 @@ class ChunkFormat:
             return f"chunks {self.chunks} -> {target.chunks}"
         if (self.blocked or target.blocked) and self.blocks != target.blocks:
             return f"blocks {self.blocks} -> {target.blocks}"
+        if self.chunk_nbytes != target.chunk_nbytes:
+            return (f"a chunk holds {self.chunk_nbytes} -> {target.chunk_nbytes} bytes "
+                    "(padded to whole blocks)")
         if self.blosc1 != target.blosc1:
             names = {True: "Blosc1", False: "Blosc2"}
             return f"chunk format {names[self.blosc1]} -> {names[target.blosc1]}"
@@ -93,7 +100,7 @@ def _codec(cparams: CParams) -> tuple[object, ...]:
 def _format(layout: Layout, io: ChunkIO, d: ArrayDescription, grid: NDGrid) -> ChunkFormat:
     return ChunkFormat(d.dtype, tuple(d.chunks), d.blocks, d.cparams, d.order,
                        bool(layout.blosc1), io.truncates(grid), io.blocked(grid),
-                       None if d.blocks is None else grid.block_nbytes)
+                       None if d.blocks is None else grid.block_nbytes, grid.chunk_nbytes)
 
 
 class StoredChunks:

@@ -37,7 +37,8 @@ class BlpChunks:
         self._f, self._spans, self._dtype, self._ck = f, spans, dtype, checksum
         chunks = (rows, *(max(n, 1) for n in shape[1:]))
         self.grid = NDGrid(shape, chunks, chunks, max(dtype.itemsize, 1))
-        self.format = ChunkFormat(dtype, chunks, None, cparams, "C", True, True, False, None)
+        self.format = ChunkFormat(dtype, chunks, None, cparams, "C", True, True, False, None,
+                                  self.grid.chunk_nbytes)
 
     def refused(self, target: ChunkFormat) -> str | None:
         return self.format.move_refused(target)
@@ -138,7 +139,8 @@ def copy_to_blp(source: Any, location: str, chunklen: int | None, cparams: CPara
                        max(1, (1 << 20) // max(math.prod(shape[1:]) * dtype.itemsize, 1)))
     cparams = cparams or (own.cparams if own is not None else CParams())
     rows = (run, *(max(n, 1) for n in shape[1:]))
-    target = ChunkFormat(dtype, rows, None, cparams, "C", True, True, False, None)
+    target = ChunkFormat(dtype, rows, None, cparams, "C", True, True, False, None,
+                         math.prod(rows) * max(dtype.itemsize, 1))
     why = "no carray chunks" if own is None else own.move_refused(target)
     stats = transfer.MoveStats()
     rowbytes = math.prod(shape[1:]) * dtype.itemsize

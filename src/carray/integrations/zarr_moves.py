@@ -74,7 +74,7 @@ class ZarrChunks:
         cparams = cparams_of(z) or CParams()
         self.grid = NDGrid(shape, chunks, chunks, max(self._dtype.itemsize, 1))
         self.format = ChunkFormat(self._dtype, chunks, None, cparams, "C", True, False,
-                                  False, None)
+                                  False, None, self.grid.chunk_nbytes)
 
     def refused(self, target: ChunkFormat) -> str | None:
         return self._why or self.format.move_refused(target)
