@@ -441,33 +441,30 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         chunks of whole rows, ``(n, *shape[1:])``, as its ``chunklen`` ``n``.
     overwrite : bool
         Replace an existing ``dst`` (the old one stays until the copy is complete).
-    progress : callable, optional
-        Called as ``progress(bytes_done, bytes_total)`` after every block of rows.
-    storage_options : dict, optional
-        Passed to the fsspec file system of ``src`` and of ``dst`` where they are URLs.
+    progress, storage_options : optional
+        ``progress(bytes_done, bytes_total)``, called as the copy goes; the options of
+        the fsspec file systems of ``src`` and ``dst`` where they are URLs.
     max_mem : int or str, optional
-        With ``chunks`` for a carray, bcolz or ``.b2nd`` destination: the memory the
-        rechunk may hold (:func:`carray.rechunk.rechunk`; ``"256MiB"``, an int).  None
-        copies rows of source chunks instead, holding a row of new chunks in memory.
+        With new ``chunks`` (carray, bcolz, ``.b2nd``): what the rechunk may hold
+        (:func:`carray.rechunk.rechunk`).  None: rows of source chunks are copied.
 
-    Notes
-    -----
-    The copy is built under a temporary name beside ``dst`` and renamed into place.
-    On an object store that rename copies every object (there are no directories
-    to rename); whatever fails, nothing is left at ``dst`` or under the temporary
-    name.
+    Returns
+    -------
+    MoveStats or None
+        How many chunks moved as bytes and how many were decoded, and why (None for
+        ``.npy``).  The copy is built under a temporary name beside ``dst`` and renamed
+        in (on an object store that copies every object): whatever fails, nothing is
+        left at ``dst`` or under the temporary name.
 
     Raises
     ------
     ContainerExistsError
         ``dst`` exists and ``overwrite`` is false.
     UnsupportedOptionError
-        ``chunks`` or ``blocks`` do not have one size per axis, or the destination
-        cannot hold them or ``cparams`` (``.npy`` files are neither chunked nor
-        compressed; bcolz chunks are whole rows without blocks; Zarr has no blocks).
+        ``chunks`` or ``blocks`` without one size per axis, or that the destination
+        cannot hold (``.npy``: none; bcolz: whole rows, no blocks; Zarr: no blocks).
     ValueError
-        Source and destination are the same, the source is a table or 0-d, or a
-        ``.npy`` file is given as a URL.
+        Same source and destination, a table or 0-d source, or a ``.npy`` URL.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     fmt = array_format_for(dst, to)
@@ -490,8 +487,7 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                       progress, dst_options, (src, options_for(src, storage_options)), max_mem)
         store.invalidate(path)
         replacing = True
-        if store.exists(path):
-            store.rmtree(path)
+        _remove(store, path)
         store.rename(tmp, path)
     except BaseException:
         _remove(store, tmp)
