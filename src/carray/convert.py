@@ -424,9 +424,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                   max_mem: int | str | None = "256MiB") -> transfer.MoveStats | None:
     """Copy an array between carray directories, bcolz 1.x, ``.b2nd``, Zarr v3 and ``.npy``.
 
-    Chunks that mean the same bytes in both formats (same grid, codec and Blosc chunk
-    format) move as their stored bytes, checked by the source's checksums; the others
-    are decoded and compressed again (:mod:`carray.transfer`).
+    Chunks that mean the same bytes in both formats move as their stored bytes, checked
+    by the source's checksums; the others are decoded and compressed again.
 
     Parameters
     ----------
