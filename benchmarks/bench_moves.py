@@ -9,7 +9,7 @@ and of its peer, taken alternately.  Ratios are peer / carray within one run (ab
 
 Run: ``python benchmarks/bench_moves.py [--repeat N] [--quick] [--only copy,rechunk,...]``.
 Writes ``benchmarks/results/bench_moves.{json,md}`` (``bench_moves_quick`` with
-``--quick``).
+``--quick``); with ``--only``, the other parts keep the figures of their last run.
 """
 
 from __future__ import annotations
@@ -76,9 +76,14 @@ def main() -> None:
         except Exception as exc:  # one failing part does not lose the others' figures
             parts[part] = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(parts[part], default=str)[:2000], flush=True)
+    name = "bench_moves_quick" if args.quick else "bench_moves"
+    earlier = RESULTS / f"{name}.json"
+    if earlier.exists():  # parts not run this time keep their last figures
+        kept = json.loads(earlier.read_text()).get("parts", {})
+        parts = {**{k: v for k, v in kept.items() if k not in parts}, **parts}
+        parts = {k: parts[k] for k in PARTS if k in parts}
     results = {"cores": os.cpu_count(), "machine": platform.platform(),
                "repeat": args.repeat, "quick": args.quick, "parts": parts}
-    name = "bench_moves_quick" if args.quick else "bench_moves"
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=1, default=str))
     (RESULTS / f"{name}.md").write_text(report(results))
