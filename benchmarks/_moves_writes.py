@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_appends import ROWS, blosc2_run, h5py_run, make_block
 
 import carray as ca
 
-ROWS = 10_000
 APPENDS = 100
 
 
@@ -53,6 +53,12 @@ def _clear(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()
+
+
+def _clear_all(path: Path) -> None:
+    """``path`` and what peers wrote beside it (``path`` plus their extension)."""
+    for found in path.parent.glob(path.name + "*"):
+        _clear(found)
 
 
 def _write_cases(tmp: Path, repeat: int, quick: bool) -> list[dict[str, Any]]:
@@ -92,11 +98,6 @@ def _write_cases(tmp: Path, repeat: int, quick: bool) -> list[dict[str, Any]]:
     ]
 
 
-def _block() -> np.ndarray:
-    rng = np.random.default_rng(42)
-    return np.cumsum(rng.integers(-3, 4, ROWS, dtype=np.int64))
-
-
 def _carray_appends(path: Path, block: np.ndarray, n: int, chunklen: int,
                     fsync: bool) -> None:
     cp = ca.CParams(cname="lz4", clevel=5, shuffle=ca.SHUFFLE)
@@ -106,50 +107,23 @@ def _carray_appends(path: Path, block: np.ndarray, n: int, chunklen: int,
             a.append(block)
 
 
-def _h5py_appends(path: Path, block: np.ndarray, n: int, chunklen: int) -> None:
-    import h5py
-    import hdf5plugin
-
-    filt = hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE)
-    with h5py.File(path, "w") as f:
-        d = f.create_dataset("a", shape=(0,), dtype="i8", chunks=(chunklen,),
-                             maxshape=(None,), **filt)
-        for _ in range(n):
-            m = d.shape[0]
-            d.resize((m + len(block),))
-            d[m:] = block
-        f.flush()
-
-
-def _blosc2_appends(path: Path, block: np.ndarray, n: int, chunklen: int) -> None:
-    import blosc2
-
-    cp = blosc2.CParams(codec=blosc2.Codec.LZ4, clevel=5, filters=[blosc2.Filter.SHUFFLE])
-    a = blosc2.empty((0,), dtype="i8", chunks=(chunklen,), cparams=cp, urlpath=str(path),
-                     mode="w")
-    for _ in range(n):
-        m = a.shape[0]
-        a.resize((m + len(block),))
-        a[m:] = block
-
-
 def _append_cases(tmp: Path, repeat: int, quick: bool) -> list[dict[str, Any]]:
-    block = _block()
+    block = make_block()
     n = 20 if quick else APPENDS
     chunklen = ca.carray(block[:1], expectedlen=n * ROWS).chunklen
     runs = {
         "on": lambda p: _carray_appends(p, block, n, chunklen, True),
         "off": lambda p: _carray_appends(p, block, n, chunklen, False),
-        "h5py": lambda p: _h5py_appends(p, block, n, chunklen),
-        "b2": lambda p: _blosc2_appends(p, block, n, chunklen),
+        "h5py": lambda p: h5py_run(str(p), block, n, chunklen),  # writes p + ".h5"
+        "b2": lambda p: blosc2_run(str(p), block, n, chunklen),  # writes p + ".b2nd"
     }
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(repeat):
         for key, run in runs.items():
             path = tmp / f"app_{key}"
-            _clear(path)
+            _clear_all(path)
             times[key].append(_timed(lambda r=run, p=path: r(p)))
-            _clear(path)
+            _clear_all(path)
     note = f"{n} appends of {ROWS:,} int64 rows, chunk length {chunklen:,}, lz4 5 shuffle"
     return [
         {"name": "100 appends, fsync off", "carray_s": times["off"],

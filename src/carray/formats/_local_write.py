@@ -27,7 +27,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from carray._fileio import fsync_path
@@ -159,20 +159,13 @@ def _write_views(fd: int, views: list[memoryview]) -> int:
     return total
 
 
-def write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
-    """:func:`write_file` of one bytes object: the path of small files, kept to one
-    ``open``, ``write``, ``close`` and ``rename`` (and the syncs with ``fsync``)."""
-    tmp = f"{path}.{_pid}.{_get_ident()}.part"
+@contextlib.contextmanager
+def _placed(tmp: str, path: str, fsync: bool) -> Iterator[None]:
+    """Put the file the block writes at ``tmp`` in place at ``path`` (:func:`replace`),
+    its directory synced where the name must last; on any failure remove ``tmp`` and
+    leave the old file as it was (storage failures raise ``StorageError``)."""
     try:
-        fd = os.open(tmp, _CREATE, 0o644)
-        try:
-            done = os.write(fd, data)
-            if done < len(data):  # a short write (a signal, a nearly full disk)
-                _write_views(fd, [memoryview(data)[done:]])
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        yield
         replaced = replace(tmp, path, sync_before_replacing=not fsync)
         if fsync or replaced:  # the new name too: a power cut must not undo it
             fsync_path(os.path.dirname(os.path.abspath(path)))
@@ -182,6 +175,22 @@ def write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
         if isinstance(exc, OSError):
             raise storage_error(exc, path) from None
         raise
+
+
+def write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
+    """:func:`write_file` of one bytes object: the path of small files, kept to one
+    ``open``, ``write``, ``close`` and ``rename`` (and the syncs with ``fsync``)."""
+    tmp = f"{path}.{_pid}.{_get_ident()}.part"
+    with _placed(tmp, path, fsync):
+        fd = os.open(tmp, _CREATE, 0o644)
+        try:
+            done = os.write(fd, data)
+            if done < len(data):  # a short write (a signal, a nearly full disk)
+                _write_views(fd, [memoryview(data)[done:]])
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_file(path: str, groups: Parts, *, fsync: bool,
@@ -195,7 +204,7 @@ def write_file(path: str, groups: Parts, *, fsync: bool,
     Storage failures raise :class:`carray.errors.StorageError`.
     """
     tmp = temporary_name(path)
-    try:
+    with _placed(tmp, path, fsync):
         fd = os.open(tmp, _CREATE, 0o644)
         # With fsync, the disk starts on what is written while the rest is produced.
         writeback = WriteBack(fd) if fsync else None
@@ -219,12 +228,3 @@ def write_file(path: str, groups: Parts, *, fsync: bool,
             if writeback is not None:
                 writeback.abandon()
             os.close(fd)
-        replaced = replace(tmp, path, sync_before_replacing=not fsync)
-        if fsync or replaced:  # the new name too: a power cut must not undo it
-            fsync_path(os.path.dirname(os.path.abspath(path)))
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise storage_error(exc, path) from None
-        raise
