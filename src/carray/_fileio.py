@@ -144,9 +144,12 @@ def start_writeback(fd: int, offset: int, nbytes: int) -> None:
     """Have the OS start writing ``nbytes`` of ``fd`` from ``offset`` to the device, so
     a later :func:`data_sync` finds little left to write.  Linux starts it without
     waiting (``sync_file_range``); elsewhere the bytes are synced now (callers run this
-    off the caller's thread).  Only a hint on Linux: what fails shows at the sync."""
+    off the caller's thread).  Raises ``OSError`` where the file system refuses; only
+    a hint on Linux otherwise: what fails to reach the disk shows at the sync."""
     if _sync_file_range is not None:
-        _sync_file_range(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
+        if _sync_file_range(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
         return
     data_sync(fd)  # pragma: no cover - not Linux
 
@@ -178,7 +181,8 @@ class StreamedFile:
                 n = os.write(self._fd, view)
                 view, self._pos = view[n:], self._pos + n
         if self._fsync and self._pos > start:
-            start_writeback(self._fd, start, self._pos - start)
+            with contextlib.suppress(OSError):  # a hint: the sync at the commit decides
+                start_writeback(self._fd, start, self._pos - start)
 
     def commit(self) -> None:
         """Sync what is left (with ``fsync``) and give the file its name."""

@@ -18,49 +18,14 @@ as the kernel keeps the error for it; the background call's own error is re-rais
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import os
-import sys
-from collections.abc import Callable
 from concurrent.futures import Future
 
+from carray._fileio import start_writeback as start_write
 from carray._parallel import background, submit
 
 #: Bytes written between two requests to start the write-back.
 STEP = 4 << 20
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def _load_sync_file_range() -> Callable[[int, int, int], None] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-
-    def start(fd: int, offset: int, nbytes: int) -> None:
-        if fn(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-
-    return start
-
-
-_sync_file_range = _load_sync_file_range()
-
-
-def start_write(fd: int, offset: int, nbytes: int) -> None:
-    """Have the kernel start writing ``nbytes`` of ``fd`` from ``offset`` to the disk
-    (without waiting for it where the platform allows: Linux)."""
-    if _sync_file_range is not None:
-        _sync_file_range(fd, offset, nbytes)
-    elif hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-
 
 #: What a file system that cannot start a range's write-back says: the file is then
 #: written without it (the final fsync does all the work, as it would anyway).
