@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: The ``os`` functions through which carray's stores write, sync, rename and delete.
-WRITERS = ("write", "writev", "pwrite", "fsync", "replace", "rename", "unlink", "rmdir",
-           "ftruncate")
+WRITERS = ("write", "writev", "pwrite", "fsync", "replace", "rename", "link", "unlink",
+           "rmdir", "ftruncate")
 #: The functions themselves, before any child replaces them.
 REAL = {name: getattr(os, name) for name in WRITERS}
 #: Where a kill lands relative to the call it counts.

@@ -28,7 +28,8 @@ LAYERS: list[set[str]] = [
      "category_column", "category_values", "category_query", "table_categories", "timezones",
      "table_day", "table_csv", "membership",
      "table_analysis", "table_groupby", "_group_kernels", "table_sort",
-     "transfer", "concat", "rechunk", "rechunk_plan"},
+     "transfer", "concat", "rechunk", "rechunk_plan", "table_rebase",
+     "group_rebase"},
     {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
      "group_copy", "__init__"},
 ]

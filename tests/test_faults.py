@@ -23,7 +23,8 @@ LAYOUTS = ["memory", "superchunk", "bcolz", "b2nd"]
 # Tables: every operation with CARRAY_SOAK=1, every fourth one in CI.
 EVERY = os.environ.get("CARRAY_SOAK") == "1"
 # os functions the stores write, sync, rename and delete through.
-_WRITERS = ("write", "pwrite", "fsync", "fdatasync", "replace", "rename", "unlink", "ftruncate")
+_WRITERS = ("write", "pwrite", "fsync", "fdatasync", "replace", "rename", "link", "unlink",
+            "ftruncate")
 
 
 class Faults:
@@ -65,9 +66,10 @@ ARRAY_OPS = {
     "append_small": lambda a: a.append(np.arange(3)),
     "setitem": lambda a: a.__setitem__(slice(5, 60), -1),
     "setitem_points": lambda a: a.__setitem__([1, 30, len(a) - 1], -7),
-    "resize_grow": lambda a: a.resize(len(a) + 37),
-    "resize_shrink": lambda a: a.resize(len(a) - 29),
-    "trim": lambda a: a.trim(5),
+    # A resize is a version at the next flush (formats without versions record it at once).
+    "resize_grow": lambda a: (a.resize(len(a) + 37), a.flush()),
+    "resize_shrink": lambda a: (a.resize(len(a) - 29), a.flush()),
+    "trim": lambda a: (a.trim(5), a.flush()),
     "flush": lambda a: (a.append(np.arange(20)), a.flush()),
 }
 

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import carray as ca
+import carray.versions.dataset
 from carray.group_store import TXN_DIR
 from carray.stores import resolve
+from carray.versions import Repository, seq_of
 
 
 def _fill(g):
@@ -36,25 +38,34 @@ def test_a_remote_group_commits_reopens_and_travels_in_time(remote_root):
     assert isinstance(ca.open(url, storage_options=options), ca.Group)
 
 
-def test_a_remote_commit_without_its_record_never_counts(remote_root):
-    """The record is the commit point: a commit that died before writing it leaves the
-    group and every member at the version before."""
+def test_a_remote_commit_without_its_outcome_never_counts(remote_root, monkeypatch):
+    """The record is the commit point: a commit whose outcome is recorded nowhere (it
+    died before writing its record) leaves the group and every member at the version
+    before, and a later writer decides it aborted and goes on."""
     url, options = remote_root
     g = ca.group(url, mode="w", storage_options=options)
     _fill(g)
     g.append({"time": [6], "obs/temp": np.ones((1, 3))}, dim="time")
     g.close()
     store, root = resolve(url, options)
-    records = store.join(root, TXN_DIR)
-    newest = max(store.listdir(records), key=lambda n: store.get(store.join(records, n)))
-    for name in store.listdir(records):  # the record of the append: the one naming its version
-        if ca.open_group(url, storage_options=options).version in \
-                store.get(store.join(records, name)).decode():
-            newest = name
-    store.delete(store.join(records, newest))
+    head = Repository(store, root).latest()
+    assert head.txn is not None
+    # The outcome lives in a marker beside each manifest of the commit (the record is
+    # gone once every one holds it): without them, as before the record was written.
+    changed = [("", head.seq)] + [(n["dir"], seq_of(n["version"]))
+                                  for n in head.meta["nodes"].values() if "version" in n]
+    for path, seq in changed:
+        marker = store.join(root, path, "versions", f"{seq:010d}.ok") if path else \
+            store.join(root, "versions", f"{seq:010d}.ok")
+        if store.exists(marker) and (path in ("", "time", "obs/temp")):
+            store.delete(marker)
+    assert not store.listdir(store.join(root, TXN_DIR))
     r = ca.open_group(url, storage_options=options)
     assert r["time"].shape == (6,) and r["obs/temp"].shape == (6, 3)
     assert ca.carray(rootdir=f"{url}/time", mode="r", storage_options=options).shape == (6,)
+    # Nothing is locked on object stores: a writer waits for the unfinished commit's
+    # owner (lock_timeout), then decides it aborted.
+    monkeypatch.setattr(carray.versions.dataset, "DEFAULT_DECIDE_AFTER", 0.2)
     w = ca.group(url, storage_options=options)  # a writer goes on from there
     w.append({"time": [60], "obs/temp": np.zeros((1, 3))}, dim="time")
     w.close()

@@ -18,7 +18,7 @@ from carray._table_txn import TXN_FILE, Record
 
 # Every file operation (slow); in CI every fifth.
 EVERY = os.environ.get("CARRAY_SOAK") == "1"
-_WRITERS = ("write", "pwrite", "fsync", "replace", "rename", "unlink", "ftruncate")
+_WRITERS = ("write", "pwrite", "fsync", "replace", "rename", "link", "unlink", "ftruncate")
 
 
 class _Crash(Exception):  # noqa: N818 - named for what it simulates

@@ -489,11 +489,11 @@ def _step_of(name: str, args: tuple) -> str | None:
             return None
     target = os.fspath(target)
     base = os.path.basename(target)
-    if name in ("replace", "rename"):
+    if name in ("replace", "rename", "link"):
         return "rename into place"
     if name == "rmdir":
         return "rmdir directory"
-    target = re.sub(r"\.\d+\.tmp$", "", target)  # a file written whole, before its rename
+    target = re.sub(r"\.[\d-]+\.tmp$", "", target)  # a file written whole, before its rename
     base = os.path.basename(target)
     where = "chunks" if f"{os.sep}data{os.sep}" in target else \
         "index pages" if base.endswith(".ix") else "manifest" if base.endswith(".mf") else \

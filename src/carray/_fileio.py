@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -52,6 +54,67 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview |
         except OSError:
             pass
         raise
+
+
+def atomic_create(path: str | os.PathLike, data: bytes | bytearray | memoryview
+                  | Iterable[Any], *, fsync: bool = True) -> bool:
+    """Create ``path`` holding ``data`` unless it exists; True when this call created it.
+
+    The data goes to a temporary name first and is linked to ``path`` in one step, so
+    a reader sees the whole file or none, and of two writers racing for one name
+    exactly one wins (``link`` fails when the name exists, as ``O_EXCL`` does).
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}{_TMP_SUFFIX}"
+    parts: Iterable[Any] = (data,) if isinstance(data, (bytes, bytearray, memoryview)) \
+        else data
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for part in parts:
+                view = memoryview(part).cast("B")
+                while view:
+                    view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            return _create_exclusive(path, tmp, fsync)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+# A file system without hard links (FAT, some network and FUSE mounts) says so thus.
+_NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK}
+
+
+def _create_exclusive(path: str, tmp: str, fsync: bool) -> bool:
+    """:func:`atomic_create` without ``link``: ``O_EXCL`` decides the race, then the
+    bytes are copied in (a reader may see the file before it is whole: what carray
+    publishes this way carries a checksum, so a partial file reads as damaged, and
+    its writer finishes it before returning)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        with open(tmp, "rb") as src:
+            while block := src.read(1 << 20):
+                pwrite_all(fd, block, os.lseek(fd, 0, os.SEEK_END))
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def fsync_path(path: str | os.PathLike) -> None:

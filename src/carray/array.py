@@ -589,6 +589,18 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def discard(self) -> None:
         if self._view_of is None:
             self._engine.release()
+
+    def reset(self) -> None:
+        """Drop every change not committed: the array shows its newest version again (what
+        a failed :func:`carray.transaction` does to each array it touched)."""
+        self._engine.reset_to_newest()
+        self._attrs.forget()
+
+    def rebase(self, newer: Any) -> None:
+        """Put the changes not committed on top of version ``newer`` (a manifest another
+        writer published); :class:`carray.errors.ConflictError` when they overlap."""
+        self._engine.rebase(newer)
+        self._attrs.forget()
     def _parts(self) -> list[Any]:
         return [self._engine]
 

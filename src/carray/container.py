@@ -108,7 +108,7 @@ class Container(abc.ABC):
     # -- versions (carray's own layout keeps them) -----------------------------------------
 
     def _history(self) -> Any:
-        """What answers the version methods (see :class:`carray.engine.history.History`)."""
+        """What answers the version methods (see :class:`carray.versions.history.History`)."""
         raise NotImplementedError
 
     def versioned_dataset(self) -> Any:
@@ -124,9 +124,12 @@ class Container(abc.ABC):
         """
         return str(self._history().commit(message))
 
-    def snapshot(self, tag: str, message: str | None = None) -> str:
-        """Commit, then name the newest version ``tag`` (kept until :meth:`untag`)."""
-        return str(self._history().snapshot(tag, message))
+    def snapshot(self, tag: str, message: str | None = None, move: bool = False) -> str:
+        """Commit, then name the newest version ``tag`` (kept until :meth:`untag`).
+
+        Tags never move: a tag naming another version raises
+        :class:`carray.errors.TagExistsError` unless ``move=True``."""
+        return str(self._history().snapshot(tag, message, move))
 
     def untag(self, tag: str) -> None:
         """Remove a tag; the version it named is kept only if something else keeps it."""
@@ -144,7 +147,11 @@ class Container(abc.ABC):
         return vid
 
     def refresh(self) -> bool:
-        """A reader (mode 'r') moves to the newest version; False when it had it."""
+        """Move to the newest version; False when this handle had it.  A reader (mode
+        'r') then shows it; a writer puts its changes not committed on top of it
+        (:class:`carray.errors.ConflictError` when another writer changed the same
+        chunks).  Nothing else moves a handle: a read error in its version is raised,
+        never answered from another one."""
         moved = bool(self._history().refresh())
         if moved:
             self._attrs.forget()

@@ -174,3 +174,30 @@ __all__ = [
     "VersionError",
     "VersionsUnsupportedError",
 ]
+
+
+class ConflictError(CArrayError, RuntimeError):
+    """Another writer committed changes that overlap this writer's (the same chunks of
+    an array, a table's columns reshaped, the same node of a group): this writer's
+    changes are still pending, so it can retry after a ``refresh`` of its view, or
+    discard them.
+
+    Attributes
+    ----------
+    conflicts : list of str
+        What overlaps, one item per array: its name and the chunks both changed.
+    """
+
+    def __init__(self, message: str, conflicts: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.conflicts = list(conflicts or ())
+
+
+class TagExistsError(CArrayError, ValueError):
+    """A tag names a version already: tags never move, unless asked to (``move=True``)."""
+
+
+class TransactionAbortedError(CArrayError, RuntimeError):
+    """A transaction over several datasets was decided as aborted before it could
+    commit (another writer found it unfinished past ``lock_timeout`` and gave up on
+    it): none of its changes became a version."""

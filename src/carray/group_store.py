@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import secrets
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -46,6 +44,7 @@ from carray.errors import (
     ReadOnlyError,
     VersionsUnsupportedError,
 )
+from carray.group_rebase import merge_nodes
 from carray.layouts.base import clear_for_create
 from carray.safejson import load_json
 from carray.stores import Store
@@ -53,6 +52,8 @@ from carray.stores.lock import WriteLock
 from carray.table import ctable
 from carray.versions import Repository
 from carray.versions.dataset import VersionedDataset, VersionInfo, open_dataset
+from carray.versions.outcomes import relative
+from carray.versions.transaction import publish_together
 
 GROUP_FILE = "__group__"
 TXN_DIR = ".carray-transactions"
@@ -203,7 +204,8 @@ class GroupTree:
             repo = Repository(store, root, fsync)
             dataset = open_dataset(repo, readonly, version, tag, as_of, keep="all")
             if not readonly:
-                repo.remove_leftovers(dataset.head.seq if dataset.head else None)
+                repo.remove_leftovers(dataset.head.seq if dataset.head else None,
+                                      owner_gone=not store.remote)
             if not isinstance(dataset.meta, dict) or dataset.meta.get("kind") != GROUP:
                 raise FormatError("the version does not describe a group", store.url(root))
             return cls(store, root, dataset, readonly, fsync, storage_options, lock)
@@ -497,34 +499,70 @@ class GroupTree:
         return self._publish(list(self._pending.values()), kind)
 
     def _publish(self, datasets: list[VersionedDataset], kind: str) -> str | None:
+        """One group version of the members' staged changes and the description: the
+        members' versions and the group's published as one transaction recorded in the
+        group's directory (:mod:`carray.versions.transaction`)."""
         assert self.store is not None and self.dataset is not None
         self.check_dims()
         pending = [ds for ds in datasets if ds.take_staged()]
         message, self._message = self._message, None
         self._pending.clear()
-        store, txn = self.store, secrets.token_hex(8)
-        record = store.join(self.root, TXN_DIR, txn)
-        try:
-            for ds in pending:
-                rel = os.path.relpath(record, ds.repo.root).replace(os.sep, "/")
-                ds.publish(txn=rel, reclaim=False, message=message)
+        self.nodes = self._describe()
+        # The version keeps its own copy: the working nodes change after it.
+        self.dataset.meta = {"kind": GROUP, "nodes": _copied(self.nodes)}
+        if not pending and not self.dataset.take_staged():
+            return self.version
+        owners = {id(c.versioned_dataset()): c for c in self._open.values()}
+
+        def rebase(ds: VersionedDataset, newer: Any) -> None:
+            if ds is self.dataset:
+                self._rebase(newer, {id(d) for d in pending})
+            else:
+                owners[id(ds)].rebase(newer)
+
+        dataset = self.dataset
+
+        def describe() -> None:  # the members' new versions are known now
             self.nodes = self._describe()
-            # The version keeps its own copy: the working nodes change after it.
-            self.dataset.meta = {"kind": GROUP, "nodes": _copied(self.nodes)}
-            if not pending and not self.dataset.take_staged():
-                return self.version
-            self.dataset.publish(kind=kind, txn=f"{TXN_DIR}/{txn}", reclaim=False,
-                                 message=message, force=True)
-            store.makedirs(store.join(self.root, TXN_DIR))
-            store.put(record, (json.dumps({"id": txn, "group": self.version}) + "\n").encode(),
-                      fsync=self.fsync)
-            if self.fsync:
-                store.sync_dir(store.join(self.root, TXN_DIR))
-        except BaseException:
-            for ds in [*pending, self.dataset]:
-                ds.broken = "a group commit failed; reopen the group"
-            raise
+            dataset.meta = {"kind": GROUP, "nodes": _copied(self.nodes)}
+
+        publish_together([*pending, self.dataset], message, self.root, rebase, kind=kind,
+                         fsync=self.fsync, before_last=describe)
+        self._reclaim_members(pending)
         return self.version
+
+    def _rebase(self, newer: Any, mine: set[int]) -> None:
+        """The group's version lost the race to ``newer``: merge its description with this
+        writer's (members this commit published keep this writer's description)."""
+        assert self.dataset is not None and self.dataset.head is not None
+        published = {p for p, c in self._open.items() if id(c.versioned_dataset()) in mine}
+        self.nodes = merge_nodes(self.dataset.head.meta.get("nodes", {}), self.nodes,
+                                 newer.meta.get("nodes", {}), published, self.url or "")
+        check_nodes(self.nodes, self.url)
+        self.dataset.adopt_newer(newer)
+        self.dataset.meta = {"kind": GROUP, "nodes": _copied(self.nodes)}
+
+    def _named(self) -> dict[str, set[str]]:
+        """Member directory -> the ids of its versions that kept group versions name."""
+        assert self.dataset is not None
+        named: dict[str, set[str]] = {}
+        for manifest in self.dataset.manifests():
+            nodes = manifest.meta.get("nodes", {}) if isinstance(manifest.meta, dict) else {}
+            for path, node in nodes.items():
+                if node.get("kind") in (ARRAY, TABLE) and "version" in node:
+                    named.setdefault(str(node.get("dir", path)), set()).add(node["version"])
+        return named
+
+    def _reclaim_members(self, published: list[VersionedDataset]) -> None:
+        """After a commit: the versions of the members it published that no kept group
+        version names go (members keep what the group's versions name, no more)."""
+        assert self.store is not None
+        named = self._named()
+        for ds in published:
+            rel = relative(self.store, ds.repo.root, self.root)
+            with contextlib.suppress(OSError):
+                ds.reclaim(keep_last=1, use_retention=False,
+                           keep_ids=frozenset(named.get(rel, ())))
 
     def _describe(self) -> dict[str, dict[str, Any]]:
         """The nodes as the next version records them."""
@@ -546,24 +584,27 @@ class GroupTree:
             raise VersionsUnsupportedError("a group in memory keeps no versions")
         return self.dataset
 
-    def versions(self) -> list[VersionInfo]:
+    # What carray.versions.history.History asks of a group (Group's version methods).
+
+    def commit_changes(self, message: str | None) -> str:
+        self._versioned()
+        return self.commit(message) or ""
+
+    def version_list(self) -> list[VersionInfo]:
         return self._versioned().versions()
 
-    def snapshot(self, tag: str, message: str | None = None) -> str:
-        vid = self.commit(message) or ""
-        self._versioned().tag(tag, vid)
-        return vid
+    def tag_version(self, tag: str, version_id: str, move: bool) -> None:
+        self._versioned().tag(tag, version_id, move=move)
 
-    def untag(self, tag: str) -> None:
+    def untag_version(self, tag: str) -> None:
         self._versioned().untag(tag)
 
-    def restore(self, version: str) -> str:
+    def restore_version(self, version: str) -> str:
         """Make group version ``version`` the newest again: its nodes, and each member at
         the version it named (a member restored is a new version of it), as one new group
         version; returns its id."""
         dataset = self._versioned()
         self.check_writable()
-        self.commit()
         old = dataset.repo.find(version)
         nodes = old.meta.get("nodes") if isinstance(old.meta, dict) else None
         check_nodes(nodes, self.url)
@@ -582,11 +623,20 @@ class GroupTree:
                         member.restore(node["version"])
         return self.version or ""
 
-    def refresh(self) -> bool:
-        """A reader moves to the newest version (members reopen at the versions it
-        names); False when it had it."""
+    def refresh_version(self) -> bool:
+        """Move to the newest version; False when this handle had it.  A reader's members
+        reopen at the versions it names; a writer's open members put their pending
+        changes on top of theirs, and its description is merged with the newest."""
         dataset = self._versioned()
-        if not self.readonly or not dataset.refresh():
+        if not self.readonly:
+            newest = dataset.repo.latest()
+            if dataset.head is not None and newest.seq == dataset.head.seq:
+                return False
+            for container in self._open.values():
+                container.refresh()
+            self._rebase(newest, {id(c.versioned_dataset()) for c in self._open.values()})
+            return True
+        if not dataset.refresh():
             return False
         assert dataset.head is not None
         self.nodes = _copied(dataset.head.meta.get("nodes", {}))
@@ -595,28 +645,22 @@ class GroupTree:
         self._open.clear()
         return True
 
-    def prune(self, keep_last: int | None = None, older_than: float | None = None) -> int:
+    def prune_versions(self, keep_last: int | None, older_than: float | None) -> int:
         """Drop the group versions past the newest ``keep_last`` or made before
         ``older_than`` (never the newest, a tagged or a held one), then every member's
         versions no remaining group version names, and the directories of members none
         names; returns how many group versions went."""
         dataset = self._versioned()
         self.check_writable()
-        self.commit()
         dropped = dataset.reclaim(keep_last, older_than, use_retention=False)
-        named: dict[str, set[str]] = {}
-        for manifest in dataset.manifests():
-            nodes = manifest.meta.get("nodes", {}) if isinstance(manifest.meta, dict) else {}
-            for path, node in nodes.items():
-                if node.get("kind") in (ARRAY, TABLE) and "version" in node:
-                    named.setdefault(str(node.get("dir", path)), set()).add(node["version"])
+        named = self._named()
         for path, node in self.nodes.items():
             if node["kind"] in (ARRAY, TABLE):
                 member_dataset = self.member(path).versioned_dataset()
                 keep = frozenset(named.get(self.dir_of(path), set()))
                 member_dataset.reclaim(keep_last=1, use_retention=False, keep_ids=keep)
         self._remove_unnamed(set(named) | {self.dir_of(p) for p in self.nodes})
-        return dropped
+        return int(dropped)
 
     def _remove_unnamed(self, named: set[str]) -> None:
         """Delete member directories no kept version names (dropped members, members a

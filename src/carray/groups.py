@@ -23,7 +23,6 @@ import numpy as np
 from carray import attrvalues
 from carray.array import carray
 from carray.attrs import Attrs
-from carray.engine.history import when
 from carray.group_store import (
     ARRAY,
     GROUP,
@@ -36,6 +35,7 @@ from carray.group_store import (
 from carray.stores import Store, resolve
 from carray.table import ctable
 from carray.versions.dataset import VersionInfo
+from carray.versions.history import History
 
 _MODES = ("r", "a", "w", "x")
 
@@ -280,32 +280,34 @@ class Group(Mapping[str, Any]):
         """Flush every member and commit what changed; the newest version's id."""
         return self._tree.commit(message)
 
-    def snapshot(self, tag: str, message: str | None = None) -> str:
-        """Commit, then name the newest version ``tag``."""
-        return self._tree.snapshot(tag, message)
+    def snapshot(self, tag: str, message: str | None = None, move: bool = False) -> str:
+        """Commit, then name the newest version ``tag`` (a tag naming another version
+        raises :class:`carray.errors.TagExistsError` unless ``move=True``)."""
+        return History(self._tree).snapshot(tag, message, move)
 
     def untag(self, tag: str) -> None:
-        self._tree.untag(tag)
+        History(self._tree).untag(tag)
 
     def restore(self, version: str) -> str:
         """Make an earlier version of the whole tree the newest again (members as they
         were then), as a new version; returns its id."""
-        return self._tree.restore(version)
+        return History(self._tree).restore(version)
 
     def refresh(self) -> bool:
-        """A reader (mode 'r') moves to the newest version; False when it had it."""
-        return self._tree.refresh()
+        """Move to the newest version; False when this handle had it (a reader shows it;
+        a writer puts its changes not committed on top of it)."""
+        return History(self._tree).refresh()
 
     def prune(self, keep_last: int | None = None, older_than: Any = None) -> int:
         """Drop the versions past the newest ``keep_last`` or made before ``older_than``
         (a datetime, or a timedelta back from now) -- never the newest, a tagged one or
         one a reader holds -- with the member versions only they named; returns how many
         group versions went."""
-        return self._tree.prune(keep_last, when(older_than))
+        return History(self._tree).prune(keep_last, older_than)
 
     def versions(self) -> list[VersionInfo]:
         """Kept versions of the whole tree, newest first."""
-        return self._tree.versions()
+        return History(self._tree).versions()
 
     @property
     def version(self) -> str | None:

@@ -38,7 +38,13 @@ from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import TableBase, check_mode, refuse_own_source
 from carray.defaults import resolve_cparams
-from carray.errors import ContainerExistsError, ContainerNotFoundError, FormatError, ReadOnlyError
+from carray.errors import (
+    ContainerExistsError,
+    ContainerNotFoundError,
+    FormatError,
+    ReadOnlyError,
+    VersionsUnsupportedError,
+)
 from carray.keys import select
 from carray.params import CParams
 from carray.query import collect_result
@@ -57,7 +63,7 @@ from carray.table_columns import (
 )
 from carray.table_day import TableDay
 from carray.table_dir import create_storage, open_storage
-from carray.table_history import TableHistory
+from carray.table_history import table_history
 from carray.table_index import TableIndexes
 from carray.table_missing import wants_nullable
 from carray.table_store import (
@@ -326,6 +332,31 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         self.close_columns(flush=False)
         self._storage.release()
 
+    def reset(self) -> None:
+        """Drop every change not committed: the table shows its newest version again (what
+        a failed :func:`carray.transaction` does to each table it touched)."""
+        self._writable()
+        if not isinstance(self._storage, VersionedTable):
+            raise VersionsUnsupportedError(f"{self._rootdir or 'ctable'}: only tables in "
+                                           "carray's own format go back to a version")
+        self._storage.dataset.reset_head()
+        self.reopen_at_head()
+
+    def rebase(self, newer: Any) -> None:
+        """Put the changes not committed on top of version ``newer`` (a manifest another
+        writer published); :class:`carray.errors.ConflictError` when they overlap."""
+        assert isinstance(self._storage, VersionedTable)
+        self._storage.rebase(self, newer)
+
+    def reopen_at_head(self) -> None:
+        """Reopen the columns at the version the table's dataset holds, dropping what
+        they did not commit."""
+        if isinstance(self._storage, VersionedTable):
+            self._storage.dataset.abandon()
+        self.close_columns(flush=False)
+        self.open_columns()
+        self._attrs.forget()
+
     def read_committed(self, read: Callable[[], _T]) -> _T:
         """``read()`` over one committed state (in mode 'r' a bcolz table reads again
         when a writer committed meanwhile: :mod:`carray._table_refresh`)."""
@@ -353,7 +384,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def _history(self) -> Any:
         self._storage.refuse_versions()
         assert isinstance(self._storage, VersionedTable)
-        return TableHistory(self, self._storage)
+        return table_history(self, self._storage)
 
     @property
     def version(self) -> str | None:

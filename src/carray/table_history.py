@@ -1,19 +1,19 @@
-"""A versioned table's versions as the table offers them: commit, tag, restore, refresh,
-prune (see :mod:`carray.table_store`)."""
+"""A versioned table's versions, as its dataset keeps them: what
+:class:`carray.versions.history.History` asks of a table (see
+:mod:`carray.table_store`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from carray.engine.history import when
-from carray.versions.repo import check_tag
+from carray.versions.history import History
 
 if TYPE_CHECKING:
     from carray.table_store import VersionedTable
 
 
-class TableHistory:
-    """The versions of one table (the same methods as an array's)."""
+class TableVersions:
+    """The versions of one table (a :class:`carray.versions.history.Versioned`)."""
 
     def __init__(self, table: Any, storage: VersionedTable) -> None:
         self._table, self._storage = table, storage
@@ -23,41 +23,50 @@ class TableHistory:
     def dataset(self) -> Any:
         return self._dataset
 
-    def commit(self, message: str | None = None) -> str:
+    def commit_changes(self, message: str | None) -> str:
         self._dataset.check_writable()
         self._storage.commit(self._table, message)
         head = self._dataset.head
         assert head is not None
-        return head.id
+        return str(head.id)
 
-    def versions(self) -> list[Any]:
+    def version_list(self) -> list[Any]:
         return self._dataset.versions()
 
-    def snapshot(self, tag: str, message: str | None = None) -> str:
-        check_tag(tag)
-        vid = self.commit(message)
-        self._dataset.tag(tag, vid)
-        return vid
+    def tag_version(self, tag: str, version_id: str, move: bool) -> None:
+        self._dataset.tag(tag, version_id, move=move)
 
-    def untag(self, tag: str) -> None:
+    def untag_version(self, tag: str) -> None:
         self._dataset.untag(tag)
 
-    def restore(self, version: str) -> str:
-        """Commit what is pending, then publish ``version`` again as the newest."""
-        self.commit()
-        old = self._dataset.repo.find(version)
+    def restore_version(self, version_id: str) -> str:
+        old = self._dataset.repo.find(version_id)
         self._table.close_columns()
-        vid = self._dataset.publish_version(old, f"restore {version}")
+        vid = self._dataset.publish_version(old, f"restore {version_id}")
         self._table.open_columns()
-        return vid
+        return str(vid)
 
-    def refresh(self) -> bool:
-        if not self._dataset.readonly or not self._dataset.refresh():
+    def refresh_version(self) -> bool:
+        dataset = self._dataset
+        if not dataset.readonly:  # a writer: its pending changes on top of the newest
+            newest = dataset.repo.latest()
+            if dataset.head is not None and newest.seq == dataset.head.seq:
+                return False
+            self._table.rebase(newest)
+            return True
+        if not dataset.refresh():
             return False
         self._table.close_columns()
         self._table.open_columns()
         return True
 
-    def prune(self, keep_last: int | None = None, older_than: Any = None) -> int:
-        self.commit()
-        return self._dataset.reclaim(keep_last, when(older_than))
+    def prune_versions(self, keep_last: int | None, older_than: float | None) -> int:
+        return int(self._dataset.reclaim(keep_last, older_than))
+
+
+def table_history(table: Any, storage: VersionedTable) -> History:
+    """Commits, tags, restores and refreshes of a table's versions."""
+    return History(TableVersions(table, storage))
+
+
+__all__ = ["TableVersions", "table_history"]

@@ -28,13 +28,28 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from carray import attrvalues
-from carray.errors import ContainerNotFoundError, FormatError, VersionsUnsupportedError
+from carray.errors import (
+    ConflictError,
+    ContainerNotFoundError,
+    FormatError,
+    VersionsUnsupportedError,
+)
 from carray.layouts.memory import MemoryLayout
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
+from carray.table_rebase import rebase_table
 from carray.versions import Manifest, Repository
-from carray.versions.dataset import Membership, VersionedDataset, open_dataset, retention_of
+from carray.versions.dataset import (
+    Membership,
+    NewerVersion,
+    VersionedDataset,
+    open_dataset,
+    retention_of,
+)
+
+# Times a commit is put on top of another writer's newer version before giving up.
+_MAX_REBASES = 50
 
 TABLE_FILE = "__table__"
 #: A bcolz table's list of column names, and its attributes file.
@@ -298,6 +313,8 @@ class VersionedTable(TableStorage):
         dataset = open_dataset(Repository(store, root, fsync), readonly, **(at or {}),
                                keep=versions)
         table = cls(store, root, dataset, lock)
+        if not readonly and dataset.head is not None and (lock is not None or store.remote):
+            dataset.repo.remove_leftovers(dataset.head.seq, owner_gone=not store.remote)
         if not readonly and store.isfile(store.join(root, ROOTDIRS)):
             table.finish_upgrade()  # an upgrade published, its last steps interrupted
         return table
@@ -427,10 +444,20 @@ class VersionedTable(TableStorage):
             return
         head = self.dataset.head
         try:
-            with self.dataset.committing(message):
-                for col in table.column_objects():
-                    col.flush()
-                self._record(table)
+            for _ in range(_MAX_REBASES):
+                try:
+                    with self.dataset.committing(message):
+                        for col in table.column_objects():
+                            col.flush()
+                        self._record(table)
+                    return
+                except NewerVersion as newer:
+                    head = newer.newer
+                    rebase_table(table, self, newer.newer)
+            raise ConflictError(f"{self.store.url(self.root)}: other writers kept "
+                                f"committing first ({_MAX_REBASES} times); try again")
+        except ConflictError:
+            raise  # nothing was published: the changes stay pending
         except BaseException:
             # Show what is committed: the last version, or this one when only a step after
             # publishing failed (the columns' own undo would go back past it).
@@ -442,6 +469,16 @@ class VersionedTable(TableStorage):
 
     def columns_changed(self, table: Any) -> None:
         self._record(table)
+
+    def rebase(self, table: Any, newer: Any) -> None:
+        """Put ``table``'s pending changes on top of ``newer`` (see
+        :mod:`carray.table_rebase`)."""
+        self._record(table)
+        rebase_table(table, self, newer)
+
+    def take_attrs(self, stored: dict[str, Any]) -> None:
+        """Make ``stored`` (typed JSON) the attributes the next commit records."""
+        self.dataset.meta = {**self.dataset.meta, "attrs": stored}
 
     def column_dropped(self, table: Any, name: str, col: Any, keep: bool) -> None:
         """The column's members leave the next version; its directory goes once no kept

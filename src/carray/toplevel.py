@@ -257,11 +257,13 @@ def open_table(rootdir: str | os.PathLike, mode: str = "a", *,
 @contextlib.contextmanager
 def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
     """Changes made inside to several arrays and tables commit as one version each, all
-    or none, when the block ends (nothing commits when it raises; the changes then stay
-    pending in memory, as after a failed flush).
+    or none, when the block ends.
 
-    The containers must be writable and kept in carray's own layout under one directory
-    tree on this machine (a table's columns count with their table).
+    When the block raises, or the commit fails, nothing of it is committed, then or
+    later: every container is put back to its newest version (changes made before the
+    block and not committed are dropped with it).  The containers must be writable,
+    kept in carray's own layout in one store (a table's columns count with their
+    table); the commit protocol is in docs/spec/commit.md.
 
     Examples
     --------
@@ -269,16 +271,28 @@ def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
     ...     temperature.append(frames)
     ...     events.append(rows)
     """
-    from carray.versions.transaction import transaction as run
+    from carray.versions.transaction import common_root, publish_together
 
-    datasets = [c.versioned_dataset() for c in containers]
-
-    def flush() -> None:
-        for c in containers:
-            c.flush()
-
-    with run(datasets, flush, message):
-        yield
+    owners = {id(c.versioned_dataset()): c for c in containers}
+    datasets = [c.versioned_dataset() for c in owners.values()]
+    stores = {id(ds.repo.store) for ds in datasets}
+    if len(stores) > 1 and any(ds.repo.store.remote for ds in datasets):
+        raise ValueError("a transaction's datasets must live in one store")
+    try:
+        with contextlib.ExitStack() as stack:
+            for ds in datasets:
+                stack.enter_context(ds.held())
+            yield
+            for c in owners.values():
+                c.flush()
+        publish_together(datasets, message, common_root(datasets),
+                         lambda ds, newer: owners[id(ds)].rebase(newer),
+                         fsync=all(ds.repo.fsync for ds in datasets))
+    except BaseException:
+        for c in owners.values():
+            with contextlib.suppress(Exception):  # closed meanwhile: nothing to put back
+                c.reset()
+        raise
 
 
 def prune(rootdir: str | os.PathLike, keep_last: int | None = None, older_than: Any = None,

@@ -28,24 +28,35 @@ from carray.chunkio import ChunkIO, OpenChunk
 from carray.engine.boxes import BoxReader, is_box
 from carray.engine.closed import Closed
 from carray.engine.description import ArrayDescription
-from carray.engine.history import History
+from carray.engine.history import array_history
 from carray.engine.moves import ChunkSink, StoredChunks
 from carray.engine.points import decode_for, point_groups
 from carray.engine.txn import ChunkListener, atomic
 from carray.engine.units import UnitWriter
 from carray.engine.writer import Writer
-from carray.errors import HandleClosedError, IndexingError, ReadOnlyError, UnsupportedDTypeError
+from carray.errors import (
+    ConflictError,
+    HandleClosedError,
+    IndexingError,
+    ReadOnlyError,
+    UnsupportedDTypeError,
+)
 from carray.grid import NDGrid, gather, gather_blocked, plan
 from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
 from carray.params import CParams
 from carray.stores import Store
+from carray.versions import rebase as rebasing
+from carray.versions.dataset import NewerVersion
+from carray.versions.history import History
 
 # Reads decoding at least this much per chunk spread the chunks over threads.
 _THREADED_BYTES = 512 * 2**10
 # At most this many items in one chunk are decoded one by one.
 _FEW_POINTS = 8
+# Times a commit is put on top of another writer's newer version before giving up.
+_MAX_REBASES = 50
 
 # Engines of stored arrays with unwritten changes, flushed at interpreter exit.
 _unflushed: weakref.WeakSet[ArrayEngine] = weakref.WeakSet()
@@ -83,6 +94,8 @@ class ArrayEngine:
         self._io = ChunkIO(layout, meta.dtype, self._d.blocks, meta.cparams, fill=self._d.dflt)
         self._w = Writer(layout, self._io, self._d, tuple(meta.shape), cbytes, objects)
         self._boxes: BoxReader | None = None  # made on the first read of a box
+        #: Make every change a version at once (as ``flush`` does), not at the next flush.
+        self.auto_flush = False
         self._closed = False
         self._closed_by: str | None = None  # why a takeover closed it (see abandon)
 
@@ -563,6 +576,7 @@ class ArrayEngine:
         self.check_writable()
         values = okey.expand_values(values)
         if okey.size:
+            self._note_edit(okey)
             self._w.write(okey, values)
 
     @atomic
@@ -570,13 +584,23 @@ class ArrayEngine:
         """Assign ``values`` (of the dtype, broadcast to the key's shape) at its coordinates."""
         self.check_writable()
         if ckey.size:
+            self._note_edit(ckey)
             self._w.write_coords(ckey, np.broadcast_to(values, ckey.out_shape).reshape(-1))
+
+    def _note_edit(self, key: OrthoKey | CoordKey) -> None:
+        """Remember what a write changes in place (what a rebase replays)."""
+        edits = self._layout.edits
+        if edits is not None:
+            edits.note_key(key)
 
     @atomic
     def resize(self, new: tuple[int, ...]) -> None:
         """Grow (with ``dflt``) or shrink to shape ``new`` (as many axes), then flush."""
         self.check_writable()
         w = self._w
+        edits = self._layout.edits
+        if edits is not None and (new[1:] != w.shape[1:] or new[0] < w.shape[0]):
+            edits.reshaped = True
         if new[1:] != w.shape[1:]:
             if self._layout.rows_only:
                 raise ValueError(f"{self.describe()}: the bcolz layout stores whole rows, so "
@@ -587,7 +611,8 @@ class ArrayEngine:
             w.grow_rows(new[0])
         elif new[0] < w.shape[0]:
             w.shrink_rows(new[0], self.flush)
-        self.flush()
+        if not self._layout.versioned or self.auto_flush:
+            self.flush()  # formats without versions record sizes as they change
 
     def clip(self, nitems: int) -> None:
         """Hide rows past ``nitems`` without writing anything (read-only table views)."""
@@ -630,9 +655,80 @@ class ArrayEngine:
             w.flush_tail()
             for listener in w.listeners:
                 listener.committing(self, final)
-            w.commit(self.meta(), message)
+            self._commit(message)
         if not w.dirty:
             _unflushed.discard(self)
+
+    def _commit(self, message: str | None) -> None:
+        """Record the state; when another writer published meanwhile (object stores),
+        put this writer's changes on top of its version and try again."""
+        for _ in range(_MAX_REBASES):
+            try:
+                self._w.commit(self.meta(), message)
+                return
+            except NewerVersion as newer:
+                self.rebase(newer.newer)
+                self._w.prepare_flush()
+                self._w.flush_tail()
+        raise ConflictError(f"{self.describe()}: other writers kept committing first "
+                            f"({_MAX_REBASES} times); try again")
+
+    # -- what a table's rebase asks of its columns' engines --------------------------------
+
+    @property
+    def member_name(self) -> str:
+        """The array's name in its versioned dataset ("" for an array of its own)."""
+        return str(getattr(self._layout, "member_name", ""))
+
+    @property
+    def pending_edits(self) -> rebasing.EditLog | None:
+        """What was changed in place since the last commit (None: no versions)."""
+        edits = self._layout.edits
+        return edits if isinstance(edits, rebasing.EditLog) else None
+
+    def chunks_between(self, old: Any, new: Any) -> set[int]:
+        """The chunks whose records differ between two member states of this array."""
+        return set(self._layout.chunks_between(old, new))
+
+    def reset_to_newest(self) -> None:
+        """Drop every change not committed and show the newest version."""
+        self.check_writable()
+        self._layout.versioned_dataset().reset_head()
+        self.reset()
+
+    def rebase(self, newer: Any) -> None:
+        """Put the changes since the last commit on top of version ``newer`` (a manifest
+        another writer published; see :mod:`carray.versions.rebase`), ready to commit."""
+        layout = self._layout
+        dataset = layout.versioned_dataset()
+        name = getattr(layout, "member_name", "")
+        base = dataset.state(name)
+        try:
+            theirs = newer.member(name)
+        except KeyError:
+            raise ConflictError(f"{self.describe()}: another writer removed it",
+                                [name]) from None
+        self._w.settle()
+        where = name or self.describe()
+        attrs = rebasing.merge_attrs(base.attrs, layout.stored_attrs, theirs.attrs, where)
+        changed = layout.chunks_between(base, theirs)
+        if not changed and tuple(theirs.shape) == tuple(base.shape):
+            dataset.adopt_newer(newer)  # nothing of theirs to replay over
+            layout.rebase_index(theirs)
+            layout.take_attrs(attrs)
+            return
+        mine, old, their_shape = self.shape, tuple(base.shape), tuple(theirs.shape)
+        boxes = rebasing.plan(where, self.grid.resized(their_shape), old, mine, their_shape, changed,
+                     layout.edits)
+        edits = [(box, self.read(rebasing.box_key(box, mine))) for box in boxes]
+        rows = self.read(self.rows_key(range(old[0], mine[0]))) if mine[0] > old[0] else None
+        dataset.adopt_newer(newer)
+        self.reset()
+        for box, values in edits:
+            self.write(rebasing.box_key(box, self.shape), values)
+        if rows is not None:
+            self.append(rows)
+        layout.take_attrs(attrs)
 
     def store_tail(self) -> None:
         """Store the partial last run of rows too (it stays decoded): what a version of an
@@ -647,14 +743,22 @@ class ArrayEngine:
 
     @property
     def history(self) -> History:
-        """Commits, tags, restores and reader refreshes of this array's versions."""
-        return History(self, self._layout)
+        """Commits, tags, restores and refreshes of this array's versions."""
+        return array_history(self, self._layout)
 
     def reload(self, meta: ArrayMeta, cbytes: int) -> None:
         """Take the layout's state as this engine's (the layout moved to another version):
         the shape and sizes of ``meta``, nothing kept decoded."""
         self._boxes = None
         self._w.reload(tuple(meta.shape), cbytes)
+
+    def reset(self) -> None:
+        """Drop every change not committed: the engine shows its last version again (a
+        failed transaction over several datasets, and a rebase, start here)."""
+        self.check_writable()
+        self._w.forget()  # chunks being compressed are dropped with the rest
+        self.reload(*self._layout.reset())
+        _unflushed.discard(self)
 
     def close(self) -> None:
         """Flush and release file handles."""

@@ -1,22 +1,23 @@
-"""An array's versions as its engine offers them: commit, tag, restore, refresh, prune.
+"""An array's versions, as its engine and layout keep them: what
+:class:`carray.versions.history.History` asks of an array.
 
-Only carray's own layout keeps versions (:mod:`carray.versions`); asking another
-layout raises :class:`carray.errors.VersionsUnsupportedError`.
+Only carray's own layout keeps versions on disk (:mod:`carray.versions`), and an
+array in memory keeps them in memory; asking another layout raises
+:class:`carray.errors.VersionsUnsupportedError`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 from typing import TYPE_CHECKING, Any, Protocol
 
-from carray.versions.repo import check_tag
+from carray.versions.history import History
 
 if TYPE_CHECKING:
     from carray.layouts.base import ArrayMeta, Layout
 
 
 class Versioned(Protocol):
-    """What a history needs of its engine."""
+    """What an array's versions need of its engine."""
 
     @property
     def cbytes(self) -> int: ...
@@ -26,22 +27,11 @@ class Versioned(Protocol):
     def meta(self) -> ArrayMeta: ...
     def flush(self, message: str | None = None) -> None: ...
     def reload(self, meta: ArrayMeta, cbytes: int) -> None: ...
+    def rebase(self, newer: Any) -> None: ...
 
 
-def when(older_than: Any) -> float | None:
-    if older_than is None:
-        return None
-    if isinstance(older_than, _dt.datetime):
-        if older_than.tzinfo is None:
-            older_than = older_than.astimezone()
-        return float(older_than.timestamp())
-    if isinstance(older_than, _dt.timedelta):
-        return (_dt.datetime.now(_dt.UTC) - older_than).timestamp()
-    raise TypeError(f"older_than must be a datetime or a timedelta, got {older_than!r}")
-
-
-class History:
-    """The versions of one engine's array (see the module doc)."""
+class ArrayVersions:
+    """The versions of one engine's array (a :class:`carray.versions.history.Versioned`)."""
 
     def __init__(self, engine: Versioned, layout: Layout) -> None:
         self._engine, self._layout = engine, layout
@@ -55,9 +45,7 @@ class History:
         """The versioned dataset the array commits to."""
         return self._layout.versioned_dataset()
 
-    def commit(self, message: str | None = None) -> str:
-        """Flush and return the id of the newest version (a new one when anything
-        changed)."""
+    def commit_changes(self, message: str | None) -> str:
         self._require()
         self._engine.check_writable()
         if self._layout.in_memory:  # a version in memory: the chunks as they are now
@@ -69,45 +57,49 @@ class History:
         assert vid is not None
         return vid
 
-    def versions(self) -> list[Any]:
+    def version_list(self) -> list[Any]:
         self._require()
         return self._layout.versions()
 
-    def snapshot(self, tag: str, message: str | None = None) -> str:
-        """Commit, then name the newest version ``tag``; returns its id."""
-        check_tag(tag)
-        vid = self.commit(message)
-        self._layout.tag(tag, vid)
-        return vid
+    def tag_version(self, tag: str, version_id: str, move: bool) -> None:
+        self._layout.tag(tag, version_id, move=move)
 
-    def untag(self, tag: str) -> None:
+    def untag_version(self, tag: str) -> None:
         self._require()
         self._layout.untag(tag)
 
-    def restore(self, version: str) -> str:
-        """Commit what is pending, then make ``version`` the newest again (a new version);
-        returns the new version's id."""
-        self.commit()
-        meta, cbytes = self._layout.restore(version)
+    def restore_version(self, version_id: str) -> str:
+        meta, cbytes = self._layout.restore(version_id)
         self._engine.reload(meta, cbytes)
         vid = self._layout.version_id
         assert vid is not None
         return vid
 
-    def refresh(self) -> bool:
-        """A reader moves to the newest version; False when it had it already."""
+    def refresh_version(self) -> bool:
+        if self._layout.in_memory or not self._layout.versioned:
+            return False
+        dataset = self.dataset
+        if not dataset.readonly:  # a writer: its pending changes on top of the newest
+            newest = dataset.repo.latest()
+            if dataset.head is not None and newest.seq == dataset.head.seq:
+                return False
+            self._engine.rebase(newest)
+            return True
         moved = self._layout.refresh()
         if moved is None:
             return False
         self._engine.reload(*moved)
         return True
 
-    def prune(self, keep_last: int | None = None, older_than: Any = None) -> int:
-        """Drop versions past the newest ``keep_last`` or made before ``older_than`` (a
-        datetime, or a timedelta back from now), except tagged and held ones; returns
-        how many were dropped."""
+    def prune_versions(self, keep_last: int | None, older_than: float | None) -> int:
         self._require()
         self._engine.check_writable()
-        if not self._layout.in_memory:
-            self._engine.flush()
-        return self._layout.prune(keep_last, when(older_than))
+        return self._layout.prune(keep_last, older_than)
+
+
+def array_history(engine: Versioned, layout: Layout) -> History:
+    """Commits, tags, restores and refreshes of an array's versions."""
+    return History(ArrayVersions(engine, layout))
+
+
+__all__ = ["ArrayVersions", "array_history"]

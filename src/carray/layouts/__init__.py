@@ -177,7 +177,7 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
             lock.release()
         raise
     opened[0].hold_lock(lock)
-    if lock is not None:
+    if lock is not None or (not readonly and store.remote):
         _tidy(opened[0])
     return opened
 

@@ -9,10 +9,13 @@ edit-heavy workload reuses what it replaces instead of growing the files.
 from __future__ import annotations
 
 import bisect
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 Key = tuple[int, int]
+#: The generations of files a commit writes for itself lie in [_OWN_GENS, 2**31).
+_OWN_GENS = 1 << 24
 
 
 class FreeSpace:
@@ -126,14 +129,23 @@ class SpaceKeeper:
     used : callable
         ``used()`` -> the extents ``{(k, gen): [(off, room), ...]}`` that the kept
         versions and the working index refer to (to learn the free space).
+    private : bool
+        Every commit writes its records to files of its own (object stores, where
+        several processes may write one dataset and writing part of an object rewrites
+        all of it): a new generation per superchunk per commit, chosen at random so
+        that writers never pick one another's, never written into once a version
+        refers to it, never truncated or compacted (docs/spec/commit.md).
     """
 
     def __init__(self, files: Any, superchunksize: int, reuse: bool,
-                 used: Callable[[], dict[Key, list[tuple[int, int]]]]) -> None:
+                 used: Callable[[], dict[Key, list[tuple[int, int]]]],
+                 private: bool = False) -> None:
         self._files = files
         self._S = superchunksize
-        self.reuse = reuse
+        self.private = private
+        self.reuse = reuse and not private
         self._used = used
+        self._own: dict[int, int] = {}  # superchunk -> the generation this commit writes
         self._space: FreeSpace | None = None
         self._gens: dict[int, int] | None = None
         self._uncommitted: dict[tuple[int, int, int], int] = {}
@@ -148,15 +160,29 @@ class SpaceKeeper:
     # -- generations ------------------------------------------------------------------------
 
     def gen(self, k: int) -> int:
-        """The generation new records of superchunk ``k`` go to (its newest file)."""
+        """The generation new records of superchunk ``k`` go to (its newest file, or the
+        file of this commit's own)."""
+        if self.private:
+            own = self._own.get(k)
+            return self._new_own(k) if own is None else own
         if self._gens is None:
             self._gens = {}
             for sk, g in self._files.existing():
                 self._gens[sk] = max(g, self._gens.get(sk, 0))
         return self._gens.get(k, 0)
 
+    def _new_own(self, k: int) -> int:
+        taken = {g for sk, g in self._files.existing() if sk == k}
+        while True:
+            g = _OWN_GENS + secrets.randbelow(2**31 - _OWN_GENS)
+            if g not in taken:
+                self._own[k] = g
+                return g
+
     def next_gen(self, k: int) -> int:
         """Start a new file generation for superchunk ``k`` (a compaction writes it)."""
+        if self.private:
+            return self._new_own(k)
         g = self.gen(k) + 1
         assert self._gens is not None
         self._gens[k] = g
@@ -304,11 +330,26 @@ class SpaceKeeper:
         self._pending += [(n, old, seq) for n, old in self._superseded]
         self._superseded.clear()
         self._uncommitted.clear()
+        self._own.clear()  # what a version refers to is never written into again
         if self._log is not None:
             self._log = []
         # Records written and replaced before the commit are in no version, and the
         # commit cannot be undone: free now, before reclaim tidies their files.
         self._apply_deferred()
+
+    def discard(self) -> list[Key]:
+        """Forget every change since the last commit (the writer goes back to it): the
+        records written since are free, those they replaced are in use again.  Returns
+        the files this commit wrote for itself (private mode), which nothing refers to."""
+        for (k, gen, off), room in self._uncommitted.items():
+            self._deferred.append(((k, gen), off, room))
+        self._uncommitted.clear()
+        self._superseded.clear()
+        self._log = None
+        self._apply_deferred()
+        own = [(k, g) for k, g in self._own.items()]
+        self._own.clear()
+        return own
 
     def reclaim(self, remaining: Sequence[int], refers: Callable[[int, Any], bool],
                 min_free: int = 4096) -> None:
@@ -344,6 +385,8 @@ class SpaceKeeper:
             # Records freed when the change under way is done were in it: gone with it.
             self._deferred = [d for d in self._deferred if d[0] != key]
             return
+        if self.private:
+            return  # partly used files stay as they are: other writers may read them
         end = space.tail(key, info.size)
         if end < info.size:
             self._files.truncate(key, end)
@@ -356,4 +399,5 @@ class SpaceKeeper:
         """Versions were dropped whose records this keeper never saw replaced: learn the
         free space again from what is kept, and tidy every file at this reclaim."""
         self._space = None
-        self._freed |= set(self._files.existing())
+        if not self.private:  # files nothing refers to may be another writer's, unpublished
+            self._freed |= set(self._files.existing())

@@ -259,7 +259,33 @@ class Layout(abc.ABC):
         """The :class:`carray.versions.dataset.VersionedDataset` the layout commits to."""
         raise self._no_versions()
 
-    def tag(self, name: str, version_id: str) -> None:
+    def tag(self, name: str, version_id: str, move: bool = False) -> None:
+        raise self._no_versions()
+
+    #: What was changed in place since the last commit (layouts whose writers rebase).
+    edits: Any = None
+
+    @property
+    def stored_attrs(self) -> Any:
+        """The attributes as the next commit records them (typed JSON)."""
+        raise self._no_versions()
+
+    def take_attrs(self, stored: Any) -> None:
+        """Make ``stored`` the attributes the next commit records (a rebase's merge)."""
+        raise self._no_versions()
+
+    def chunks_between(self, old: Any, new: Any) -> set[int]:
+        """The chunks whose records differ between two states of this array."""
+        raise self._no_versions()
+
+    def rebase_index(self, newer: Any) -> None:
+        """Take ``newer`` as the state the working index changes apply to."""
+        raise self._no_versions()
+
+    def reset(self) -> tuple[ArrayMeta, int]:
+        """Drop every change since the last commit: the layout shows the version its
+        dataset holds (after a failed transaction, or before a rebase); returns its meta
+        and cbytes."""
         raise self._no_versions()
 
     def untag(self, name: str) -> None:

@@ -108,9 +108,14 @@ class MemoryLayout(Layout):
                             k.meta.dtype.itemsize * _count(k.meta.shape), k.cbytes, k.kind)
                 for k in reversed(self._kept)]
 
-    def tag(self, name: str, version_id: str) -> None:
+    def tag(self, name: str, version_id: str, move: bool = False) -> None:
         self._find(version_id)
-        self._tags[check_tag(name)] = version_id
+        held = self._tags.get(check_tag(name))
+        if held is not None and held != version_id and not move:
+            from carray.errors import TagExistsError
+            raise TagExistsError(f"memory: tag {name!r} names version {held} already (tags "
+                                 "do not move: untag it first, or pass move=True)")
+        self._tags[name] = version_id
 
     def untag(self, name: str) -> None:
         if self._tags.pop(name, None) is None:

@@ -37,6 +37,7 @@ from carray.dtypes import checked_shape
 from carray.errors import (
     FormatError,
     ReadOnlyError,
+    VersionError,
 )
 from carray.layouts import _sc_compact, _sc_usage
 from carray.layouts import _superchunk_v2 as legacy
@@ -73,6 +74,7 @@ from carray.versions.dataset import (
     Staged,
     VersionedDataset,
 )
+from carray.versions.rebase import EditLog
 
 # Default superchunk: this many uncompressed bytes of chunks (a few MB compressed).
 DEFAULT_SUPERCHUNK_NBYTES = 16 * 2**20
@@ -146,6 +148,8 @@ class SuperchunkLayout(Layout):
         self._touched: set[int] = set()  # superchunks a commit changed (compatible files)
         self._base_pages: np.ndarray | None = None  # a restored version's, until committed
         self._alone = False  # a table's column opened on its own (keeps the table's length)
+        #: What was changed in place since the last commit (what a rebase replays).
+        self.edits = EditLog()
 
     # -- opening --------------------------------------------------------------------------
     # (:mod:`.superchunk_open` makes and opens layouts with these)
@@ -232,7 +236,8 @@ class SuperchunkLayout(Layout):
         self._opened_at = head.seq if head is not None else None
         # Keeping every version frees nothing a version refers to: no free space to learn.
         reuse = not self.files.compat and self.dataset.keep is not None
-        self._keeper = SpaceKeeper(self.files, self._S, reuse=reuse, used=self._used_extents)
+        self._keeper = SpaceKeeper(self.files, self._S, reuse=reuse, used=self._used_extents,
+                                   private=self.store.rewrites)
 
     def _url(self) -> str:
         return self.store.url(self.rootdir)
@@ -439,9 +444,69 @@ class SuperchunkLayout(Layout):
     def versioned_dataset(self) -> VersionedDataset:
         return self.dataset
 
-    def tag(self, name: str, version_id: str) -> None:
+    def tag(self, name: str, version_id: str, move: bool = False) -> None:
         self._check_writable()
-        self.dataset.tag(name, version_id)
+        self.dataset.tag(name, version_id, move=move)
+
+    def reset(self) -> tuple[ArrayMeta, int]:
+        self._check_writable()
+        assert self._keeper is not None
+        state = self.dataset.state(self.member_name)
+        if state is None:
+            raise VersionError(f"{self._url()}: no version to go back to")
+        with self._lock:
+            for key in self._keeper.discard():  # this commit's own files: nothing else's
+                self.files.delete(key)
+            self._index = WorkingIndex(IndexView(state.nchunks, state.pages,
+                                                 self.dataset.repo.pages))
+            self.records.forget()
+            self._stamps.clear()
+            self._attrs = self._decode_attrs(state.attrs)
+            self._stored_attrs = state.attrs
+            self._committed = (tuple(state.shape), state.cbytes, state.attrs)
+            self._pending, self._base_pages, self._staged_attrs_only = None, None, False
+            self._touched = set()
+            self.edits.clear()
+        return self.meta_for(state.shape), state.cbytes
+
+    # -- rebasing (see carray.engine.rebase) ------------------------------------------------
+
+    @property
+    def stored_attrs(self) -> Any:
+        """The attributes as the next commit records them (typed JSON)."""
+        return self._stored_attrs
+
+    def take_attrs(self, stored: Any) -> None:
+        """Make ``stored`` (typed JSON) the attributes the next commit records."""
+        self._attrs = self._decode_attrs(stored)
+        self._stored_attrs = stored
+
+    def chunks_between(self, old: MemberState, new: MemberState) -> set[int]:
+        """The chunks whose records differ between two states of this member (chunks
+        only one of them has included)."""
+        pages = self.dataset.repo.pages
+        changed = set(range(min(old.nchunks, new.nchunks), max(old.nchunks, new.nchunks)))
+        for p in range(-(-min(old.nchunks, new.nchunks) // PAGE_ENTRIES)):
+            a, b = old.pages[p], new.pages[p]
+            if (int(a["seq"]), int(a["off"])) == (int(b["seq"]), int(b["off"])):
+                continue  # one stored page both versions share
+            n = min(PAGE_ENTRIES, old.nchunks - p * PAGE_ENTRIES,
+                    new.nchunks - p * PAGE_ENTRIES)
+            ea = pages.page(a, min(PAGE_ENTRIES, old.nchunks - p * PAGE_ENTRIES))[:n]
+            eb = pages.page(b, min(PAGE_ENTRIES, new.nchunks - p * PAGE_ENTRIES))[:n]
+            diff = (ea["off"] != eb["off"]) | (ea["gen"] != eb["gen"]) | \
+                (ea["cbytes"] != eb["cbytes"])
+            changed.update(int(i) + p * PAGE_ENTRIES for i in np.flatnonzero(diff))
+        return changed
+
+    def rebase_index(self, newer: MemberState) -> None:
+        """Take ``newer`` (a state whose chunks are this one's committed ones: another
+        writer changed no chunk) as what the working index changes apply to."""
+        view = IndexView(newer.nchunks, newer.pages, self.dataset.repo.pages)
+        with self._lock:
+            self.working_index.base = view
+            self._base_pages = None
+            self._committed = (tuple(newer.shape), newer.cbytes, newer.attrs)
 
     def untag(self, name: str) -> None:
         self._check_writable()
@@ -515,7 +580,7 @@ class SuperchunkLayout(Layout):
         if self._legacy is None and not self._index.changed and not self._keeper.changed \
                 and self._committed == (shape, cbytes, self._stored_attrs):
             return None  # a compaction waits for a commit that changes something
-        if self.files.compat:
+        if self.files.compat and not self._keeper.private:
             # Bloscpack reads chunks in order, back to back: repack what lost that order.
             self._touched = _sc_compact.touched(self._index.changed_pages(), self._S)
             self._keeper.compact |= {k for k in self._touched
@@ -555,11 +620,13 @@ class SuperchunkLayout(Layout):
             self._committed = (tuple(state.shape), state.cbytes, state.attrs)
             self._pending = None
             self._base_pages = None
+            if not self._staged_attrs_only:
+                self.edits.clear()
         if self._legacy is not None:
             self._finish_upgrade()
-        if self.files.compat and self._touched:
+        if self.files.compat and self._touched and not self._keeper.private:
             _sc_compact.mirror(self, sorted(self._touched))
-            self._touched = set()
+        self._touched = set()
 
     def reclaim(self, remaining: Sequence[tuple[int, MemberState]],
                 dropped: Sequence[int] = ()) -> None:
@@ -700,7 +767,10 @@ class SuperchunkLayout(Layout):
 
     def remove_leftovers(self) -> None:
         head = self.dataset.head
-        self.dataset.repo.remove_leftovers(head.seq if head is not None else None)
+        # Locally the writer holds the lock every writer takes: a transaction left
+        # unfinished has no owner at work any more.
+        self.dataset.repo.remove_leftovers(head.seq if head is not None else None,
+                                           owner_gone=not self.store.remote)
 
     # -- parallel writers -----------------------------------------------------------------
 

@@ -97,9 +97,18 @@ class Store(abc.ABC):
     remote : bool
         True when every access is a network round trip: callers then fetch
         independent pieces concurrently and keep what they read.
+    conditional : bool
+        True when :meth:`put_if_absent` is atomic among every process that may write
+        the store (of two writers racing for a name, exactly one wins): what lets
+        several processes commit to one dataset (docs/spec/commit.md).
+    rewrites : bool
+        True when writing part of an object rewrites all of it (object stores):
+        writers then never write into an object that something else may refer to.
     """
 
     remote: bool = False
+    conditional: bool = False
+    rewrites: bool = False
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -147,6 +156,15 @@ class Store(abc.ABC):
     def put(self, path: str, data: Parts, *, fsync: bool = True) -> None:
         """Replace (or create) the object at ``path`` with ``data`` (bytes, or an iterable
         of bytes-like parts written in order), atomically."""
+
+    def put_if_absent(self, path: str, data: Parts, *, fsync: bool = True) -> bool:
+        """Create the object at ``path`` holding ``data`` unless one exists; True when this
+        call created it.  Whole or nothing, like :meth:`put`; atomic against other
+        writers only where :attr:`conditional` says so (here: checked, then put)."""
+        if self.exists(path):
+            return False
+        self.put(path, data, fsync=fsync)
+        return True
 
     def stream(self, path: str, *, fsync: bool = True) -> Any:
         """A new object at ``path`` written part by part, or None where objects are

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from carray._fileio import atomic_create
 from carray.stores.base import Handle, Parts, Store, iter_parts, typed_errors
 
 #: Bytes of recently read ranges kept per store, and the largest range kept.
@@ -155,8 +156,11 @@ class FsspecStore(Store):
     def __init__(self, fs: Any, cache_bytes: int = CACHE_BYTES) -> None:
         self.fs = fs
         self.cache = RangeCache(cache_bytes)
+        protocols = set(_protocols(fs))
         # Local file systems write files in place and rename directories whole.
-        self._in_place = bool({"file", "local"} & set(_protocols(fs)))
+        self._in_place = bool({"file", "local"} & protocols)
+        self.conditional = bool((_EXCLUSIVE | {"file", "local", "memory"}) & protocols)
+        self.rewrites = not self._in_place
 
     def __getstate__(self) -> dict[str, Any]:
         return {"fs": self.fs, "cache_bytes": self.cache.budget}
@@ -264,6 +268,27 @@ class FsspecStore(Store):
                 self.fs.rm_file(tmp)
             raise
 
+    @typed_errors
+    def put_if_absent(self, path: str, data: Parts, *, fsync: bool = True) -> bool:
+        blob = data if isinstance(data, bytes) else \
+            b"".join(memoryview(p).cast("B") for p in iter_parts(data))
+        self.cache.forget(path)
+        if self._in_place:
+            return atomic_create(self.fs._strip_protocol(path), blob, fsync=fsync)
+        if not self.conditional:
+            return super().put_if_absent(path, blob, fsync=fsync)
+        try:
+            if "memory" in _protocols(self.fs):
+                with _MEMORY_CREATE:  # one process: its threads race through one lock
+                    self.fs.pipe_file(path, blob, mode="create")
+            else:
+                self.fs.pipe_file(path, blob, mode="create")
+        except FileExistsError:
+            return False
+        finally:
+            self.fs.invalidate_cache(path)
+        return True
+
     def makedirs(self, path: str) -> None:
         # Object stores have no directories: a prefix exists while objects sit under it.
         if _OBJECT_STORES & set(_protocols(self.fs)):
@@ -320,6 +345,11 @@ class FsspecStore(Store):
 
 #: Protocols of object stores, where directories are only prefixes of object names.
 _OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "adl", "oss"}
+#: Object stores whose fsspec drivers create an object only if absent, atomically
+#: (``pipe_file(mode="create")``: S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``,
+#: Azure ``If-None-Match: *``).
+_EXCLUSIVE = {"s3", "s3a", "gs", "gcs", "abfs", "az"}
+_MEMORY_CREATE = threading.Lock()
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from carray._fileio import (
     StreamedFile,
+    atomic_create,
     atomic_write,
     fsync_path,
     pread_full,
@@ -122,6 +123,7 @@ class LocalStore(Store):
     """
 
     remote = False
+    conditional = True
 
     join = staticmethod(os.path.join)  # type: ignore[assignment]
     dirname = staticmethod(lambda p: os.path.dirname(os.path.abspath(p)))  # type: ignore
@@ -138,6 +140,10 @@ class LocalStore(Store):
     @_typed
     def put(self, path: str, data: Parts, *, fsync: bool = True) -> None:
         atomic_write(path, data, fsync=fsync)
+
+    @_typed
+    def put_if_absent(self, path: str, data: Parts, *, fsync: bool = True) -> bool:
+        return atomic_create(path, data, fsync=fsync)
 
     def stream(self, path: str, *, fsync: bool = True) -> LocalStream:
         return LocalStream(path, fsync)

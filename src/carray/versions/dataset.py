@@ -23,10 +23,37 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from carray.errors import ReadOnlyError, VersionError
+from carray.errors import ConflictError, ContainerNotFoundError, ReadOnlyError, VersionError
 from carray.versions.index import PAGE_ENTRIES, PAGEREF
 from carray.versions.manifest import Manifest, MemberState
-from carray.versions.repo import Hold, Repository, check_tag, kept_seqs, made_at, new_id
+from carray.versions.outcomes import ABORT, COMMIT
+from carray.versions.repo import (
+    Hold,
+    Repository,
+    SeqTaken,
+    check_tag,
+    kept_seqs,
+    made_at,
+    new_id,
+    page_file_seq,
+)
+
+#: Times a seq may be found taken by versions that then abort, before giving up.
+_MAX_SETTLES = 100
+#: Seconds a writer on an object store waits for another writer's unfinished
+#: transaction before deciding it aborted (its owner is taken to be gone).
+DEFAULT_DECIDE_AFTER = 30.0
+
+
+class NewerVersion(ConflictError):
+    """Another writer published a version after the one this writer works on: its
+    container rebases its changes onto ``newer`` (:meth:`VersionedDataset.adopt_newer`)
+    and publishes again, or raises :class:`ConflictError` when they overlap."""
+
+    def __init__(self, url: str, newer: Manifest) -> None:
+        super().__init__(f"{url}: another writer committed version {newer.id} meanwhile; "
+                         "refresh and apply the changes again")
+        self.newer = newer
 
 
 @dataclass
@@ -131,6 +158,7 @@ class VersionedDataset:
         self.pinned = pinned  # opened at a version asked for, not the newest
         self._hold = hold
         self.keep = keep
+        self.decide_after = DEFAULT_DECIDE_AFTER
         self.meta: Any = dict(head.meta) if head is not None else {}
         self._members: dict[str, Member] = {}
         self._depth = 0
@@ -317,10 +345,11 @@ class VersionedDataset:
             for st in staged.values():
                 if st.durable is not None:
                     st.durable()
-            self.repo.publish(manifest)
+            self._publish_manifest(manifest)
         except BaseException as exc:  # published or not: the disk says
-            if not self.repo.holds(manifest):
-                self._staged = staged  # still to publish
+            if isinstance(exc, NewerVersion) or not self.repo.holds(manifest):
+                self._staged = staged  # still to publish (rebased, or retried)
+                self._pending_message = message
                 raise
             failure = exc  # published (a later step failed): finish, then report it
         self.head = manifest
@@ -336,6 +365,66 @@ class VersionedDataset:
         if failure is not None:
             raise failure
         return manifest.id
+
+    def _publish_manifest(self, manifest: Manifest) -> None:
+        """Publish ``manifest`` at its seq; when another version holds it already, wait
+        for that version's transaction to be decided (or decide it, see
+        :meth:`_settle_taken`): aborted, the seq is free again; committed,
+        :class:`NewerVersion` tells the caller to rebase onto it."""
+        for _ in range(_MAX_SETTLES):
+            try:
+                self.repo.publish(manifest)
+                return
+            except SeqTaken:
+                newer = self._settle_taken(manifest.seq)
+                if newer is not None:
+                    raise NewerVersion(self.repo.store.url(self.repo.root), newer) from None
+        raise VersionError(f"{self.repo.store.url(self.repo.root)}: version "
+                           f"{manifest.seq} keeps being taken and given up")
+
+    def _settle_taken(self, seq: int) -> Manifest | None:
+        """The newest committed version once the version at ``seq`` (another writer's) is
+        decided; None when it aborted (its seq is free again).  An undecided one is
+        waited for, and decided as aborted when its owner cannot be at work any more:
+        at once where writers hold the lock every writer takes (local), else after
+        :attr:`decide_after` seconds without a decision."""
+        first_seen = time.monotonic()
+        delay = 0.005
+        while True:
+            try:
+                taker = self.repo.load(seq)
+            except VersionError:
+                return None  # dropped meanwhile: an aborted one its writer cleared
+            gone = not self.repo.store.remote or \
+                time.monotonic() - first_seen >= self.decide_after
+            outcome = self.repo.decide(taker, owner_gone=gone)
+            if outcome == ABORT:
+                self.repo.drop_aborted(taker)
+                return None
+            if outcome == COMMIT:
+                return self.repo.latest()
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    def reset_head(self) -> None:
+        """Forget what is staged and go back to the newest version that counts (after a
+        transaction that published this dataset aborted)."""
+        self.abandon()
+        if not self.readonly:
+            head = None
+            with contextlib.suppress(ContainerNotFoundError):
+                head = self.repo.latest()
+            self.head = head
+            self.meta = dict(head.meta) if head is not None and \
+                isinstance(head.meta, dict) else {}
+
+    def adopt_newer(self, newer: Manifest) -> None:
+        """Take ``newer`` (a version another writer published) as the version this writer
+        works on: its changes, rebased by its container, go on top of it (and are staged
+        again by it)."""
+        self.head = newer
+        self._known[newer.seq] = newer
+        self._staged.clear()
 
     def _now(self) -> float:
         """A new version's time: never before its parent's (``as_of`` searches by time),
@@ -400,12 +489,13 @@ class VersionedDataset:
                                    nbytes, cbytes, m.kind))
         return out
 
-    def tag(self, tag: str, version_id: str) -> None:
-        """Name version ``version_id`` (kept until :meth:`untag`)."""
+    def tag(self, tag: str, version_id: str, move: bool = False) -> None:
+        """Name version ``version_id`` (kept until :meth:`untag`); a tag naming another
+        version raises :class:`carray.errors.TagExistsError` unless ``move``."""
         self.check_writable()
         check_tag(tag)
         self.repo.find(version_id)  # VersionError when it is not kept
-        self.repo.set_tag(tag, version_id)
+        self.repo.set_tag(tag, version_id, move=move)
 
     def refresh(self) -> bool:
         """A reader moves to (and holds) the newest version; False when it has it."""
@@ -454,7 +544,6 @@ class VersionedDataset:
             if self.repo.drop(m.seq, later):
                 self._known.pop(m.seq, None)
                 dropped.append(m.seq)
-                candidates.add(m.seq)
                 candidates.update(int(s) for ms in m.members for s in ms.pages["seq"])
             else:
                 remaining.append(m)
@@ -467,9 +556,10 @@ class VersionedDataset:
         if self.on_reclaim is not None:
             self.on_reclaim(remaining)
         referenced = {int(s) for m in remaining for ms in m.members for s in ms.pages["seq"]}
-        for seq in self.repo.page_files() if scan else sorted(candidates):
-            if seq not in referenced and seq <= self.head.seq:
-                self.repo.delete_page_file(seq)
+        for fid in self.repo.page_files() if scan else sorted(candidates):
+            # Files of commits after the head may be another writer's, still publishing.
+            if fid not in referenced and page_file_seq(fid) <= self.head.seq:
+                self.repo.delete_page_file(fid)
         return len(dropped)
 
     def tidy(self) -> None:

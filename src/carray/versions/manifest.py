@@ -7,9 +7,12 @@ array), its shape, sizes, attributes and the references of its index pages
 ``meta`` (a table's column order, say).  Bytes (docs/formats/superchunk.md,
 "Manifests"; little-endian):
 
-    b"CAVERS01" | u32 n | n bytes of ASCII JSON (the header)
+    b"CAVERS02" | u32 n | n bytes of ASCII JSON (the header)
     | for each member, in the header's order: its page references (20 bytes each)
     | u32 CRC-32 of everything before
+
+(``CAVERS01``, read as well, is the same but for page files without tokens and
+transaction records without outcomes: :mod:`.repo`, :mod:`.outcomes`.)
 
 The JSON header holds ``id``, ``seq``, ``parent``, ``time`` (seconds since the epoch),
 ``message``, ``kind``, ``meta``, ``retention`` and ``members``: a list of
@@ -32,7 +35,10 @@ from carray.errors import ChecksumError, FormatError
 from carray.safejson import load_json
 from carray.versions.index import PAGE_ENTRIES, PAGEREF
 
-MAGIC = b"CAVERS01"
+#: Written since page files carry tokens and transactions record their outcome: a
+#: reader that knows only the first magic refuses these instead of misreading them.
+MAGIC = b"CAVERS02"
+_MAGICS = (b"CAVERS01", MAGIC)
 _HEAD = struct.Struct("<8sI")
 _CRC = 4
 
@@ -102,7 +108,7 @@ class Manifest:
     def decode(cls, data: bytes, path: str | os.PathLike[str] | None = None) -> Manifest:
         """The manifest in ``data``; FormatError or ChecksumError naming ``path`` if it is
         not a whole, valid one."""
-        if len(data) < _HEAD.size + _CRC or data[:8] != MAGIC:
+        if len(data) < _HEAD.size + _CRC or bytes(data[:8]) not in _MAGICS:
             raise FormatError("not a carray manifest (bad magic or too short)", path, 0)
         body = data[:-_CRC]
         if crc32(body) != int.from_bytes(data[-_CRC:], "little"):

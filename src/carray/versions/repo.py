@@ -1,17 +1,22 @@
 """The versions of a dataset: manifests, index pages, tags and readers' holds.
 
 A versioned dataset's directory holds ``versions/`` (docs/formats/superchunk.md,
-"Versions"):
+"Versions"; the commit protocol: docs/spec/commit.md):
 
 * ``NNNNNNNNNN.mf``: the manifest of version ``seq`` N (ten digits), immutable.
-  Publishing a version is writing its manifest under that name in one atomic
-  step (a temporary name, fsync and rename locally; one put on object stores):
-  the newest manifest present is the dataset's current version.
-* ``NNNNNNNNNN.ix``: the index pages commit N wrote, immutable, kept while a
-  version still refers to one of them.
+  Publishing a version is creating its manifest under that name, only if absent (a
+  link locally; a conditional put on object stores): of two writers racing for one
+  seq exactly one wins, and the loser rebases (:class:`SeqTaken`).  The newest
+  manifest present that counts is the dataset's current version.
+* ``NNNNNNNNNN-TTTTTT.ix``: the index pages one commit attempt wrote (``TTTTTT`` a
+  random token, so that racing writers never share a page file), immutable, kept
+  while a version still refers to one of them.  Files written before tokens are
+  ``NNNNNNNNNN.ix``.
+* ``NNNNNNNNNN.ok``: the marker that version N's transaction committed
+  (:mod:`.outcomes`).
 * ``HEAD``: the seq of the newest version as last written, a hint that saves a
   listing (it may lag after a crash: the names after it are looked for).
-* ``tags/NAME``: the id of the version tagged NAME.
+* ``tags/NAME``: the id of the version tagged NAME, created once.
 
 A reader *holds* the version it opened: locally a shared ``flock`` on its
 manifest; a writer drops a version only after taking an exclusive one, so a
@@ -32,12 +37,19 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from carray.errors import ContainerNotFoundError, FormatError, VersionError
+from carray.errors import (
+    ConflictError,
+    ContainerNotFoundError,
+    FormatError,
+    TagExistsError,
+    VersionError,
+)
 from carray.stores import Store
 from carray.stores.base import storage_error
 from carray.stores.local import LocalStore
 from carray.versions.index import PAGEREF, PageSource, encode_page
 from carray.versions.manifest import Manifest
+from carray.versions.outcomes import ABORT, COMMIT, Outcomes
 
 try:
     import fcntl
@@ -48,7 +60,13 @@ VERSIONS_DIR = "versions"
 HEAD_FILE = "HEAD"
 TAGS_DIR = "tags"
 _MF = re.compile(r"(\d{10})\.mf")
-_IX = re.compile(r"(\d{10})\.ix")
+_IX = re.compile(r"(\d{10})(?:-([0-9a-f]{6}))?\.ix")
+_OK = re.compile(r"(\d{10})\.ok")
+#: A page file's id (what page references hold in their ``seq`` field): the seq of
+#: the commit that wrote it in the low bits, its token above them.
+SEQ_BITS = 40
+_SEQ_MASK = (1 << SEQ_BITS) - 1
+_TOKENS = 1 << 23
 # A name ending in ".tmp" is a tag file being written (carray._fileio.atomic_write).
 _TAG = re.compile(r"(?!.*\.tmp$)[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 #: Seconds a replaced version stays readable on object stores (no locks there).
@@ -65,6 +83,24 @@ def seq_of(version_id: str) -> int:
     if not isinstance(version_id, str) or not re.fullmatch(r"[0-9a-f]{16}", version_id):
         raise VersionError(f"{version_id!r} is not a version id (16 hex digits)")
     return int(version_id[:8], 16)
+
+
+def page_file_seq(fid: int) -> int:
+    """The seq of the commit that wrote page file ``fid``."""
+    return int(fid) & _SEQ_MASK
+
+
+def page_file_name(fid: int) -> str:
+    seq, token = int(fid) & _SEQ_MASK, int(fid) >> SEQ_BITS
+    return f"{seq:010d}.ix" if not token else f"{seq:010d}-{token:06x}.ix"
+
+
+class SeqTaken(ConflictError):
+    """Another version was published at the seq this writer wanted (it rebases)."""
+
+    def __init__(self, url: str, seq: int) -> None:
+        super().__init__(f"{url}: another writer published version {seq} first")
+        self.seq = seq
 
 
 def check_tag(name: str) -> str:
@@ -112,7 +148,8 @@ class Repository:
         self.fsync = fsync
         self.grace = grace
         self.dir = store.join(root, VERSIONS_DIR)
-        self.pages = PageSource(self._read_pages, lambda seq: store.url(self._ix(seq)))
+        self.pages = PageSource(self._read_pages, lambda fid: store.url(self._ix(fid)))
+        self.outcomes = Outcomes(store, root, self.dir, fsync)
         self._locks = fcntl is not None and isinstance(store, LocalStore)
         self._dir_made = False  # by this object: later commits need not ask again
 
@@ -121,8 +158,8 @@ class Repository:
     def _mf(self, seq: int) -> str:
         return self.store.join(self.dir, f"{seq:010d}.mf")
 
-    def _ix(self, seq: int) -> str:
-        return self.store.join(self.dir, f"{seq:010d}.ix")
+    def _ix(self, fid: int) -> str:
+        return self.store.join(self.dir, page_file_name(fid))
 
     def url(self, seq: int) -> str:
         return self.store.url(self._mf(seq))
@@ -171,14 +208,8 @@ class Repository:
 
     def committed(self, manifest: Manifest) -> bool:
         """Whether ``manifest`` counts: always, unless a transaction over several datasets
-        published it and its record does not exist (the transaction never committed)."""
-        if manifest.txn is None:
-            return True
-        parts = [p for p in manifest.txn.split("/") if p]
-        path = self.root
-        for part in parts:
-            path = self.store.dirname(path) if part == ".." else self.store.join(path, part)
-        return self.store.isfile(path)
+        published it and did not commit (yet: see :mod:`.outcomes`)."""
+        return self.outcomes.outcome(manifest) == COMMIT
 
     def latest(self) -> Manifest:
         """The newest committed version."""
@@ -270,12 +301,12 @@ class Repository:
         raise VersionError(f"{self.store.url(self.root)}: versions keep being dropped "
                            "under the reader")
 
-    def _read_pages(self, seq: int, offset: int, length: int) -> bytes:
+    def _read_pages(self, fid: int, offset: int, length: int) -> bytes:
         try:
             # One ranged read: no request for the file's size first (object stores).
-            return self.store.get_ranges([(self._ix(seq), offset, length)])[0]
+            return self.store.get_ranges([(self._ix(fid), offset, length)])[0]
         except FileNotFoundError:
-            raise FormatError("index page file is missing", self.store.url(self._ix(seq))
+            raise FormatError("index page file is missing", self.store.url(self._ix(fid))
                               ) from None
 
     # -- tags -------------------------------------------------------------------------------
@@ -298,12 +329,22 @@ class Repository:
         except FileNotFoundError:
             raise VersionError(f"{self.store.url(self.root)}: no tag {name!r}") from None
 
-    def set_tag(self, name: str, version_id: str) -> None:
-        self.store.makedirs(self.store.join(self.dir, TAGS_DIR))
-        self.store.put(self._tag_path(name), (version_id + "\n").encode("ascii"),
-                       fsync=self.fsync)
+    def set_tag(self, name: str, version_id: str, move: bool = False) -> None:
+        """Name version ``version_id`` ``name``: created once (TagExistsError when the tag
+        names another version), replaced only with ``move``."""
+        store, path = self.store, self._tag_path(name)
+        store.makedirs(store.join(self.dir, TAGS_DIR))
+        data = (version_id + "\n").encode("ascii")
+        if move:
+            store.put(path, data, fsync=self.fsync)
+        elif not store.put_if_absent(path, data, fsync=self.fsync):
+            held = self.tag_target(name)
+            if held != version_id:
+                raise TagExistsError(f"{store.url(self.root)}: tag {name!r} names version "
+                                     f"{held} already (tags do not move: untag it first, "
+                                     "or pass move=True)")
         if self.fsync:
-            self.store.sync_dir(self.store.join(self.dir, TAGS_DIR))
+            store.sync_dir(store.join(self.dir, TAGS_DIR))
 
     def delete_tag(self, name: str) -> None:
         try:
@@ -319,14 +360,22 @@ class Repository:
         refs = np.zeros(len(pages), dtype=PAGEREF)
         if not pages:
             return refs
-        blobs, pos = [], 0
-        for i, entries in enumerate(pages):
+        blobs, spans, pos = [], [], 0
+        for entries in pages:
             blob = encode_page(entries)
-            refs[i] = (seq, pos, len(blob))
+            spans.append((pos, len(blob)))
             blobs.append(blob)
             pos += len(blob)
         self._make_dir()
-        self.store.put(self._ix(seq), blobs, fsync=self.fsync)
+        for _ in range(8):  # a token taken already: another writer's (1 in 8 million)
+            fid = seq | (secrets.randbelow(_TOKENS - 1) + 1) << SEQ_BITS
+            if self.store.put_if_absent(self._ix(fid), blobs, fsync=self.fsync):
+                break
+        else:
+            raise VersionError(f"{self.store.url(self.dir)}: no free page file name for "
+                               f"commit {seq}")
+        for i, (off, n) in enumerate(spans):
+            refs[i] = (fid, off, n)
         for ref, entries in zip(refs, pages, strict=True):
             self.pages.remember(ref, entries)
         return refs
@@ -343,11 +392,20 @@ class Repository:
         self.store.sync_dir(self.dir)
 
     def publish(self, manifest: Manifest) -> None:
-        """Make ``manifest`` the newest version (the commit point); its pages must be
-        written already."""
+        """Make ``manifest`` the newest version (the commit point): its manifest created
+        only if its seq is free (:class:`SeqTaken` otherwise); its pages must be written
+        already."""
         store = self.store
         self._make_dir()
-        store.put(self._mf(manifest.seq), manifest.encode(), fsync=self.fsync)
+        try:
+            created = store.put_if_absent(self._mf(manifest.seq), manifest.encode(),
+                                          fsync=self.fsync)
+        except OSError:
+            if not self.holds(manifest):  # a lost answer to a put that took effect: ours
+                raise
+            created = True
+        if not created and not self.holds(manifest):
+            raise SeqTaken(store.url(self.root), manifest.seq)
         if self.fsync:
             store.sync_dir(self.dir)
         # A hint only: a lost or stale HEAD is corrected by looking for newer names.
@@ -371,6 +429,7 @@ class Repository:
                 return False
             with contextlib.suppress(FileNotFoundError):
                 self.store.delete(path)
+            self.outcomes.delete_marker(seq)
             return True
         try:
             fd = os.open(path, os.O_RDONLY)
@@ -387,24 +446,62 @@ class Repository:
             raise storage_error(exc, path) from None
         finally:
             os.close(fd)
+        self.outcomes.delete_marker(seq)  # after the manifest: a marker alone means nothing
         return True
 
     def page_files(self) -> list[int]:
-        """Seqs of every page file present."""
-        return sorted(int(m.group(1)) for n in self.store.listdir(self.dir)
-                      if (m := _IX.fullmatch(n)))
-
-    def delete_page_file(self, seq: int) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.store.delete(self._ix(seq))
-
-    def remove_leftovers(self, latest: int | None) -> None:
-        """Delete what an interrupted commit left: temporary files, and the page files
-        and manifests of commits never published (or whose transaction never committed:
-        newer than the newest committed version)."""
+        """Ids of every page file present."""
+        out = []
         for name in self.store.listdir(self.dir):
-            m = _IX.fullmatch(name) or _MF.fullmatch(name)
-            if name.endswith(".tmp") or (m and (latest is None or int(m.group(1)) > latest)):
+            m = _IX.fullmatch(name)
+            if m:
+                out.append(int(m.group(1)) | int(m.group(2) or "0", 16) << SEQ_BITS)
+        return sorted(out)
+
+    def delete_page_file(self, fid: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.store.delete(self._ix(fid))
+
+    def decide(self, manifest: Manifest, owner_gone: bool) -> str | None:
+        """The outcome of ``manifest``'s version, deciding an undecided transaction as
+        aborted when its owner cannot finish it any more (``owner_gone``); roll a
+        commit forward into this dataset."""
+        found = self.outcomes.outcome(manifest)
+        if found is None and owner_gone:
+            found = self.outcomes.record_of(manifest).claim(ABORT, fsync=self.fsync)
+            self.outcomes.forget(manifest.seq)
+        if found == COMMIT:
+            self.outcomes.roll_forward(manifest)
+        return found
+
+    def drop_aborted(self, manifest: Manifest) -> None:
+        """Delete the manifest of a version whose transaction aborted (it never counts;
+        its seq is free again)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.store.delete(self._mf(manifest.seq))
+        self.outcomes.forget(manifest.seq)
+
+    def remove_leftovers(self, latest: int | None, owner_gone: bool = True) -> None:
+        """A writer's tidying at open: decide the transactions that published versions
+        past the newest committed one (``owner_gone``: no process can still be finishing
+        them, as locally the writer holds the lock every writer takes), roll committed
+        ones forward, and delete what interrupted commits left: temporary files, page
+        files and manifests newer than the newest version that counts.  Where owners may
+        still be at work (object stores), only what is decided goes."""
+        newest = latest
+        for seq in [s for s in self.seqs() if latest is None or s > latest]:
+            with contextlib.suppress(VersionError, FormatError):
+                manifest = self.load(seq)
+                outcome = self.decide(manifest, owner_gone)
+                if outcome == COMMIT:
+                    newest = seq if newest is None else max(newest, seq)
+                elif outcome == ABORT:
+                    self.drop_aborted(manifest)
+        if not owner_gone:
+            return
+        for name in self.store.listdir(self.dir):
+            m = _IX.fullmatch(name) or _MF.fullmatch(name) or _OK.fullmatch(name)
+            if name.endswith(".tmp") or (m and (newest is None or int(m.group(1)) > newest)):
                 with contextlib.suppress(FileNotFoundError):
                     self.store.delete(self.store.join(self.dir, name))
         tags = self.store.join(self.dir, TAGS_DIR)
@@ -453,5 +550,6 @@ def versions_iter(repo: Repository) -> Iterator[Manifest]:
             yield repo.load(seq)
 
 
-__all__ = ["DEFAULT_GRACE", "Hold", "Repository", "check_tag", "kept_seqs", "new_id",
-           "seq_of", "versions_iter"]
+__all__ = ["DEFAULT_GRACE", "SEQ_BITS", "Hold", "Repository", "SeqTaken", "check_tag",
+           "kept_seqs", "new_id", "page_file_name", "page_file_seq", "seq_of",
+           "versions_iter"]

@@ -1,78 +1,155 @@
 """Transactions over several datasets: their changes commit as one version each, all or
-none.
+none (docs/spec/commit.md, "Transactions").
 
 Each dataset's commit writes its index pages and its manifest as usual, but the
-manifest names a *record*, ``.carray-transactions/ID`` in the directory the datasets
-share: a version naming a record counts only once the record exists.  The record is
-written (and made durable) after every manifest, so that one put is the commit point
-of the whole transaction: a crash before it leaves every dataset at its version
-before, after it every dataset at its new one.  Versions are only reclaimed after it.
+manifest names a *record*, ``.carray-transactions/ID`` in a directory the datasets
+share, and counts only once the record says the transaction committed
+(:mod:`.outcomes`).  The record is created after every manifest: that one
+create-if-absent write is the commit point of the whole transaction.  Then each
+dataset keeps the outcome itself (its marker) and the record goes, so that a
+dataset's directory alone decides its versions again.
+
+A transaction that fails before its commit point decides itself aborted and deletes
+the manifests it published; the containers it touched are put back to their last
+version by their caller.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import secrets
-from collections.abc import Callable, Iterator, Sequence
+import posixpath
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-from carray.errors import StorageError
-from carray.versions.dataset import VersionedDataset
-
-TXN_DIR = ".carray-transactions"
-
-
-def _common_root(roots: Sequence[str]) -> str:
-    return os.path.commonpath([os.path.abspath(r) for r in roots]) if len(roots) > 1 \
-        else os.path.dirname(os.path.abspath(roots[0]))
+from carray.errors import TransactionAbortedError
+from carray.versions.dataset import NewerVersion, VersionedDataset
+from carray.versions.outcomes import ABORT, COMMIT, TXN_DIR, Record, new_txn_id, relative
 
 
-@contextlib.contextmanager
-def transaction(datasets: Sequence[VersionedDataset], flush: Callable[[], None],
-                message: str | None = None) -> Iterator[None]:
-    """Changes to ``datasets`` inside commit together when the block ends (``flush()``
-    stages what their containers hold); nothing commits when it raises."""
-    unique = list({id(d): d for d in datasets}.values())
-    for ds in unique:
-        ds.check_writable()
-        if ds.repo.store.remote:
-            raise StorageError(0, "transactions over several datasets need them on this "
-                               "machine's file system", ds.repo.store.url(ds.repo.root))
-    stack = contextlib.ExitStack()
-    with stack:
-        for ds in unique:
-            stack.enter_context(ds.held())
-        yield
-        flush()
-        _commit(unique, message)
+class Rebasing(Protocol):
+    """What a transaction asks of a container whose dataset another writer moved on."""
+
+    def rebase(self, newer: Any) -> None:
+        """Apply the container's pending changes on top of version ``newer`` (raising
+        :class:`carray.errors.ConflictError` when they overlap its changes) and stage
+        them again."""
 
 
-def _commit(datasets: list[VersionedDataset], message: str | None) -> None:
-    if not any(ds.take_staged() for ds in datasets):
-        return
+def common_root(datasets: Sequence[VersionedDataset]) -> str:
+    """The directory the datasets share (their parent, for one)."""
     store = datasets[0].repo.store
-    base = _common_root([ds.repo.root for ds in datasets])
-    txn_id = secrets.token_hex(8)
-    record = store.join(base, TXN_DIR, txn_id)
-    published = []
+    roots = [ds.repo.root for ds in datasets]
+    if store.remote:
+        return posixpath.commonpath(roots) if len(roots) > 1 else store.dirname(roots[0])
+    absolute = [os.path.abspath(r) for r in roots]
+    return os.path.commonpath(absolute) if len(roots) > 1 else os.path.dirname(absolute[0])
+
+
+def publish_together(datasets: Sequence[VersionedDataset], message: str | None,
+                     base: str, rebase: Callable[[VersionedDataset, Any], None],
+                     kind: str = "commit", fsync: bool = True,
+                     before_last: Callable[[], None] | None = None) -> bool:
+    """Publish what ``datasets`` staged as one transaction recorded under ``base``;
+    False when none changed.  ``rebase(dataset, newer)`` puts a dataset's changes on top
+    of a newer version another writer published.  With ``before_last``, the last of
+    ``datasets`` (a group, whose versions name its members') publishes whenever any
+    other does, after them: ``before_last()`` runs first (it describes their new
+    versions).
+
+    Raises whatever failed before the commit point, after deciding the transaction
+    aborted and deleting the manifests it published; a failure after it (keeping the
+    outcome in each dataset) is not raised: the record still says commit, and the next
+    writer of each dataset rolls it forward.
+    """
+    changed = [ds for ds in datasets if ds.take_staged()]
+    if before_last is not None and changed and changed[-1] is not datasets[-1]:
+        changed.append(datasets[-1])
+    if not changed:
+        return False
+    if len(changed) == 1 and len(datasets) > 1:
+        # One dataset changed: its own commit is all or nothing already.
+        for _ in range(100):
+            if before_last is not None:
+                before_last()
+            try:
+                changed[0].publish(message=message, kind=kind, force=True)
+                return True
+            except NewerVersion as newer:
+                rebase(changed[0], newer.newer)
+    store = changed[0].repo.store
+    record = Record(store, store.join(base, TXN_DIR, new_txn_id()))
+    published: list[VersionedDataset] = []
     try:
-        for ds in datasets:
-            if not ds.take_staged():
-                continue
-            rel = os.path.relpath(record, ds.repo.root).replace(os.sep, "/")
-            vid = ds.publish(txn=rel, reclaim=False, message=message)
-            published.append({"dataset": os.path.relpath(ds.repo.root, base), "version": vid})
-        store.makedirs(store.join(base, TXN_DIR))
-        store.put(record, (json.dumps({"id": txn_id, "versions": published}) + "\n").encode(),
-                  fsync=True)
-        store.sync_dir(store.join(base, TXN_DIR))
+        for i, ds in enumerate(changed):
+            if i == len(changed) - 1 and before_last is not None:
+                before_last()
+            rel = relative(store, record.path, ds.repo.root)
+            _publish_one(ds, rel, message, kind, rebase, before_last if ds is changed[-1]
+                         else None)
+            published.append(ds)
+        members = [{"dataset": relative(store, ds.repo.root, base), "version": ds.head.id,
+                    "seq": ds.head.seq} for ds in published if ds.head is not None]
+        outcome = _claim(record, COMMIT, members, fsync)
     except BaseException:
-        for ds in datasets:  # in memory they are past versions that never committed
-            ds.broken = "a transaction over several datasets failed; reopen them"
+        _abort(record, published, fsync)
         raise
-    for ds in datasets:
+    if outcome != COMMIT:
+        _abort(record, published, fsync)
+        raise TransactionAbortedError(f"{record.url}: another writer decided this "
+                                      "transaction aborted before it could commit (it took "
+                                      "longer than the stores' lock_timeout)")
+    for ds in published:  # the outcome kept in each dataset; the record then goes
+        with contextlib.suppress(OSError):
+            assert ds.head is not None
+            ds.repo.outcomes.roll_forward(ds.head)
+    for ds in published:
         with contextlib.suppress(OSError):
             ds.reclaim()
+    return True
 
 
+def _publish_one(ds: VersionedDataset, rel: str, message: str | None, kind: str,
+                 rebase: Callable[[VersionedDataset, Any], None],
+                 describe: Callable[[], None] | None) -> None:
+    for _ in range(100):
+        try:
+            ds.publish(txn=rel, reclaim=False, message=message, kind=kind, force=True)
+            return
+        except NewerVersion as newer:
+            rebase(ds, newer.newer)
+            if describe is not None:
+                describe()
+    raise TransactionAbortedError(f"{ds.repo.store.url(ds.repo.root)}: other writers kept "
+                                  "committing; the transaction gave up")
+
+
+def _claim(record: Record, outcome: str, members: list[dict[str, Any]], fsync: bool) -> str:
+    try:
+        return record.claim(outcome, members, fsync=fsync)
+    except OSError:
+        found = record.outcome()  # a put that took effect though its answer was lost
+        if found is None:
+            raise
+        return found
+
+
+def _abort(record: Record, published: list[VersionedDataset], fsync: bool) -> None:
+    """Decide the transaction aborted (unless its commit is recorded after all) and
+    delete the manifests it published, so no writer waits on them."""
+    try:
+        outcome = _claim(record, ABORT, [], fsync)
+    except OSError:
+        return  # undecided: the next writer of each dataset decides it
+    if outcome != ABORT:
+        return
+    for ds in published:
+        head = ds.head
+        if head is not None and head.txn is not None:
+            with contextlib.suppress(OSError):
+                ds.repo.drop_aborted(head)
+        with contextlib.suppress(Exception):
+            ds.reset_head()
+
+
+__all__ = ["common_root", "publish_together"]
