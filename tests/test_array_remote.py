@@ -136,7 +136,7 @@ def test_partial_read_fetches_only_its_bytes(where, monkeypatch):
     assert b[123_457] == 123_457.0
     fetched = sum(n for _, _, n in seen)
     assert fetched < 60_000, seen  # the superchunk holds ~1.6 MB; one chunk ~100 KB
-    assert all(p.endswith("sc_000000.blp") for p, _, _ in seen)
+    assert all(p.rsplit("/", 1)[-1].startswith("sc_000000_") for p, _, _ in seen)
 
 
 def test_chunks_are_fetched_concurrently(where, monkeypatch):
@@ -205,9 +205,15 @@ def _record(monkeypatch, store_cls=FsspecStore):
         seen["put"].append(path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
         return real_put(self, path, data, fsync=fsync)
 
+    def put_if_absent(self, path, data, *, fsync=True):
+        seen["put"].append(path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
+        return real_create(self, path, data, fsync=fsync)
+
+    real_create = store_cls.put_if_absent
     monkeypatch.setattr(store_cls, "read_range", read_range)
     monkeypatch.setattr(store_cls, "get", get)
     monkeypatch.setattr(store_cls, "put", put)
+    monkeypatch.setattr(store_cls, "put_if_absent", put_if_absent)
     return seen
 
 
@@ -219,24 +225,32 @@ def test_a_reader_of_one_part_touches_only_its_file(where, monkeypatch):
     seen = _record(monkeypatch)
     b = ca.open(url, mode="r", storage_options=opts)
     np.testing.assert_array_equal(b[31_000:38_000], np.arange(31_000, 38_000))
-    data_files = {p for p in seen["read"] if p.startswith("data/")}
-    assert data_files == {"data/sc_000003.blp"}
+    # (on object stores a commit writes files of its own: sc_KKKKKK_G.blp)
+    data_files = {p.split("_")[1].split(".")[0] for p in seen["read"] if p.startswith("data/")}
+    assert data_files == {"000003"}
     assert {p for p in seen["read"] if not p.startswith(("data/", "versions/"))} <= {
         "meta/storage", "meta/member"}
 
 
-def test_an_append_rewrites_only_the_last_file_and_the_sizes(where, monkeypatch):
+def test_an_append_writes_new_objects_and_never_rewrites_one(where, monkeypatch):
+    """On object stores a commit writes its records to files of its own: nothing a
+    published version refers to is ever rewritten (docs/spec/commit.md [C2])."""
     url_of, opts = where
     url = url_of("appended")
     ca.carray(np.arange(45_000), chunklen=1000, rootdir=url, storage_options=opts,
               storage={"superchunksize": 10}).close()
+    store, root = resolve(url, opts)
+    before = set(store.listdir(store.join(root, "data")))
     a = ca.open(url, mode="a", storage_options=opts)
     seen = _record(monkeypatch)
     a.append(np.arange(45_000, 52_000))
     a.flush()
     # (zone maps are a cache of chunk summaries, one file per segment of chunks)
-    others = {p for p in seen["put"] if not p.startswith("versions/")}
-    assert others <= {"data/sc_000004.blp", "data/sc_000005.blp", "meta/zonemap_000000.npy"}
-    assert any(p.endswith(".mf") for p in seen["put"]) and "data/sc_000000.blp" not in others
+    data = {p for p in seen["put"] if p.startswith("data/")}
+    assert {p.split("_")[1] for p in data} == {"000004", "000005"}
+    assert not {p.split("/")[1] for p in data} & before  # new objects only
+    others = {p for p in seen["put"] if not p.startswith(("versions/", "data/"))}
+    assert others <= {"meta/zonemap_000000.npy"}
+    assert any(p.endswith(".mf") for p in seen["put"])
     np.testing.assert_array_equal(ca.open(url, mode="r", storage_options=opts)[:],
                                   np.arange(52_000))

@@ -33,7 +33,7 @@ def _strings(v: np.ndarray) -> np.ndarray:
 
 
 def create(root: str) -> None:
-    with ca.group(root, mode="w") as g:
+    with ca.group(root, mode="w", storage={"versions": "all"}) as g:
         with g.transaction("create"):
             g.create_array("time", np.arange(10), dims="time", chunks=(4,))
             g.create_array("obs/temp", np.arange(30.0).reshape(10, 3), dims=("time", "x"),

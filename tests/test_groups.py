@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -146,19 +147,23 @@ def test_memory_groups_keep_no_versions():
         ca.group(mode="r")
 
 
-def test_every_change_is_one_version_and_old_ones_reopen(tmp_path):
+def test_every_commit_is_one_version_and_old_ones_reopen(tmp_path):
+    """Changes become a version at commit (or flush, close; a transaction's end), never
+    otherwise (docs/spec/commit.md [C12])."""
     path = tmp_path / "g"
-    g = _weather(ca.group(path, mode="w"))
+    g = _weather(ca.group(path, mode="w", storage={"versions": "all"}))
     first = g.version
     g.append({"time": [5], "temp": np.full((1, 2, 3), 9.0)}, dim="time", message="day 5")
     g.attrs["title"] = "x"
     g["temp"].attrs["units"] = "K"
+    assert g.version == first and len(g.versions()) == 2  # pending: not a version yet
+    g.commit()
     with g.transaction("two changes"):
         g["temp"][0] = -1
         g.create_group("sub")
     g.snapshot("final")
     kinds = [(v.message, v.tags) for v in g.versions()]
-    assert kinds[:2] == [("two changes", ("final",)), (None, ())]
+    assert kinds[:2] == [("two changes", ("final",)), ("day 5", ())]
     assert [m for m, _ in kinds].count("day 5") == 1
     g.close()
     old = ca.open_group(path, version=first)
@@ -209,13 +214,16 @@ def test_a_reader_holds_its_version_while_a_writer_commits(tmp_path):
 
 def test_prune_drops_group_versions_and_what_only_they_named(tmp_path):
     path = tmp_path / "g"
-    g = ca.group(path, mode="w")
+    g = ca.group(path, mode="w", storage={"versions": "all"})
     g.create_array("x", np.zeros(50_000), chunks=(5_000,))
+    g.commit()
     for i in range(4):
         g["x"][:] = i + 1
         g.commit()
     g.create_array("gone", np.arange(10))
+    g.commit()
     del g["gone"]
+    g.commit()
     assert len(g.versions()) == 8
     assert (path / "gone").is_dir()  # older versions name it
     assert g.prune(keep_last=3) == 5  # the last three name x's newest version only
@@ -230,9 +238,9 @@ def test_prune_drops_group_versions_and_what_only_they_named(tmp_path):
 
 def test_member_names_freed_by_deletion_get_new_directories(tmp_path):
     path = tmp_path / "g"
-    g = ca.group(path, mode="w")
+    g = ca.group(path, mode="w", storage={"versions": "all"})
     g.create_array("x", np.arange(3))
-    old = g.version
+    old = g.commit()
     del g["x"]
     g.create_array("x", np.arange(5) * 10)
     assert g.member_location("x") == "x~1"
@@ -341,7 +349,7 @@ def test_opening_and_listing_a_big_group_reads_a_bounded_number_of_files(tmp_pat
 
 def test_restore_and_refresh(tmp_path):
     path = tmp_path / "g"
-    g = _weather(ca.group(path, mode="w"))
+    g = _weather(ca.group(path, mode="w", storage={"versions": "all"}))
     assert list(g.coords) == ["lat", "time"]
     first = g.version
     r = ca.open_group(path)
@@ -349,6 +357,8 @@ def test_restore_and_refresh(tmp_path):
     g.create_array("extra", np.arange(3))
     del g["lat"]
     g.attrs["x"] = 1
+    assert r["temp"].shape == (5, 2, 3) and not r.refresh()  # nothing committed yet
+    g.commit()
     assert r["temp"].shape == (5, 2, 3) and r.refresh()
     assert r["temp"].shape == (6, 2, 3) and "extra" in r and "lat" not in r
     assert not r.refresh()
@@ -387,3 +397,17 @@ def test_a_hostile_description_is_a_format_error(tmp_path, nodes):
                               parent=head.id, meta={"kind": "group", "nodes": nodes}))
     with pytest.raises(ca.FormatError, match="damaged|no nodes|describe"):
         ca.open_group(path)
+
+
+def test_a_missing_member_is_an_error_not_a_new_empty_member(tmp_path):
+    path = tmp_path / "g"
+    g = ca.group(path, mode="w")
+    g.create_array("x", np.arange(5))
+    g.close()
+    shutil.rmtree(path / "x")
+    for mode in ("r", "a"):
+        h = ca.open_group(path, mode=mode)
+        with pytest.raises(ca.ContainerNotFoundError, match="member 'x'"):
+            h["x"]
+        h.close()
+    assert not (path / "x").exists()

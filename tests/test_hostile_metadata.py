@@ -357,7 +357,7 @@ def test_every_byte_flip_of_a_b2nd_frame_reads_or_raises_a_carray_error(tmp_path
 
 @pytest.mark.parametrize("layout, name", [
     ("superchunk", "meta/storage"), ("superchunk", "versions/0000000001.mf"),
-    ("superchunk", "versions/0000000001.ix"), ("superchunk", "versions/HEAD"),
+    ("superchunk", "versions/0000000001-*.ix"), ("superchunk", "versions/HEAD"),
     ("legacy", "meta/storage"), ("legacy", "meta/sizes"),
     ("bcolz", "meta/storage"), ("bcolz", "meta/sizes")])
 def test_every_byte_flip_of_metadata_reads_or_raises_a_carray_error(tmp_path, layout, name):
@@ -367,4 +367,4 @@ def test_every_byte_flip_of_metadata_reads_or_raises_a_carray_error(tmp_path, la
     else:
         root = _superchunk(tmp_path) if layout == "superchunk" else _bcolz(tmp_path)
         expect = np.arange(100, dtype="i8")
-    _sweep(root / name, root, expect)
+    _sweep(next(root.glob(name)), root, expect)  # a page file's name has a token

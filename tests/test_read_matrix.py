@@ -221,8 +221,11 @@ def _index_entries(root: Path, pages: np.ndarray) -> np.ndarray:
     entry = np.dtype([("off", "<i8"), ("room", "<i8"), ("cbytes", "<i4"), ("gen", "<i4"),
                       ("flags", "<u4")])
     out = []
-    for seq, off, length in pages.tolist():
-        stored = (root / "versions" / f"{seq:010d}.ix").read_bytes()[off:off + length]
+    for file_id, off, length in pages.tolist():
+        # The page file: the commit's seq in the low 40 bits, its token above them.
+        seq, token = file_id & (2**40 - 1), file_id >> 40
+        name = f"{seq:010d}-{token:06x}.ix" if token else f"{seq:010d}.ix"
+        stored = (root / "versions" / name).read_bytes()[off:off + length]
         out.append(np.frombuffer(zlib.decompress(stored[:-4]), entry))
     return np.concatenate(out) if out else np.zeros(0, entry)
 

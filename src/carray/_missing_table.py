@@ -124,6 +124,9 @@ class MissingTable:
 
     if TYPE_CHECKING:  # what the table this is mixed into has
         _format: str | None
+
+        @property
+        def auto_flush(self) -> bool: ...
         _storage: Any
         rootdir: Any
         cols: Any
@@ -148,7 +151,7 @@ class MissingTable:
         self._commit_pending()
         values = WithValidity(read_any(col, range(len(self))), np.ones(len(self), dtype=bool))
         attrs = col.attrs.checked() if hasattr(col, "attrs") else {}
-        with self._storage.batch():
+        with self._storage.batch(publish=self.auto_flush):
             items = list(self.column_dict().items())
             pos = [n for n, _ in items].index(name)
             self.column_dict().pop(name)

@@ -51,7 +51,7 @@ from carray.stores import Store
 from carray.stores.lock import WriteLock
 from carray.table import ctable
 from carray.versions import Repository
-from carray.versions.dataset import VersionedDataset, VersionInfo, open_dataset
+from carray.versions.dataset import VersionedDataset, VersionInfo, open_dataset, retention_of
 from carray.versions.outcomes import relative
 from carray.versions.transaction import publish_together
 
@@ -160,6 +160,8 @@ class GroupTree:
         self._pending_lock = threading.Lock()
         self._saved = self.nodes  # in memory: the nodes when the transaction began
         self._message: str | None = None
+        #: Make every change a version at once (else at commit, flush or close).
+        self.auto_flush = False
         self.closed = False
 
     # -- making and opening -------------------------------------------------------------
@@ -170,14 +172,15 @@ class GroupTree:
 
     @classmethod
     def create(cls, store: Store, root: str, mode: str, fsync: bool,
-               storage_options: dict | None) -> GroupTree:
+               storage_options: dict | None, versions: Any = None) -> GroupTree:
         """A new group at ``root`` (``mode`` 'w' replaces what is there)."""
         clear_for_create(store, root, "w" if mode == "w" else "x")
         store.makedirs(root)
         lock = WriteLock.acquire(store, root)
         try:
             store.put(store.join(root, GROUP_FILE), _MARKER, fsync=fsync)
-            dataset = VersionedDataset(Repository(store, root, fsync), False, None, keep=None)
+            dataset = VersionedDataset(Repository(store, root, fsync), False, None,
+                                       keep=retention_of(versions))
             dataset.meta = {"kind": GROUP, "nodes": {"": {"kind": GROUP, "attrs": {}}}}
             dataset.publish(kind="create")
         except BaseException:
@@ -189,7 +192,7 @@ class GroupTree:
     @classmethod
     def open(cls, store: Store, root: str, readonly: bool, fsync: bool,
              storage_options: dict | None, version: str | None = None,
-             tag: str | None = None, as_of: Any = None) -> GroupTree:
+             tag: str | None = None, as_of: Any = None, versions: Any = None) -> GroupTree:
         """The group at ``root``: a reader holds the version asked for (the newest by
         default), a writer works on the newest."""
         key = store.join(root, GROUP_FILE)
@@ -202,7 +205,7 @@ class GroupTree:
         lock = None if readonly else WriteLock.acquire(store, root)
         try:
             repo = Repository(store, root, fsync)
-            dataset = open_dataset(repo, readonly, version, tag, as_of, keep="all")
+            dataset = open_dataset(repo, readonly, version, tag, as_of, keep=versions)
             if not readonly:
                 repo.remove_leftovers(dataset.head.seq if dataset.head else None,
                                       owner_gone=not store.remote)
@@ -286,7 +289,7 @@ class GroupTree:
         return parts
 
     def add_group(self, path: str, attrs: dict[str, Any]) -> None:
-        with self.transaction():
+        with self.change():
             full = "/".join(self._prepare(path))
             node: dict[str, Any] = {"kind": GROUP, "attrs": _encode_attrs(attrs)}
             if self.store is not None:
@@ -296,7 +299,7 @@ class GroupTree:
     def add_member(self, path: str, kind: str, make: Any, dims: Any = None) -> Any:
         """Create member ``path``: ``make(location, extra_kwargs)`` builds the container
         (``location`` None in memory)."""
-        with self.transaction():
+        with self.change():
             full = "/".join(self._prepare(path))
             node: dict[str, Any] = {"kind": kind}
             extra: dict[str, Any] = {}
@@ -399,6 +402,9 @@ class GroupTree:
         if self.store is None:
             raise KeyError(path)
         location = self._location(self.dir_of(path))
+        if not self.store.isdir(self.store.join(self.root, self.dir_of(path))):
+            raise ContainerNotFoundError(f"{location}: member {path!r} of the group is "
+                                         "missing (its directory is gone)")
         opener = carray if node["kind"] == ARRAY else ctable
         if self.readonly:
             container = opener(rootdir=location, mode="r", version=node.get("version"),
@@ -435,13 +441,39 @@ class GroupTree:
     # -- committing ---------------------------------------------------------------------
 
     def changed(self) -> None:
-        """The description changed: a group version now, unless a transaction is open."""
-        if self.store is not None and not self._depth:
+        """The description changed: a version at the next commit (at once with
+        :attr:`auto_flush`, unless a change or transaction is open)."""
+        if self.store is not None and not self._depth and self.auto_flush:
             self.commit()
 
     @contextlib.contextmanager
+    def change(self, message: str | None = None) -> Iterator[None]:
+        """One operation of the group's: whole or not at all (a failure puts the nodes
+        back as they were before it and drops the members it made); part of the next
+        version, as any change."""
+        self.check_writable()
+        saved, opened = _copied(self.nodes), set(self._open)
+        self._depth += 1
+        if message is not None:
+            self._message = message
+        try:
+            yield
+            if self._depth == 1:
+                self.check_dims()  # refused here, not at a commit that may come much later
+        except BaseException:
+            self.nodes = saved
+            self._drop_members_outside(opened)
+            raise
+        finally:
+            self._depth -= 1
+        self.changed()
+
+    @contextlib.contextmanager
     def transaction(self, message: str | None = None) -> Iterator[None]:
-        """Changes inside commit as one group version at the end (none when it raises)."""
+        """Changes inside commit as one group version at the end.  When the block raises
+        (or the commit is refused), nothing of it is committed, then or later: the group
+        and its open members go back to the newest version (changes not committed before
+        the block go with it)."""
         self.check_writable()
         if not self._depth and self.dataset is None:  # in memory: the state to go back to
             self._saved = _copied(self.nodes)
@@ -453,28 +485,38 @@ class GroupTree:
         except BaseException:
             self._depth -= 1
             if not self._depth:
-                self._rollback()
+                self.reset()
             raise
         self._depth -= 1
         if not self._depth:
             try:
                 self.commit()
-            except ValueError:  # refused before anything was published (dimensions)
-                self._rollback()
+            except BaseException:
+                self.reset()
                 raise
 
-    def _rollback(self) -> None:
-        """A failed transaction: the description goes back to the last version's; members
-        made inside are closed (their directories stay for the next writer to reuse)."""
+    def reset(self) -> None:
+        """Drop every change not committed: the description goes back to the newest
+        version's, open members to theirs; members made since are closed (their
+        directories go once no version names them)."""
         self._pending.clear()
         self._message = None
         if self.dataset is None:
             self.nodes = self._saved
         else:
+            if not self.readonly:
+                self.dataset.reset_head()
             head = self.dataset.head
             self.nodes = _copied(head.meta.get("nodes", {}) if head is not None
                                  else {"": {"kind": GROUP}})
-        for path in [p for p in self._open if p not in self.nodes]:
+        self._drop_members_outside(set(self.nodes))
+        if self.dataset is not None:
+            for container in self._open.values():
+                with contextlib.suppress(Exception):  # not stored in a versioned layout
+                    container.reset()
+
+    def _drop_members_outside(self, keep: set[str]) -> None:
+        for path in [p for p in self._open if p not in keep or p not in self.nodes]:
             container = self._open.pop(path)
             self._unwatch(container)
             with contextlib.suppress(Exception):

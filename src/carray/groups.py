@@ -265,7 +265,7 @@ class Group(Mapping[str, Any]):
         if len(grows) > 1:
             raise ValueError(f"append along {dim!r} must grow every array by the same length, "
                              f"got {sorted(grows)}")
-        with self._tree.transaction(message):
+        with self._tree.change(message):
             for path, block in blocks.items():
                 self._tree.member(path).append(block)
 
@@ -388,7 +388,8 @@ def _bytes(n: int) -> str:
 
 
 def group(path: str | os.PathLike | tuple[Store, str] | None = None, mode: str = "a",
-          storage_options: dict | None = None, fsync: bool = True) -> Group:
+          storage_options: dict | None = None, fsync: bool = True,
+          auto_flush: bool = False, storage: dict | None = None) -> Group:
     """A group: in memory (``path`` None), or stored at ``path`` (a local path or an
     fsspec URL).
 
@@ -403,6 +404,12 @@ def group(path: str | os.PathLike | tuple[Store, str] | None = None, mode: str =
         For the fsspec file system of a URL.
     fsync : bool, default True
         Make every commit durable before it counts.
+    auto_flush : bool, default False
+        Make every change a version at once; by default changes (to the group and
+        its members) become one version at ``commit()``, ``flush()`` or ``close()``.
+    storage : dict, optional
+        ``{"versions": N | "all"}``: group versions kept besides tagged and held ones
+        (default 1, as for arrays and tables; members keep the versions those name).
     """
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -411,16 +418,20 @@ def group(path: str | os.PathLike | tuple[Store, str] | None = None, mode: str =
             raise ValueError("a group in memory cannot be opened read-only")
         return Group(GroupTree.memory())
     store, root = resolve(path, storage_options)
+    versions = (storage or {}).get("versions")
     if mode == "r" or (mode == "a" and store.exists(root) and is_group(store, root)):
-        tree = GroupTree.open(store, root, mode == "r", fsync, storage_options)
+        tree = GroupTree.open(store, root, mode == "r", fsync, storage_options,
+                              versions=versions)
     else:
-        tree = GroupTree.create(store, root, mode, fsync, storage_options)
+        tree = GroupTree.create(store, root, mode, fsync, storage_options, versions)
+    tree.auto_flush = auto_flush
     return Group(tree)
 
 
 def open_group(path: str | os.PathLike | tuple[Store, str], mode: str = "r", version: str | None = None,
                tag: str | None = None, as_of: Any = None,
-               storage_options: dict | None = None, fsync: bool = True) -> Group:
+               storage_options: dict | None = None, fsync: bool = True,
+               auto_flush: bool = False) -> Group:
     """The group stored at ``path``: read-only by default, at its newest version or the
     one named by ``version`` (an id), ``tag`` or ``as_of`` (a datetime); mode 'a' to
     change it (the newest only)."""
@@ -429,6 +440,7 @@ def open_group(path: str | os.PathLike | tuple[Store, str], mode: str = "r", ver
     store, root = resolve(path, storage_options)
     tree = GroupTree.open(store, root, mode == "r", fsync, storage_options, version, tag,
                           as_of)
+    tree.auto_flush = auto_flush
     return Group(tree)
 
 

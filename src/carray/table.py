@@ -116,8 +116,11 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     mode : {'a', 'r', 'w'}, optional
         Default: 'a' for an existing ``rootdir``, else 'w' ('r' never writes).  'w' replaces
         the table, closing this process's older handles of it (unflushed changes dropped).
-    auto_flush : bool
-        Flush every column after appends and column changes (on disk).
+    auto_flush : bool, optional
+        Make every change a version at once (commit after each append, edit, resize
+        and attribute change). By default changes become a version at ``commit()``,
+        ``flush()`` or ``close()``, as for arrays; tables in bcolz's format (which keep
+        no versions) flush after every change by default, as bcolz does.
     storage_options : dict, optional
         Passed to the fsspec file system of a URL ``rootdir``.
     format : {'superchunk', 'bcolz'}, optional
@@ -128,7 +131,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def __init__(self, columns: Any = None, names: list[str] | None = None, *,
                  cparams: CParams | dict | None = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
-                 mode: str | None = None, auto_flush: bool = True, fsync: bool = True,
+                 mode: str | None = None, auto_flush: bool | None = None, fsync: bool = True,
                  storage_options: dict | None = None, format: str | None = None,  # noqa: A002
                  storage: dict | None = None, version: str | None = None,
                  tag: str | None = None, as_of: Any = None,
@@ -459,7 +462,10 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
 
     @property
     def auto_flush(self) -> bool:
-        return self._auto_flush
+        """Whether every change becomes a version (is flushed) at once."""
+        if self._auto_flush is not None:
+            return self._auto_flush
+        return self._rootdir is not None and self._format == "bcolz"
 
     # -- reading --------------------------------------------------------------------------
 
@@ -604,7 +610,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                     self._cut_back(old)
                 raise
             self._len = old + n
-            if self._auto_flush:
+            if self.auto_flush:
                 self.flush()
 
     def _note_edit(self, key: Any, cols: dict[str, Any]) -> None:
@@ -632,7 +638,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 with self._storage.guard(self):
                     self._note_edit(slice(None), {key: self._cols[key]})
                     self._cols[key][:] = value
-                    if self._auto_flush:
+                    if self.auto_flush:
                         self.flush()
             else:
                 self.addcol(value, name=key)
@@ -652,7 +658,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             self._note_edit(key, self._cols)
             for name, col in self._cols.items():
                 col[key] = arr[name]
-            if self._auto_flush:
+            if self.auto_flush:
                 self.flush()
 
     def addcol(self, newcol: Any, name: str | None = None, pos: int | None = None,
@@ -671,7 +677,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             raise ValueError(f"the new column has {len(newcol)} rows, the table {self._len}")
         if hasattr(newcol, "to_numpy") and not isinstance(newcol, np.ndarray):
             newcol = column_values(newcol)
-        with self._storage.batch():
+        with self._storage.batch(publish=self.auto_flush):
             if move and isinstance(newcol, carray) and newcol.rootdir and self._rootdir:
                 col = self._moved_in(newcol, name)
             else:
@@ -700,7 +706,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             name = self.names[pos]
         if name not in self._cols:
             raise KeyError(f"no column {name!r}")
-        with self._storage.batch():
+        with self._storage.batch(publish=self.auto_flush):
             col = self._cols.pop(name)
             self._index_column_dropped(name)
             if self._rootdir is not None:
@@ -722,7 +728,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             for col in self._cols.values():
                 col.resize(nitems)
             self._len = nitems
-            self.flush()  # the columns have flushed: commit the table too
+            if self.auto_flush or not isinstance(self._storage, VersionedTable):
+                self.flush()  # formats without versions record sizes as they change
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows."""

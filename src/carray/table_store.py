@@ -138,8 +138,9 @@ class TableStorage(abc.ABC):
     #: True when edits record the old values of the rows they change first.
     undo_records: bool = False
 
-    def batch(self) -> contextlib.AbstractContextManager[None]:
-        """Changes inside are committed as one (a versioned table's one version)."""
+    def batch(self, publish: bool = True) -> contextlib.AbstractContextManager[None]:
+        """Changes inside are committed as one (a versioned table's one version, published
+        at the end with ``publish``; without, by the next commit)."""
         return contextlib.nullcontext()
 
     def column_args(self, name: str) -> dict[str, Any]:
@@ -253,6 +254,7 @@ class VersionedTable(TableStorage):
         self._lock = lock
         self._prefix = prefix
         self._top = top
+        self._owner: weakref.ref[Any] | None = None  # the table (see own)
         meta = dataset.meta if isinstance(dataset.meta, dict) else {}
         if top is None:
             if meta.get("kind", "table") != "table" or \
@@ -415,8 +417,10 @@ class VersionedTable(TableStorage):
 
     # -- changes ------------------------------------------------------------------------------
 
-    def batch(self) -> contextlib.AbstractContextManager[None]:
-        return self.dataset.transaction() if not self.readonly else contextlib.nullcontext()
+    def batch(self, publish: bool = True) -> contextlib.AbstractContextManager[None]:
+        if self.readonly or not publish:
+            return contextlib.nullcontext()
+        return self.dataset.transaction()
 
     def guard(self, table: Any) -> contextlib.AbstractContextManager[None]:
         """Every column's engine in one transaction: a failure puts them all back."""
@@ -427,6 +431,7 @@ class VersionedTable(TableStorage):
         flush only stages it)."""
         if self._top is None and not self.readonly:
             ref = weakref.ref(table)
+            self._owner = ref
 
             def commit(message: str | None) -> None:
                 owner = ref()
@@ -560,8 +565,9 @@ class VersionedTable(TableStorage):
         meta["attrs"] = {attrvalues.check_name(k): attrvalues.encode_typed(v)
                          for k, v in attrs.items()}
         self.dataset.meta = meta
-        if not self.dataset.in_transaction:
-            self.dataset.publish(kind="attrs")
+        owner = self._owner() if self._owner is not None else None
+        if owner is not None and owner.auto_flush and not self.dataset.in_transaction:
+            owner.flush()
 
     def release(self) -> None:
         if self._top is not None:

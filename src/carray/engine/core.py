@@ -267,7 +267,12 @@ class ArrayEngine:
         return self._layout.load_attrs()
 
     def save_attrs(self, attrs: dict[str, Any]) -> None:
+        """New attributes: where the layout keeps versions, part of the next one."""
         self._layout.save_attrs(attrs)
+        if self._layout.versioned and not self._layout.in_memory:
+            self.mark_pending()
+            if self.auto_flush:
+                self.flush()
 
     def sidecar_names(self) -> list[str]:
         """Names of the small files kept beside the metadata (summaries, caches)."""

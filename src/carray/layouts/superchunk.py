@@ -144,7 +144,6 @@ class SuperchunkLayout(Layout):
         self._stored_attrs: Any = {}
         self._pending: tuple[ArrayMeta, int] | None = None
         self._committed: tuple[tuple[int, ...], int, Any] | None = None
-        self._staged_attrs_only = False
         self._touched: set[int] = set()  # superchunks a commit changed (compatible files)
         self._base_pages: np.ndarray | None = None  # a restored version's, until committed
         self._alone = False  # a table's column opened on its own (keeps the table's length)
@@ -464,7 +463,7 @@ class SuperchunkLayout(Layout):
             self._attrs = self._decode_attrs(state.attrs)
             self._stored_attrs = state.attrs
             self._committed = (tuple(state.shape), state.cbytes, state.attrs)
-            self._pending, self._base_pages, self._staged_attrs_only = None, None, False
+            self._pending, self._base_pages = None, None
             self._touched = set()
             self.edits.clear()
         return self.meta_for(state.shape), state.cbytes
@@ -603,7 +602,6 @@ class SuperchunkLayout(Layout):
             np.zeros(0, dtype="u1")
         if self._legacy is not None:
             attrs = self._encode_attrs(self._attrs)
-        self._staged_attrs_only = False
         return Staged(self.member_name, self.member_path, shape,
                       math.prod(shape) * meta.dtype.itemsize, cbytes, self._index.nchunks,
                       self._index.changed_pages(), base_pages, attrs, durable)
@@ -611,17 +609,15 @@ class SuperchunkLayout(Layout):
     def published(self, state: MemberState, seq: int) -> None:
         assert self._keeper is not None
         with self._lock:
-            if not self._staged_attrs_only:
-                self._index.committed(IndexView(state.nchunks, state.pages,
-                                                self.dataset.repo.pages))
-                self._keeper.published(seq)
-                self.records.forget()
+            self._index.committed(IndexView(state.nchunks, state.pages,
+                                            self.dataset.repo.pages))
+            self._keeper.published(seq)
+            self.records.forget()
             self._stored_attrs = state.attrs
             self._committed = (tuple(state.shape), state.cbytes, state.attrs)
             self._pending = None
             self._base_pages = None
-            if not self._staged_attrs_only:
-                self.edits.clear()
+            self.edits.clear()
         if self._legacy is not None:
             self._finish_upgrade()
         if self.files.compat and self._touched and not self._keeper.private:
@@ -685,8 +681,7 @@ class SuperchunkLayout(Layout):
         return dict(self._attrs)
 
     def save_attrs(self, attrs: dict[str, Any]) -> None:
-        """Record new attributes: a version of their own (the chunks committed last,
-        the new attributes), or part of the open transaction's version."""
+        """Record new attributes: part of the next version, as any other change."""
         self._check_writable()
         encoded = self._encode_attrs(attrs)
         if self._legacy is not None:
@@ -696,15 +691,6 @@ class SuperchunkLayout(Layout):
             return
         self._attrs = dict(attrs)
         self._stored_attrs = encoded
-        state = self.dataset.state(self.member_name)
-        if state is None or self._committed is None:
-            return
-        staged = Staged(self.member_name, self.member_path, state.shape, state.nbytes,
-                        state.cbytes, state.nchunks, {}, state.pages, encoded)
-        if self._pending is not None and self.dataset.in_transaction:
-            return  # the member's commit in this transaction records them
-        self._staged_attrs_only = True
-        self.dataset.publish_staged(staged)
 
     # -- metadata and tools -----------------------------------------------------------------
 

@@ -277,15 +277,6 @@ class VersionedDataset:
         finally:
             self._committing = was
 
-    def publish_staged(self, staged: Staged, kind: str = "attrs") -> str | None:
-        """Stage ``staged`` for its member and publish (unless inside a transaction; an
-        owned dataset's owner commits it with every member)."""
-        self.check_writable()
-        if self.owner is not None:
-            return None if self._depth else self.publish(kind=kind)
-        self._staged[staged.name] = staged
-        return None if self._depth else self.publish(kind=kind, force=True)
-
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         """Members' commits inside are staged and not published: the caller publishes

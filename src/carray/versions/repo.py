@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
 import os
 import re
 import secrets
+import socket
 import time
 from collections.abc import Iterator, Sequence
 
@@ -41,6 +43,7 @@ from carray.errors import (
     ConflictError,
     ContainerNotFoundError,
     FormatError,
+    LockError,
     TagExistsError,
     VersionError,
 )
@@ -71,6 +74,10 @@ _TOKENS = 1 << 23
 _TAG = re.compile(r"(?!.*\.tmp$)[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 #: Seconds a replaced version stays readable on object stores (no locks there).
 DEFAULT_GRACE = 600.0
+#: Where a writer on a store without conditional creates leaves its lease, and for how
+#: long (seconds since its last commit) it keeps other processes from committing.
+LEASE_FILE = "WRITER"
+LEASE_SECONDS = 60.0
 
 
 def new_id(seq: int) -> str:
@@ -152,6 +159,7 @@ class Repository:
         self.outcomes = Outcomes(store, root, self.dir, fsync)
         self._locks = fcntl is not None and isinstance(store, LocalStore)
         self._dir_made = False  # by this object: later commits need not ask again
+        self._writer = secrets.token_hex(8)  # this handle's, in a lease (see _lease)
 
     # -- names ------------------------------------------------------------------------------
 
@@ -397,6 +405,8 @@ class Repository:
         already."""
         store = self.store
         self._make_dir()
+        if not store.conditional:
+            self._lease()
         try:
             created = store.put_if_absent(self._mf(manifest.seq), manifest.encode(),
                                           fsync=self.fsync)
@@ -412,6 +422,26 @@ class Repository:
         with contextlib.suppress(OSError):
             store.overwrite(store.join(self.dir, HEAD_FILE),
                             f"{manifest.seq:020d}\n".encode("ascii"))
+
+    def _lease(self) -> None:
+        """On a store that cannot create an object only if absent, two processes' commits
+        could both take one seq: a writer leaves its lease (``versions/WRITER``: who,
+        when) and refuses to commit while another writer's is younger than
+        :data:`LEASE_SECONDS`."""
+        path = self.store.join(self.dir, LEASE_FILE)
+        with contextlib.suppress(FileNotFoundError, ValueError, UnicodeDecodeError):
+            held = json.loads(self.store.get(path))
+            if isinstance(held, dict) and held.get("writer") != self._writer and \
+                    isinstance(held.get("time"), (int, float)) and \
+                    _now() - held["time"] < LEASE_SECONDS:
+                raise LockError(
+                    f"{self.store.url(self.root)}: this store cannot create an object only "
+                    "if absent, so one process at a time may write it; process "
+                    f"{held.get('pid')} on {held.get('host')} committed "
+                    f"{_now() - held['time']:.0f} s ago")
+        lease = {"writer": self._writer, "pid": os.getpid(), "host": socket.gethostname(),
+                 "time": _now()}
+        self.store.put(path, json.dumps(lease).encode(), fsync=False)
 
     def holds(self, manifest: Manifest) -> bool:
         """Whether ``manifest`` is published (after a publish that raised)."""
