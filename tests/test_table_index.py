@@ -105,6 +105,7 @@ def test_appends_are_found_and_merged_when_the_tail_grows(make, monkeypatch):
     assert list(_rows(t, "u == 17")) == [int(np.flatnonzero(cols["u"] == 17)[0]), 2000]
     assert list(_rows(t, "u == 5000")) == [2001]
     t.append({k: v[:300] for k, v in _frame(300, seed=1).items()})
+    t.flush()  # the commit merges a grown tail
     assert t.indexes["u"]["tail"] == 0 and t.lookup_index("u")[0]["build"] != build
     allu = t.cols["u"][:]
     assert list(_rows(t, "u in [17, 5000, 3]")) == list(np.flatnonzero(np.isin(allu,
@@ -113,7 +114,7 @@ def test_appends_are_found_and_merged_when_the_tail_grows(make, monkeypatch):
 
 def test_edits_shrinks_and_growths_keep_answers_right(make):
     cols = _frame(3000)
-    t = make(cols)
+    t = make(cols, auto_flush=True)  # every change committed: its index state with it
     t.create_index("u")
     t.create_index("x", kind="sorted")
     where17 = int(np.flatnonzero(cols["u"] == 17)[0])
@@ -173,7 +174,7 @@ def test_a_shrink_into_a_chunk_then_a_column_edit_is_seen(tmp_path):
 def test_every_version_answers_from_its_own_index(tmp_path):
     cols = _frame(2000)
     t = ca.ctable(cols, rootdir=str(tmp_path / "t"), chunklen=256,
-                  storage={"versions": "all"}, fsync=False)
+                  storage={"versions": "all"}, fsync=False, auto_flush=True)
     v0 = t.version
     t.create_index("u")
     v1 = t.version
@@ -349,7 +350,8 @@ def test_a_failed_build_leaves_the_table_and_its_index(tmp_path, monkeypatch):
     monkeypatch.setattr(_index_build, "valid_rows", real)
     assert t.lookup_index("u")[0]["build"] == good
     assert list(_rows(t, "u == 17")) == list(np.flatnonzero(cols["u"] == 17))
-    t.append({"u": [1], "k": [1], "x": [1.0], "s": ["a"]})  # a commit tidies the remains
+    t.append({"u": [1], "k": [1], "x": [1.0], "s": ["a"]})
+    t.flush()  # a commit tidies the remains
     assert os.listdir(tmp_path / "t" / "__indexes__") == [good]
     t.close()
     r = ca.ctable(rootdir=str(tmp_path / "t"), mode="r")

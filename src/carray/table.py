@@ -187,7 +187,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             self._storage = self._new_storage()
             if isinstance(self._storage, VersionedTable):
                 self._storage.own(self)
-        with self._storage.batch():  # one version, or __rootdirs__ written last
+        # A new table is its first version (or, in bcolz's format, __rootdirs__ is written
+        # last); a column of a table (nested, nullable) is part of its table's next one.
+        with self._storage.batch(publish=self._given is None):
             for name, values in pairs:
                 self._cols[name] = self._new_column(name, values)
             self._len = lengths.pop() if lengths else 0

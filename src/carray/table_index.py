@@ -363,10 +363,14 @@ class TableIndexes:
             dirty.append((partial, min(covered, n)))
             partial, digest = min(covered, n), ""
         covered = min(covered, n)
-        dirty = [(lo, min(hi, covered)) for lo, hi in dirty if lo < covered]
         aligned = covered - covered % col.chunklen
-        if partial > aligned:  # a shrink made a full chunk partial: digest its rows now
+        if partial > aligned:
+            # A shrink made a full chunk partial: digest its rows now, and check them
+            # until the next build (edits since the last commit reached its decoded
+            # tail, which tells nobody: the digest cannot vouch for them).
+            dirty.append((aligned, covered))
             partial, digest = aligned, _digest(col, aligned, covered)
+        dirty = [(lo, min(hi, covered)) for lo, hi in dirty if lo < covered]
         return {**state, "covered": covered, "partial": [min(partial, covered), digest],
                 "dirty": [list(r) for r in union(dirty)]}
 

@@ -275,8 +275,8 @@ def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
 
     owners = {id(c.versioned_dataset()): c for c in containers}
     datasets = [c.versioned_dataset() for c in owners.values()]
-    stores = {id(ds.repo.store) for ds in datasets}
-    if len(stores) > 1 and any(ds.repo.store.remote for ds in datasets):
+    stores = {ds.repo.store.identity for ds in datasets}
+    if len(stores) > 1:
         raise ValueError("a transaction's datasets must live in one store")
     try:
         with contextlib.ExitStack() as stack:

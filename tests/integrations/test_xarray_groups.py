@@ -279,7 +279,7 @@ def test_writes_breaking_a_shared_dimension_are_refused_before_any_change():
 def test_append_along_time_one_version_each(tmp_path):
     ds, path = cf_dataset(), tmp_path / "g"
     parts = [ds.isel(time=part) for part in (slice(0, 2), slice(2, 4), slice(4, 6))]
-    ca.from_xarray(parts[0], path).close()
+    ca.from_xarray(parts[0], path, storage={"versions": "all"}).close()
     seen = _versions(path)
     for new in parts[1:]:
         new["time"].encoding = {"units": "hours since 1990-01-01"}  # the stored units win
@@ -438,7 +438,8 @@ def test_a_datatree_is_written_in_one_version_and_read_back(tmp_path):
     tree = xr.DataTree.from_dict({"/": ds, "/model/run1": run,
                                   "/model/run2": run.assign_attrs(run="b") * 2})
     path = tmp_path / "g"
-    ca.from_xarray(tree, path, encoding={"/model/run1": {"bias": {"chunks": (2,)}}}).close()
+    ca.from_xarray(tree, path, encoding={"/model/run1": {"bias": {"chunks": (2,)}}},
+                   storage={"versions": "all"}).close()
     assert len(_versions(path)) == 2  # the group made, then everything in one version
     back = xr.open_datatree(path, engine="carray_group")
     xr.testing.assert_identical(back, tree)

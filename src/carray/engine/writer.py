@@ -691,6 +691,8 @@ class Writer:
             self._shape = (nitems, *self._shape[1:])
             if self._tail is not None:
                 self._mark_dirty()
+            if not new_left:  # a stored partial chunk past the new end goes (its bytes too)
+                self._cbytes += self._layout.drop_chunks(self.grid.nchunks)
             return
         per_row = self.per_row
         if new_left and (per_row == 1 or self._layout.in_memory):

@@ -62,7 +62,8 @@ _MODES = ("w", "a")
 
 def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | None = None,
                 encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
-                storage_options: dict | None = None, *, group: str | None = None) -> Any:
+                storage_options: dict | None = None, *, group: str | None = None,
+                storage: dict | None = None) -> Any:
     """Write an xarray Dataset into a carray group, as one group version.
 
     Parameters
@@ -93,6 +94,8 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
         For remote paths (fsspec options).
     group : str, optional
         A sub-group of the group at ``path`` to write into (``"a/b"``), created if need be.
+    storage : dict, optional
+        For a group made here: ``{"versions": N | "all"}``, the versions it keeps.
 
     Returns
     -------
@@ -109,7 +112,8 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
         the group's are.  Nothing is written then.
     """
     plans = _checked_plans(ds, mode, append_dim, encoding)  # before anything changes
-    root = _open_root(path, mode, storage_options, append=append_dim is not None)
+    root = _open_root(path, mode, storage_options, append=append_dim is not None,
+                      storage=storage)
     opened = root is not path and root.url is not None
     try:
         if append_dim is None:
@@ -173,7 +177,8 @@ def _checked_encoding(ds: xr.Dataset, encoding: Mapping[Hashable, Mapping[str, A
     return out
 
 
-def _open_root(path: Any, mode: str, storage_options: dict | None, *, append: bool) -> Any:
+def _open_root(path: Any, mode: str, storage_options: dict | None, *, append: bool,
+               storage: dict | None = None) -> Any:
     import carray as ca
 
     if is_group(path):
@@ -190,7 +195,7 @@ def _open_root(path: Any, mode: str, storage_options: dict | None, *, append: bo
             return ca.open_group(path, mode="a", storage_options=storage_options)
         except ContainerNotFoundError as exc:
             raise ValueError(f"{os.fspath(path)}: no group to append to ({exc})") from None
-    return ca.group(path, mode=mode, storage_options=storage_options)
+    return ca.group(path, mode=mode, storage_options=storage_options, storage=storage)
 
 
 def _sub_group(root: Any, group: str | None, *, create: bool) -> Any:

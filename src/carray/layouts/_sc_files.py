@@ -440,6 +440,12 @@ class DataFiles:
             if h is not None:
                 h.close()
 
+    def held(self, key: Key) -> bool:
+        """Whether file ``key`` is open here or still being filled (its bytes are read
+        through this object, not fetched)."""
+        with self._lock:
+            return key in self._handles or key in self._filling
+
     def adopt_bytes(self, key: Key, data: bytes) -> bool:
         """Serve reads of file ``key`` from ``data`` (its whole content, fetched in one
         request) until :meth:`forget`; False when the file is open already."""

@@ -258,7 +258,8 @@ class RecordReader:
         total = {key: sum(1 for n in range(key[0] * self._S, min((key[0] + 1) * self._S,
                                                                  nchunks))
                           if entry(n).gen == key[1]) for key in wanted}
-        keys = [key for key, got in wanted.items() if 4 * got >= 3 * total[key]]
+        keys = [key for key, got in wanted.items() if 4 * got >= 3 * total[key]
+                and not self._files.held(key)]
         adopted: list[Key] = []
         try:
             if keys:

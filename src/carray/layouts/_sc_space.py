@@ -247,6 +247,10 @@ class SpaceKeeper:
             self._apply_deferred()
 
     def _apply_deferred(self) -> None:
+        if self._deferred and self._space is None and self.reuse:
+            # Records this session wrote are free again (a shrink, a chunk written twice):
+            # learn the free space now, so the commit can see a file worth compacting.
+            self._space_map()
         for key, off, room in self._deferred:
             if self._space is not None:
                 self._space.add(key, off, room)
@@ -291,8 +295,9 @@ class SpaceKeeper:
 
     @property
     def superseding(self) -> bool:
-        """Whether records of the published version were replaced since it."""
-        return bool(self._superseded)
+        """Whether records of the published version were replaced since it, or records
+        written since were freed again (either may leave a file worth compacting)."""
+        return bool(self._superseded) or bool(self._freed)
 
     def crowded(self, elsewhere: Callable[[int, Any], bool]) -> set[int]:
         """Superchunks whose newest file will be worth compacting once this commit is
@@ -305,6 +310,8 @@ class SpaceKeeper:
                 freed.setdefault((k, old.gen), []).append((old.off, old.room))
         for key, off, room in self._deferred:
             freed.setdefault(key, []).append((off, room))
+        for key in self._freed:  # records written and freed since the last commit
+            freed.setdefault(key, [])
         out = set()
         for key, extents in freed.items():
             if key[1] != self.gen(key[0]):

@@ -799,7 +799,7 @@ class SuperchunkLayout(Layout):
             if not self.member_name or self._alone:  # a table's column: its table holds it
                 self.dataset.release()
         elif self.member_name:
-            self.dataset.detach(self.member_name)
+            self.dataset.detach(self.member_name, self)
         self.release_lock()
 
     def __del__(self) -> None:

@@ -128,6 +128,11 @@ class Store(abc.ABC):
         """``path`` as a user would write it (for messages and for reopening)."""
         return path
 
+    @property
+    def identity(self) -> Any:
+        """Equal for stores that reach the same objects by the same paths."""
+        return type(self)
+
     # -- objects --------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -171,6 +171,10 @@ class FsspecStore(Store):
     def url(self, path: str) -> str:
         return str(self.fs.unstrip_protocol(path))
 
+    @property
+    def identity(self) -> Any:
+        return (type(self), id(self.fs))  # fsspec shares one instance per options
+
     def _missing(self, path: str) -> FileNotFoundError:
         return FileNotFoundError(errno.ENOENT, "no such object", self.url(path))
 

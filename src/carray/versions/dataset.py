@@ -187,8 +187,11 @@ class VersionedDataset:
     def attach(self, member: Member) -> None:
         self._members[member.member_name] = member
 
-    def detach(self, name: str) -> None:
-        self._members.pop(name, None)
+    def detach(self, name: str, member: Member | None = None) -> None:
+        """Forget member ``name`` (only if it is ``member``, when given: a handle closed
+        late, by the garbage collector, must not take its successor's place away)."""
+        if member is None or self._members.get(name) is member:
+            self._members.pop(name, None)
 
     def state(self, name: str) -> MemberState | None:
         """Member ``name`` in the version held (None: not in it)."""
@@ -522,6 +525,9 @@ class VersionedDataset:
         if keep is None and older_than is None:
             return 0  # every version is kept: nothing to drop, nothing to free
         manifests = self.manifests()
+        for m in manifests:  # outcomes kept in the dataset before versions go
+            if m.txn is not None:
+                self.repo.outcomes.roll_forward(m)
         kept = kept_seqs(manifests, self.repo.tags(), keep, older_than)
         kept |= {m.seq for m in manifests if m.id in keep_ids}
         dropped: list[int] = []

@@ -130,6 +130,7 @@ class Outcomes:
     def __init__(self, store: Store, root: str, vdir: str, fsync: bool) -> None:
         self.store, self.root, self.vdir, self.fsync = store, root, vdir, fsync
         self._decided: dict[int, tuple[str, str]] = {}  # seq -> (version id, outcome)
+        self._marked: set[str] = set()  # ids of versions whose marker is known to exist
         self._lock = threading.Lock()
 
     def marker_path(self, seq: int) -> str:
@@ -162,6 +163,8 @@ class Outcomes:
         return found
 
     def has_marker(self, manifest: Manifest) -> bool:
+        if manifest.id in self._marked:
+            return True
         path = self.marker_path(manifest.seq)
         try:
             data = self.store.get(path)
@@ -169,7 +172,11 @@ class Outcomes:
             return False
         body = notes.decode(notes.MARKER_MAGIC, data, self.store.url(path),
                             {"version": str, "txn": str, "outcome": str})
-        return bool(body["version"] == manifest.id and body["outcome"] == COMMIT)
+        found = bool(body["version"] == manifest.id and body["outcome"] == COMMIT)
+        if found:
+            with self._lock:
+                self._marked.add(manifest.id)
+        return found
 
     def roll_forward(self, manifest: Manifest) -> None:
         """Keep the commit of ``manifest``'s transaction in this dataset (its marker),
@@ -183,6 +190,7 @@ class Outcomes:
             self.store.sync_dir(self.vdir)
         with self._lock:
             self._decided[manifest.seq] = (manifest.id, COMMIT)
+            self._marked.add(manifest.id)
         collect(self.record_of(manifest))
 
     def delete_marker(self, seq: int) -> None:

@@ -519,6 +519,9 @@ class Repository:
         files and manifests newer than the newest version that counts.  Where owners may
         still be at work (object stores), only what is decided goes."""
         newest = latest
+        if latest is not None:  # the newest that counts keeps its outcome itself first
+            with contextlib.suppress(VersionError, FormatError):
+                self.decide(self.load(latest), owner_gone)
         for seq in [s for s in self.seqs() if latest is None or s > latest]:
             with contextlib.suppress(VersionError, FormatError):
                 manifest = self.load(seq)

@@ -1,0 +1,265 @@
+"""A model of versions, and arrays, tables and groups driven against it step by step:
+appends, edits, resizes, commits, transactions (some raising), tags, untags, prunes,
+restores, copies of the directory and reopens, on disk and in ``memory://`` (moto's
+S3 too under CARRAY_SOAK=1). After every step the handle shows the model's pending
+state and every kept version reads back as it was committed
+(docs/spec/commit.md [C10] [C12] [C15] [C16] [C17] [C18])."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+import carray as ca
+from carray.errors import TagExistsError
+
+SOAK = os.environ.get("CARRAY_SOAK") == "1"
+TAGS = ["t1", "t2", "t3"]
+
+
+class Oops(Exception):
+    """Raised inside a transaction that must leave nothing behind."""
+
+
+class Model:
+    """Kept versions (id, values), newest last; tags; what the handle shows."""
+
+    def __init__(self, values: np.ndarray, vid: str) -> None:
+        self.versions: list[tuple[str, np.ndarray]] = [(vid, values.copy())]
+        self.tags: dict[str, str] = {}
+        self.pending = values.copy()
+
+    @property
+    def head(self) -> np.ndarray:
+        return self.versions[-1][1]
+
+    def committed(self, vid: str) -> None:
+        if vid != self.versions[-1][0]:
+            self.versions.append((vid, self.pending.copy()))
+
+    def prune(self, keep_last: int) -> int:
+        tagged = set(self.tags.values())
+        keep = {v for v, _ in self.versions[-keep_last:]} | tagged | {self.versions[-1][0]}
+        before = len(self.versions)
+        self.versions = [(v, x) for v, x in self.versions if v in keep]
+        return before - len(self.versions)
+
+
+class Versions(RuleBasedStateMachine):
+    kind = "array"
+    where = "disk"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = tempfile.mkdtemp()
+        self.url = os.path.join(self.tmp, "d") if self.where == "disk" else \
+            f"memory://sm-{uuid.uuid4().hex}"
+        self.copies = 0
+
+    def teardown(self) -> None:
+        try:
+            self.h.close()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- the container, whatever its kind -------------------------------------------------
+
+    def _create(self, values: np.ndarray) -> None:
+        keep = {"versions": "all", **self._grace()}
+        if self.kind == "array":
+            ca.carray(values, chunklen=4, rootdir=self.url, mode="w", storage=keep).close()
+        elif self.kind == "table":
+            ca.ctable({"x": values}, rootdir=self.url, mode="w", chunklen=4,
+                      storage=keep).close()
+        else:
+            g = ca.group(self.url, mode="w", storage=keep)
+            g.create_array("x", values, chunks=(4,))
+            g.close()
+
+    def _grace(self) -> dict:
+        # On object stores a replaced version stays for a grace period: none here, so
+        # that prune drops what the model drops.
+        return {} if self.where == "disk" else {"grace": 0}
+
+    def _open(self, url: str | None = None, **at):
+        if self.kind == "group":
+            return ca.open_group(url or self.url, mode="r" if at else "a", **at)
+        return ca.open(url or self.url, mode="r" if at else "a", storage=self._grace(), **at)
+
+    def _array(self, h):
+        return h if self.kind == "array" else h["x"]
+
+    def _values(self, h) -> np.ndarray:
+        return self._array(h)[:]
+
+    def _append(self, rows: list[int]) -> None:
+        if self.kind == "table":
+            self.h.append({"x": rows})
+        else:
+            self._array(self.h).append(rows)
+
+    def _resize(self, n: int) -> None:
+        if self.kind == "table":
+            self.h.resize(n)
+        else:
+            self._array(self.h).resize(n)
+
+    def _version(self) -> str:
+        return self.h.version
+
+    # -- rules ----------------------------------------------------------------------------
+
+    @initialize(values=st.lists(st.integers(-9, 9), min_size=0, max_size=10))
+    def start(self, values):
+        arr = np.array(values, dtype="i8")
+        self._create(arr)
+        self.h = self._open()
+        self.model = Model(arr, self._version())
+        # Making it may take more than one version (an empty one, then the data).
+        self.model.versions = []
+        for v in reversed(self.h.versions()):
+            with self._open(version=v.id) as at:
+                self.model.versions.append((v.id, self._values(at)))
+
+    @rule(rows=st.lists(st.integers(-9, 9), min_size=1, max_size=6))
+    def append(self, rows):
+        self._append(rows)
+        self.model.pending = np.r_[self.model.pending, np.array(rows, dtype="i8")]
+
+    @precondition(lambda self: len(self.model.pending))
+    @rule(data=st.data(), value=st.integers(-9, 9))
+    def edit(self, data, value):
+        i = data.draw(st.integers(0, len(self.model.pending) - 1))
+        self._array(self.h)[i] = value
+        self.model.pending[i] = value
+
+    @rule(n=st.integers(0, 14))
+    def resize(self, n):
+        self._resize(n)
+        old = self.model.pending
+        self.model.pending = np.r_[old[:n], np.zeros(max(0, n - len(old)), "i8")]
+
+    @rule()
+    def commit(self):
+        vid = self.h.commit()
+        self.model.committed(vid)
+
+    @rule(rows=st.lists(st.integers(-9, 9), min_size=1, max_size=3), fail=st.booleans())
+    def transaction(self, rows, fail):
+        target = self.h if self.kind != "group" else self.h
+        try:
+            if self.kind == "group":
+                with self.h.transaction():
+                    self._append(rows)
+                    if fail:
+                        raise Oops
+            else:
+                with ca.transaction(target):
+                    self._append(rows)
+                    if fail:
+                        raise Oops
+        except Oops:
+            self.model.pending = self.model.head.copy()  # back to the newest version
+            return
+        self.model.pending = np.r_[self.model.pending, np.array(rows, dtype="i8")]
+        self.model.committed(self._version())
+
+    @rule(tag=st.sampled_from(TAGS), move=st.booleans())
+    def snapshot(self, tag, move):
+        held = self.model.tags.get(tag)
+        try:
+            vid = self.h.snapshot(tag, move=move)
+        except TagExistsError:
+            self.model.committed(self._version())  # the commit came first
+            assert held is not None and held != self._version() and not move
+            return
+        self.model.committed(vid)
+        self.model.tags[tag] = vid
+
+    @precondition(lambda self: self.model.tags)
+    @rule(data=st.data())
+    def untag(self, data):
+        tag = data.draw(st.sampled_from(sorted(self.model.tags)))
+        self.h.untag(tag)
+        del self.model.tags[tag]
+
+    @rule(keep=st.integers(1, 4))
+    def prune(self, keep):
+        self.commit()
+        dropped = self.h.prune(keep_last=keep)
+        assert dropped == self.model.prune(keep)
+
+    @rule(data=st.data())
+    def restore(self, data):
+        self.commit()
+        vid, values = data.draw(st.sampled_from(self.model.versions))
+        new = self.h.restore(vid)
+        self.model.pending = values.copy()
+        self.model.committed(new)
+
+    @rule()
+    def reopen(self):
+        self.h.close()  # closing commits what is pending
+        self.h = self._open()
+        self.model.committed(self._version())
+
+    @precondition(lambda self: self.where == "disk")
+    @rule()
+    def copy_directory(self):
+        self.commit()
+        self.copies += 1
+        target = os.path.join(self.tmp, f"copy{self.copies}")
+        shutil.copytree(self.url, target)
+        copy = self._open(target, version=self.model.versions[-1][0])
+        assert self._values(copy).tolist() == self.model.head.tolist()
+        assert {v.id for v in copy.versions()} == {v for v, _ in self.model.versions}
+        copy.close()
+
+    # -- what must always hold ------------------------------------------------------------
+
+    @invariant()
+    def shows_pending(self):
+        if hasattr(self, "h"):
+            assert self._values(self.h).tolist() == self.model.pending.tolist()
+
+    @invariant()
+    def kept_versions_read_back(self):
+        if not hasattr(self, "h"):
+            return
+        listed = [v.id for v in self.h.versions()]
+        assert listed == [v for v, _ in reversed(self.model.versions)]
+        for vid, values in self.model.versions[-3:]:
+            at = self._open(version=vid)
+            assert self._values(at).tolist() == values.tolist()
+            at.close()
+
+
+def _settings() -> settings:
+    return settings(max_examples=60 if SOAK else 6, stateful_step_count=25 if SOAK else 12,
+                    deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _machine(kind: str, where: str) -> type[Versions]:
+    return type(f"Versions_{kind}_{where}", (Versions,), {"kind": kind, "where": where})
+
+
+@pytest.mark.parametrize("where", ["disk", "memory"])
+@pytest.mark.parametrize("kind", ["array", "table", "group"])
+def test_versions_follow_the_model(kind, where):
+    machine = _machine(kind, where)
+    machine.TestCase.settings = _settings()
+    machine.TestCase().runTest()
