@@ -33,6 +33,7 @@ import carray as ca
 from carray._tempnames import is_temporary, temporary_name
 from carray.convert import convert, read_any
 from carray.errors import StorageError
+from carray.formats.b2frame import write_array
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 POINTS = None if SOAK else 5  # injection points per operation (None: every one)
@@ -149,6 +150,14 @@ def _rechunk_in_two_passes(root: str, path: str) -> object:
         module.plan = real
 
 
+def _to_ds(path: str) -> None:
+    import xarray as xr
+
+    from carray.integrations.xarray_backend import to_ds
+
+    to_ds(xr.Dataset({"v": ("n", _values())}), path, fsync=True)
+
+
 def _from_xarray(root: str, path: str) -> object:
     import xarray as xr
     return ca.from_xarray(xr.Dataset({"x": ("n", _values())}), path, mode="w")
@@ -192,10 +201,16 @@ OPS: dict[str, Op] = {
     "from_csv": (lambda r, p: ca.ctable.from_csv(f"{r}/t.csv", rootdir=p, mode="w"), "t",
                  _same_table),
     "from_xarray": (_from_xarray, "g", _same_group),
+    "convert-group-ds": (_convert("g"), "g.ds", _same_group),
+    "to_ds": (lambda r, p: _to_ds(p), "x.ds", _same_dataset),
+    "pack_array": (lambda r, p: ca.bloscpack.pack_array(_values(), p, fsync=True), "x.blp",
+                   _same_array),
+    "write_b2nd": (lambda r, p: write_array(_values(), p, chunks=(2048,), blocks=(512,)),
+                   "x.b2nd", _same_array),
 }
 # Outputs replaced in place of an old one (the others are made new).
 REPLACING = {"copy", "ctable.copy", "convert-npy", "convert-b2nd", "copy_group", "to_csv",
-             "convert-ds-nc",
+             "convert-ds-nc", "to_ds", "pack_array", "write_b2nd",
              "convert-group-h5", "from_xarray", "tohdf5"}
 
 

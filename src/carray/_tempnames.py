@@ -47,7 +47,8 @@ def _new_process() -> None:
 
 
 _new_process()
-os.register_at_fork(after_in_child=_new_process)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_process)
 
 
 def temporary_name(path: str) -> str:
@@ -86,8 +87,8 @@ def owner_gone(name: str, modified: float | None) -> bool:
     """Whether the process that made the temporary ``name`` is gone (see the module doc);
     ``modified``: when the temporary was last written (None: unknown)."""
     found = parse(name)
-    if found is None or found.host != HOST or found.pid == os.getpid():
-        return False
+    if found is None or found.host != HOST or found.pid == os.getpid() or os.name != "posix":
+        return False  # (elsewhere os.kill ends the process it names)
     try:
         os.kill(found.pid, 0)
     except ProcessLookupError:
