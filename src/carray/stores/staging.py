@@ -14,7 +14,7 @@ conversions, exports, rechunks...):
    removed.  On object stores, which cannot rename, the old one is removed and the new
    one's objects are copied: a failure meanwhile leaves neither.
 
-Whatever fails (a full disk, an I/O error, an exception of the caller, a signal), the
+Whatever fails (a full disk, an I/O error, an exception of the caller, Ctrl-C), the
 temporary is removed and the target is as it was; failures of the storage raise
 :class:`carray.errors.StorageError` naming the target.  A process killed meanwhile
 leaves only the temporary, which the next writer of the target removes.
