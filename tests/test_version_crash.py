@@ -32,7 +32,6 @@ import datetime as dt
 import errno
 import hashlib
 import os
-import re
 import shutil
 import zlib
 
@@ -41,6 +40,7 @@ import pytest
 from kill_points import REAL, WRITERS, count_calls, in_child, points, run_driver
 
 import carray as ca
+from carray._tempnames import parse
 from carray.cli.verify import verify_path
 from carray.errors import StorageError
 from carray.stores import LOCAL
@@ -493,7 +493,9 @@ def _step_of(name: str, args: tuple) -> str | None:
         return "rename into place"
     if name == "rmdir":
         return "rmdir directory"
-    target = re.sub(r"\.[\d-]+\.tmp$", "", target)  # a file written whole, before its rename
+    found = parse(os.path.basename(target))  # a file written whole, before its rename
+    if found is not None:
+        target = os.path.join(os.path.dirname(target), found.target)
     base = os.path.basename(target)
     where = "chunks" if f"{os.sep}data{os.sep}" in target else \
         "index pages" if base.endswith(".ix") else "manifest" if base.endswith(".mf") else \

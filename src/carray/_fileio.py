@@ -1,4 +1,5 @@
-"""Durable file writes: write to a temporary name, fsync, rename into place."""
+"""Durable file writes: write to a temporary name (:mod:`carray._tempnames`), fsync,
+rename into place."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import ctypes
 import errno
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-_TMP_SUFFIX = ".tmp"
+from carray._tempnames import temporary_name
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview | Iterable[Any],
@@ -27,7 +27,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview |
     write the new one out at once, which costs more than the rest).
     """
     path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}{_TMP_SUFFIX}"
+    tmp = temporary_name(path)
     parts: Iterable[Any] = (data,) if isinstance(data, (bytes, bytearray, memoryview)) \
         else data
     try:
@@ -56,6 +56,47 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview |
         raise
 
 
+# renameat2(2): names a rename may not replace, and two names swapped in one step.
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+
+
+def _load_renameat2() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # an old C library
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                   ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_renameat2 = _load_renameat2()
+
+
+def _rename2(src: str, dst: str, flags: int) -> bool:
+    """``renameat2(src, dst, flags)``; False where it failed or is not available."""
+    if _renameat2 is None:
+        return False
+    return _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0
+
+
+def rename_noreplace(src: str, dst: str) -> bool:
+    """Rename ``src`` to ``dst`` unless something is at ``dst``; False where that failed
+    (``dst`` exists) or the system cannot tell (not Linux, a file system without it)."""
+    return _rename2(src, dst, _RENAME_NOREPLACE)
+
+
+def exchange(src: str, dst: str) -> bool:
+    """Swap the names ``src`` and ``dst`` (files or directories) in one step; False where
+    that is not possible."""
+    return _rename2(src, dst, _RENAME_EXCHANGE)
+
+
 def atomic_create(path: str | os.PathLike, data: bytes | bytearray | memoryview
                   | Iterable[Any], *, fsync: bool = True) -> bool:
     """Create ``path`` holding ``data`` unless it exists; True when this call created it.
@@ -65,7 +106,7 @@ def atomic_create(path: str | os.PathLike, data: bytes | bytearray | memoryview
     exactly one wins (``link`` fails when the name exists, as ``O_EXCL`` does).
     """
     path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}{_TMP_SUFFIX}"
+    tmp = temporary_name(path)
     parts: Iterable[Any] = (data,) if isinstance(data, (bytes, bytearray, memoryview)) \
         else data
     try:
@@ -228,7 +269,7 @@ class StreamedFile:
 
     def __init__(self, path: str, fsync: bool = True) -> None:
         self.path = path
-        self._tmp = f"{path}.{os.getpid()}{_TMP_SUFFIX}"
+        self._tmp = temporary_name(path)
         self._fsync = fsync
         self._fd = -1
         self._pos = 0

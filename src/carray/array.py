@@ -8,6 +8,7 @@ array's dtype and row shape, and offers bcolz's API on top.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -22,13 +23,19 @@ from carray._indexer import Indexer, is_int, plain
 from carray._order import check_order, stored_ckey, stored_okey
 from carray.attrs import Attrs
 from carray.compute import ComputeMixin, masks, register_array_type
-from carray.container import Container, check_mode, refuse_own_source
+from carray.container import (
+    Container,
+    check_mode,
+    pinned_mode,
+    refuse_own_source,
+    version_asked,
+)
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
 from carray.errors import ContainerNotFoundError, FormatError, StorageError
 from carray.grid import NDGrid
 from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
-from carray.layouts import FORMATS, default_format
+from carray.layouts import FORMATS, ArrayMeta, default_format
 from carray.params import CParams
 from carray.stores import LOCAL, resolve
 from carray.zonemap import ZoneMap
@@ -75,14 +82,17 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         An existing ``rootdir`` is opened in whatever layout it holds.
     storage : dict, optional
         Layout options: ``verify`` (True: reads check digests; "full": ranged
-        reads check whole chunks; False: no checks) for every layout on disk; for
-        'superchunk' ``superchunksize``, ``checksum``, ``spare``, ``blosc1``; for
-        'b2nd' ``contiguous``.
+        reads check whole chunks; False: no checks) and ``lock_timeout`` (seconds a
+        writer waits for another process's writer to close, default 10; see
+        :mod:`carray.stores.lock`) for every layout on disk; for 'superchunk'
+        ``superchunksize``, ``checksum``, ``spare``, ``blosc1``; for 'b2nd'
+        ``contiguous``.
     safe : bool
         Kept for bcolz compatibility; conversions are always checked.
-    mode : {'a', 'r', 'w'}
-        'r' reads and never writes anything; 'a' reads and writes (creating
-        refuses to overwrite); 'w' replaces what is there (see :func:`carray.open`).
+    mode : {'a', 'r', 'w'}, optional
+        'r' reads and never writes anything; 'a' (the default) reads and writes
+        (creating refuses to overwrite); 'w' replaces what is there (see
+        :func:`carray.open`).  An earlier version opens with 'r' (the default then).
     allow_pickle : bool
         Allow opening bcolz ``object`` arrays, whose items are pickles.
     fsync : bool
@@ -92,7 +102,10 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         endpoint, ...).
     version, tag, as_of : optional
         Open an earlier version of a stored array, read-only: by its id, by a tag
-        :meth:`snapshot` gave it, or the newest made at or before a datetime.
+        :meth:`snapshot` gave it, or the newest made at or before a time (a
+        ``datetime``, ``date``, ``numpy.datetime64``, ``pandas.Timestamp`` or ISO 8601
+        string; naive times are local time).  A writable ``mode`` with one of them
+        raises :class:`carray.errors.ModeError`.
 
     Notes
     -----
@@ -114,17 +127,15 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def __init__(self, array: Any = None, cparams: CParams | dict | None = None,
                  dtype: Any = None, dflt: Any = None, expectedlen: int | None = None,
                  chunklen: int | None = None, rootdir: str | os.PathLike | None = None,
-                 safe: bool = True, mode: str = "a", *, chunks: Any = None, blocks: Any = None,
+                 safe: bool = True, mode: str | None = None, *, chunks: Any = None,
+                 blocks: Any = None,
                  allow_pickle: bool = False, fsync: bool = True,
                  format: str | None = None,  # noqa: A002
                  storage: dict | None = None, storage_options: dict | None = None,
                  order: str = "C", version: str | None = None, tag: str | None = None,
                  as_of: Any = None) -> None:
-        at = {k: v for k, v in (("version", version), ("tag", tag), ("as_of", as_of))
-              if v is not None}
-        if at:  # an earlier version: read-only
-            mode = "r"
-        check_mode(mode)
+        at = version_asked(version, tag, as_of)
+        mode = check_mode(pinned_mode(mode, at) or "a")  # an earlier version: read-only
         check_order(order)
         self._safe = bool(safe)
         self._view_of: carray | None = None
@@ -166,6 +177,16 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         engine = ArrayEngine.create(path, meta, store=store, format=format, mode=mode,
                                     fsync=fsync, storage=self._storage)
         self._attach(engine)
+        try:
+            self._fill(data, meta, objects)
+        except BaseException:
+            # Hold no lock or file: a traceback may keep this half-made array.
+            with contextlib.suppress(Exception):
+                self.discard()
+            raise
+
+    def _fill(self, data: Any, meta: ArrayMeta, objects: bool) -> None:
+        """A new array's first items, flushed."""
         if not meta.shape:
             self._engine.write(orthogonal_key((), ()), np.asarray(data, dtype=meta.dtype))
         elif objects:
@@ -601,6 +622,7 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         writer published); :class:`carray.errors.ConflictError` when they overlap."""
         self._engine.rebase(newer)
         self._attrs.forget()
+
     def _parts(self) -> list[Any]:
         return [self._engine]
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from carray import transfer
 from carray.array import carray
-from carray.container import refuse_own_source
+from carray.container import built_whole, refuse_own_source
 from carray.layouts import default_format
 
 
@@ -67,20 +67,27 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, rootdir: str | os.PathLike
             raise ValueError(f"shapes {tuple(shape)} and {a.shape} differ off axis {axis}")
     shape[axis] = sum(a.shape[axis] for a in inputs)
     dtype = np.dtype(kwargs.pop("dtype", None) or np.result_type(*[a.dtype for a in inputs]))
-    out = carray(np.empty((0, *shape[1:]), dtype=dtype), rootdir=rootdir,
-                 **_template(inputs, kwargs))
-    try:
-        sources = [a if isinstance(a, carray) else _wrapped(a, out) for a in inputs]
-        if out.order == "C" and not dtype.hasobject:
-            transfer.append_from(out, sources, axis)
-        else:
-            _by_rows(out, sources, axis)
-        out.flush()
-    except BaseException:
-        out.discard()
-        transfer.remove_new(rootdir, kwargs.get("storage_options"))
-        raise
-    return out
+    args = _template(inputs, {**kwargs, "rootdir": rootdir})
+
+    def build(args: dict[str, Any]) -> carray:
+        out = carray(np.empty((0, *shape[1:]), dtype=dtype), **args)
+        try:
+            sources = [a if isinstance(a, carray) else _wrapped(a, out) for a in inputs]
+            if out.order == "C" and not dtype.hasobject:
+                transfer.append_from(out, sources, axis)
+            else:
+                _by_rows(out, sources, axis)
+            out.flush()
+        except BaseException:
+            out.discard()
+            raise
+        return out
+
+    if rootdir is None:
+        return build(args)
+    # The temporary name built under has no telling extension.
+    args.setdefault("format", default_format(rootdir))
+    return built_whole(rootdir, args, build)
 
 
 def _template(inputs: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:

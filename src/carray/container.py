@@ -4,14 +4,21 @@ read/write mode, its user attributes, flushing and closing, and ``with``."""
 from __future__ import annotations
 
 import abc
+import contextlib
+import datetime as _dt
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Self
+
+import numpy as np
 
 from carray.attrs import Attrs
 from carray.engine.closed import Closed
-from carray.errors import HandleClosedError
+from carray.errors import HandleClosedError, ModeError, TimeValueError
 from carray.params import CParams
+from carray.stores import resolve
+from carray.stores.lock import timeout_of
+from carray.stores.staging import staged
 
 MODES = ("r", "a", "w")
 
@@ -21,6 +28,77 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return mode
+
+
+def version_asked(version: str | None, tag: str | None, as_of: Any) -> dict[str, Any]:
+    """The earlier version an open names (none: the newest), as the layouts take it:
+    ``as_of`` as a time with its zone (see :func:`as_datetime`)."""
+    at: dict[str, Any] = {}
+    if version is not None:
+        at["version"] = version
+    if tag is not None:
+        at["tag"] = tag
+    if as_of is not None:
+        at["as_of"] = as_datetime(as_of)
+    return at
+
+
+def pinned_mode(mode: str | None, at: dict[str, Any]) -> str | None:
+    """``mode``, or 'r' when ``at`` names an earlier version (see :func:`version_asked`),
+    which opens read-only.
+
+    Raises
+    ------
+    ModeError
+        An earlier version with a writable mode ('a' or 'w').
+    """
+    if not at:
+        return mode
+    if mode not in (None, "r"):
+        asked = ", ".join(f"{k}={v!r}" for k, v in at.items())
+        raise ModeError(f"{asked} opens an earlier version, which is read-only: open it "
+                        f"with mode='r' (or no mode); to write on top of it, open the newest "
+                        f"with mode={mode!r} and restore() that version")
+    return "r"
+
+
+def as_datetime(value: Any) -> _dt.datetime:
+    """A time to find a version by (``as_of``), with its time zone: a ``datetime`` or a
+    ``pandas.Timestamp`` (naive ones are local time, as numpy and pandas read them), a
+    ``date`` (its midnight, local time), a ``numpy.datetime64`` (local time) or an ISO
+    8601 string (``"2024-01-01"``, ``"2024-01-01T12:30:00+02:00"``, ``"...Z"``).
+
+    Raises
+    ------
+    TimeValueError
+        Anything else, a string that is no ISO 8601 time, or NaT.
+    """
+    when = _to_datetime(value)
+    return when.astimezone() if when.tzinfo is None else when
+
+
+def _to_datetime(value: Any) -> _dt.datetime:
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            raise TimeValueError("as_of is NaT, not a time")
+        value = value.astype("datetime64[us]").item()
+        if not isinstance(value, _dt.datetime):  # past what a datetime holds
+            raise TimeValueError(f"as_of {value!r} is outside the years 1..9999")
+    if isinstance(value, str):
+        try:
+            value = _dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise TimeValueError(f"as_of {value!r} is not an ISO 8601 time "
+                                 "(e.g. '2024-01-01' or '2024-01-01T12:30:00+02:00')") from None
+    if isinstance(value, _dt.datetime):
+        if value != value:  # pandas.NaT
+            raise TimeValueError("as_of is NaT, not a time")
+        # A plain datetime (a pandas.Timestamp's methods differ from datetime's).
+        return _dt.datetime.combine(value.date(), value.timetz())
+    if isinstance(value, _dt.date):
+        return _dt.datetime.combine(value, _dt.time())
+    raise TimeValueError(f"as_of must be a datetime, a date, a numpy.datetime64, a "
+                         f"pandas.Timestamp or an ISO 8601 string, got {type(value).__name__}")
 
 
 def refuse_own_source(rootdir: str | os.PathLike | None, sources: Iterable[Any]) -> None:
@@ -43,6 +121,42 @@ def refuse_own_source(rootdir: str | os.PathLike | None, sources: Iterable[Any])
             raise ValueError(f"{rootdir}: cannot be replaced by data read from {where}, "
                              "which the replacement deletes first; read it into memory "
                              "(x[:]) or write to another path")
+
+
+def built_whole(rootdir: str | os.PathLike, kwargs: dict[str, Any],
+                build: Callable[[dict[str, Any]], Any]) -> Any:
+    """A new stored container at ``rootdir``, made whole or not at all: ``build(args)``
+    makes and fills it (``args``: ``kwargs`` with ``rootdir`` a temporary name beside
+    ``rootdir``, see :mod:`carray.stores.staging`) and returns it open; it is closed,
+    put in place, and opened again at ``rootdir`` for writing.
+
+    ``kwargs`` are the constructor's (``mode='w'`` replaces what is there, once its
+    writer's lock is taken; ``storage_options``, ``fsync``, ``storage``...).  When
+    ``build`` raises, it must have closed what it made (its own failure path).
+    """
+    store, path = resolve(os.fspath(rootdir), kwargs.get("storage_options"))
+    fsync = kwargs.get("fsync", True)
+    with staged(store, path, overwrite=kwargs.get("mode") == "w", fsync=fsync,
+                lock_timeout=timeout_of(kwargs.get("storage"))) as staging:
+        out = build({**kwargs, "rootdir": staging.location, "mode": "w"})
+        reopen = {**out.reopen_args(), "rootdir": os.fspath(rootdir), "mode": "a"}
+        reopen.pop("version", None)
+        for key in ("storage", "auto_flush", "fsync"):  # as asked, not as built
+            if kwargs.get(key) is not None:
+                reopen[key] = kwargs[key]
+        close_or_discard(out)
+    return type(out)(**reopen)
+
+
+def close_or_discard(container: Any) -> None:
+    """Close ``container``; if its last flush fails, let its files and lock go all the
+    same (it was being built: what it held is dropped) and raise that failure."""
+    try:
+        container.close()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            container.discard()
+        raise
 
 
 def _location(rootdir: str) -> str:

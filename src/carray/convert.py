@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,12 +27,15 @@ import numpy as np
 
 from carray import registry, transfer
 from carray.array import carray
+from carray.container import close_or_discard
 from carray.errors import ContainerExistsError, UnsupportedOptionError
+from carray.formats._local_write import write_file
 from carray.integrations import blp_moves, zarr_arrays, zarr_moves
 from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
 from carray.params import CParams
-from carray.stores import Store, is_url, resolve
+from carray.stores import LOCAL, Store, is_url, resolve
+from carray.stores.staging import staged
 
 # Rows copied per step: whole source chunks, about this many bytes.
 _COPY_BYTES = 64 * 2**20
@@ -261,17 +266,6 @@ def _given_grid(fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...] | None
     return given
 
 
-def _temporary(store: Store, dst: str) -> str:
-    """A name beside ``dst`` (same directory or prefix) to build the copy under."""
-    return store.join(store.dirname(dst), f".{store.basename(dst)}.{os.getpid()}.converting")
-
-
-def _remove(store: Store, path: str) -> None:
-    store.invalidate(path)
-    if store.exists(path):
-        store.rmtree(path)
-
-
 def _place(store: Store, path: str) -> str:
     """What identifies ``path`` across stores, to refuse copying a dataset onto itself."""
     return store.url(path) if store.remote else os.path.abspath(path)
@@ -352,7 +346,7 @@ def _copy_to_new(source: Any, movable: Any, target: str, fmt: str, given: dict[s
         with contextlib.suppress(Exception):
             out.discard()
         raise
-    out.close()
+    close_or_discard(out)
     return stats
 
 
@@ -392,8 +386,11 @@ def _rechunk_to(source: Any, target: str, fmt: str, given: dict[str, Any], cpara
         for key, value in _attrs_of(source).items():
             out.attrs[key] = value
         stats = transfer.MoveStats(decoded=out.engine.grid.nchunks)
-    finally:
-        out.close()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            out.discard()
+        raise
+    close_or_discard(out)
     stats.reasons["new chunks, rechunked within max_mem"] = stats.decoded
     return stats
 
@@ -469,10 +466,8 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     fmt = array_format_for(dst, to)
     store, path, dst_options = _destination(src, dst, fmt, overwrite, storage_options)
     source = open_array(src, storage_options)
-    shape = tuple(source.shape)
-    tmp = _temporary(store, path)
-    replacing = False  # once the old destination is gone, a failure removes the new one too
     try:
+        shape = tuple(source.shape)
         if not shape:
             raise ValueError(f"{src}: a 0-d array has no rows to copy")
         try:
@@ -481,21 +476,11 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
             raise UnsupportedOptionError(f"cannot convert to {dst}: {exc}") from None
         if cparams is None and fmt != "npy":
             cparams = source_cparams(source, src, storage_options)
-        _remove(store, tmp)
-        stats = _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
-                      progress, dst_options, (src, options_for(src, storage_options)), max_mem)
-        store.invalidate(path)
-        replacing = True
-        _remove(store, path)
-        store.rename(tmp, path)
-    except BaseException:
-        _remove(store, tmp)
-        if replacing:
-            _remove(store, path)
-        raise
+        with staged(store, path, overwrite=overwrite) as staging:
+            return _copy(source, fmt, staging.location, given, cparams, progress,
+                         dst_options, (src, options_for(src, storage_options)), max_mem)
     finally:
         close_array(source)
-    return stats
 
 
 def _copy(source: Any, fmt: str, tmp: str, given: dict[str, Any], cparams: Any,
@@ -564,18 +549,28 @@ def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams
 
 
 def _copy_to_npy(source: Any, tmp: str, progress: Callable[[int, int], None] | None) -> None:
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=source.dtype, shape=source.shape)
+    """Write ``source`` as a ``.npy`` file at ``tmp``: its header, then its rows a block
+    at a time with plain writes (a memory map would turn a full disk into SIGBUS)."""
+    blocks = ((np.ascontiguousarray(block),) for _, block in _row_blocks(source, progress))
+    write_file(tmp, itertools.chain([(_npy_header(source.shape, source.dtype),)], blocks),
+               fsync=True)
+
+
+def _npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
+    """The header of a ``.npy`` file of a C-order array: version 1.0, or 2.0 when it is
+    too long for 1.0 (as :func:`numpy.save` does)."""
+    if np.dtype(dtype).hasobject:
+        raise UnsupportedOptionError("object arrays cannot be written to .npy files "
+                                     "without pickles")
+    fields = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+              "fortran_order": False, "shape": tuple(shape)}
+    out = io.BytesIO()
     try:
-        for start, block in _row_blocks(source, progress):
-            out[start:start + len(block)] = block
-        out.flush()
-    finally:
-        del out
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        np.lib.format.write_array_header_1_0(out, fields)
+    except ValueError:  # more than 64 KiB of header
+        out = io.BytesIO()
+        np.lib.format.write_array_header_2_0(out, fields)
+    return out.getvalue()
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -624,17 +619,10 @@ def convert_table(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     sstore, spath = resolve(src, options_for(src, storage_options))
     if _place(sstore, spath) == _place(store, path):
         raise ValueError("source and destination are the same path")
-    tmp = _temporary(store, path)
-    try:
-        _remove(store, tmp)
-        run(src, side, dst, dst_name, store=store, key=path, tmp=tmp,
+    with staged(store, path, overwrite=overwrite) as staging:
+        run(src, side, dst, dst_name, store=store, key=path, tmp=staging.tmp,
             dataset_format=dataset or dst_dataset, progress=progress,
             storage_options=storage_options)
-        _remove(store, path)
-        store.rename(tmp, path)
-    except BaseException:
-        _remove(store, tmp)
-        raise
 
 
 def is_table_conversion(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None,
@@ -700,8 +688,13 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
             raise ValueError(f"cannot convert {os.fspath(src)} to {os.fspath(dst)}: one is a "
                              "dataset (.ds, .nc) and the other an array")
         reader, writer = format_for(src, src_format.name), format_for(dst, to)
-        writer.write(dst, reader.read(src, storage_options=storage_options),
-                     storage_options=storage_options, **options)
+        dataset = reader.read(src, storage_options=storage_options)
+        if is_url(os.fspath(dst)):  # one put, whole or not at all
+            writer.write(dst, dataset, storage_options=storage_options, **options)
+        else:
+            path = os.path.abspath(os.fspath(dst))
+            with staged(LOCAL, path, overwrite=True) as staging:
+                writer.write(staging.tmp, dataset, **options)
     elif _is_dataset(dst, to):
         raise ValueError(f"cannot convert {os.fspath(src)} to {os.fspath(dst)}: one is a "
                          f"dataset (.ds, .nc) and the other an array "

@@ -128,6 +128,16 @@ class LockError(CArrayError, BlockingIOError):
     """A dataset is already open for writing (by this or another process)."""
 
 
+class ModeError(CArrayError, ValueError):
+    """A mode that does not fit what is opened: an earlier version (``version=``, ``tag=``,
+    ``as_of=``) asked for with a writable mode; the message says which mode to use."""
+
+
+class TimeValueError(CArrayError, ValueError, TypeError):
+    """A time (``as_of=``) that is not one: an unparsable string, NaT, or a type that is
+    not a time."""
+
+
 class VersionError(CArrayError, LookupError):
     """A version or tag asked for does not exist, or is no longer kept."""
 
@@ -164,9 +174,11 @@ __all__ = [
     "IndexUnsupportedError",
     "IndexingError",
     "LockError",
+    "ModeError",
     "ReadOnlyError",
     "RechunkMemoryError",
     "StorageError",
+    "TimeValueError",
     "UnsafeDataError",
     "UnstorableAttributeError",
     "UnsupportedDTypeError",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,7 @@ from carray.errors import (
 from carray.group_rebase import merge_nodes
 from carray.layouts.base import clear_for_create
 from carray.safejson import load_json
-from carray.stores import Store
+from carray.stores import Store, staging
 from carray.stores.lock import WriteLock
 from carray.table import ctable
 from carray.versions import Repository
@@ -172,11 +172,17 @@ class GroupTree:
 
     @classmethod
     def create(cls, store: Store, root: str, mode: str, fsync: bool,
-               storage_options: dict | None, versions: Any = None) -> GroupTree:
-        """A new group at ``root`` (``mode`` 'w' replaces what is there)."""
-        clear_for_create(store, root, "w" if mode == "w" else "x")
-        store.makedirs(root)
-        lock = WriteLock.acquire(store, root)
+               storage_options: dict | None, timeout: float | None = None,
+               versions: Any = None) -> GroupTree:
+        """A new group at ``root`` (``mode`` 'w' replaces what is there, once its writer's
+        lock is taken: see :mod:`carray.stores.lock`, ``timeout`` for the wait)."""
+        old = WriteLock.acquire(store, root, take_over=mode == "w", timeout=timeout)
+        try:
+            clear_for_create(store, root, "w" if mode == "w" else "x")
+            lock = staging.new_directory(store, root)  # locked before it has its name
+        finally:
+            if old is not None:
+                old.release()  # it locked the directory removed
         try:
             store.put(store.join(root, GROUP_FILE), _MARKER, fsync=fsync)
             dataset = VersionedDataset(Repository(store, root, fsync), False, None,
@@ -187,12 +193,13 @@ class GroupTree:
             if lock is not None:
                 lock.release()
             raise
-        return cls(store, root, dataset, False, fsync, storage_options, lock)
+        return cls(store, root, dataset, False, fsync, storage_options, lock).held_by(lock)
 
     @classmethod
     def open(cls, store: Store, root: str, readonly: bool, fsync: bool,
              storage_options: dict | None, version: str | None = None,
-             tag: str | None = None, as_of: Any = None, versions: Any = None) -> GroupTree:
+             tag: str | None = None, as_of: Any = None,
+             timeout: float | None = None, versions: Any = None) -> GroupTree:
         """The group at ``root``: a reader holds the version asked for (the newest by
         default), a writer works on the newest."""
         key = store.join(root, GROUP_FILE)
@@ -202,7 +209,7 @@ class GroupTree:
         if not isinstance(marker, dict) or marker.get("format") != "carray-group" or \
                 marker.get("format_version") != 1:
             raise FormatError(f"unsupported group marker {marker!r:.80}", store.url(key))
-        lock = None if readonly else WriteLock.acquire(store, root)
+        lock = None if readonly else WriteLock.acquire(store, root, timeout=timeout)
         try:
             repo = Repository(store, root, fsync)
             dataset = open_dataset(repo, readonly, version, tag, as_of, keep=versions)
@@ -211,11 +218,46 @@ class GroupTree:
                                       owner_gone=not store.remote)
             if not isinstance(dataset.meta, dict) or dataset.meta.get("kind") != GROUP:
                 raise FormatError("the version does not describe a group", store.url(root))
-            return cls(store, root, dataset, readonly, fsync, storage_options, lock)
+            return cls(store, root, dataset, readonly, fsync, storage_options, lock).held_by(lock)
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
+
+    def held_by(self, lock: WriteLock | None) -> GroupTree:
+        """Have a later ``mode='w'`` open of this process take the group over from this
+        tree (:meth:`discard`); returns the tree."""
+        if lock is not None:
+            lock.on_takeover(self.discard)
+        return self
+
+    def discard(self, reason: str = "the group was closed without committing") -> None:
+        """Close without committing (a later ``mode='w'`` open of this process replaces
+        the group, or what was being written failed): members are closed the same way,
+        their unflushed changes dropped, and every later use of them raises saying
+        ``reason``."""
+        if not self.closed:
+            self._let_go(lambda container: container.abandon(reason), clear=True)
+
+    def _let_go(self, finish: Callable[[Any], None], clear: bool) -> None:
+        """Closed: each open member let go by ``finish(member)`` (if that fails, closed
+        without writing: its files and lock go all the same), the version held and the
+        writer's lock released; ``clear``: forget the members."""
+        self.closed = True
+        for container in self._open.values():
+            self._unwatch(container)
+            try:
+                finish(container)
+            except Exception:  # noqa: BLE001 - let go all the same
+                with contextlib.suppress(Exception):
+                    container.discard()
+        if clear:
+            self._open.clear()
+        if self.dataset is not None:
+            self.dataset.release()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     @property
     def url(self) -> str | None:
@@ -737,18 +779,7 @@ class GroupTree:
             if not self.readonly and self.store is not None:
                 self.commit()
         finally:
-            self.closed = True
-            for container in self._open.values():
-                self._unwatch(container)
-                with contextlib.suppress(Exception):
-                    container.close()
-            if self.store is not None:
-                self._open.clear()
-            if self.dataset is not None:
-                self.dataset.release()
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+            self._let_go(lambda container: container.close(), clear=self.store is not None)
 
 
 def describe_member(container: Any) -> dict[str, Any]:

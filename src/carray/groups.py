@@ -23,6 +23,7 @@ import numpy as np
 from carray import attrvalues
 from carray.array import carray
 from carray.attrs import Attrs
+from carray.container import pinned_mode, version_asked
 from carray.group_store import (
     ARRAY,
     GROUP,
@@ -33,6 +34,7 @@ from carray.group_store import (
     split_path,
 )
 from carray.stores import Store, resolve
+from carray.stores.lock import timeout_of
 from carray.table import ctable
 from carray.versions.dataset import VersionInfo
 from carray.versions.history import History
@@ -343,6 +345,10 @@ class Group(Mapping[str, Any]):
         """Commit what is pending and close every member (the whole tree)."""
         self._tree.close()
 
+    def discard(self) -> None:
+        """Close the whole tree without committing: what was not committed is dropped."""
+        self._tree.discard()
+
     def __enter__(self) -> Group:
         return self
 
@@ -409,8 +415,11 @@ def group(path: str | os.PathLike | tuple[Store, str] | None = None, mode: str =
         its members) become one version at ``commit()``, ``flush()`` or ``close()``.
     storage : dict, optional
         ``{"versions": N | "all"}``: group versions kept besides tagged and held ones
-        (default 1, as for arrays and tables; members keep the versions those name).
+        (default 1, as for arrays and tables; members keep the versions those name);
+        ``{"lock_timeout": seconds}``: how long a writer waits for another process's
+        writer of the group to close (see :mod:`carray.stores.lock`).
     """
+    timeout = _lock_timeout(storage)
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
     if path is None:
@@ -421,27 +430,44 @@ def group(path: str | os.PathLike | tuple[Store, str] | None = None, mode: str =
     versions = (storage or {}).get("versions")
     if mode == "r" or (mode == "a" and store.exists(root) and is_group(store, root)):
         tree = GroupTree.open(store, root, mode == "r", fsync, storage_options,
-                              versions=versions)
+                              timeout=timeout, versions=versions)
     else:
-        tree = GroupTree.create(store, root, mode, fsync, storage_options, versions)
+        tree = GroupTree.create(store, root, mode, fsync, storage_options, timeout,
+                                versions)
     tree.auto_flush = auto_flush
     return Group(tree)
 
 
-def open_group(path: str | os.PathLike | tuple[Store, str], mode: str = "r", version: str | None = None,
+def open_group(path: str | os.PathLike | tuple[Store, str], mode: str | None = None,
+               version: str | None = None,
                tag: str | None = None, as_of: Any = None,
                storage_options: dict | None = None, fsync: bool = True,
-               auto_flush: bool = False) -> Group:
+               storage: dict | None = None, auto_flush: bool = False) -> Group:
     """The group stored at ``path``: read-only by default, at its newest version or the
-    one named by ``version`` (an id), ``tag`` or ``as_of`` (a datetime); mode 'a' to
-    change it (the newest only)."""
+    one named by ``version`` (an id), ``tag`` or ``as_of`` (a time, as for
+    :class:`carray.carray`); mode 'a' to change it (the newest only: an earlier version
+    with mode 'a' raises :class:`carray.errors.ModeError`).  ``storage={"lock_timeout": seconds}`` as for
+    :func:`group`."""
+    timeout = _lock_timeout(storage)
+    at = version_asked(version, tag, as_of)
+    mode = pinned_mode(mode, at) or "r"
     if mode not in ("r", "a"):
         raise ValueError(f"open_group takes mode 'r' or 'a', got {mode!r}")
     store, root = resolve(path, storage_options)
-    tree = GroupTree.open(store, root, mode == "r", fsync, storage_options, version, tag,
-                          as_of)
+    tree = GroupTree.open(store, root, mode == "r", fsync, storage_options, **at,
+                          timeout=timeout)
     tree.auto_flush = auto_flush
     return Group(tree)
+
+
+def _lock_timeout(storage: dict | None) -> float:
+    """The ``lock_timeout`` of a group's ``storage`` option (which takes it and
+    ``versions``)."""
+    unknown = sorted(set(storage or {}) - {"lock_timeout", "versions"})
+    if unknown:
+        raise ValueError(f"a group's storage option takes lock_timeout and versions, got "
+                         f"{', '.join(map(repr, unknown))}")
+    return timeout_of(storage)
 
 
 __all__ = ["Group", "group", "open_group"]

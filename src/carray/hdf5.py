@@ -11,13 +11,19 @@ become the node's attributes.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import zlib
 from typing import Any
 
 import numpy as np
 
+from carray._fileio import fsync_path
 from carray.defaults import resolve_cparams
 from carray.errors import ContainerNotFoundError, FormatError
+from carray.stores import LOCAL
+from carray.stores.staging import no_space_left, staged
 
 TEXT_ATTR = "carray_text_columns"
 # PyTables' names for Blosc's codecs inside HDF5 (its "blosc:<cname>" filters).
@@ -70,7 +76,9 @@ def tohdf5(table: Any, filepath: str | os.PathLike, nodepath: str = "/ctable",
     nodepath : str
         Where in the file; its parent groups are created.
     mode : {'w', 'a'}
-        How the file is opened: 'w' replaces it, 'a' adds the node to it.
+        How the file is opened: 'w' replaces it, 'a' adds the node to it.  Either way
+        the new file is written under a temporary name (for 'a', a copy of the old
+        one) and put in place whole, so a failure leaves the old file as it was.
     cparams : CParams or dict, optional
         Compression level and Blosc codec (default: ``carray.defaults.cparams``).
     cname : str, optional
@@ -90,20 +98,65 @@ def tohdf5(table: Any, filepath: str | os.PathLike, nodepath: str = "/ctable",
                     if hasattr(table.cols[n], "chunklen")), default=2**14), 1)
     dtype = _disk_dtype(table, text, blen)
     where, _, name = nodepath.rstrip("/").rpartition("/")
-    with tables.open_file(os.fspath(filepath), mode=mode) as f:
-        node = f.create_table(where or "/", name, dtype, filters=filters,
-                              expectedrows=max(len(table), 1), createparents=True)
-        for lo in range(0, len(table), blen):
-            hi = min(lo + blen, len(table))
-            rows = np.empty(hi - lo, dtype=dtype)
-            for n in table.names:
-                values = table.cols[n][lo:hi]
-                rows[n] = _encoded(values, dtype[n].itemsize) if n in text else values
-            node.append(rows)
-        for key, value in table.attrs.getall().items():
-            node.attrs[key] = value
-        node.attrs[TEXT_ATTR] = list(text)
-        node.flush()
+    if mode not in ("w", "a"):
+        raise ValueError(f"mode must be 'w' or 'a', got {mode!r}")
+    path = os.path.abspath(os.fspath(filepath))
+    with staged(LOCAL, path, overwrite=True) as staging:
+        if mode == "a" and os.path.isfile(path):
+            shutil.copyfile(path, staging.tmp)
+        with tables.open_file(staging.tmp, mode=mode) as f:
+            node = f.create_table(where or "/", name, dtype, filters=filters,
+                                  expectedrows=max(len(table), 1), createparents=True)
+            sums = _write_rows(node, table, dtype, text, blen)
+        fsync_path(staging.tmp)
+        _check_written(staging.tmp, nodepath, sums, blen, len(table))
+
+
+def _write_rows(node: Any, table: Any, dtype: np.dtype, text: list[str],
+                blen: int) -> list[int]:
+    """The rows of ``table`` appended to the PyTables table ``node`` ``blen`` at a time,
+    then its attributes; returns the CRC-32 of each block of rows."""
+    sums = []
+    for lo in range(0, len(table), blen):
+        hi = min(lo + blen, len(table))
+        rows = np.empty(hi - lo, dtype=dtype)
+        for n in table.names:
+            values = table.cols[n][lo:hi]
+            rows[n] = _encoded(values, dtype[n].itemsize) if n in text else values
+        node.append(rows)
+        sums.append(zlib.crc32(rows.tobytes()))
+    for key, value in table.attrs.getall().items():
+        node.attrs[key] = value
+    node.attrs[TEXT_ATTR] = list(text)
+    node.flush()
+    return sums
+
+
+def _check_written(path: str, nodepath: str, sums: list[int], blen: int, nrows: int) -> None:
+    """Read the table written back, block by block: PyTables reports no failed write (a
+    full disk leaves a file whose last rows read as zeros), so one shows here.
+
+    Raises
+    ------
+    OSError
+        A block reads back other than it was written: ENOSPC when the file system is
+        full, else EIO.
+    """
+    tables = _tables()
+    try:
+        with tables.open_file(path, mode="r") as f:
+            node = f.get_node(nodepath)
+            good = node.nrows == nrows
+            for k, expected in enumerate(sums if good else []):
+                if zlib.crc32(node.read(k * blen, (k + 1) * blen).tobytes()) != expected:
+                    good = False
+                    break
+    except (tables.HDF5ExtError, tables.NoSuchNodeError, OSError):
+        good = False  # not even readable: cut short
+    if not good:
+        code = errno.ENOSPC if no_space_left(LOCAL, path) else errno.EIO
+        raise OSError(code, f"{os.strerror(code)} (the HDF5 file written reads back "
+                            "other than it was written)")
 
 
 def fromhdf5(cls: Any, filepath: str | os.PathLike, nodepath: str = "/ctable",

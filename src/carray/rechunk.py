@@ -33,8 +33,9 @@ import numpy as np
 
 from carray import _parallel
 from carray import geometry as geo
+from carray._tempnames import temporary_name
 from carray.compute import array_type
-from carray.container import refuse_own_source
+from carray.container import close_or_discard, refuse_own_source
 from carray.engine.units import UnitWriter
 from carray.errors import ContainerExistsError, UnsupportedDTypeError, UnsupportedOptionError
 from carray.keys import OrthoKey
@@ -43,6 +44,7 @@ from carray.layouts.superchunk import default_superchunksize
 from carray.params import CParams
 from carray.rechunk_plan import Pass, Plan, parse_size, plan
 from carray.stores import LOCAL, Store, resolve
+from carray.stores.staging import remove_quietly, staged
 
 Progress = Callable[[int, int], None]
 #: How intermediate arrays are compressed: fast, as they are read back once; not at
@@ -351,27 +353,19 @@ def _write_units(step: Pass, source: Any, out: Any, reader: ThreadPoolExecutor |
     return array_type()(**reopen)
 
 
-def _places(store: Store, path: str | None, count: int) -> tuple[str | None, list[str], str]:
-    """Where to build: the temporary target beside ``path`` (None in memory), the
-    intermediates, and the directory holding the intermediates."""
-    tag = f"{os.getpid()}.{id(object()):x}"
+def _middles(store: Store, path: str | None, count: int) -> tuple[list[str], str | None]:
+    """Where the intermediates go: under temporary names beside ``path`` (see
+    :mod:`carray._tempnames`), or, for a result in memory or on an object store, in a
+    new temporary directory (returned too, to remove at the end)."""
     if path is None or store.remote:
         work = tempfile.mkdtemp(prefix="carray-rechunk-")
-        base = os.path.join(work, "pass")
-    else:
-        work = store.dirname(path) or "."
-        base = store.join(work, f".{store.basename(path)}.{tag}.rechunk")
-    tmp = None if path is None else store.join(store.dirname(path),
-                                               f".{store.basename(path)}.{tag}.rechunking")
-    return tmp, [f"{base}-{k}" for k in range(count)], work
+        return [os.path.join(work, f"pass-{k}") for k in range(count)], work
+    return [temporary_name(path) for _ in range(count)], None
 
 
 def _remove(store: Store, path: str | None) -> None:
-    if path is None:
-        return
-    store.invalidate(path)
-    if store.exists(path):
-        store.rmtree(path)
+    if path is not None:
+        remove_quietly(store, path)
 
 
 def _target_kwargs(source: Any, chunks: tuple[int, ...], blocks: Any,
@@ -465,38 +459,23 @@ def rechunk(source: Any, chunks: Any, blocks: Any = None, rootdir: Any = None,
     src_chunks, grain = source_grain(source)
     layout = plan(shape, dtype.itemsize, src_chunks, chunks, budget, grain=grain,
                   workers=_parallel.workers())
-    tmp, middles, work = _places(store, path, len(layout.passes) - 1)
-    if in_place:
-        tmp = path
+    middles, work = _middles(store, path, len(layout.passes) - 1)
     if rootdir is not None and kwargs.get("format") is None:  # the temporary name has
         kwargs = {**kwargs, "format": default_format(rootdir)}  # no telling extension
     args = _target_kwargs(source, chunks, blocks, kwargs, layout.passes[-1], shape)
     try:
-        out = _run(layout, source, tmp if not store.remote or tmp is None else store.url(tmp),
-                   middles, args, progress)
-        if path is not None and tmp is not None and not in_place:
-            out.close()
-            out = _renamed(store, tmp, path, rootdir, kwargs)
-    except BaseException:
-        if not in_place:
-            _remove(store, tmp)
+        if path is None or in_place:
+            return _run(layout, source, rootdir, middles, args, progress)
+        with staged(store, path, fsync=kwargs.get("fsync", True)) as staging:
+            close_or_discard(_run(layout, source, staging.location, middles, args, progress))
+        return array_type()(rootdir=rootdir, mode="a", **{
+            k: v for k, v in kwargs.items() if k in ("fsync", "storage_options")})
+    finally:
         for middle in middles:
             _remove(LOCAL, middle)
-        raise
-    finally:
-        if path is None or store.remote:
+        if work is not None:
             with contextlib.suppress(OSError):
                 os.rmdir(work)
-    return out
-
-
-def _renamed(store: Store, tmp: str, path: str, rootdir: Any, kwargs: dict[str, Any]) -> Any:
-    """The result built at ``tmp`` renamed to ``path``, opened there."""
-    store.rename(tmp, path)
-    if kwargs.get("fsync", True):  # the new name is durable too
-        store.sync_dir(store.dirname(path) or ".")
-    return array_type()(rootdir=rootdir, mode="a", **{
-        k: v for k, v in kwargs.items() if k in ("fsync", "storage_options")})
 
 
 def _run(layout: Plan, source: Any, target: str | None, middles: list[str],

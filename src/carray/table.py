@@ -36,7 +36,13 @@ from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable
 from carray.array import carray
 from carray.attrs import Attrs
-from carray.container import TableBase, check_mode, refuse_own_source
+from carray.container import (
+    TableBase,
+    check_mode,
+    pinned_mode,
+    refuse_own_source,
+    version_asked,
+)
 from carray.defaults import resolve_cparams
 from carray.errors import (
     ContainerExistsError,
@@ -49,7 +55,7 @@ from carray.keys import select
 from carray.params import CParams
 from carray.query import collect_result
 from carray.stores import LOCAL, Store, resolve
-from carray.stores.lock import WriteLock
+from carray.stores.lock import WriteLock, timeout_of
 from carray.table_analysis import TableAnalysis
 from carray.table_categories import CategoryMethods, result_columns
 from carray.table_columns import (
@@ -126,6 +132,12 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     format : {'superchunk', 'bcolz'}, optional
         The layout of new columns (default superchunk: crash-safe and checksummed;
         'bcolz' keeps the table readable by bcolz 1.x).
+    storage : dict, optional
+        ``versions`` (commits kept, or 'all') and ``lock_timeout`` (seconds a writer
+        waits for another process's writer to close, see :mod:`carray.stores.lock`).
+    version, tag, as_of : optional
+        Open an earlier version, read-only (as for :class:`carray`); a writable
+        ``mode`` with one of them raises :class:`carray.errors.ModeError`.
     """
 
     def __init__(self, columns: Any = None, names: list[str] | None = None, *,
@@ -140,10 +152,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         self._options = dict(storage or {})  # {"versions": N}: commits kept
         self._given = _storage  # a nested column's: a view of its table's storage
         self._storage: TableStorage = MemoryTable()
-        at = {k: v for k, v in (("version", version), ("tag", tag), ("as_of", as_of))
-              if v is not None}
-        if at:  # an earlier version: read-only
-            mode = "r"
+        at = version_asked(version, tag, as_of)
+        mode = pinned_mode(mode, at)  # an earlier version: read-only
         self._rootdir = os.fspath(rootdir) if rootdir is not None else None
         self._storage_options = storage_options
         self._store: Store = LOCAL
@@ -174,7 +184,13 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if exists and mode == "a":
             raise ContainerExistsError(f"{self._rootdir}: already exists; open it without "
                                        "columns, or pass mode='w' to replace it")
-        self._create(columns, names)
+        try:
+            self._create(columns, names)
+        except BaseException:
+            # Hold no lock or file: a traceback may keep this half-made table.
+            with contextlib.suppress(Exception):
+                self.discard()
+            raise
 
     # -- construction ---------------------------------------------------------------------
 
@@ -207,7 +223,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             return self._given
         return create_storage(self._store, self._path, self._mode, self._fsync,
                               self._format == "bcolz", self._options.get("versions"), self,
-                              NestedColumn, self._storage_options, self.abandon)
+                              NestedColumn, self._storage_options, self.abandon,
+                              timeout_of(self._options))
 
     def _new_column(self, name: str, values: Any, **kwargs: Any) -> Any:
         where = self._storage.column_args(name) if self._rootdir is not None else {}
@@ -278,7 +295,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             self._storage, lock = open_storage(
                 self._store, self._path, self._mode, self._fsync, at,
                 self._options.get("versions"), self, NestedColumn, self._storage_options,
-                self.abandon)
+                self.abandon, timeout_of(self._options))
             if not readonly and isinstance(self._storage, BcolzTable) and self._upgrade(lock):
                 return
         self._attrs = Attrs(self._storage.attrs_layout(), self._mode)

@@ -18,20 +18,21 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from carray._fileio import fsync_path
+from carray.container import built_whole
 from carray.errors import (
     CArrayError,
-    ContainerExistsError,
     FormatError,
     UnsupportedDTypeError,
 )
+from carray.stores import LOCAL
+from carray.stores.staging import staged
 from carray.table_columns import categories_of, read_any, read_codes, read_valid
 
 #: Bytes of CSV parsed at a time when reading (Arrow's default).  Arrow reads up to 32
@@ -163,11 +164,6 @@ def _named(message: str, names: list[str]) -> str:
     return message
 
 
-def _temporary_sibling(rootdir: str) -> str:
-    head, tail = os.path.split(os.path.abspath(rootdir))
-    return os.path.join(head, f".{tail}.csv-{uuid.uuid4().hex[:12]}")
-
-
 def read_csv(cls: Any, path: str | os.PathLike, rootdir: str | os.PathLike | None,
              options: CsvOptions, kwargs: dict[str, Any]) -> Any:
     """A new ``cls`` table from the CSV file ``path`` (see :meth:`ctable.from_csv`)."""
@@ -180,22 +176,8 @@ def read_csv(cls: Any, path: str | os.PathLike, rootdir: str | os.PathLike | Non
     if "://" in rootdir:
         raise ValueError(f"{rootdir}: from_csv builds tables on a local path; copy the "
                          "table to a store afterwards")
-    replace = kwargs.pop("mode", None) == "w"
-    if os.path.exists(rootdir) and not replace:
-        raise ContainerExistsError(f"{rootdir}: already exists; pass mode='w' to replace it")
-    keep = {k: kwargs[k] for k in ("auto_flush", "fsync") if k in kwargs}
-    tmp = _temporary_sibling(rootdir)
-    try:
-        t = _build(cls, path, options, {**kwargs, "rootdir": tmp, "mode": "w"})
-        t.close()
-        if replace and os.path.exists(rootdir):
-            shutil.rmtree(rootdir)
-        os.rename(tmp, rootdir)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
-        raise
-    return cls(rootdir=rootdir, mode="a", **keep)
+    return built_whole(rootdir, kwargs,
+                       lambda args: _build(cls, path, options, dict(args)))
 
 
 def _build(cls: Any, path: str, options: CsvOptions, kwargs: dict[str, Any]) -> Any:
@@ -281,22 +263,23 @@ def write_csv(table: Any, path: str | os.PathLike, columns: Sequence[str] | None
         raise ValueError(f"rows must be positive, got {rows}")
     cols = table.cols
     length = len(table)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
-                       f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
+    with staged(LOCAL, os.path.abspath(path), overwrite=True) as staging:
+        # The file is opened here, not by the writer, so that it is closed even when the
+        # writer's last flush fails (its space is freed at once).
+        sink = pa.OSFile(staging.tmp, "wb")
         writer = None
-        for lo in range(0, max(length, 1), step):
-            span = range(lo, min(lo + step, length))
-            batch = pa.table([_csv_array(cols[n], span, n) for n in names], names=names)
-            if writer is None:
-                opts = pcsv.WriteOptions(include_header=header, delimiter=delimiter,
-                                         quoting_style="needed")
-                writer = pcsv.CSVWriter(tmp, batch.schema, write_options=opts)
-            writer.write_table(batch)
-        if writer is not None:
-            writer.close()
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
+        try:
+            for lo in range(0, max(length, 1), step):
+                span = range(lo, min(lo + step, length))
+                batch = pa.table([_csv_array(cols[n], span, n) for n in names], names=names)
+                if writer is None:
+                    opts = pcsv.WriteOptions(include_header=header, delimiter=delimiter,
+                                             quoting_style="needed")
+                    writer = pcsv.CSVWriter(sink, batch.schema, write_options=opts)
+                writer.write_table(batch)
+            if writer is not None:
+                writer.close()
+        finally:
+            with contextlib.suppress(Exception):
+                sink.close()
+        fsync_path(staging.tmp)

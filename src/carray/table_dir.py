@@ -9,7 +9,8 @@ from typing import Any
 
 from carray._table_bcolz import BcolzTable
 from carray.errors import FormatError, VersionsUnsupportedError
-from carray.stores import Store
+from carray.layouts.base import clear_for_create
+from carray.stores import Store, staging
 from carray.stores.lock import WriteLock
 from carray.table_store import (
     ROOTDIRS,
@@ -24,21 +25,25 @@ from carray.table_store import (
 def create_storage(store: Store, root: str, mode: str, fsync: bool, bcolz: bool,
                    versions: Any, owner: Any, nested: Callable[..., Any],
                    storage_options: dict | None,
-                   on_takeover: Callable[[str], None]) -> TableStorage:
+                   on_takeover: Callable[[str], None],
+                   timeout: float | None = None) -> TableStorage:
     """The storage of a new table at ``root``, replacing what is there (mode 'w': not while
     another process writes it; this process's older handles are taken over).
 
     ``owner`` is the table (a bcolz table's storage calls back into it), ``nested`` the
     class of nested columns, ``on_takeover(reason)`` closes the table when a later
-    ``mode='w'`` open takes the directory over.
+    ``mode='w'`` open takes the directory over, ``timeout`` is how long to wait for another
+    process's writer (see :mod:`carray.stores.lock`).
     """
-    old = WriteLock.acquire(store, root, take_over=mode == "w")
-    if store.exists(root):
-        store.rmtree(root)
-    if old is not None:
-        old.release()  # it locked the removed directory; the new one is locked next
-    store.makedirs(root)
-    lock = WriteLock.acquire(store, root, on_takeover=on_takeover)
+    old = WriteLock.acquire(store, root, take_over=mode == "w", timeout=timeout)
+    try:
+        clear_for_create(store, root, "w")
+        lock = staging.new_directory(store, root)  # locked before it has its name
+    finally:
+        if old is not None:
+            old.release()  # it locked the directory removed
+    if lock is not None:
+        lock.on_takeover(on_takeover)
     try:
         if bcolz:
             return BcolzTable(store, root, "a", fsync, owner, nested, lock, storage_options)
@@ -51,15 +56,16 @@ def create_storage(store: Store, root: str, mode: str, fsync: bool, bcolz: bool,
 
 def open_storage(store: Store, root: str, mode: str, fsync: bool, at: dict[str, Any],
                  versions: Any, owner: Any, nested: Callable[..., Any],
-                 storage_options: dict | None, on_takeover: Callable[[str], None]
-                 ) -> tuple[TableStorage, WriteLock | None]:
+                 storage_options: dict | None, on_takeover: Callable[[str], None],
+                 timeout: float | None = None) -> tuple[TableStorage, WriteLock | None]:
     """The storage of the table at ``root`` (``at``: the version a reader asks for), and
     the writer's lock it holds (see :func:`create_storage` for the other arguments)."""
     if not (is_versioned_table(root, store) or is_bcolz_table(root, store)):
         raise FormatError(f"not a table directory (no {TABLE_FILE} or {ROOTDIRS})",
                           store.url(root))
     readonly = mode == "r"
-    lock = None if readonly else WriteLock.acquire(store, root, on_takeover=on_takeover)
+    lock = None if readonly else WriteLock.acquire(store, root, on_takeover=on_takeover,
+                                                   timeout=timeout)
     try:
         if is_versioned_table(root, store):
             return VersionedTable.open(store, root, readonly, fsync, lock, at, versions), lock

@@ -12,6 +12,7 @@ import numpy as np
 from carray import _table_refresh as refresh
 from carray._bcolz_array import bcolz_cparams, bcolz_size
 from carray._util import skip_and_limit
+from carray.container import built_whole
 from carray.table_columns import as_rows, empty_like, read_masked
 
 
@@ -52,21 +53,34 @@ def iter_blocks(t: Any, rows: Callable[[], range], names: list[str],
 
 
 def copy_table(t: Any, cls: Any, kwargs: dict[str, Any]) -> Any:
-    """A copy of table ``t`` made by ``cls(**kwargs)``, attributes included."""
+    """A copy of table ``t`` made by ``cls(**kwargs)``, attributes included: a stored one
+    built under a temporary name and put in place whole (see
+    :func:`carray.container.built_whole`)."""
     attrs = t.attrs.checked()  # refused before anything is written
     cols = t.column_dict()
     col_attrs = {n: c.attrs.checked() for n, c in cols.items() if hasattr(c, "attrs")}
     kwargs.setdefault("cparams", t.cparams)
     kwargs.setdefault("expectedlen", max(len(t), 1))
-    out = cls({n: empty_like(c) for n, c in cols.items()}, **kwargs)
-    blen = min((c.chunklen for c in cols.values()), default=1)
-    for i in range(0, len(t), blen):
-        out.append({n: read_masked(c, range(i, min(i + blen, len(t)))) for n, c in cols.items()})
-    out.attrs.update(attrs)
-    for name, checked in col_attrs.items():  # nested columns have none
-        out.cols[name].attrs.update(checked)
-    out.flush()
-    return out
+
+    def build(args: dict[str, Any]) -> Any:
+        out = cls({n: empty_like(c) for n, c in cols.items()}, **args)
+        try:
+            blen = min((c.chunklen for c in cols.values()), default=1)
+            for i in range(0, len(t), blen):
+                out.append({n: read_masked(c, range(i, min(i + blen, len(t))))
+                            for n, c in cols.items()})
+            out.attrs.update(attrs)
+            for name, checked in col_attrs.items():  # nested columns have none
+                out.cols[name].attrs.update(checked)
+            out.flush()
+        except BaseException:
+            out.discard()
+            raise
+        return out
+
+    if kwargs.get("rootdir") is None:
+        return build(kwargs)
+    return built_whole(kwargs.pop("rootdir"), kwargs, build)
 
 
 def described(t: Any) -> str:

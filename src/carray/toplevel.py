@@ -191,7 +191,7 @@ def _container_format(rootdir: str, storage_options: dict | None) -> Any:
     return fmt
 
 
-def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
+def open(rootdir: str | os.PathLike, mode: str | None = None, *,  # noqa: A001
          storage_options: dict | None = None, **kwargs: Any) -> carray | ctable | Group:
     """Open a dataset (a carray, a ctable or a group); the format is told by what is
     stored.
@@ -200,9 +200,12 @@ def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
     ----------
     rootdir : str or path
         A local path or any fsspec URL (``s3://bucket/data``, ``memory://x``).
-    mode : {'a', 'r', 'w'}
-        'r' never writes.  'w' replaces the dataset: this process's older handles of
-        it are closed, their unflushed changes dropped (see :mod:`carray.stores.lock`).
+    mode : {'a', 'r', 'w'}, optional
+        'r' never writes.  'a' (the default) reads and writes.  'w' replaces the
+        dataset: this process's older handles of it are closed, their unflushed
+        changes dropped (see :mod:`carray.stores.lock`).  An earlier version
+        (``version=``, ``tag=``, ``as_of=``) opens read-only: with 'a' or 'w' it
+        raises :class:`carray.errors.ModeError`.
     storage_options : dict, optional
         Passed to the fsspec file system of a URL (credentials, endpoint, ...).
     **kwargs
@@ -218,14 +221,17 @@ def open(rootdir: str | os.PathLike, mode: str = "a", *,  # noqa: A001
     rootdir = os.fspath(rootdir)
     kind = _container_format(rootdir, storage_options).kind
     if kind == "group":
-        return open_group(rootdir, "r" if mode == "r" else "a", storage_options=storage_options,
-                          **kwargs)
+        # 'w' opens a group to write it (carray.group(path, mode='w') replaces one); no
+        # mode opens it to write, or an earlier version read-only.
+        pinned = any(kwargs.get(k) is not None for k in ("version", "tag", "as_of"))
+        group_mode = {"r": "r", "a": "a", "w": "a", None: None if pinned else "a"}[mode]
+        return open_group(rootdir, group_mode, storage_options=storage_options, **kwargs)
     if kind == "table":
         return open_table(rootdir, mode, storage_options=storage_options, **kwargs)
     return open_array(rootdir, mode, storage_options=storage_options, **kwargs)
 
 
-def open_array(rootdir: str | os.PathLike, mode: str = "a", *,
+def open_array(rootdir: str | os.PathLike, mode: str | None = None, *,
                storage_options: dict | None = None, **kwargs: Any) -> carray:
     """Open an array (superchunk or bcolz directory, b2nd or caterva frame).
 
@@ -240,7 +246,7 @@ def open_array(rootdir: str | os.PathLike, mode: str = "a", *,
     return carray(rootdir=rootdir, mode=mode, storage_options=storage_options, **kwargs)
 
 
-def open_table(rootdir: str | os.PathLike, mode: str = "a", *,
+def open_table(rootdir: str | os.PathLike, mode: str | None = None, *,
                storage_options: dict | None = None, **kwargs: Any) -> ctable:
     """Open a table directory; parameters as for :func:`open`.
 

@@ -19,9 +19,7 @@ were decoded, and why.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from carray import _parallel
+from carray.container import built_whole
 from carray.engine.moves import ChunkSink, StoredChunks
 from carray.layouts import default_format
-from carray.stores import resolve
 
 
 @dataclass
@@ -305,26 +303,22 @@ def copy_of(source: Any, **kwargs: Any) -> tuple[Any, MoveStats]:
         args.pop("blocks", None)  # the source's blocks may not fit other chunks
     args.update(kwargs)
     dtype = args.pop("dtype", None)
-    out = type(source)(np.empty((0, *source.shape[1:]), dtype=source.dtype), dtype=dtype,
-                       **args)
-    try:
-        stats = fill(out, source)
-    except BaseException:
-        out.discard()
-        remove_new(kwargs.get("rootdir"), kwargs.get("storage_options"))
-        raise
-    return out, stats
+    done: list[MoveStats] = []
 
+    def build(args: dict[str, Any]) -> Any:
+        out = type(source)(np.empty((0, *source.shape[1:]), dtype=source.dtype),
+                           dtype=dtype, **args)
+        try:
+            done.append(fill(out, source))
+        except BaseException:
+            out.discard()
+            raise
+        return out
 
-def remove_new(rootdir: Any, storage_options: dict | None) -> None:
-    """Remove what a failed copy created at ``rootdir`` (nothing in memory)."""
-    if rootdir is None:
-        return
-    store, path = resolve(os.fspath(rootdir), storage_options)
-    with contextlib.suppress(OSError):
-        store.invalidate(path)
-        if store.exists(path):
-            store.rmtree(path)
+    if args.get("rootdir") is None:
+        return build(args), done[0]
+    args["format"] = fmt  # the temporary name built under has no telling extension
+    return built_whole(args.pop("rootdir"), args, build), done[0]
 
 
 def natural_blocks(source: Any) -> tuple[int, ...] | None:

@@ -20,6 +20,8 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
+from carray import _fileio
+from carray._tempnames import is_temporary
 from carray.errors import ChecksumError, StorageError
 from carray.formats import _local_write, _writeback, ds, merge
 from carray.formats import bloscpack as bp
@@ -121,7 +123,8 @@ def test_ds_fsync_true_syncs_the_file_then_its_directory(tmp_path, monkeypatch, 
     DS_WRITERS[writer](path, fsync=True)
     (k1, synced), (k2, renamed), (k3, directory) = syncs.events
     assert (k1, k2, k3) == ("fsync", "rename", "fsync")
-    assert synced.startswith(str(path) + ".") and synced.endswith(".part")
+    assert is_temporary(os.path.basename(synced), path.name)
+    assert os.path.dirname(synced) == str(path.parent)
     assert renamed == str(path) and directory == str(path.parent)
 
 
@@ -137,7 +140,8 @@ def test_a_file_replaced_without_fsync_is_synced_before_it_is(tmp_path, monkeypa
     # The replace call is recorded first; inside it the new file is synced before the
     # exchange, and the directory after it.
     assert (k1, k2, k3) == ("rename", "fsync", "fsync")
-    assert synced.startswith(str(path) + ".") and synced.endswith(".part")
+    assert is_temporary(os.path.basename(synced), path.name)
+    assert os.path.dirname(synced) == str(path.parent)
     assert renamed == str(path) and directory == str(path.parent)
 
 
@@ -148,7 +152,8 @@ def test_bloscpack_pack_replacing_a_file_syncs_it_first(tmp_path, monkeypatch):
     real = _local_write.fsync_path
     monkeypatch.setattr(_local_write, "fsync_path", lambda p: (synced.append(p), real(p)))
     bp.pack_array(np.arange(2000), path)
-    assert [p for p in synced if p.endswith(".part")] and str(tmp_path) in synced
+    assert [p for p in synced if is_temporary(os.path.basename(p), "a.blp")]
+    assert str(tmp_path) in synced
     np.testing.assert_array_equal(bp.unpack_array(path), np.arange(2000))
 
 
@@ -212,7 +217,7 @@ _CALLS = ("open", "write", "writev", "pwrite", "fsync", "fdatasync", "replace", 
 def _written(fd: int) -> bool:
     """Whether ``fd`` is the file being written (under its temporary name)."""
     try:
-        return os.readlink(f"/proc/self/fd/{fd}").endswith(".part")
+        return is_temporary(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
     except OSError:
         return False
 
@@ -227,9 +232,9 @@ class Faults:
         for name in _CALLS:
             if hasattr(os, name):
                 monkeypatch.setattr(os, name, self._wrap(name, getattr(os, name)))
-        if _local_write._renameat2 is not None:
-            real = _local_write._renameat2
-            monkeypatch.setattr(_local_write, "_renameat2",
+        if _fileio._renameat2 is not None:
+            real = _fileio._renameat2
+            monkeypatch.setattr(_fileio, "_renameat2",
                                 lambda *a: -1 if self._fail("renameat2") else real(*a))
         real_start = _writeback.start_write
         monkeypatch.setattr(_writeback, "start_write", self._wrap("start", real_start))

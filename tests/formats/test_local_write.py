@@ -9,6 +9,8 @@ import threading
 
 import pytest
 
+from carray import _fileio
+from carray._tempnames import HOST, Temporary, is_temporary, parse, temporary_name
 from carray.errors import StorageError
 from carray.formats import _local_write as lw
 
@@ -36,21 +38,21 @@ def test_a_replaced_file_stays_readable_by_those_who_opened_it(tmp_path):
 @pytest.mark.skipif(not LINUX, reason="renameat2 is Linux's")
 def test_an_existing_file_is_replaced_by_exchanging_names(tmp_path, monkeypatch):
     calls = []
-    real = lw._renameat2
-    monkeypatch.setattr(lw, "_renameat2", lambda *a: calls.append(a) or real(*a))
+    real = _fileio._renameat2
+    monkeypatch.setattr(_fileio, "_renameat2", lambda *a: calls.append(a) or real(*a))
     path = str(tmp_path / "f.bin")
     lw.write_file(path, [[b"one"]], fsync=False)
-    assert [c[-1] for c in calls] == [lw._RENAME_NOREPLACE]  # nothing to replace
+    assert [c[-1] for c in calls] == [_fileio._RENAME_NOREPLACE]  # nothing to replace
     calls.clear()
     lw.write_file(path, [[b"two"]], fsync=False)
-    assert [c[-1] for c in calls] == [lw._RENAME_NOREPLACE, lw._RENAME_EXCHANGE]
+    assert [c[-1] for c in calls] == [_fileio._RENAME_NOREPLACE, _fileio._RENAME_EXCHANGE]
     assert open(path, "rb").read() == b"two"
     assert os.listdir(tmp_path) == ["f.bin"]
 
 
 @pytest.mark.parametrize("exchange", [None, lambda *a: -1], ids=["unavailable", "refused"])
 def test_without_the_exchange_a_plain_rename_replaces(tmp_path, monkeypatch, exchange):
-    monkeypatch.setattr(lw, "_renameat2", exchange)
+    monkeypatch.setattr(_fileio, "_renameat2", exchange)
     path = str(tmp_path / "f.bin")
     lw.write_file(path, [[b"one"]], fsync=False)
     lw.write_file(path, [[b"two"]], fsync=False)
@@ -120,16 +122,16 @@ def test_fsync_only_when_asked(tmp_path, monkeypatch, fsync):
     # The file's bytes (still under its temporary name), then the directory's entries.
     assert len(calls) == (2 if fsync else 0)
     if fsync:
-        assert calls[0].endswith(".part") and calls[1] == str(tmp_path)
+        assert is_temporary(os.path.basename(calls[0]), "f.bin") and calls[1] == str(tmp_path)
 
 
 def test_temporary_names_differ_between_threads(tmp_path):
     names = []
-    thread = threading.Thread(target=lambda: names.append(lw.temporary_name("p")))
+    thread = threading.Thread(target=lambda: names.append(temporary_name("p")))
     thread.start()
     thread.join()
-    assert names[0] != lw.temporary_name("p")
-    assert lw.temporary_name("p").startswith(f"p.{os.getpid()}.")
+    assert names[0] != temporary_name("p")
+    assert parse(temporary_name("p")) == Temporary("p", HOST, os.getpid())
 
 
 @pytest.mark.skipif(not LINUX, reason="renameat2 is Linux's")

@@ -551,5 +551,5 @@ def test_open_errors_are_clear(tmp_path):
     with pytest.raises(ValueError, match="by its path"):
         xr.open_dataset(b"not a group", engine="carray_group")
     g = ca.from_xarray(cf_dataset(), None)
-    with pytest.raises(ValueError, match="version= and tag="):
+    with pytest.raises(ValueError, match="version=, tag= and as_of="):
         xr.open_dataset(g, engine="carray_group", version="abc")

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conformance import CHUNKLEN, PersistentLayoutConformance, meta, snapshot
 
+from carray._tempnames import is_temporary, temporary_name
 from carray.codecs import blosc, ranged
 from carray.errors import (
     CArrayError,
@@ -513,7 +514,7 @@ class _CrashingStore(LocalStore):
         if self._inj.hit():  # killed while writing the temporary file: half of it is there
             parts = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
             blob = b"".join(bytes(p) for p in parts)
-            with open(f"{path}.{os.getpid()}.tmp", "wb") as f:
+            with open(temporary_name(path), "wb") as f:
                 f.write(blob[:len(blob) // 2])
             raise _Crash
         super().put(path, data, fsync=fsync)
@@ -587,7 +588,7 @@ def test_killed_writer_leaves_last_commit(tmp_path, monkeypatch, contiguous):
         if not contiguous:
             files = {f for f in os.listdir(path) if f.endswith(".chunk")}
             used = {b2l.chunk_file_name(int(o)) for o in again._committed if o >= 0}
-            assert files == used and not [f for f in os.listdir(path) if f.endswith(".tmp")]
+            assert files == used and not [f for f in os.listdir(path) if is_temporary(f)]
         else:
             assert os.path.getsize(path) == read_frame(path).header.frame_len
         again.commit(m_again.replace(shape=(0, 7)), 0)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import weakref
 
 import numpy as np
@@ -16,6 +19,7 @@ import pytest
 import carray as ca
 from carray.errors import CArrayError, HandleClosedError, LockError
 from carray.stores import LOCAL
+from carray.stores import lock as lock_module
 from carray.stores.lock import LOCK_SUFFIX, WriteLock
 
 KINDS = ["superchunk", "bcolz", "b2nd", "sparse", "table", "bcolz-table"]
@@ -24,7 +28,12 @@ _HOLDER = textwrap.dedent("""
     import sys
     import carray as ca
     kind, path = sys.argv[1], sys.argv[2]
-    obj = ca.ctable(rootdir=path, mode="a") if kind.endswith("table") else ca.open(path, mode="a")
+    if kind == "group":
+        obj = ca.open_group(path, mode="a")
+    elif kind.endswith("table"):
+        obj = ca.ctable(rootdir=path, mode="a")
+    else:
+        obj = ca.open(path, mode="a")
     print("locked", flush=True)
     sys.stdin.readline()
 """)
@@ -282,7 +291,8 @@ def test_a_table_and_its_columns_do_not_lock_each_other_out(tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_writer_in_another_process_locks_us_out(tmp_path, kind):
+def test_a_writer_in_another_process_locks_us_out(tmp_path, monkeypatch, kind):
+    monkeypatch.setattr(lock_module, "DEFAULT_TIMEOUT", 0.2)  # waited for, then refused
     path = _make(tmp_path, kind)
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, kind, path],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -344,3 +354,152 @@ def test_two_locks_on_one_directory_exclude_each_other(tmp_path):
 
 def test_no_lock_where_nothing_can_be_locked(tmp_path):
     assert WriteLock.acquire(LOCAL, str(tmp_path / "missing")) is None
+
+
+# -- waiting for another process's writer --------------------------------------------------------
+
+WAITERS = ["superchunk", "b2nd", "table", "group"]
+
+
+def _make_any(tmp_path, kind: str) -> str:
+    if kind != "group":
+        return _make(tmp_path, kind)
+    path = str(tmp_path / "g")
+    with ca.group(path, mode="w") as g:
+        g.create_array("x", np.arange(10))
+    return path
+
+
+def _open_writer(path: str, kind: str, timeout: float):
+    storage = {"lock_timeout": timeout}
+    if kind == "group":
+        return ca.open_group(path, mode="a", storage=storage)
+    if kind.endswith("table"):
+        return ca.ctable(rootdir=path, mode="a", storage=storage)
+    return ca.open(path, mode="a", storage=storage)
+
+
+class _Holder:
+    """A process holding the writer's lock of the dataset at ``path`` until
+    :meth:`release` (or the end of the ``with`` block)."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _HOLDER, kind, path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "locked"
+
+    def release(self) -> None:
+        if self.proc.stdin.closed:
+            return
+        self.proc.stdin.write("\n")
+        self.proc.stdin.close()
+        self.proc.wait()
+
+    def __enter__(self) -> _Holder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("kind", WAITERS)
+def test_a_second_writer_waits_for_the_holder_to_close(tmp_path, kind):
+    path = _make_any(tmp_path, kind)
+    with _Holder(path, kind) as holder:
+        threading.Timer(0.6, holder.release).start()
+        start = time.monotonic()
+        writer = _open_writer(path, kind, timeout=20)
+        waited = time.monotonic() - start
+    assert holder.proc.wait() == 0
+    assert 0.5 <= waited < 15, waited
+    assert not writer.readonly if kind == "group" else writer.mode == "a"
+    writer.close()
+
+
+@pytest.mark.parametrize("kind", WAITERS)
+def test_a_writer_that_waited_in_vain_is_told_who_holds_the_lock(tmp_path, kind):
+    path = _make_any(tmp_path, kind)
+    with _Holder(path, kind) as holder:
+        before = _files(tmp_path)
+        start = time.monotonic()
+        with pytest.raises(LockError) as info:
+            _open_writer(path, kind, timeout=0.4)
+        waited = time.monotonic() - start
+        message = str(info.value)
+        if sys.platform.startswith("linux"):  # /proc/locks names the holder
+            assert f"process {holder.proc.pid} on {socket.gethostname()}" in message, message
+        assert "waited 0.4 s" in message and "lock_timeout" in message, message
+        assert _files(tmp_path) == before
+    assert 0.4 <= waited < 5, waited
+
+
+def test_this_process_own_writer_is_refused_at_once(tmp_path):
+    path = _make(tmp_path, "superchunk")
+    with ca.open(path, mode="a"):
+        start = time.monotonic()
+        with pytest.raises(LockError, match="another handle in this process"):
+            ca.open(path, mode="a", storage={"lock_timeout": 30})
+        assert time.monotonic() - start < 2  # waiting for ourselves would never end
+
+
+@pytest.mark.parametrize("value", [-1, "10", float("nan"), True])
+def test_a_lock_timeout_must_be_seconds(tmp_path, value):
+    path = _make(tmp_path, "superchunk")
+    with pytest.raises(ValueError, match="lock_timeout"):
+        ca.open(path, mode="a", storage={"lock_timeout": value})
+    with pytest.raises(ValueError, match="lock_timeout"):
+        ca.group(str(tmp_path / "g"), mode="w", storage={"lock_timeout": value})
+    with pytest.raises(ValueError, match="takes only lock_timeout"):
+        ca.group(str(tmp_path / "g"), mode="w", storage={"versions": 3})
+
+
+# -- mode 'w' takes the lock before it touches anything -----------------------------------------
+
+def _replacements(tmp_path, kind: str, path: str) -> dict:
+    """Everything that replaces the dataset at ``path``, by name."""
+    import xarray as xr
+
+    from carray.convert import convert
+
+    source = str(tmp_path / "elsewhere")
+    ca.carray(np.arange(5), rootdir=source, mode="w").close()
+    out = {"convert": lambda: convert(source, path, overwrite=True)}
+    if kind == "group":
+        out["group"] = lambda: ca.group(path, mode="w")
+        out["from_xarray"] = lambda: ca.from_xarray(xr.Dataset({"v": ("n", np.arange(3))}),
+                                                    path, mode="w")
+        out["copy_group"] = lambda: ca.copy_group(str(tmp_path / "g2"), path, overwrite=True)
+        with ca.group(str(tmp_path / "g2"), mode="w") as g:
+            g.create_array("y", np.arange(3))
+        del out["convert"]
+    elif kind.endswith("table"):
+        out["ctable"] = lambda: ca.ctable({"z": np.arange(3)}, rootdir=path, mode="w")
+        out["copy"] = lambda: ca.ctable({"z": np.arange(3)}).copy(rootdir=path, mode="w")
+        del out["convert"]
+    else:
+        out["carray"] = lambda: ca.carray(np.arange(3), rootdir=path, mode="w")
+        out["copy"] = lambda: ca.carray(np.arange(3)).copy(rootdir=path, mode="w")
+        out["rechunk_in_place_of"] = lambda: ca.open(source, mode="r").rechunk(
+            (2,), rootdir=path)
+    return out
+
+
+@pytest.mark.parametrize("kind", WAITERS)
+def test_mode_w_leaves_a_dataset_another_process_writes_untouched(tmp_path, monkeypatch, kind):
+    from carray._tempnames import is_temporary
+
+    monkeypatch.setattr(lock_module, "DEFAULT_TIMEOUT", 0.2)
+    path = _make_any(tmp_path, kind)
+    replacements = _replacements(tmp_path, kind, path)
+    with _Holder(path, kind):
+        before = _files(path) if os.path.isdir(path) else _files(tmp_path)
+        for name, replace in replacements.items():
+            with pytest.raises((LockError, ca.ContainerExistsError)) as info:
+                replace()
+            if name != "rechunk_in_place_of":  # (a rechunk never replaces)
+                assert isinstance(info.value, LockError), name
+            after = _files(path) if os.path.isdir(path) else _files(tmp_path)
+            assert after == before, name
+            left = [n for n in os.listdir(tmp_path) if is_temporary(n) or "replaced" in n]
+            assert left == [], (name, left)
+    replacements["group" if kind == "group" else "copy" if kind != "b2nd" else "carray"]()

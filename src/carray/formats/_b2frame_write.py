@@ -13,7 +13,6 @@ or any fsspec URL; :func:`write_array` says how each is made to appear whole.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -48,6 +47,7 @@ from carray.formats._b2frame_header import (
 from carray.params import FILTER_CODES, CParams
 from carray.shapes import default_blocks, default_chunks_blocks
 from carray.stores import Store, resolve
+from carray.stores.staging import remove_quietly, staged
 
 #: Codec name -> the compcode frame headers and chunk byte 22 carry.
 COMPCODES = {"blosclz": 0, "lz4": 1, "lz4hc": 2, "zlib": 4, "zstd": 5}
@@ -192,16 +192,11 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
     if store.remote:
         _put_remote(store, key, frame, contiguous, fsync)
         return
-    tmp = f"{key}.{os.getpid()}.tmp"
-    try:
+    with staged(store, key, overwrite=True, fsync=fsync) as staging:
         if contiguous:
-            _write_cframe(store, tmp, frame, fsync)
+            _write_cframe(store, staging.tmp, frame, fsync)
         else:
-            _write_sframe(store, tmp, frame, fsync)
-        _replace(store, tmp, key)
-    except BaseException:
-        _remove(store, tmp)
-        raise
+            _write_sframe(store, staging.tmp, frame, fsync)
 
 
 def _frame_geometry(arr: np.ndarray, chunks: Any, blocks: Any) -> geo.Geometry:
@@ -319,25 +314,6 @@ def _check_target(store: Store, key: str) -> None:
                                    "frame; refusing to replace it")
 
 
-def _remove(store: Store, path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        store.rmtree(path)
-
-
-def _replace(store: Store, tmp: str, key: str) -> None:
-    """Move ``tmp`` to ``key``, replacing a previous frame file or sparse directory."""
-    if store.isdir(key):
-        old = f"{key}.{os.getpid()}.old"
-        store.rename(key, old)
-        store.rename(tmp, key)
-        store.rmtree(old)
-    elif store.isdir(tmp) and store.exists(key):
-        store.delete(key)
-        store.rename(tmp, key)
-    else:
-        store.rename(tmp, key)
-
-
 def _write_cframe(store: Store, tmp: str, frame: _FrameBuilder, fsync: bool) -> None:
     """Stream a contiguous frame to ``tmp`` behind a placeholder header, then patch it."""
     placeholder = frame.placeholder()
@@ -363,7 +339,7 @@ def _write_cframe(store: Store, tmp: str, frame: _FrameBuilder, fsync: bool) -> 
 
 def _write_sframe(store: Store, root: str, frame: _FrameBuilder, fsync: bool) -> None:
     """Chunk files, then ``chunks.b2frame`` (which is what makes the directory a frame)."""
-    _remove(store, root)
+    remove_quietly(store, root)
     store.makedirs(root)
     for number, chunk in enumerate(frame.chunks(contiguous=False)):
         store.put(store.join(root, _chunk_file(number)), chunk, fsync=fsync)
@@ -386,5 +362,5 @@ def _put_remote(store: Store, key: str, frame: _FrameBuilder, contiguous: bool,
     try:
         _write_sframe(store, key, frame, fsync)
     except BaseException:
-        _remove(store, key)
+        remove_quietly(store, key)
         raise

@@ -22,54 +22,24 @@ waits for its last few MiB only.  Small files take :func:`write_bytes`: one ``op
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import stat
 import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from carray._fileio import fsync_path
+from carray._fileio import exchange, fsync_path, rename_noreplace
 from carray._parallel import in_background
+from carray._tempnames import temporary_name
 from carray.formats._writeback import WriteBack
 from carray.stores.base import storage_error
+from carray.stores.local import LOCAL
+from carray.stores.staging import sweep_directory
 
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
-_RENAME_EXCHANGE = 2
 #: Groups of parts, each written with one ``writev`` call: a chunk and its digest, say.
 Parts = Iterable[Sequence[Any]]
 #: Most buffers one ``writev`` takes (POSIX guarantees at least 16; Linux takes 1024).
 _IOV_MAX = 1024 if sys.platform.startswith("linux") else 16
-
-
-def _load_renameat2() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # an old C library
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                   ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_renameat2 = _load_renameat2()
-
-
-def _rename2(src: str, dst: str, flags: int) -> bool:
-    """``renameat2(src, dst, flags)``; False where it failed or is not available."""
-    if _renameat2 is None:
-        return False
-    return _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0
-
-
-def _exchange(src: str, dst: str) -> bool:
-    """Swap the names ``src`` and ``dst`` atomically; False where that is not possible."""
-    return _rename2(src, dst, _RENAME_EXCHANGE)
 
 
 def replace(src: str, dst: str, *, sync_before_replacing: bool = False) -> bool:
@@ -82,7 +52,7 @@ def replace(src: str, dst: str, *, sync_before_replacing: bool = False) -> bool:
     """
     # Most often nothing is there yet: one call renames, where asking first would cost
     # a failed lookup (and a Python exception) per file, a share of a tiny file's write.
-    if _rename2(src, dst, _RENAME_NOREPLACE):
+    if rename_noreplace(src, dst):
         return False
     try:
         regular = stat.S_ISREG(os.lstat(dst).st_mode)
@@ -90,7 +60,7 @@ def replace(src: str, dst: str, *, sync_before_replacing: bool = False) -> bool:
         regular = False
     if sync_before_replacing and os.path.lexists(dst):
         fsync_path(src)
-    if regular and _exchange(src, dst):
+    if regular and exchange(src, dst):
         _discard(src)  # the old file, now under the temporary name
         return True
     replaced = os.path.lexists(dst)
@@ -114,24 +84,7 @@ def _discard(path: str) -> None:
         in_background(os.close, fd)
 
 
-# The process id in temporary names, asked once (and again in a forked child): a
-# system call per file is a share of a tiny file's write.
-_pid = os.getpid()
-
-
-def _forked() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_forked)
-_get_ident = threading.get_ident
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
-
-
-def temporary_name(path: str) -> str:
-    """A name beside ``path`` no other writer (process or thread) uses at the same time."""
-    return f"{path}.{_pid}.{_get_ident()}.part"
 
 
 def _write_parts(fd: int, parts: Sequence[Any]) -> int:
@@ -159,11 +112,23 @@ def _write_views(fd: int, views: list[memoryview]) -> int:
     return total
 
 
+# Directories whose leftovers this process removed (see _placed).
+_swept: set[str] = set()
+
+
 @contextlib.contextmanager
 def _placed(tmp: str, path: str, fsync: bool) -> Iterator[None]:
     """Put the file the block writes at ``tmp`` in place at ``path`` (:func:`replace`),
     its directory synced where the name must last; on any failure remove ``tmp`` and
-    leave the old file as it was (storage failures raise ``StorageError``)."""
+    leave the old file as it was (storage failures raise ``StorageError``).
+
+    The first write of this process into a directory removes what killed writers left
+    there (:func:`carray.stores.staging.sweep_directory`): once, since programs write
+    thousands of small files into one directory."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if parent not in _swept:
+        _swept.add(parent)
+        sweep_directory(LOCAL, parent)
     try:
         yield
         replaced = replace(tmp, path, sync_before_replacing=not fsync)
@@ -180,7 +145,7 @@ def _placed(tmp: str, path: str, fsync: bool) -> Iterator[None]:
 def write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
     """:func:`write_file` of one bytes object: the path of small files, kept to one
     ``open``, ``write``, ``close`` and ``rename`` (and the syncs with ``fsync``)."""
-    tmp = f"{path}.{_pid}.{_get_ident()}.part"
+    tmp = temporary_name(path)
     with _placed(tmp, path, fsync):
         fd = os.open(tmp, _CREATE, 0o644)
         try:

@@ -32,13 +32,14 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from carray._fileio import atomic_write, fsync_path
+from carray._fileio import fsync_path
+from carray._tempnames import temporary_name
 from carray.dtypes import checked_dtype
 from carray.errors import FormatError
 from carray.formats import ds
 from carray.formats._ds_header import NUMERIC_TYPES
 from carray.formats._ds_read import apply_outer, normalize_index
-from carray.formats._local_write import temporary_name
+from carray.formats._local_write import write_bytes
 
 __all__ = ["Reader", "StreamWriter", "read", "read_header", "write"]
 
@@ -331,7 +332,7 @@ def write(path: PathLike, d: Mapping, *, unlimited: Iterable[str] = (),
     except BaseException:
         f.close()
         raise
-    atomic_write(path, f.close(), fsync=fsync)
+    write_bytes(os.fspath(path), bytes(f.close()), fsync=fsync)
 
 
 def _write_var(f, name: str, data, dims: list[str], attrs: dict, netCDF4) -> None:

@@ -58,6 +58,7 @@ from carray.integrations.group_nodes import (
     sliced_rows,
 )
 from carray.stores import Store, is_url, resolve
+from carray.stores.staging import staged
 
 #: Destination format names (``to=``) and what each is.
 GROUP_FORMATS = {
@@ -276,8 +277,7 @@ class CarrayGroupWriter:
     def discard(self) -> None:
         with contextlib.suppress(Exception):
             self._tx.__exit__(RuntimeError, RuntimeError("conversion failed"), None)
-        with contextlib.suppress(Exception):
-            self.group.close()
+        self.group.discard()  # members closed without writing: their files let go
 
 
 # -- reading and writing any of them ----------------------------------------------------------
@@ -393,24 +393,14 @@ def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
             raise ValueError(f"{path}: {GROUP_FORMATS[kind]}s are read and written on local "
                              "paths only; copy the file to or from the URL yourself")
     store, key, dst_options = _destination(src, dst, overwrite, storage_options)
-    tmp = store.join(store.dirname(key), f".{store.basename(key)}.{os.getpid()}.converting")
-    _remove(store, tmp)
-    try:
-        with _reader(skind, src, storage_options) as nodes:
-            if dkind == "ds":
-                from carray.integrations.group_ds import check_flat
+    with staged(store, key, overwrite=overwrite) as staging, \
+            _reader(skind, src, storage_options) as nodes:
+        if dkind == "ds":
+            from carray.integrations.group_ds import check_flat
 
-                check_flat(nodes, dst)
-            writer = _writer(dkind, store.url(tmp) if store.remote else tmp, dst_options,
-                             f"converted from {src}")
-            _copy(nodes, writer, progress)
-        store.invalidate(key)
-        if store.exists(key):
-            store.rmtree(key)
-        store.rename(tmp, key)
-    except BaseException:
-        _remove(store, tmp)
-        raise
+            check_flat(nodes, dst)
+        writer = _writer(dkind, staging.location, dst_options, f"converted from {src}")
+        _copy(nodes, writer, progress)
     return dict(getattr(writer, "stats", {}))
 
 
@@ -440,12 +430,6 @@ def _copy(nodes: list[Node], writer: Any, progress: Progress | None) -> None:
     except BaseException:
         writer.discard()
         raise
-
-
-def _remove(store: Store, path: str) -> None:
-    store.invalidate(path)
-    if store.exists(path):
-        store.rmtree(path)
 
 
 __all__ = ["GROUP_FORMATS", "HDF5_EXTENSIONS", "CarrayGroupWriter",

@@ -24,6 +24,7 @@ opaque types are refused, naming them.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -249,7 +250,8 @@ class Writer:
 
     def __init__(self, path: str) -> None:
         self._h5py = _h5py()
-        self._file = self._h5py.File(path, "w")
+        self._sink = GuardedFile(path)
+        self._file = self._h5py.File(self._sink, "w")
 
     def _set_attrs(self, obj: Any, attrs: dict[str, Any], where: str) -> None:
         for name, value in encode_typed_attrs(attrs, where).items():
@@ -313,9 +315,87 @@ class Writer:
                         f"table /{node.path}")
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        finally:
+            self._sink.close()  # raises the storage's failure, if one was met
 
     def discard(self) -> None:
         with contextlib.suppress(Exception):
             self._file.close()
+        with contextlib.suppress(Exception):
+            self._sink.close()
+
+
+class GuardedFile(io.RawIOBase):
+    """The file h5py writes an HDF5 file through (its ``fileobj`` driver).
+
+    HDF5 never sees a write fail: the first failure of the storage is kept and every
+    later write skipped (reported done), and :meth:`close` raises it.  h5py, with HDF5
+    2.0, crashes the process when it cleans up after a write that failed (closing the
+    file or a dataset, then or at exit); what HDF5 writes after the failure is dropped
+    with the file, which the caller removes.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._f = open(path, "w+b", buffering=0)  # noqa: SIM115 - closed by close()
+        self.failure: OSError | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        return self._f.readinto(buf) or 0
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        if self.failure is None:
+            try:
+                done = 0
+                while done < size:  # short writes: the rest
+                    done += self._f.write(memoryview(data).cast("B")[done:]) or 0
+                return size
+            except OSError as exc:
+                self.failure = exc
+        self._f.seek(size, os.SEEK_CUR)
+        return size
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def truncate(self, size: int | None = None) -> int:
+        if self.failure is None:
+            try:
+                return self._f.truncate(size)
+            except OSError as exc:
+                self.failure = exc
+        return self._f.tell() if size is None else size
+
+    def flush(self) -> None:
+        pass  # unbuffered
+
+    def close(self) -> None:
+        """Close the file; raise the storage's first failure, if any."""
+        if self.closed:
+            return
+        try:
+            if self.failure is None:
+                os.fsync(self._f.fileno())
+        except OSError as exc:
+            self.failure = exc
+        finally:
+            self._f.close()
+            super().close()
+        if self.failure is not None:
+            raise self.failure
 

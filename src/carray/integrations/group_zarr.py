@@ -227,4 +227,4 @@ class Writer:
         pass
 
     def discard(self) -> None:
-        pass
+        zarr_arrays.settle()  # nothing Zarr still writes may land after the failure

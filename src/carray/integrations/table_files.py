@@ -14,6 +14,7 @@ interrupted conversion leaves nothing at the destination.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from carray import attrvalues, table_csv, tables_interop
+from carray.container import close_or_discard
 from carray.errors import FormatError, UnsupportedDTypeError
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
@@ -357,9 +359,12 @@ def _write_table(reader: Any, tmp: str, total: int, progress: Progress | None,
             out = ctable(reader.schema.empty_table(), rootdir=tmp, mode="w",
                          storage_options=storage_options)
         out.attrs.update(attrs)
-    finally:
+    except BaseException:
         if out is not None:
-            out.close()
+            with contextlib.suppress(Exception):
+                out.discard()
+        raise
+    close_or_discard(out)
 
 
 def _write_dataset(reader: Any, tmp: str, fmt: Any, attrs: dict,

@@ -252,10 +252,12 @@ class CarrayBackendArray(BackendArray):
     """
 
     def __init__(self, path: str, column: str | None, shape: tuple[int, ...],
-                 dtype: np.dtype, storage_options: dict | None = None) -> None:
+                 dtype: np.dtype, storage_options: dict | None = None,
+                 version: str | None = None) -> None:
         self.path, self.column = path, column
         self.shape, self.dtype = shape, dtype
         self.storage_options = storage_options
+        self.version = version  # the earlier version asked for (None: the newest)
         self._source: Any = None
         self._lock = threading.Lock()
 
@@ -272,7 +274,13 @@ class CarrayBackendArray(BackendArray):
         if self._source is None:
             from carray import registry
 
-            opened = registry.open_any(self.path, "r", self.storage_options)
+            if self.version is None:
+                opened = registry.open_any(self.path, "r", self.storage_options)
+            else:
+                from carray.toplevel import open as open_container
+
+                opened = open_container(self.path, "r", storage_options=self.storage_options,
+                                        version=self.version)
             self._source = opened if self.column is None else opened.cols[self.column]
         return self._source
 
@@ -306,12 +314,13 @@ def _dims(name: str, ndim: int, attrs: dict, first: str | None = None) -> tuple[
 
 
 def _variable(path: str, column: str | None, name: str, a: Any, attrs: dict,
-              storage_options: dict | None, first: str | None = None) -> xr.Variable:
+              storage_options: dict | None, first: str | None = None,
+              version: str | None = None) -> xr.Variable:
     is_strings = a.dtype.kind in "OT" or a.dtype == object
     dtype = np.dtype(object) if is_strings else a.dtype
     dims = _dims(name, len(a.shape), attrs, first)
     lazy = indexing.LazilyIndexedArray(
-        CarrayBackendArray(path, column, tuple(a.shape), dtype, storage_options))
+        CarrayBackendArray(path, column, tuple(a.shape), dtype, storage_options, version))
     var = xr.Variable(dims, lazy, {k: v for k, v in attrs.items() if k not in DIM_ATTRS})
     chunks = getattr(a, "chunks", None)
     if chunks is None:  # a string column: runs of rows
@@ -324,8 +333,10 @@ def _variable(path: str, column: str | None, name: str, a: Any, attrs: dict,
 class CarrayDataStore(AbstractDataStore):
     """A carray (one variable) or a ctable (one variable per column) as an xarray store."""
 
-    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
+                 at: dict[str, Any] | None = None) -> None:
         from carray import registry
+        from carray.toplevel import open as open_container
 
         self.path = os.fspath(path)
         self.storage_options = storage_options
@@ -335,7 +346,10 @@ class CarrayDataStore(AbstractDataStore):
                              "ctable (open it with its own backend)")
         self._variables: dict[str, xr.Variable] = {}
         self._attrs: dict = {}
-        with self.format.open(self.path, "r", storage_options) as c:
+        at = {k: v for k, v in (at or {}).items() if v is not None}
+        c: Any
+        with open_container(self.path, "r", storage_options=storage_options, **at) as c:
+            version = c.version if at else None  # the arrays read that one too
             if self.format.kind == "table":
                 self._attrs = dict(c.attrs.getall())
                 for name in c.names:
@@ -343,12 +357,12 @@ class CarrayDataStore(AbstractDataStore):
                     col_attrs = getattr(col, "attrs", None)  # nested columns have none
                     self._variables[name] = _variable(
                         self.path, name, name, col, dict(col_attrs or {}), storage_options,
-                        ROW_DIM)
+                        ROW_DIM, version)
             else:
                 attrs = dict(c.attrs.getall())
                 name = str(attrs.pop("name", None) or _stem(self.path))
                 self._variables[name] = _variable(self.path, None, name, c, attrs,
-                                                  storage_options)
+                                                  storage_options, version=version)
 
     def get_variables(self) -> dict:
         return dict(self._variables)
@@ -379,21 +393,25 @@ class CarrayBackendEntrypoint(BackendEntrypoint):
     stem), with dimensions from its ``dims`` (or ``_ARRAY_DIMENSIONS``) attribute;
     a table becomes one variable per column along the ``row`` dimension (with the
     column's attributes), its attributes the dataset's.  Variables are lazy; ``chunks={}`` gives dask arrays
-    chunked as carray's chunks.
+    chunked as carray's chunks.  ``version=``, ``tag=`` or ``as_of=`` open an earlier
+    version (as :func:`carray.open` does), which every variable then reads.
     """
 
     description = "carray directories, bcolz and .b2nd arrays, and ctables"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "mask_and_scale",
                                "decode_times", "decode_coords", "use_cftime",
-                               "decode_timedelta", "storage_options")
+                               "decode_timedelta", "storage_options", "version", "tag",
+                               "as_of")
 
     def open_dataset(self, filename_or_obj, *, drop_variables: str | Iterable[str] | None = None,
                      mask_and_scale=True, decode_times=True, decode_coords=True,
                      use_cftime=None, decode_timedelta=None,
-                     storage_options: dict | None = None) -> xr.Dataset:
+                     storage_options: dict | None = None, version: str | None = None,
+                     tag: str | None = None, as_of: Any = None) -> xr.Dataset:
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError("the carray backend opens datasets by path or URL")
-        store = CarrayDataStore(filename_or_obj, storage_options)
+        store = CarrayDataStore(filename_or_obj, storage_options,
+                                {"version": version, "tag": tag, "as_of": as_of})
         return StoreBackendEntrypoint().open_dataset(
             store, mask_and_scale=mask_and_scale, decode_times=decode_times,
             decode_coords=decode_coords, drop_variables=drop_variables,

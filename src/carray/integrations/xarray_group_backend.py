@@ -166,14 +166,16 @@ class GroupDataStore(AbstractDataStore):
         pass  # the handle is the source's; nothing else stays open
 
 
-def _open(filename_or_obj: Any, version: str | None, tag: str | None,
+def _open(filename_or_obj: Any, version: str | None, tag: str | None, as_of: Any,
           storage_options: dict | None) -> tuple[Any, _Source]:
-    """The root group asked for, and the source its arrays reopen."""
+    """The root group asked for, and the source its arrays reopen (at the version found
+    for ``version``, ``tag`` or ``as_of``, by its id)."""
     import carray as ca
 
     if is_group(filename_or_obj):
-        if version is not None or tag is not None:
-            raise ValueError("version= and tag= open a group by its path, not an open group")
+        if version is not None or tag is not None or as_of is not None:
+            raise ValueError("version=, tag= and as_of= open a group by its path, not an "
+                             "open group")
         root = filename_or_obj
         return root, _Source(root.url, root.version if root.url else None,
                              storage_options, root)
@@ -181,7 +183,7 @@ def _open(filename_or_obj: Any, version: str | None, tag: str | None,
         raise ValueError("the carray_group backend opens a group by its path or URL, or an "
                          f"open carray Group; got {type(filename_or_obj).__name__}")
     path = os.fspath(filename_or_obj)
-    root = ca.open_group(path, mode="r", version=version, tag=tag,
+    root = ca.open_group(path, mode="r", version=version, tag=tag, as_of=as_of,
                          storage_options=storage_options)
     return root, _Source(path, root.version, storage_options, root)
 
@@ -207,8 +209,9 @@ class GroupBackendEntrypoint(BackendEntrypoint):
     """Open carray groups with ``xarray.open_dataset(path)`` and ``xarray.open_datatree``
     (or ``engine="carray_group"``).
 
-    Backend arguments: ``group="a/b"`` (a sub-group), ``version=`` / ``tag=`` (an older
-    version of the group), ``storage_options`` (remote paths).
+    Backend arguments: ``group="a/b"`` (a sub-group), ``version=`` / ``tag=`` / ``as_of=``
+    (an older version of the group; ``as_of`` a time, as :func:`carray.open_group`
+    takes it), ``storage_options`` (remote paths).
     """
 
     description = "carray groups (arrays with named dimensions, versioned together)"
@@ -217,7 +220,7 @@ class GroupBackendEntrypoint(BackendEntrypoint):
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "mask_and_scale",
                                "decode_times", "concat_characters", "decode_coords",
                                "use_cftime", "decode_timedelta", "group", "version", "tag",
-                               "storage_options")
+                               "as_of", "storage_options")
 
     def open_dataset(self, filename_or_obj: Any, *,
                      drop_variables: str | Iterable[str] | None = None,
@@ -225,9 +228,9 @@ class GroupBackendEntrypoint(BackendEntrypoint):
                      concat_characters: Any = True, decode_coords: Any = True,
                      use_cftime: Any = None, decode_timedelta: Any = None,
                      group: str | None = None, version: str | None = None,
-                     tag: str | None = None, storage_options: dict | None = None
-                     ) -> xr.Dataset:
-        root, source = _open(filename_or_obj, version, tag, storage_options)
+                     tag: str | None = None, as_of: Any = None,
+                     storage_options: dict | None = None) -> xr.Dataset:
+        root, source = _open(filename_or_obj, version, tag, as_of, storage_options)
         store = GroupDataStore(source, _node(root, group).path)
         return StoreBackendEntrypoint().open_dataset(
             store, mask_and_scale=mask_and_scale, decode_times=decode_times,
@@ -238,11 +241,12 @@ class GroupBackendEntrypoint(BackendEntrypoint):
     def open_groups_as_dict(self, filename_or_obj: Any, *,
                             drop_variables: str | Iterable[str] | None = None,
                             group: str | None = None, version: str | None = None,
-                            tag: str | None = None, storage_options: dict | None = None,
+                            tag: str | None = None, as_of: Any = None,
+                            storage_options: dict | None = None,
                             **decoders: Any) -> dict[str, xr.Dataset]:
         """Every group from ``group`` (default the root) down, by path (``"/"``, ``"/a"``,
         ``"/a/b"``), each a Dataset of its own arrays."""
-        root, source = _open(filename_or_obj, version, tag, storage_options)
+        root, source = _open(filename_or_obj, version, tag, as_of, storage_options)
         top = _node(root, group)
         out = {}
         for path in _group_paths(top):

@@ -44,6 +44,8 @@ from carray.integrations.xarray_group_backend import (
     is_group,
 )
 from carray.params import CParams
+from carray.stores import resolve
+from carray.stores.staging import staged
 
 __all__ = ["GroupBackendArray", "GroupBackendEntrypoint", "GroupDataStore", "from_xarray"]
 
@@ -112,6 +114,8 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
         the group's are.  Nothing is written then.
     """
     plans = _checked_plans(ds, mode, append_dim, encoding)  # before anything changes
+    if mode == "w" and isinstance(path, (str, os.PathLike)):
+        return _replace(path, plans, group, storage_options, storage)
     root = _open_root(path, mode, storage_options, append=append_dim is not None,
                       storage=storage)
     opened = root is not path and root.url is not None
@@ -129,6 +133,26 @@ def from_xarray(ds: xr.Dataset, path: Any, mode: str = "w", append_dim: str | No
 
         return ca.open_group(path, mode="r", storage_options=storage_options)
     return root
+
+
+def _replace(path: str | os.PathLike, plans: list[tuple[str, _Plan]], group: str | None,
+             storage_options: dict | None, storage: dict | None = None) -> Any:
+    """A new group written whole at ``path`` (mode 'w'): built under a temporary name and
+    put in place once complete (:func:`carray.stores.staging.staged`), so a failure
+    leaves what was there; reopened read-only at the version written."""
+    import carray as ca
+
+    store, key = resolve(path, storage_options)
+    with staged(store, key, overwrite=True) as staging:
+        root = ca.group(staging.location, mode="w", storage_options=storage_options,
+                        storage=storage)
+        try:
+            _write_all(root, (group or "").strip("/"), plans, replace=True)
+        except BaseException:
+            root.discard()  # members closed without writing: their files let go
+            raise
+        root.close()  # (members whose last write fails are let go all the same)
+    return ca.open_group(path, mode="r", storage_options=storage_options)
 
 
 def _checked_plans(ds: Any, mode: str, append_dim: str | None,

@@ -16,6 +16,7 @@ and infinities, complex numbers, datetimes, tuples, ...) as
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Iterable, Iterator
@@ -245,6 +246,24 @@ def write_zarr(path: str, shape: tuple[int, ...], dtype: np.dtype,
                           compressors=compressors_for(cparams),
                           attributes=encode_attrs(dict(attrs or {})),
                           overwrite=True, **kwargs)
-    for start, block in blocks:
-        z[start:start + len(block)] = block
+    try:
+        for start, block in blocks:
+            z[start:start + len(block)] = block
+    except BaseException:
+        settle()
+        raise
+
+
+def settle() -> None:
+    """Wait for the writes Zarr started and has not finished: when one of a call's chunk
+    writes fails, the others go on running on Zarr's event loop, and would write into a
+    directory being removed."""
+    from zarr.core.sync import sync
+
+    async def drain() -> None:
+        here = asyncio.current_task()
+        await asyncio.gather(*(t for t in asyncio.all_tasks() if t is not here),
+                             return_exceptions=True)
+
+    sync(drain())
 

@@ -5,7 +5,8 @@ datasets on disk use the superchunk layout unless ``format="bcolz"`` or
 ``format="b2nd"`` (python-blosc2 frames; the default for paths ending in
 ``.b2nd``) is asked for; existing ones are told apart by what is on disk.
 
-A writable open or create takes the writer's lock (:mod:`carray.stores.lock`)
+A writable open or create takes the writer's lock (:mod:`carray.stores.lock`),
+waiting ``storage={"lock_timeout": seconds}`` for another process's writer to close,
 unless ``storage={"lock": False}`` says a coordinating writer already holds it
 (parallel writers of whole files, see :mod:`carray.engine.units`); one for
 ``mode='w'`` takes the dataset over from this process's older handles.
@@ -28,7 +29,7 @@ from carray.layouts.memory import MemoryLayout
 from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
 from carray.problems import Finding
 from carray.stores import LOCAL, Store
-from carray.stores.lock import WriteLock
+from carray.stores.lock import WriteLock, timeout_of
 
 FORMATS = ("superchunk", "bcolz", "b2nd", "caterva")
 #: Extension of a path that makes a new array a Blosc2 frame (python-blosc2's own).
@@ -81,13 +82,16 @@ def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
     rootdir = os.fspath(rootdir)
     fmt = format or default_format(rootdir)
     storage = dict(storage or {})
+    timeout = timeout_of(storage)
+    storage.pop("lock_timeout", None)
     # A member of a dataset of several arrays (a table's column) is locked with it.
     locking = storage.pop("lock", True) and storage.get("member") is None
     if locking:
         refuse_member(store, rootdir)
     # A dataset being replaced (mode 'w') must not be open for writing elsewhere; this
     # process's own older handles are closed (taken over).
-    old_lock = WriteLock.acquire(store, rootdir, take_over=mode == "w") if locking else None
+    old_lock = WriteLock.acquire(store, rootdir, take_over=mode == "w", timeout=timeout) \
+        if locking else None
     try:
         layout: Layout
         if fmt in ("b2nd", "caterva"):  # caterva: the same frame, caterva 0.7's metalayer
@@ -114,7 +118,7 @@ def refuse_member(store: Store, rootdir: str) -> None:
     if note is None:
         return
     dataset, name = note
-    lock = WriteLock.acquire(store, dataset)
+    lock = WriteLock.acquire(store, dataset, timeout=0)
     if lock is not None:
         lock.release()
     raise ContainerExistsError(f"{store.url(rootdir)} is {name!r} of the table at "
@@ -154,7 +158,7 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
     readonly = readonly or pinned
     # Taken before anything is read: opening for writing may recover an interrupted commit.
     # A member of a dataset of several arrays (a table's column) is locked with it.
-    lock = WriteLock.acquire(store, rootdir, take_over=take_over) \
+    lock = WriteLock.acquire(store, rootdir, take_over=take_over, timeout=timeout_of(storage)) \
         if not readonly and storage.get("lock", True) and storage.get("member") is None \
         else None
     opened: tuple[Layout, ArrayMeta, int]

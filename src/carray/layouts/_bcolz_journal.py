@@ -29,12 +29,13 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from carray._tempnames import is_temporary
+
 JOURNAL_FILE = "journal"
 STAGED_SUFFIX = ".staged"
 _MAGIC = b"CAJB"
 _HEAD = struct.Struct("<4sI")  # magic, crc32 of the JSON that follows
 _STAGED = re.compile(r"__(\d+)\.blp\.staged")
-_TEMPORARY = re.compile(r"__\d+\.blp(\.staged)?\.\d+\.tmp")
 
 
 def staged_name(nchunk: int) -> str:
@@ -44,7 +45,7 @@ def staged_name(nchunk: int) -> str:
 
 def is_leftover(name: str) -> bool:
     """Whether a file in ``data/`` is a staged or temporary file of an unfinished write."""
-    return bool(_STAGED.fullmatch(name) or _TEMPORARY.fullmatch(name))
+    return bool(_STAGED.fullmatch(name)) or is_temporary(name)
 
 
 @dataclass(frozen=True)

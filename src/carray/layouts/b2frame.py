@@ -52,6 +52,7 @@ import numpy as np
 
 from carray import attrvalues
 from carray import geometry as geo
+from carray._tempnames import is_temporary, temporary_name
 from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, ChunkBytes, read_header
 from carray.codecs.checksums import get_checksum
 from carray.codecs.pages import PAGE_SIZE, ChunkDigests
@@ -80,13 +81,13 @@ from carray.layouts._b2frame_meta import (
 from carray.layouts._b2frame_plugins import frame_decoded
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, clear_for_create
 from carray.stores import LOCAL, Handle, Store
+from carray.stores.staging import remove_quietly
 
 __all__ = ["DEAD_SHARE", "B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
 _NOT_STORED = (_chunk.ZERO, _chunk.NAN, _chunk.UNINIT)
 _READERS = 256  # chunk readers kept (see B2ndLayout.chunk_reader)
 _CHUNK_FILE = re.compile(r"([0-9A-F]{8})\.chunk")
-_TMP_FILE = re.compile(r".+\.\d+\.tmp")
 
 
 class B2ndLayout(FrameCommits, Layout):
@@ -180,16 +181,13 @@ class B2ndLayout(FrameCommits, Layout):
             store.put(path, (header, index, trailer), fsync=fsync)
         else:
             # Built under a temporary name so a half-made directory is never a frame.
-            tmp = f"{path}.{os.getpid()}.tmp"
-            if store.exists(tmp):
-                store.rmtree(tmp)
+            tmp = temporary_name(path)
             store.makedirs(tmp)
             try:
                 store.put(store.join(tmp, SPARSE_INDEX), (header, index, trailer), fsync=fsync)
                 store.rename(tmp, path)
             except BaseException:
-                if store.exists(tmp):
-                    store.rmtree(tmp)
+                remove_quietly(store, tmp)
                 raise
         if fsync:
             store.sync_dir(parent)
@@ -328,7 +326,7 @@ class B2ndLayout(FrameCommits, Layout):
         for name in self.store.listdir(self.path):
             m = _CHUNK_FILE.fullmatch(name)
             orphan = m is not None and int(m.group(1), 16) not in self._committed_files
-            if orphan or _TMP_FILE.fullmatch(name):
+            if orphan or is_temporary(name):
                 try:
                     self.store.delete(self.store.join(self.path, name))
                     removed = True

@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import re
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from carray import _parallel
+from carray._tempnames import temporary_name
 from carray.chunkio import ChunkReader as ChunkReader  # re-exported: layouts build them
 from carray.codecs.blosc import ChunkBytes
 from carray.errors import (
@@ -24,7 +24,7 @@ from carray.errors import (
 from carray.grid import NDGrid
 from carray.params import CParams
 from carray.shapes import row_chunk_tail
-from carray.stores import LOCAL, Store
+from carray.stores import LOCAL, Store, staging
 from carray.stores.lock import WriteLock
 
 # Sidecar files are named by their kind and a number (``zonemap_000003.npy``).
@@ -408,7 +408,10 @@ class Layout(abc.ABC):
 
 def clear_for_create(store: Store, path: str, mode: str) -> None:
     """Make room for a new dataset at ``path``: refuse an existing one unless ``mode``
-    is 'w', which removes it (a directory, a file or a link)."""
+    is 'w', which removes it (a directory, a file or a link).  What killed writers left
+    beside it goes too (:func:`carray.stores.staging.sweep`).  The caller holds the
+    old dataset's writer's lock."""
+    staging.sweep(store, path)
     if not store.exists(path):
         return
     if mode != "w":
@@ -416,23 +419,17 @@ def clear_for_create(store: Store, path: str, mode: str) -> None:
             f"{store.url(path)}: already exists; open it, or pass mode='w' to replace it")
     if not store.remote and store.isdir(path):
         # One rename clears the name; unlinking the old files one by one is left to a
-        # background thread, off the writer's path (a crash meanwhile leaves the hidden
-        # directory behind, nothing else).
-        trash = store.join(store.dirname(path),
-                           f".{store.basename(path)}.replaced-{uuid.uuid4().hex[:12]}")
+        # background thread, off the writer's path (a process killed meanwhile leaves it
+        # under a temporary name, which the next writer of ``path`` removes).
+        trash = temporary_name(path)
         try:
             store.rename(path, trash)
         except OSError:
             store.rmtree(path)
         else:
-            _parallel.in_background(_remove_quietly, store, trash)
+            _parallel.in_background(staging.remove_quietly, store, trash)
         return
     store.rmtree(path)
-
-
-def _remove_quietly(store: Store, path: str) -> None:
-    with contextlib.suppress(OSError):
-        store.rmtree(path)
 
 
 class Sidecars:

@@ -11,15 +11,14 @@ apply atomically (on a local file system: a temporary file, then a rename).
 from __future__ import annotations
 
 import errno
-import os
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from carray._fileio import atomic_create
+from carray._tempnames import temporary_name
 from carray.stores.base import Handle, Parts, Store, iter_parts, typed_errors
 
 #: Bytes of recently read ranges kept per store, and the largest range kept.
@@ -263,7 +262,7 @@ class FsspecStore(Store):
             self.fs.pipe_file(path, blob)  # one request: object stores apply it whole
             return
         # A file system writing in place would show readers a half-written file.
-        tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp = temporary_name(path)
         try:
             self.fs.pipe_file(tmp, blob)
             self.fs.mv(tmp, path)

@@ -1,11 +1,14 @@
 """One writer at a time: an exclusive lock held by each handle open for writing.
 
-A writable open takes its own :class:`WriteLock` on the dataset; a second
-writable open of the same dataset by another process then gets
-:class:`carray.errors.LockError` at once instead of waiting.  Readers never take
-it.  Writers that a holder coordinates (e.g. the parallel tasks of
-:mod:`carray.integrations.dask`, whose driver holds the lock) open with
-``storage={"lock": False}`` and take none.
+A writable open takes its own :class:`WriteLock` on the dataset; a second writable
+open of the same dataset by another process waits for it up to ``lock_timeout``
+seconds (the storage option ``storage={"lock_timeout": seconds}``, default
+:data:`DEFAULT_TIMEOUT`) and then gets :class:`carray.errors.LockError`, naming the
+process that holds it (its id and host, where the system tells: Linux lists every
+``flock`` in ``/proc/locks``, so nothing is written for it and nothing goes stale when
+the holder is killed).  Readers never take it.  Writers that a holder coordinates
+(e.g. the parallel tasks of :mod:`carray.integrations.dask`, whose driver holds the
+lock) open with ``storage={"lock": False}`` and take none.
 
 Within one process, a ``mode='w'`` open replaces the dataset, so it *takes it
 over* from this process's older handles (a notebook cell run again): each holder
@@ -13,8 +16,8 @@ registered with :meth:`WriteLock.on_takeover` is closed without flushing, and th
 open goes on.  A dataset inside another one that a handle of this process holds
 (a table's column) is not taken over on its own: the table's lock covers it.  A
 ``mode='a'`` open keeps what is there, so it never drops another handle's
-changes: it gets ``LockError`` while an older writable handle of this process
-exists, as a second process does.
+changes: it gets ``LockError`` at once while an older writable handle of this
+process exists (waiting for it would wait for ourselves).
 
 The lock is ``flock`` on the dataset directory itself (no extra file), or, for a
 single-file dataset, on ``<file>.lock`` beside it, removed again on release.
@@ -30,11 +33,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
+import socket
 import threading
+import time
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from carray.errors import LockError
 from carray.stores.base import Store, storage_error
@@ -46,6 +53,22 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks here
     fcntl = None  # type: ignore[assignment]
 
 LOCK_SUFFIX = ".lock"
+#: Seconds a writer waits for another process's writer to close (``lock_timeout``).
+DEFAULT_TIMEOUT = 10.0
+# The longest sleep between two tries while waiting.
+_MAX_POLL = 0.05
+
+
+def timeout_of(storage: Mapping[str, Any] | None) -> float:
+    """The ``lock_timeout`` of a ``storage`` option dict (:data:`DEFAULT_TIMEOUT` when
+    it gives none), checked: a number of seconds, 0 or more (``math.inf``: forever)."""
+    value = (storage or {}).get("lock_timeout")
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            math.isnan(value) or value < 0:
+        raise ValueError(f"lock_timeout must be a number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 class WriteLock:
@@ -64,7 +87,8 @@ class WriteLock:
 
     @classmethod
     def acquire(cls, store: Store, path: str, *, take_over: bool = False,
-                on_takeover: Callable[[str], None] | None = None) -> WriteLock | None:
+                on_takeover: Callable[[str], None] | None = None,
+                timeout: float | None = None) -> WriteLock | None:
         """A new lock on ``path`` in ``store``, or None where nothing can be locked.
 
         Parameters
@@ -74,30 +98,52 @@ class WriteLock:
             (those registered with :meth:`on_takeover`) and take it.
         on_takeover : callable, optional
             Registered with :meth:`on_takeover` on the new lock.
+        timeout : float, optional
+            Seconds to wait while another process holds it (default
+            :data:`DEFAULT_TIMEOUT`).
 
         Raises
         ------
         LockError
-            Another handle, of this process or another, holds it (and, with
-            ``take_over``, is not one this process can close).
+            Another handle of this process holds it (and, with ``take_over``, is not
+            one this process can close), or another process held it for ``timeout``
+            seconds (the message names that process where the system tells).
         """
         if fcntl is None or not isinstance(store, LocalStore) or not os.path.lexists(path):
             return None
-        lock = _take(path)
-        if lock is None and take_over and _close_holders(path):
+        wait = DEFAULT_TIMEOUT if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        pause = 0.001
+        while True:
             lock = _take(path)
-        if lock is None and _held_here(path):
-            # The holder may be a handle of ours that only a cycle keeps alive.
-            gc.collect()
-            lock = _take(path)
-        if lock is None:
-            raise LockError(f"{path}: already open for writing elsewhere (another handle "
-                            "in this process, or another process); close that handle "
-                            "first, or open with mode='r' (mode='w' replaces the dataset "
-                            "and takes it over from this process's older handles)")
+            if lock is None and take_over and _close_holders(path):
+                lock = _take(path)
+            if lock is None and _held_here(path):
+                # The holder may be a handle of ours that only a cycle keeps alive.
+                gc.collect()
+                lock = _take(path)
+                if lock is None:
+                    raise LockError(f"{path}: already open for writing by another handle "
+                                    "in this process; close that handle first, or open with "
+                                    "mode='r' (mode='w' replaces the dataset and takes it "
+                                    "over from this process's older handles)")
+            if lock is not None:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LockError(f"{path}: already open for writing by {holder_of(path)}; "
+                                f"waited {wait:g} s for it to close (storage option "
+                                "lock_timeout); close that writer, or open with mode='r'")
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, _MAX_POLL)
         if on_takeover is not None:
             lock.on_takeover(on_takeover)
         return lock
+
+    def moved_to(self, path: str) -> None:
+        """Say that the locked directory now has the name ``path`` (it was renamed: the
+        lock is on the directory itself, so it moved with it)."""
+        self.path = path
 
     def on_takeover(self, close: Callable[[str], None]) -> None:
         """Have ``close(reason)`` (a bound method of the handle holding this lock) called
@@ -231,3 +277,31 @@ def _same_file(fd: int, path: str) -> bool:
         return False
     own = os.fstat(fd)
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+
+def holder_of(path: str) -> str:
+    """Who holds the lock on ``path``, as the message of a refused writer says it: "process
+    <pid> on <host>" where ``/proc/locks`` lists it, else "another process"."""
+    try:
+        st = os.stat(_target(path)[0])
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return "another process"
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    exact: set[str] = set()
+    by_inode: set[str] = set()
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2572534 0 EOF"; waiters have a "->".
+        if len(fields) < 6 or fields[1] != "FLOCK" or fields[3] != "WRITE":
+            continue
+        dev, _, ino = fields[5].rpartition(":")
+        if ino != str(st.st_ino):
+            continue
+        (exact if dev == device else by_inode).add(fields[4])
+    # Some file systems (btrfs subvolumes, overlays) list another device than stat says.
+    pids = exact or (by_inode if len(by_inode) == 1 else set())
+    if len(pids) != 1:
+        return "another process"
+    return f"process {pids.pop()} on {socket.gethostname()}"
