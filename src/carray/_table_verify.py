@@ -8,7 +8,6 @@ verifier; nothing is written.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from carray.errors import CArrayError
@@ -19,7 +18,7 @@ from carray.problems import Checked, Finding, Problem, tally
 from carray.stores import Store
 from carray.table_store import ROOTDIRS, check_name, is_versioned_table, member_names
 from carray.versions import Repository
-from carray.vlstring import MARKER, StringColumn, is_string_column
+from carray.vlstring import MARKER, StringColumn, check_string_marker, is_string_column
 
 
 def verify_table(store: Store, root: str) -> Iterator[Finding]:
@@ -115,12 +114,9 @@ def _verify_column(store: Store, key: str, name: str) -> Iterator[Finding]:
 def _verify_strings(store: Store, key: str, name: str) -> Iterator[Finding]:
     url = store.url(key)
     try:
-        marker = json.loads(store.get(store.join(key, MARKER)))
-    except (ValueError, UnicodeDecodeError) as exc:
-        yield Problem(store.url(store.join(key, MARKER)), "", f"bad {MARKER}: {exc}")
-        return
-    if not isinstance(marker, dict) or marker.get("version") != 1:
-        yield Problem(url, "", f"string column {name!r}: unsupported marker {marker!r}")
+        check_string_marker(store, key)
+    except CArrayError as exc:
+        yield Problem.from_error(exc, store.url(store.join(key, MARKER)))
         return
     clean = True
     for part in ("offsets", "values"):

@@ -252,10 +252,12 @@ class CarrayBackendArray(BackendArray):
     """
 
     def __init__(self, path: str, column: str | None, shape: tuple[int, ...],
-                 dtype: np.dtype, storage_options: dict | None = None) -> None:
+                 dtype: np.dtype, storage_options: dict | None = None,
+                 version: str | None = None) -> None:
         self.path, self.column = path, column
         self.shape, self.dtype = shape, dtype
         self.storage_options = storage_options
+        self.version = version  # the version described: read at it, never at a newer one
         self._source: Any = None
         self._lock = threading.Lock()
 
@@ -272,7 +274,13 @@ class CarrayBackendArray(BackendArray):
         if self._source is None:
             from carray import registry
 
-            opened = registry.open_any(self.path, "r", self.storage_options)
+            if self.version is None:
+                opened = registry.open_any(self.path, "r", self.storage_options)
+            else:
+                import carray as ca
+
+                opened = ca.open(self.path, "r", storage_options=self.storage_options,
+                                 version=self.version)
             self._source = opened if self.column is None else opened.cols[self.column]
         return self._source
 
@@ -306,12 +314,13 @@ def _dims(name: str, ndim: int, attrs: dict, first: str | None = None) -> tuple[
 
 
 def _variable(path: str, column: str | None, name: str, a: Any, attrs: dict,
-              storage_options: dict | None, first: str | None = None) -> xr.Variable:
+              storage_options: dict | None, first: str | None = None,
+              version: str | None = None) -> xr.Variable:
     is_strings = a.dtype.kind in "OT" or a.dtype == object
     dtype = np.dtype(object) if is_strings else a.dtype
     dims = _dims(name, len(a.shape), attrs, first)
     lazy = indexing.LazilyIndexedArray(
-        CarrayBackendArray(path, column, tuple(a.shape), dtype, storage_options))
+        CarrayBackendArray(path, column, tuple(a.shape), dtype, storage_options, version))
     var = xr.Variable(dims, lazy, {k: v for k, v in attrs.items() if k not in DIM_ATTRS})
     chunks = getattr(a, "chunks", None)
     if chunks is None:  # a string column: runs of rows
@@ -336,6 +345,7 @@ class CarrayDataStore(AbstractDataStore):
         self._variables: dict[str, xr.Variable] = {}
         self._attrs: dict = {}
         with self.format.open(self.path, "r", storage_options) as c:
+            version = getattr(c, "version", None)
             if self.format.kind == "table":
                 self._attrs = dict(c.attrs.getall())
                 for name in c.names:
@@ -343,12 +353,12 @@ class CarrayDataStore(AbstractDataStore):
                     col_attrs = getattr(col, "attrs", None)  # nested columns have none
                     self._variables[name] = _variable(
                         self.path, name, name, col, dict(col_attrs or {}), storage_options,
-                        ROW_DIM)
+                        ROW_DIM, version)
             else:
                 attrs = dict(c.attrs.getall())
                 name = str(attrs.pop("name", None) or _stem(self.path))
                 self._variables[name] = _variable(self.path, None, name, c, attrs,
-                                                  storage_options)
+                                                  storage_options, version=version)
 
     def get_variables(self) -> dict:
         return dict(self._variables)

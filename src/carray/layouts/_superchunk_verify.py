@@ -20,13 +20,9 @@ from carray.errors import CArrayError
 from carray.grid import NDGrid
 from carray.layouts import superchunk_open
 from carray.layouts._superchunk_meta import (
-    META_DIR,
-    STORAGE_FILE,
-    StorageInfo,
     read_info,
     read_member_note,
 )
-from carray.layouts.bcolz import read_json
 from carray.layouts.superchunk import SuperchunkLayout
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
@@ -39,9 +35,8 @@ def verify(store: Store, root: str) -> Iterator[Finding]:
     """Yield every problem of the superchunk dataset at ``root`` (and each chunk checked):
     an array with versions of its own, a table's column (checked in every version of its
     table), or a directory written before versions."""
-    key = store.join(root, META_DIR, STORAGE_FILE)
     try:
-        StorageInfo.from_json(read_json(key, "meta/storage", store), store.url(key))
+        read_info(store, root)
         note = read_member_note(store, root)
     except CArrayError as exc:
         yield Problem.from_error(exc, store.url(root))

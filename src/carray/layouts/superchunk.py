@@ -48,6 +48,7 @@ from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
     DEFAULT_PAGE_SIZE,
     FORMAT_NAME,
+    FORMAT_VERSION,
     JOURNAL_FILE,
     META_DIR,
     SIZES_FILE,
@@ -584,10 +585,10 @@ class SuperchunkLayout(Layout):
     def _finish_upgrade(self) -> None:
         """The first version is published: record the new format, remove the old files."""
         store, meta_dir = self.store, self.store.join(self.rootdir, META_DIR)
-        info = self.info.replace(version=3, page_size=self.info.page_size or
+        info = self.info.replace(version=FORMAT_VERSION, page_size=self.info.page_size or
                                  (0 if self.files.compat or not self._dsize else
                                   DEFAULT_PAGE_SIZE))
-        store.put(store.join(meta_dir, STORAGE_FILE), dumps(info.to_json()), fsync=self.fsync)
+        store.put(store.join(meta_dir, STORAGE_FILE), info.encode(), fsync=self.fsync)
         for name in (SIZES_FILE, ATTRS_FILE, JOURNAL_FILE):
             try:
                 store.delete(store.join(meta_dir, name))
