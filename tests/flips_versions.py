@@ -97,7 +97,7 @@ def _array_reads(a: Any) -> dict[str, Callable[[], Any]]:
     return {
         "all": lambda: a[:],
         "slice": lambda: a[3:17] if a.ndim == 1 else a[3:11, 2:9],
-        "items": lambda: a[-3:] if a.ndim == 1 else a[-3:, [1, 18]],
+        "items": lambda: a[-3:] if a.ndim == 1 else a[-3:, [1, a.shape[1] - 1]],
         "per_chunk": lambda: one_per_chunk(a),
         "iter": lambda: np.array(list(a)),
         "sum": lambda: np.asarray(a.sum()),
@@ -153,13 +153,22 @@ def member_versions(path: str) -> dict[str, list[str]]:
 Read = tuple[str, str, str]  # (kind, path, version)
 
 
+#: The arrays of the table (each directory can be opened alone, at a table version).
+TABLE_MEMBERS = ("i", "s/offsets", "s/values", "c/codes", "c/dictionary/offsets",
+                 "c/dictionary/values", "x/values", "x/valid")
+
+
 def read_plan(kind: str, path: str) -> list[Read]:
-    """Every version to read: the dataset's, and for a group each member directory's
-    (a member is a dataset of its own, which can be opened alone)."""
+    """Every version to read: the dataset's; for a group each member directory's (a
+    member is a dataset of its own, which can be opened alone); for a table each of
+    its arrays opened alone (read whole)."""
     plan = [(kind, path, v) for v in versions_of(kind, path)]
     if kind == "group":
         plan += [("array", os.path.join(path, m), v) for m, vs in member_versions(path).items()
                  for v in vs]
+    if kind == "table":
+        plan += [("member", os.path.join(path, m), v) for m in TABLE_MEMBERS
+                 for v in versions_of(kind, path)]
     return plan
 
 
@@ -188,6 +197,8 @@ def reads(kind: str, path: str, version: str) -> dict[str, Any]:
     try:
         if kind == "group":
             paths = _group_reads(c, path, version)
+        elif kind == "member":
+            paths = {"all": lambda: c[:]}
         elif kind == "table":
             paths = _table_reads(c)
         else:
@@ -209,9 +220,12 @@ def same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, pd.DataFrame):
         return a.equals(b) and list(a.dtypes) == list(b.dtypes)
-    if isinstance(a, np.ma.MaskedArray):
-        return same(np.ma.getmaskarray(a), np.ma.getmaskarray(b)) and \
-            same(np.asarray(a.filled(a.fill_value)), np.asarray(b.filled(b.fill_value)))
+    if isinstance(a, np.ma.MaskedArray):  # (np.ma.masked too: a read of one item)
+        if a.dtype.names:
+            return a.dtype == b.dtype and all(same(a[n], b[n]) for n in a.dtype.names)
+        mask = np.ma.getmaskarray(a)
+        return same(mask, np.ma.getmaskarray(b)) and \
+            same(np.asarray(np.ma.getdata(a))[~mask], np.asarray(np.ma.getdata(b))[~mask])
     if isinstance(a, np.ndarray):
         if a.dtype != b.dtype or a.shape != b.shape:
             return False

@@ -30,6 +30,9 @@ _HEAD_READ = blosc.HEAD_READ
 # A record this small is read (and checked) whole by the first ranged read.
 _SMALL_RECORD = 2 * _HEAD_READ
 _CACHED_HEADS = 1024
+# Bytes a Blosc chunk adds at most to what it holds (its header; a chunk that does
+# not compress is stored as it is), with room to spare.
+_MAX_OVERHEAD = 4096
 
 
 class _Head(NamedTuple):
@@ -61,11 +64,16 @@ class RecordReader:
         Check digests; 'full' reads every chunk whole.
     absent : bytes or None
         What a chunk recorded as absent holds.
+    chunk_nbytes : int
+        Decoded bytes of a full stored chunk: what bounds a record's size (nothing is
+        read or allocated for a size an index entry claims beyond it).
     """
 
     def __init__(self, files: DataFiles, superchunksize: int, checksum: Checksum,
-                 page_size: int, verify: bool | str, absent: bytes | None) -> None:
+                 page_size: int, verify: bool | str, absent: bytes | None,
+                 chunk_nbytes: int) -> None:
         self._files, self._S, self._ck = files, superchunksize, checksum
+        self._max_cbytes = chunk_nbytes + _MAX_OVERHEAD
         self._dsize, self._page = checksum.size, page_size
         self.verify = verify
         self._absent = absent
@@ -75,6 +83,10 @@ class RecordReader:
         self.patches: dict[int, Any] = {}
 
     def _key(self, nchunk: int, e: Entry) -> Key:
+        if e.cbytes > self._max_cbytes:
+            raise FormatError(f"chunk {nchunk}: the index gives it {e.cbytes} bytes, more "
+                              f"than a chunk of this array can take ({self._max_cbytes})",
+                              self._files.url((nchunk // self._S, e.gen)), e.off)
         return (nchunk // self._S, e.gen)
 
     def read(self, key: Key, n: int, offset: int) -> bytes:

@@ -16,10 +16,11 @@ from typing import Any
 from carray import geometry as geo
 from carray.codecs import blosc
 from carray.codecs.pages import page_digests
-from carray.errors import CArrayError
+from carray.errors import CArrayError, FormatError
 from carray.grid import NDGrid
 from carray.layouts import superchunk_open
 from carray.layouts._superchunk_meta import (
+    META_DIR,
     read_info,
     read_member_note,
 )
@@ -94,6 +95,10 @@ def _verify_members(repo: Repository, manifest: Manifest, only: set[str] | None,
             member_root = store.join(repo.root, *member.path.split("/"))
             try:
                 info = read_info(store, member_root)
+                # What opening the member's directory alone reads (checked there too).
+                if read_member_note(store, member_root) is None:
+                    raise FormatError("meta/member file is missing",
+                                      store.url(store.join(member_root, META_DIR, "member")))
                 layout, meta, _ = superchunk_open.open_member(
                     dataset, member_root, info, member.name, member.path, True, False, True)
             except CArrayError as exc:

@@ -132,7 +132,7 @@ class SuperchunkLayout(Layout):
         self.sidecars = Sidecars(store, store.join(rootdir, META_DIR), readonly)
         self._fill_item, self._absent = absent_chunk(info)
         self.records = RecordReader(self.files, self._S, self._ck, self._page, verify,
-                                    self._absent)
+                                    self._absent, info.chunk_nbytes)
         self._lock = threading.RLock()
         self._stamps: dict[int, tuple[int, int]] = {}
         self._index: Any = IndexView.empty()
@@ -601,7 +601,7 @@ class SuperchunkLayout(Layout):
         self._page = info.page_size if self._dsize else 0
         self._legacy = None
         self.records = RecordReader(self.files, self._S, self._ck, self._page, self.verify,
-                                    self._absent)
+                                    self._absent, info.chunk_nbytes)
 
     # -- attributes -------------------------------------------------------------------------
 
