@@ -29,7 +29,7 @@ def build_array(root: Path) -> None:
     a = ca.carray(np.arange(200, dtype=np.int64), rootdir=str(root), chunklen=32,
                   storage=KEEP_ALL)
     a.append(np.arange(1000, 1050))
-    a.commit()
+    a.snapshot("release")  # a tag file too
     a[10:20] = -1
     a.commit()
     a.close()
@@ -163,6 +163,8 @@ def read_plan(kind: str, path: str) -> list[Read]:
     member is a dataset of its own, which can be opened alone); for a table each of
     its arrays opened alone (read whole)."""
     plan = [(kind, path, v) for v in versions_of(kind, path)]
+    if kind == "array":
+        plan.append(("tag", path, "release"))
     if kind == "group":
         plan += [("array", os.path.join(path, m), v) for m, vs in member_versions(path).items()
                  for v in vs]
@@ -190,6 +192,8 @@ def reads(kind: str, path: str, version: str) -> dict[str, Any]:
     try:
         if kind == "group":
             c = ca.open_group(path, version=version)
+        elif kind == "tag":
+            c = ca.open(path, mode="r", tag=version)
         else:
             c = ca.open(path, mode="r", version=version)
     except Exception as exc:  # noqa: BLE001
@@ -197,7 +201,7 @@ def reads(kind: str, path: str, version: str) -> dict[str, Any]:
     try:
         if kind == "group":
             paths = _group_reads(c, path, version)
-        elif kind == "member":
+        elif kind in ("member", "tag"):
             paths = {"all": lambda: c[:]}
         elif kind == "table":
             paths = _table_reads(c)

@@ -72,10 +72,15 @@ def verify_dataset(store: Store, root: str, only: set[str] | None = None
                 yield from _verify_version(store, root, manifest.id, seen)
             continue
         yield from _verify_members(repo, manifest, only, seen)
-    for name, vid in repo.tags().items():
+    for name in repo.tag_names():
+        url = store.url(store.join(root, VERSIONS_DIR, "tags", name))
+        try:
+            vid = repo.tag_target(name)
+        except CArrayError as exc:
+            yield Problem.from_error(exc, url)
+            continue
         if vid not in ids:
-            yield Problem(store.url(store.join(root, VERSIONS_DIR, "tags", name)), "",
-                          f"tag names version {vid!r}, which is not kept")
+            yield Problem(url, "", f"tag names version {vid!r}, which is not kept")
 
 
 def _verify_members(repo: Repository, manifest: Manifest, only: set[str] | None,
