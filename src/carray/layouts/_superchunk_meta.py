@@ -300,6 +300,8 @@ class Sizes:
     def from_json(cls, obj: Any, path: str) -> Sizes:
         if not isinstance(obj, dict):
             raise FormatError("meta/sizes must hold a JSON object", path)
+        check_keys(obj, ("shape", "length", "nbytes", "cbytes", "generation", "fill_chunks"),
+                   path, "meta/sizes")
         vals: list[Any] = [obj.get(k) for k in ("length", "nbytes", "cbytes", "generation")]
         if not all(_is_int(v) and v >= 0 for v in vals):
             raise FormatError("meta/sizes needs ints >= 0 for length, nbytes, cbytes and "
