@@ -381,10 +381,10 @@ class BcolzLayout(Layout):
                               shuffle=cp.get("shuffle", 1), quantize=cp.get("quantize") or 0)
         except (TypeError, ValueError) as exc:
             raise FormatError(f"bad cparams: {exc}", storage_path) from None
-        cbytes, nbytes = sizes.get("cbytes", 0), sizes.get("nbytes", 0)
-        _require(_is_int(cbytes) and cbytes >= 0 and _is_int(nbytes) and nbytes >= 0,
-                 f"nbytes and cbytes must be ints >= 0, got {nbytes!r} and {cbytes!r}",
-                 sizes_path)
+        # A statistic only (no read depends on it; a failed write may leave it off):
+        # taken as 0 when it is not a size, as before.
+        cbytes = sizes.get("cbytes", 0)
+        cbytes = cbytes if _is_int(cbytes) and cbytes >= 0 else 0
         expectedlen = storage.get("expectedlen", shape[0])
         _require(expectedlen is None or (_is_int(expectedlen) and expectedlen >= 0),
                  f"expectedlen must be an int >= 0, got {expectedlen!r}", storage_path)
