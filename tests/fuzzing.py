@@ -123,6 +123,9 @@ def _mutate_json(data: bytes, rng: random.Random) -> bytes | None:
         obj = json.loads(data)
     except ValueError:
         return None
+    # A file with a checksum keeps a valid one: the reader's checks of what it says
+    # are what the mutation reaches (a damaged checksum is the byte flips' part).
+    checked = isinstance(obj, dict) and obj.pop("crc32", None) is not None
     slots: list[tuple[object, object]] = []
 
     def walk(o: object, depth: int) -> None:
@@ -147,6 +150,10 @@ def _mutate_json(data: bytes, rng: random.Random) -> bytes | None:
         else:
             container[key] = rng.choice(_JSON_VALUES)
     try:
+        if checked and isinstance(obj, dict):
+            from carray.checkedjson import dumps_checked
+
+            return dumps_checked(obj)
         return json.dumps(obj).encode()
     except (ValueError, TypeError):
         return None

@@ -11,8 +11,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
 
 # Bottom to top: a module may import from its own layer and the layers below it.
 LAYERS: list[set[str]] = [
-    {"errors", "problems", "params", "_util", "safejson", "dtypes", "_fileio", "defaults",
-     "_html", "attrvalues", "attrpack", "_tempnames"},
+    {"errors", "problems", "params", "_util", "safejson", "checkedjson", "dtypes", "_fileio",
+     "defaults", "_html", "attrvalues", "attrpack", "_tempnames"},
     {"stores"},
     {"codecs", "_parallel"},
     {"geometry", "grid", "keys", "shapes", "chunkio"},

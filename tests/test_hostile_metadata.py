@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from metafiles import edit_meta
 
 import carray as ca
 from carray import registry
@@ -53,9 +54,7 @@ def _edit_manifest(root: Path, **changes) -> None:
 
 
 def _edit_json(path: Path, **changes) -> None:
-    obj = json.loads(path.read_text())
-    obj.update(changes)
-    path.write_text(json.dumps(obj) + "\n")
+    edit_meta(path, **changes)
 
 
 def _in_subprocess(code: str) -> str:

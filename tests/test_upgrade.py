@@ -41,7 +41,7 @@ def test_a_directory_of_format_2_reads_and_upgrades(tmp_path, name):
     vid = w.commit("after the upgrade")
     w.close()
     storage = json.loads((root / "meta" / "storage").read_text())
-    assert storage["format_version"] == 3
+    assert storage["format_version"] == 4 and "crc32" in storage
     assert not (root / "meta" / "sizes").exists() and not (root / "meta" / "attrs").exists()
     b = ca.open(str(root), mode="r")
     np.testing.assert_array_equal(b[:], np.concatenate([expected, expected[:2]]))

@@ -8,7 +8,6 @@ verifier; nothing is written.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from carray.errors import CArrayError
@@ -17,9 +16,16 @@ from carray.layouts._superchunk_verify import verify_dataset
 from carray.layouts.bcolz import ATTRS_FILE, BcolzLayout, read_json
 from carray.problems import Checked, Finding, Problem, tally
 from carray.stores import Store
-from carray.table_store import ROOTDIRS, check_name, is_versioned_table, member_names
+from carray.table_store import (
+    ROOTDIRS,
+    TABLE_FILE,
+    check_name,
+    check_table_marker,
+    is_versioned_table,
+    member_names,
+)
 from carray.versions import Repository
-from carray.vlstring import MARKER, StringColumn, is_string_column
+from carray.vlstring import MARKER, StringColumn, check_string_marker, is_string_column
 
 
 def verify_table(store: Store, root: str) -> Iterator[Finding]:
@@ -33,6 +39,12 @@ def verify_table(store: Store, root: str) -> Iterator[Finding]:
 def verify_versioned_table(store: Store, root: str) -> Iterator[Finding]:
     """Every kept version of a versioned table: its arrays (as every member of a dataset
     is checked), and what each version says of its columns against its members."""
+    if store.isfile(store.join(root, TABLE_FILE)):
+        try:
+            check_table_marker(store, root)
+        except CArrayError as exc:
+            yield Problem.from_error(exc, store.url(store.join(root, TABLE_FILE)))
+            return
     yield from verify_dataset(store, root)
     repo = Repository(store, root)
     for seq in repo.seqs():
@@ -41,6 +53,8 @@ def verify_versioned_table(store: Store, root: str) -> Iterator[Finding]:
         except CArrayError:
             continue  # reported above
         where = repo.url(seq)
+        if repo.committed(manifest):
+            yield from _open_version(store, root, manifest.id, where)
         meta = manifest.meta if isinstance(manifest.meta, dict) else {}
         columns = meta.get("columns")
         if meta.get("kind") != "table" or not isinstance(columns, dict):
@@ -63,6 +77,19 @@ def verify_versioned_table(store: Store, root: str) -> Iterator[Finding]:
         if any(n != length for n in lengths.values()):
             yield Problem(where, "", f"columns of {sorted(set(lengths.values()))} rows in a "
                           f"table of {length}")
+
+
+def _open_version(store: Store, root: str, version: str, where: str) -> Iterator[Problem]:
+    """Open the table at ``version`` as a reader does: every column of it, with the
+    markers of its string and category columns (the chunks are checked above)."""
+    from carray.table import ctable  # (the table imports what imports this module)
+
+    options = getattr(getattr(store, "fs", None), "storage_options", None) or None
+    try:
+        ctable(rootdir=store.url(root) if store.remote else root, mode="r",
+               version=version, storage_options=options if store.remote else None).close()
+    except CArrayError as exc:
+        yield Problem.from_error(exc, where)
 
 
 def verify_bcolz_table(store: Store, root: str) -> Iterator[Finding]:
@@ -115,12 +142,9 @@ def _verify_column(store: Store, key: str, name: str) -> Iterator[Finding]:
 def _verify_strings(store: Store, key: str, name: str) -> Iterator[Finding]:
     url = store.url(key)
     try:
-        marker = json.loads(store.get(store.join(key, MARKER)))
-    except (ValueError, UnicodeDecodeError) as exc:
-        yield Problem(store.url(store.join(key, MARKER)), "", f"bad {MARKER}: {exc}")
-        return
-    if not isinstance(marker, dict) or marker.get("version") != 1:
-        yield Problem(url, "", f"string column {name!r}: unsupported marker {marker!r}")
+        check_string_marker(store, key)
+    except CArrayError as exc:
+        yield Problem.from_error(exc, store.url(store.join(key, MARKER)))
         return
     clean = True
     for part in ("offsets", "values"):

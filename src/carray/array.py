@@ -41,7 +41,8 @@ from carray.stores import LOCAL, resolve
 from carray.zonemap import ZoneMap
 
 _T = TypeVar("_T")
-# Reads redone in mode 'r' when files changed under a reader, and what that raises.
+# Reads redone in mode 'r' when files changed under a reader of an array without
+# versions (bcolz, b2nd: files a writer rewrites in place), and what that raises.
 _REREADS = 3
 _CHANGED_UNDER_US = (FormatError, StorageError, FileNotFoundError)
 
@@ -242,25 +243,36 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
 
     def reopen(self) -> None:
         """Drop this handle's state and read the array again from storage (after other
-        processes wrote it, e.g. :func:`carray.integrations.dask.store`)."""
+        processes wrote it, e.g. :func:`carray.integrations.dask.store`).  A reader of a
+        versioned array reads the version it holds again (:meth:`refresh` moves it)."""
         if self._rootdir is None:
             return
+        held = self._held_version()
         self._engine.release()
         store, path = resolve(self._rootdir, self._storage_options)
         assert path is not None
         mode = "a" if self._mode == "w" else self._mode
         self._attach(ArrayEngine.open(path, store=store, mode=mode, fsync=self._engine.fsync,
                                       allow_pickle=self._engine.objects is not None,
-                                      storage=self._storage))
+                                      storage=self._storage,
+                                      at=None if held is None else {"version": held}))
+
+    def _held_version(self) -> str | None:
+        """The version a reader holds (None: a writer, or an array without versions)."""
+        return self._engine.version_id if self._mode == "r" else None
 
     def reopen_args(self) -> dict[str, Any]:
         """Keyword arguments that open this stored array again (mode 'a' or 'r')."""
         # A table's column reopens on its own (read-only): its table is not sent along.
         storage = {k: v for k, v in self._storage.items() if k != "member"}
-        return dict(rootdir=self._rootdir, mode="r" if self._mode == "r" or
+        args = dict(rootdir=self._rootdir, mode="r" if self._mode == "r" or
                     "member" in self._storage else "a",
                     allow_pickle=self._engine.objects is not None, fsync=self._engine.fsync,
                     storage=storage, storage_options=self._storage_options)
+        held = self._held_version()
+        if held is not None:
+            args["version"] = held  # the version it holds, not whatever is newest
+        return args
 
     # -- properties -----------------------------------------------------------------------
 
@@ -446,15 +458,25 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         return self.read_selection(orthogonal_key(np.asarray(indices, dtype=np.intp),
                                                 self.shape))
 
+    def _rereads(self) -> bool:
+        """Whether a failed read is tried again on the files as last committed: only by a
+        reader of an array without versions (bcolz, b2nd, a superchunk directory written
+        before versions), whose writer rewrites or drops chunk files in place.  A version
+        is immutable and held, so a read of one that fails is damage (or the version was
+        dropped): raised, never answered from another version."""
+        return self._mode == "r" and self._rootdir is not None and \
+            self._engine.version_id is None
+
     def _retrying(self, read: Callable[[], _T]) -> _T:
-        """``read()``; a reader whose files a writer changed meanwhile (a chunk rewritten in
-        place, or dropped) reads them again as last committed instead of failing (a few
-        times: a busy writer may change them again; damage fails every time)."""
+        """``read()``; a reader of an array without versions whose files a writer changed
+        meanwhile (a chunk rewritten in place, or dropped) reads them again as last
+        committed instead of failing (a few times: a busy writer may change them again;
+        damage fails every time)."""
         for _ in range(_REREADS):
             try:
                 return read()
             except _CHANGED_UNDER_US:
-                if self._mode != "r" or self._rootdir is None:
+                if not self._rereads():
                     raise
                 self.reopen()
         return read()
@@ -468,7 +490,7 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         try:  # the first try inline: a[i] in a loop is a few microseconds in all
             return self._get(key)
         except _CHANGED_UNDER_US:
-            if self._mode != "r" or self._rootdir is None:
+            if not self._rereads():
                 raise
         self.reopen()  # then as _retrying does
         return self._retrying(lambda: self._get(key))

@@ -23,7 +23,6 @@ them), or a table's :meth:`categorize`.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -40,6 +39,7 @@ from carray.category_values import (
     encode_into,
     plain_values,
 )
+from carray.checkedjson import dumps_checked, load_marker
 from carray.container import Container
 from carray.errors import (
     ContainerNotFoundError,
@@ -49,7 +49,6 @@ from carray.errors import (
 )
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
-from carray.safejson import load_json
 from carray.stores import LOCAL, Store, resolve
 from carray.versions.dataset import Membership
 from carray.vlstring import StringColumn
@@ -95,6 +94,20 @@ _MAX_CATEGORIES = int(np.iinfo(CODE_DTYPE).max)
 
 
 # -- the column -------------------------------------------------------------------------------
+
+
+def read_category_marker(store: Store, path: str) -> tuple[str, bool]:
+    """``(dictionary kind, ordered)`` from ``path/__category__`` (FormatError: not a
+    marker this build reads; ChecksumError: a damaged one)."""
+    key = store.join(path, MARKER)
+    marker = load_marker(store.get(key), store.url(key), MARKER, version_key="version",
+                         readable=(1, 2), checked_from=2,
+                         known=("format", "dictionary", "ordered"))
+    if marker.get("format", "carray-category") != "carray-category" or \
+            marker.get("dictionary") not in (STRING, ARRAY) or \
+            not isinstance(marker.get("ordered", False), bool):
+        raise FormatError(f"unsupported categorical column {marker!r:.80}", store.url(key))
+    return marker["dictionary"], marker.get("ordered", False)
 
 
 class CategoryColumn(Container):
@@ -152,10 +165,10 @@ class CategoryColumn(Container):
         kw: dict[str, Any] = dict(common, cparams=cparams, mode="a")
         if self._rootdir is not None:
             self._store.makedirs(self._path)
-            marker = {"format": "carray-category", "version": 1, "dictionary": self._kind,
+            marker = {"format": "carray-category", "version": 2, "dictionary": self._kind,
                       "ordered": self._ordered}
-            self._store.put(self._store.join(self._path, MARKER),
-                            (json.dumps(marker) + "\n").encode(), fsync=fsync)
+            self._store.put(self._store.join(self._path, MARKER), dumps_checked(marker),
+                            fsync=fsync)
         self._codes = carray(np.zeros(0, CODE_DTYPE), expectedlen=expected, chunklen=chunklen,
                              rootdir=self._sub("codes"), storage=self._member("codes"), **kw)
         empty = start.categories[:0]
@@ -176,11 +189,7 @@ class CategoryColumn(Container):
         key = self._store.join(self._path, MARKER)
         if not self._store.isfile(key):
             raise FormatError(f"not a categorical column (no {MARKER} marker)", self._rootdir)
-        marker = load_json(self._store.get(key), self._store.url(key), what=MARKER)
-        if not isinstance(marker, dict) or marker.get("version") != 1 or \
-                marker.get("dictionary") not in (STRING, ARRAY):
-            raise FormatError(f"unsupported categorical column {marker!r:.80}", self._rootdir)
-        self._kind, self._ordered = marker["dictionary"], bool(marker.get("ordered"))
+        self._kind, self._ordered = read_category_marker(self._store, self._path)
         mode = "r" if self._mode == "r" else "a"
         self._codes = carray(rootdir=self._sub("codes"), mode=mode,
                              storage=self._member("codes"), **common)

@@ -37,6 +37,7 @@ from numpy.lib.format import dtype_to_descr
 
 from carray import _parallel, attrvalues
 from carray.array import carray
+from carray.checkedjson import dumps_checked, load_marker
 from carray.errors import (
     ContainerExistsError,
     ContainerNotFoundError,
@@ -46,7 +47,6 @@ from carray.errors import (
 )
 from carray.group_rebase import merge_nodes
 from carray.layouts.base import clear_for_create
-from carray.safejson import load_json
 from carray.stores import Store, staging
 from carray.stores.lock import WriteLock
 from carray.table import ctable
@@ -57,13 +57,25 @@ from carray.versions.transaction import publish_together
 
 GROUP_FILE = "__group__"
 TXN_DIR = ".carray-transactions"
-_MARKER = b'{"format": "carray-group", "format_version": 1}\n'
+#: The marker: format version 2 carries a checksum; groups of version 1 read as before.
+_MARKER = dumps_checked({"format": "carray-group", "format_version": 2})
 _RESERVED = {GROUP_FILE, "versions", TXN_DIR}
 GROUP, ARRAY, TABLE = "group", "array", "table"
 #: Members flushed at once by a group commit, at most.
 MAX_PARALLEL_FLUSHES = 8
 #: Members keep every version: the group's versions name them.
 _KEEP_ALL = {"versions": "all"}
+
+
+def check_group_marker(store: Store, root: str) -> None:
+    """Raise FormatError unless ``root/__group__`` is a group marker this build reads
+    (ChecksumError: a damaged one)."""
+    key = store.join(root, GROUP_FILE)
+    marker = load_marker(store.get(key), store.url(key), GROUP_FILE,
+                         version_key="format_version", readable=(1, 2), checked_from=2,
+                         known=("format",))
+    if marker.get("format") != "carray-group":
+        raise FormatError(f"unsupported group marker {marker!r:.80}", store.url(key))
 
 
 def is_group(store: Store, path: str) -> bool:
@@ -205,10 +217,7 @@ class GroupTree:
         key = store.join(root, GROUP_FILE)
         if not store.isfile(key):
             raise ContainerNotFoundError(f"{store.url(root)}: no group here")
-        marker = load_json(store.get(key), store.url(key), what=GROUP_FILE)
-        if not isinstance(marker, dict) or marker.get("format") != "carray-group" or \
-                marker.get("format_version") != 1:
-            raise FormatError(f"unsupported group marker {marker!r:.80}", store.url(key))
+        check_group_marker(store, root)
         lock = None if readonly else WriteLock.acquire(store, root, timeout=timeout)
         try:
             repo = Repository(store, root, fsync)

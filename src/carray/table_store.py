@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from carray import attrvalues
+from carray.checkedjson import dumps_checked, load_marker
 from carray.errors import (
     ConflictError,
     ContainerNotFoundError,
@@ -35,7 +36,6 @@ from carray.errors import (
     VersionsUnsupportedError,
 )
 from carray.layouts.memory import MemoryLayout
-from carray.safejson import load_json
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
 from carray.table_rebase import rebase_table
@@ -58,7 +58,8 @@ ATTRS_FILE = "__attrs__"
 #: The directory of a table's index builds (:mod:`carray.table_index`).
 INDEX_DIR = "__indexes__"
 _RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
-_MARKER = b'{"format": "carray-table", "format_version": 3}\n'
+#: The marker: format version 4 carries a checksum; tables of version 3 read as before.
+_MARKER = dumps_checked({"format": "carray-table", "format_version": 4})
 #: What a column is, as a version records it (a nullable column: its values and
 #: validity, described as a nested column's fields are).
 ARRAY, STRING, NESTED, NULLABLE, CATEGORY = "array", "string", "nested", "nullable", "category"
@@ -76,6 +77,17 @@ def check_name(name: Any) -> str:
                          "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
                          "or NUL")
     return name
+
+
+def check_table_marker(store: Store, root: str) -> None:
+    """Raise FormatError unless ``root/__table__`` is a table marker this build reads
+    (ChecksumError: a damaged one)."""
+    key = store.join(root, TABLE_FILE)
+    marker = load_marker(store.get(key), store.url(key), TABLE_FILE,
+                         version_key="format_version", readable=(3, 4), checked_from=4,
+                         known=("format",))
+    if marker.get("format") != "carray-table":
+        raise FormatError(f"unsupported table directory {marker!r:.80}", store.url(key))
 
 
 def is_versioned_table(path: str | os.PathLike, store: Store = LOCAL) -> bool:
@@ -303,12 +315,8 @@ class VersionedTable(TableStorage):
              versions: Any = None) -> VersionedTable:
         """The table at ``root``: a reader holds the version asked for (the newest by
         default), a writer works on the newest."""
-        key = store.join(root, TABLE_FILE)
-        if store.isfile(key):
-            obj = load_json(store.get(key), store.url(key), what=TABLE_FILE)
-            if not isinstance(obj, dict) or obj.get("format") != "carray-table" or \
-                    obj.get("format_version") != 3:
-                raise FormatError(f"unsupported table directory {obj!r:.80}", store.url(key))
+        if store.isfile(store.join(root, TABLE_FILE)):
+            check_table_marker(store, root)
         if not Repository.exists_at(store, root):
             raise ContainerNotFoundError(f"{store.url(root)}: a table whose first version "
                                          "was never published (its creation was interrupted)")

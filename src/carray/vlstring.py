@@ -17,7 +17,6 @@ its two carrays do on theirs.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +25,7 @@ import numpy as np
 
 from carray.array import carray
 from carray.attrs import Attrs
+from carray.checkedjson import dumps_checked, load_marker
 from carray.compute.protocols import registered_method
 from carray.container import Container, refuse_own_source
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
@@ -34,13 +34,13 @@ from carray.layouts import refuse_member
 from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
-from carray.safejson import load_json
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock
 from carray.versions.dataset import Membership
 
 MARKER = "__vlstring__"
-_MARKER_TEXT = json.dumps({"format": "utf8", "offsets": "int64", "version": 1}) + "\n"
+#: The marker: version 2 carries a checksum; columns of version 1 read as before.
+_MARKER_BYTES = dumps_checked({"format": "utf8", "offsets": "int64", "version": 2})
 STRING_DTYPE = np.dtypes.StringDType()
 # Rows decoded at once in the numpy-only path bound the padded matrix to ~this size.
 _PAD_BUDGET = 1 << 24
@@ -48,6 +48,16 @@ _PAD_BUDGET = 1 << 24
 
 def is_string_column(path: str | os.PathLike, store: Store = LOCAL) -> bool:
     return store.isfile(store.join(os.fspath(path), MARKER))
+
+
+def check_string_marker(store: Store, path: str) -> None:
+    """Raise FormatError unless ``path/__vlstring__`` is a marker this build reads
+    (ChecksumError: a damaged one)."""
+    key = store.join(path, MARKER)
+    marker = load_marker(store.get(key), store.url(key), MARKER, version_key="version",
+                         readable=(1, 2), checked_from=2, known=("format", "offsets"))
+    if marker.get("format") != "utf8" or marker.get("offsets") != "int64":
+        raise FormatError(f"unsupported string column {marker!r:.80}", store.url(key))
 
 
 def wants_string_column(values: Any) -> bool:
@@ -242,7 +252,7 @@ class StringColumn(Container):
         self._values = carray(np.zeros(0, np.uint8), expectedlen=max(expected * 16, 1024),
                               rootdir=self._sub("values"), storage=self._member("values"), **kw)
         if self._rootdir is not None:
-            self._store.put(self._store.join(self._path, MARKER), _MARKER_TEXT.encode(),
+            self._store.put(self._store.join(self._path, MARKER), _MARKER_BYTES,
                             fsync=fsync)
         self._attrs = Attrs(self._attrs_layout(fsync), mode)
         if self._rootdir is not None:
@@ -292,10 +302,7 @@ class StringColumn(Container):
     def _open(self, fsync: bool) -> None:
         if not is_string_column(self._path, self._store):
             raise FormatError("not a string column (no __vlstring__ marker)", self._rootdir)
-        marker = load_json(self._store.get(self._store.join(self._path, MARKER)),
-                           str(self._rootdir), what=MARKER)
-        if not isinstance(marker, dict) or marker.get("version") != 1:
-            raise FormatError(f"unsupported string column {marker!r}", self._rootdir)
+        check_string_marker(self._store, self._path)
         mode = "r" if self._mode == "r" else "a"
         if mode == "a":
             self._hold(take_over=self._mode == "w")

@@ -8,6 +8,7 @@ import json
 import blosc2
 import numpy as np
 import pytest
+from metafiles import read_meta, write_meta
 
 import carray as ca
 from carray.errors import CodecError, FormatError
@@ -107,10 +108,10 @@ def test_superchunk_old_meta_without_filters_reads(tmp_path):
     ca.carray(np.arange(1000.0), rootdir=str(tmp_path / "s"),
               cparams=CParams(shuffle=2, quantize=3)).flush()
     path = tmp_path / "s" / "meta" / "storage"
-    storage = json.loads(path.read_text())
+    storage = read_meta(path)
     assert storage["filters"] == ["quantize:3", "bitshuffle"]
     del storage["filters"]  # as written before filters were recorded at all
-    path.write_text(json.dumps(storage))
+    write_meta(path, storage)
     b = ca.open(str(tmp_path / "s"), mode="r")
     assert b.cparams.filters == () and b.cparams.quantize == 0
     np.testing.assert_allclose(b[:], np.arange(1000.0), atol=0.01)
@@ -120,9 +121,9 @@ def test_superchunk_old_meta_without_filters_reads(tmp_path):
 def test_superchunk_unknown_filter_is_a_format_error(tmp_path, bad):
     ca.carray(np.arange(10.0), rootdir=str(tmp_path / "s")).flush()
     path = tmp_path / "s" / "meta" / "storage"
-    storage = json.loads(path.read_text())
+    storage = read_meta(path)
     storage["filters"] = bad
-    path.write_text(json.dumps(storage))
+    write_meta(path, storage)
     with pytest.raises(FormatError, match="storage"):
         ca.open(str(tmp_path / "s"))
 
@@ -148,9 +149,9 @@ def test_bcolz_takes_a_single_shuffle_from_filters(tmp_path):
 def test_superchunk_blosc1_meta_with_a_pipeline_is_a_format_error(tmp_path):
     ca.carray(np.arange(10.0), rootdir=str(tmp_path / "s"), storage={"blosc1": True}).flush()
     path = tmp_path / "s" / "meta" / "storage"
-    storage = json.loads(path.read_text())
+    storage = read_meta(path)
     assert storage["codec"]["library"] == "blosc1"
     storage["filters"] = ["delta"]
-    path.write_text(json.dumps(storage))
+    write_meta(path, storage)
     with pytest.raises(FormatError, match="Blosc1"):
         ca.open(str(tmp_path / "s"))

@@ -21,7 +21,8 @@ from carray import registry
 from carray.errors import CArrayError, ContainerNotFoundError
 from carray.groups import Group, open_group
 from carray.problems import Finding, Problem
-from carray.stores import is_url
+from carray.stores import is_url, resolve
+from carray.versions import Repository
 
 
 def members(g: Group) -> Iterator[tuple[str, str]]:
@@ -76,19 +77,51 @@ def _member_findings(path: str, member: str, kind: str, location: str,
 
 
 def verify_group(path: str, storage_options: dict | None = None) -> Iterator[Finding]:
-    """Every problem of the group at ``path`` (its description first: a group that does
-    not open is one problem), then each member's, and every chunk checked."""
+    """Every problem of the group at ``path``: its marker, every kept version (its
+    manifest, its description, and every member opened at the version it names, as a
+    reader of that version opens them), then each member directory any kept version
+    names (every kept version of it, with its own format's checks), and every chunk
+    checked."""
     options = storage_options if is_url(path) else None
     try:
-        g = open_group(path, "r", storage_options=options)
+        open_group(path, "r", storage_options=options).close()
     except (CArrayError, OSError, ValueError) as exc:
         yield Problem(path, "", f"the group does not open: {exc}")
+        return
+    store, root = resolve(path, options)
+    repo = Repository(store, root)
+    located: dict[str, tuple[str, str]] = {}
+    for seq in repo.seqs():
+        try:
+            manifest = repo.load(seq)
+        except CArrayError as exc:
+            yield Problem.from_error(exc, repo.url(seq))
+            continue
+        if repo.committed(manifest):
+            yield from _version_findings(path, repo.url(seq), manifest.id, options, located)
+    for location, (member, kind) in located.items():
+        yield from _member_findings(path, member, kind, location, options)
+
+
+def _version_findings(path: str, url: str, version: str, options: dict | None,
+                      located: dict[str, tuple[str, str]]) -> Iterator[Problem]:
+    """Open one group version and each of its members as a reader of it does; note
+    where each member lives in ``located``."""
+    try:
+        g = open_group(path, "r", version=version, storage_options=options)
+    except (CArrayError, OSError, ValueError) as exc:
+        yield Problem(url, "", f"group version {version} does not open: {exc}")
         return
     with g:
         for member, kind in list(members(g)):
             location = os.path.join(path, g.member_location(member)) if not is_url(path) \
                 else f"{path.rstrip('/')}/{g.member_location(member)}"
-            yield from _member_findings(path, member, kind, location, options)
+            located.setdefault(location, (member, kind))
+            try:
+                g[member].close()
+            except (CArrayError, OSError, ValueError) as exc:
+                yield Problem(location, "", f"group member {member!r} at group version "
+                                            f"{version}: {exc}")
 
 
 # -- head -------------------------------------------------------------------------------------

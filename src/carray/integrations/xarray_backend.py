@@ -257,7 +257,7 @@ class CarrayBackendArray(BackendArray):
         self.path, self.column = path, column
         self.shape, self.dtype = shape, dtype
         self.storage_options = storage_options
-        self.version = version  # the earlier version asked for (None: the newest)
+        self.version = version  # the version described: read at it, never at a newer one
         self._source: Any = None
         self._lock = threading.Lock()
 
@@ -349,7 +349,7 @@ class CarrayDataStore(AbstractDataStore):
         at = {k: v for k, v in (at or {}).items() if v is not None}
         c: Any
         with open_container(self.path, "r", storage_options=storage_options, **at) as c:
-            version = c.version if at else None  # the arrays read that one too
+            version = getattr(c, "version", None)  # the arrays read that one, no newer
             if self.format.kind == "table":
                 self._attrs = dict(c.attrs.getall())
                 for name in c.names:

@@ -18,7 +18,7 @@ import numpy as np
 
 from carray.codecs import blosc
 from carray.codecs.checksums import Checksum
-from carray.codecs.pages import PagedReader, npages
+from carray.codecs.pages import PagedReader, npages, page_digests
 from carray.errors import ChecksumError, FormatError
 from carray.layouts import _superchunk_v2 as legacy
 from carray.layouts._sc_files import DataFiles, Key
@@ -30,6 +30,9 @@ _HEAD_READ = blosc.HEAD_READ
 # A record this small is read (and checked) whole by the first ranged read.
 _SMALL_RECORD = 2 * _HEAD_READ
 _CACHED_HEADS = 1024
+# Bytes a Blosc chunk adds at most to what it holds (its header; a chunk that does
+# not compress is stored as it is), with room to spare.
+_MAX_OVERHEAD = 4096
 
 
 class _Head(NamedTuple):
@@ -61,11 +64,16 @@ class RecordReader:
         Check digests; 'full' reads every chunk whole.
     absent : bytes or None
         What a chunk recorded as absent holds.
+    chunk_nbytes : int
+        Decoded bytes of a full stored chunk: what bounds a record's size (nothing is
+        read or allocated for a size an index entry claims beyond it).
     """
 
     def __init__(self, files: DataFiles, superchunksize: int, checksum: Checksum,
-                 page_size: int, verify: bool | str, absent: bytes | None) -> None:
+                 page_size: int, verify: bool | str, absent: bytes | None,
+                 chunk_nbytes: int) -> None:
         self._files, self._S, self._ck = files, superchunksize, checksum
+        self._max_cbytes = chunk_nbytes + _MAX_OVERHEAD
         self._dsize, self._page = checksum.size, page_size
         self.verify = verify
         self._absent = absent
@@ -75,6 +83,10 @@ class RecordReader:
         self.patches: dict[int, Any] = {}
 
     def _key(self, nchunk: int, e: Entry) -> Key:
+        if e.cbytes > self._max_cbytes:
+            raise FormatError(f"chunk {nchunk}: the index gives it {e.cbytes} bytes, more "
+                              f"than a chunk of this array can take ({self._max_cbytes})",
+                              self._files.url((nchunk // self._S, e.gen)), e.off)
         return (nchunk // self._S, e.gen)
 
     def read(self, key: Key, n: int, offset: int) -> bytes:
@@ -98,12 +110,21 @@ class RecordReader:
 
     # -- whole chunks ---------------------------------------------------------------------
 
+    def _record_size(self, e: Entry) -> int:
+        """Bytes a whole read of entry ``e``'s record fetches: the chunk, its digest and,
+        when reads are checked, its page digests (checked too: every byte of a record a
+        reader fetches is checked, as `carray verify` checks them)."""
+        n = e.cbytes + self._dsize
+        if self.verify and self._dsize and self._page and e.flags & HAS_PAGES:
+            n += npages(e.cbytes, self._page) * self._dsize
+        return n
+
     def chunk(self, nchunk: int, e: Entry) -> memoryview:
         """Chunk ``nchunk`` (entry ``e``) whole, checked."""
         if e.off == FILL:
             return memoryview(self._absent or b"")
         key = self._key(nchunk, e)
-        return self._checked(nchunk, key, e, self.read(key, e.cbytes + self._dsize, e.off))
+        return self._checked(nchunk, key, e, self.read(key, self._record_size(e), e.off))
 
     def chunk_into(self, nchunk: int, e: Entry,
                    scratch: Callable[[int], np.ndarray]) -> memoryview:
@@ -111,7 +132,7 @@ class RecordReader:
         if e.off == FILL:
             return memoryview(self._absent or b"")
         key = self._key(nchunk, e)
-        n = e.cbytes + self._dsize
+        n = self._record_size(e)
         if self.patches:
             return self._checked(nchunk, key, e, self.read(key, n, e.off))
         buf = scratch(n)[:n]
@@ -119,15 +140,20 @@ class RecordReader:
         return self._checked(nchunk, key, e, buf.data[:got])
 
     def _checked(self, nchunk: int, key: Key, e: Entry, buf: Any) -> memoryview:
-        """Chunk bytes from a record read whole (chunk, then digest), once checked."""
-        n, cb = e.cbytes + self._dsize, e.cbytes
+        """Chunk bytes from a record read whole (chunk, digest, and the page digests
+        :meth:`_record_size` asks for), once checked."""
+        n, cb = self._record_size(e), e.cbytes
         view = memoryview(buf).cast("B")
         url = self._files.url(key)
         if len(view) != n:
             raise FormatError(f"chunk {nchunk} truncated: {len(view)} of {n} bytes", url, e.off)
-        if self.verify and self._dsize and self._ck.digest(view[:cb]) != view[cb:]:
+        end = cb + self._dsize
+        if self.verify and self._dsize and self._ck.digest(view[:cb]) != view[cb:end]:
             raise ChecksumError(f"chunk {nchunk}: {self._ck.name} checksum mismatch", url,
                                 e.off + cb)
+        if n > end and view[end:] != page_digests(view[:cb], self._ck, self._page):
+            raise ChecksumError(f"chunk {nchunk}: page digests do not match the chunk", url,
+                                e.off + end)
         h = blosc.read_header(view[:blosc.BLOSC1_HEADER], url, e.off, size=cb)
         if h.cbytes != cb:
             raise FormatError(f"chunk {nchunk}: its header says {h.cbytes} bytes, the index "
@@ -195,7 +221,7 @@ class RecordReader:
         ndig = npages(cb, self._page) * self._dsize
         if cb + self._dsize + ndig <= _SMALL_RECORD:
             rec = self.read(key, cb + self._dsize + ndig, e.off)
-            whole = bytes(self._checked(nchunk, key, e, rec[:cb + self._dsize]))
+            whole = bytes(self._checked(nchunk, key, e, rec))
             return _Head(key, e.off, cb, whole, None, {})
         digests = self.read(key, ndig, e.off + cb + self._dsize)
         if len(digests) != ndig:

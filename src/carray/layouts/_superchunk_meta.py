@@ -25,23 +25,33 @@ from typing import Any
 
 import numpy as np
 
+from carray.checkedjson import check_keys, dumps_checked, load_checked, require_digest
 from carray.codecs.blosc import MAX_BUFFERSIZE
 from carray.codecs.pipeline import check_blosc1_filters
 from carray.dtypes import checked_shape
 from carray.errors import FormatError
-from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype, read_json
+from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
 from carray.params import CNAMES, FILTER_CODES, CParams
-from carray.safejson import load_json
 from carray.stores import Store
 
 FORMAT_NAME = "carray-superchunk"
 DATA_DIR, META_DIR = "data", "meta"
 STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
 JOURNAL_FILE = "journal"
-#: 3 keeps versions (manifests and index pages in ``versions/``) and page digests;
-#: 2 added ``blockshape`` (chunks stored block by block); 1 and 2 are read and upgraded.
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: 4 checksums ``meta/storage`` and ``meta/member`` (:mod:`carray.checkedjson`); 3 keeps
+#: versions (manifests and index pages in ``versions/``) and page digests; 2 added
+#: ``blockshape`` (chunks stored block by block); 1 and 2 are read and upgraded.
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+#: The first version whose metadata files carry a checksum.
+CHECKED_VERSION = 4
+#: Every key of ``meta/storage`` (``atomshape``: version 1's row shape, checked against
+#: ``chunkshape``; ``page_size`` from version 3 on).
+_STORAGE_KEYS = frozenset({
+    "format", "format_version", "dtype", "chunkshape", "blockshape", "chunklen",
+    "superchunksize", "endianness", "order", "codec", "filters", "checksum", "spare", "dflt",
+    "expectedlen", "page_size", "atomshape"})
+_CODEC_KEYS = frozenset({"library", "cname", "clevel", "typesize"})
 #: Bytes per digested page of a stored chunk in new records (see codecs/pages.py).
 DEFAULT_PAGE_SIZE = 4096
 
@@ -114,6 +124,11 @@ class StorageInfo:
         ext = [-(-c // b) * b for c, b in zip(self.chunkshape, blocks, strict=True)]
         return self.dtype.itemsize * math.prod(ext)
 
+    def encode(self) -> bytes:
+        """The ``meta/storage`` file (with its checksum from version 4 on)."""
+        obj = self.to_json()
+        return dumps_checked(obj) if self.version >= CHECKED_VERSION else dumps(obj)
+
     def to_json(self) -> dict[str, Any]:
         # quantize first (it runs before Blosc), then Blosc2's pipeline in order;
         # a filter with a meta value is written "name:meta" (e.g. "trunc_prec:10").
@@ -161,12 +176,18 @@ class StorageInfo:
         need(_is_int(version) and version in READABLE_VERSIONS,
              f"unsupported {FORMAT_NAME} format version {version!r} (this build reads "
              f"{', '.join(map(str, READABLE_VERSIONS))})")
+        check_keys(obj, _STORAGE_KEYS if version < 3 else _STORAGE_KEYS - {"atomshape"},
+                   path, "meta/storage")
+        for key in ("dtype", "chunkshape", "superchunksize", "codec", "checksum"):
+            need(key in obj, f"meta/storage has no {key!r}")
+        need(version < 3 or "page_size" in obj, "meta/storage has no 'page_size'")
         dtype = parse_dtype(obj.get("dtype"), path)
         need(dtype != np.dtype(object), "object dtype cannot be stored in this layout")
         chunkshape, blockshape = obj.get("chunkshape"), obj.get("blockshape")
         need(isinstance(chunkshape, list) and all(_is_int(n) and n >= 1 for n in chunkshape),
              f"chunkshape must be a list of ints >= 1 ([] for a 0-d array), got "
              f"{chunkshape!r}")
+        _check_redundant(obj, dtype, chunkshape, path)
         need(blockshape is None or (
             isinstance(blockshape, list) and len(blockshape) == len(chunkshape)
             and all(_is_int(b) and 1 <= b <= c for b, c in zip(blockshape, chunkshape,
@@ -194,6 +215,8 @@ class StorageInfo:
              and 0 <= spare <= 10, f"spare must be a number in [0, 10], got {spare!r}")
         cparams, library, typesize = _codec_from_json(obj, path)
         expectedlen = obj.get("expectedlen", 0)
+        need(_is_int(expectedlen) and expectedlen >= 0,
+             f"expectedlen must be an int >= 0, got {expectedlen!r}")
         page_size = obj.get("page_size", 0) if version >= 3 else 0
         need(page_size == 0 or (_is_int(page_size) and 512 <= page_size <= 2**20
                                 and not page_size & (page_size - 1)),
@@ -203,7 +226,7 @@ class StorageInfo:
                    superchunksize=sc,
                    checksum=checksum, spare=float(spare), blosc1=library == "blosc1",
                    cparams=cparams, dflt=decode_dflt(obj.get("dflt"), dtype, path),
-                   expectedlen=expectedlen if _is_int(expectedlen) else 0, typesize=typesize,
+                   expectedlen=expectedlen, typesize=typesize,
                    order=order, page_size=page_size, version=version)
 
 
@@ -216,6 +239,7 @@ def _codec_from_json(obj: dict[str, Any], path: str) -> tuple[CParams, str, int]
 
     codec: Any = obj.get("codec")
     need(isinstance(codec, dict), "codec must be a JSON object")
+    check_keys(codec, _CODEC_KEYS, path, "meta/storage codec")
     library = codec.get("library")
     need(library in ("blosc1", "blosc2"), f"unknown codec library {library!r}")
     need(codec.get("cname") in CNAMES, f"unknown codec {codec.get('cname')!r}")
@@ -233,8 +257,10 @@ def _codec_from_json(obj: dict[str, Any], path: str) -> tuple[CParams, str, int]
             raise FormatError(f"unknown filter {f!r}", path)
     need(library == "blosc2" or pipeline in ([], [("shuffle", 0)], [("bitshuffle", 0)]),
          f"Blosc1 chunks cannot hold the filters {filters!r}")
+    clevel = codec.get("clevel", 5)
+    need(_is_int(clevel) and 0 <= clevel <= 9, f"clevel must be an int in 0..9, got {clevel!r}")
     try:
-        cparams = CParams(clevel=codec.get("clevel", 5), cname=codec["cname"],
+        cparams = CParams(clevel=clevel, cname=codec["cname"],
                           quantize=quantize, filters=tuple(pipeline))
     except (TypeError, ValueError) as exc:
         raise FormatError(f"bad codec parameters: {exc}", path) from None
@@ -274,6 +300,8 @@ class Sizes:
     def from_json(cls, obj: Any, path: str) -> Sizes:
         if not isinstance(obj, dict):
             raise FormatError("meta/sizes must hold a JSON object", path)
+        check_keys(obj, ("shape", "length", "nbytes", "cbytes", "generation", "fill_chunks"),
+                   path, "meta/sizes")
         vals: list[Any] = [obj.get(k) for k in ("length", "nbytes", "cbytes", "generation")]
         if not all(_is_int(v) and v >= 0 for v in vals):
             raise FormatError("meta/sizes needs ints >= 0 for length, nbytes, cbytes and "
@@ -360,26 +388,76 @@ def write_member_note(store: Store, rootdir: str, dataset_root: str, name: str,
     so that opening the member's directory alone finds them."""
     rel = os.path.relpath(dataset_root, rootdir) if not store.remote else \
         "/".join([".."] * (name.count("/") + 1))
-    store.put(store.join(rootdir, META_DIR, MEMBER_FILE),
-              dumps({"dataset": rel.replace(os.sep, "/"), "name": name}), fsync=fsync)
+    note = {"dataset": rel.replace(os.sep, "/"), "name": name,
+            "format_version": FORMAT_VERSION}
+    store.put(store.join(rootdir, META_DIR, MEMBER_FILE), dumps_checked(note), fsync=fsync)
 
 
 def read_member_note(store: Store, rootdir: str) -> tuple[str, str] | None:
-    """``(dataset root, member name)`` from a member's ``meta/member`` (None: not one)."""
+    """``(dataset root, member name)`` from a member's ``meta/member`` (None: not one).
+    The dataset must be a directory above the member's (``..`` parts only: a note
+    pointing elsewhere is refused); a note written before checksums has no
+    ``format_version``."""
     key = store.join(rootdir, META_DIR, MEMBER_FILE)
+    url = store.url(key)
     try:
-        obj = load_json(store.get(key), store.url(key), what="meta/member")
+        data = store.get(key)
     except FileNotFoundError:
         return None
+    obj, checked = load_checked(data, url, "meta/member")
     if not isinstance(obj, dict) or not isinstance(obj.get("dataset"), str) or \
             not isinstance(obj.get("name"), str):
-        raise FormatError("meta/member must name the dataset and the member", store.url(key))
+        raise FormatError("meta/member must name the dataset and the member", url)
+    check_keys(obj, ("dataset", "name", "format_version"), url, "meta/member")
+    version = obj.get("format_version", 3)
+    if version not in (3, CHECKED_VERSION) or ("format_version" in obj) != (version == 4):
+        raise FormatError(f"meta/member: unsupported format_version {version!r}", url)
+    require_digest(checked, version >= CHECKED_VERSION, url, "meta/member")
+    parts = obj["dataset"].split("/")
+    name_parts = obj["name"].split("/")
+    if any(p != ".." for p in parts) or len(parts) != len(name_parts) or \
+            any(p in ("", ".", "..") for p in name_parts):
+        raise FormatError(f"meta/member: the dataset {obj['dataset']!r} is not the directory "
+                          f"that holds member {obj['name']!r}", url)
     root = rootdir
-    for part in obj["dataset"].split("/"):
-        root = store.dirname(root) if part == ".." else store.join(root, part)
+    for part in reversed(name_parts):
+        if store.basename(root.rstrip("/")) != part:
+            raise FormatError(f"meta/member: member {obj['name']!r} is not this directory",
+                              url)
+        root = store.dirname(root.rstrip("/"))
     return root, obj["name"]
 
 
 def read_info(store: Store, rootdir: str) -> StorageInfo:
+    """The ``meta/storage`` of the dataset at ``rootdir``, checked (its checksum from
+    version 4 on)."""
     key = store.join(rootdir, META_DIR, STORAGE_FILE)
-    return StorageInfo.from_json(read_json(key, "meta/storage", store), store.url(key))
+    url = store.url(key)
+    try:
+        data = store.get(key)
+    except FileNotFoundError:
+        raise FormatError("meta/storage file is missing", url) from None
+    obj, checked = load_checked(data, url, "meta/storage")
+    info = StorageInfo.from_json(obj, url)
+    require_digest(checked, info.version >= CHECKED_VERSION, url, "meta/storage")
+    return info
+
+
+def _check_redundant(obj: dict[str, Any], dtype: np.dtype, chunkshape: list[int],
+                     path: str) -> None:
+    """What ``meta/storage`` repeats must agree: ``chunklen`` with the chunk shape,
+    ``endianness`` with the dtype, version 1's ``atomshape`` with the chunk shape."""
+    chunklen = obj.get("chunklen", chunkshape[0] if chunkshape else 1)
+    if not (_is_int(chunklen) and chunklen == (chunkshape[0] if chunkshape else 1)):
+        raise FormatError(f"meta/storage: chunklen {chunklen!r} does not match chunkshape "
+                          f"{chunkshape!r}", path)
+    if "atomshape" in obj and obj["atomshape"] != chunkshape[1:]:
+        raise FormatError(f"meta/storage: atomshape {obj['atomshape']!r} does not match "
+                          f"chunkshape {chunkshape!r}", path)
+    endian = obj.get("endianness")
+    order = dtype.byteorder if dtype.names is None else "|"
+    allowed = {"<": ("little",), ">": ("big",), "|": ("none", "little", "big")}.get(
+        order, ("little",) if np.little_endian else ("big",))
+    if endian is not None and endian not in allowed:
+        raise FormatError(f"meta/storage: endianness {endian!r} does not match dtype "
+                          f"{dtype}", path)

@@ -16,17 +16,14 @@ from typing import Any
 from carray import geometry as geo
 from carray.codecs import blosc
 from carray.codecs.pages import page_digests
-from carray.errors import CArrayError
+from carray.errors import CArrayError, FormatError
 from carray.grid import NDGrid
 from carray.layouts import superchunk_open
 from carray.layouts._superchunk_meta import (
     META_DIR,
-    STORAGE_FILE,
-    StorageInfo,
     read_info,
     read_member_note,
 )
-from carray.layouts.bcolz import read_json
 from carray.layouts.superchunk import SuperchunkLayout
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
@@ -39,9 +36,8 @@ def verify(store: Store, root: str) -> Iterator[Finding]:
     """Yield every problem of the superchunk dataset at ``root`` (and each chunk checked):
     an array with versions of its own, a table's column (checked in every version of its
     table), or a directory written before versions."""
-    key = store.join(root, META_DIR, STORAGE_FILE)
     try:
-        StorageInfo.from_json(read_json(key, "meta/storage", store), store.url(key))
+        read_info(store, root)
         note = read_member_note(store, root)
     except CArrayError as exc:
         yield Problem.from_error(exc, store.url(root))
@@ -76,10 +72,15 @@ def verify_dataset(store: Store, root: str, only: set[str] | None = None
                 yield from _verify_version(store, root, manifest.id, seen)
             continue
         yield from _verify_members(repo, manifest, only, seen)
-    for name, vid in repo.tags().items():
+    for name in repo.tag_names():
+        url = store.url(store.join(root, VERSIONS_DIR, "tags", name))
+        try:
+            vid = repo.tag_target(name)
+        except CArrayError as exc:
+            yield Problem.from_error(exc, url)
+            continue
         if vid not in ids:
-            yield Problem(store.url(store.join(root, VERSIONS_DIR, "tags", name)), "",
-                          f"tag names version {vid!r}, which is not kept")
+            yield Problem(url, "", f"tag names version {vid!r}, which is not kept")
 
 
 def _verify_members(repo: Repository, manifest: Manifest, only: set[str] | None,
@@ -99,6 +100,10 @@ def _verify_members(repo: Repository, manifest: Manifest, only: set[str] | None,
             member_root = store.join(repo.root, *member.path.split("/"))
             try:
                 info = read_info(store, member_root)
+                # What opening the member's directory alone reads (checked there too).
+                if read_member_note(store, member_root) is None:
+                    raise FormatError("meta/member file is missing",
+                                      store.url(store.join(member_root, META_DIR, "member")))
                 layout, meta, _ = superchunk_open.open_member(
                     dataset, member_root, info, member.name, member.path, True, False, True)
             except CArrayError as exc:

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from carray import _parallel, attrvalues
+from carray.checkedjson import check_keys
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
 from carray.codecs.checksums import get_checksum
@@ -70,6 +71,7 @@ from carray.errors import (
     UnsafeDataError,
 )
 from carray.layouts._bcolz_check import (
+    SIZES_KEY,
     build_trailer,
     check_chunk,
     check_sizes,
@@ -84,6 +86,11 @@ from carray.stores import LOCAL, Handle, Store
 
 DATA_DIR, META_DIR = "data", "meta"
 SIZES_FILE, STORAGE_FILE, ATTRS_FILE = "sizes", "storage", "__attrs__"
+# The keys bcolz writes in meta/storage, its cparams and meta/sizes (carray adds its
+# checksum key to meta/sizes: see ._bcolz_check).
+_STORAGE_KEYS = frozenset({"dtype", "cparams", "chunklen", "expectedlen", "dflt"})
+_CPARAMS_KEYS = frozenset({"clevel", "shuffle", "cname", "quantize"})
+_SIZES_KEYS = frozenset({"shape", "nbytes", "cbytes", SIZES_KEY})
 CHUNK_HEADER = struct.Struct("<4sB3xq")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size  # 16
 _OPEN_CHUNKS = 64
@@ -331,6 +338,10 @@ class BcolzLayout(Layout):
         sizes_path = store.url(store.join(self.rootdir, META_DIR, SIZES_FILE))
         _require(isinstance(storage, dict), "meta/storage must hold a JSON object", storage_path)
         _require(isinstance(sizes, dict), "meta/sizes must hold a JSON object", sizes_path)
+        # Exactly what bcolz writes (and carray's checksum key in meta/sizes): a damaged
+        # or misspelt key is an error, never ignored.
+        check_keys(storage, _STORAGE_KEYS, storage_path, "meta/storage")
+        check_keys(sizes, _SIZES_KEYS, sizes_path, "meta/sizes")
         for key in ("dtype", "cparams", "chunklen"):
             _require(key in storage, f"meta/storage lacks {key!r}", storage_path)
         if storage["dtype"] == "object" and not allow_pickle:
@@ -360,6 +371,7 @@ class BcolzLayout(Layout):
                  f"{DATA_DIR}/{chunk_name(last)}, is missing", sizes_path)
         cp = storage["cparams"]
         _require(isinstance(cp, dict), "cparams must be a JSON object", storage_path)
+        check_keys(cp, _CPARAMS_KEYS, storage_path, "meta/storage cparams")
         cname = cp.get("cname", "blosclz")
         if cname == "snappy":
             cname = "lz4"  # only the metadata; chunks say their own codec
@@ -369,9 +381,13 @@ class BcolzLayout(Layout):
                               shuffle=cp.get("shuffle", 1), quantize=cp.get("quantize") or 0)
         except (TypeError, ValueError) as exc:
             raise FormatError(f"bad cparams: {exc}", storage_path) from None
+        # A statistic only (no read depends on it; a failed write may leave it off):
+        # taken as 0 when it is not a size, as before.
         cbytes = sizes.get("cbytes", 0)
         cbytes = cbytes if _is_int(cbytes) and cbytes >= 0 else 0
         expectedlen = storage.get("expectedlen", shape[0])
+        _require(expectedlen is None or (_is_int(expectedlen) and expectedlen >= 0),
+                 f"expectedlen must be an int >= 0, got {expectedlen!r}", storage_path)
         meta = ArrayMeta.rows(
             dtype, tuple(shape[1:]), shape[0], chunklen,
             cparams=cparams, dflt=decode_dflt(storage.get("dflt"), dtype, storage_path),

@@ -49,6 +49,7 @@ from carray.layouts._superchunk_meta import (
     ATTRS_FILE,
     DEFAULT_PAGE_SIZE,
     FORMAT_NAME,
+    FORMAT_VERSION,
     JOURNAL_FILE,
     META_DIR,
     SIZES_FILE,
@@ -133,7 +134,7 @@ class SuperchunkLayout(Layout):
         self.sidecars = Sidecars(store, store.join(rootdir, META_DIR), readonly)
         self._fill_item, self._absent = absent_chunk(info)
         self.records = RecordReader(self.files, self._S, self._ck, self._page, verify,
-                                    self._absent)
+                                    self._absent, info.chunk_nbytes)
         self._lock = threading.RLock()
         self._stamps: dict[int, tuple[int, int]] = {}
         self._index: Any = IndexView.empty()
@@ -647,10 +648,10 @@ class SuperchunkLayout(Layout):
     def _finish_upgrade(self) -> None:
         """The first version is published: record the new format, remove the old files."""
         store, meta_dir = self.store, self.store.join(self.rootdir, META_DIR)
-        info = self.info.replace(version=3, page_size=self.info.page_size or
+        info = self.info.replace(version=FORMAT_VERSION, page_size=self.info.page_size or
                                  (0 if self.files.compat or not self._dsize else
                                   DEFAULT_PAGE_SIZE))
-        store.put(store.join(meta_dir, STORAGE_FILE), dumps(info.to_json()), fsync=self.fsync)
+        store.put(store.join(meta_dir, STORAGE_FILE), info.encode(), fsync=self.fsync)
         for name in (SIZES_FILE, ATTRS_FILE, JOURNAL_FILE):
             try:
                 store.delete(store.join(meta_dir, name))
@@ -663,7 +664,7 @@ class SuperchunkLayout(Layout):
         self._page = info.page_size if self._dsize else 0
         self._legacy = None
         self.records = RecordReader(self.files, self._S, self._ck, self._page, self.verify,
-                                    self._absent)
+                                    self._absent, info.chunk_nbytes)
 
     # -- attributes -------------------------------------------------------------------------
 

@@ -20,7 +20,6 @@ from carray.layouts._superchunk_meta import (
     SIZES_FILE,
     STORAGE_FILE,
     StorageInfo,
-    dumps,
     read_info,
     read_member_note,
     write_member_note,
@@ -76,7 +75,7 @@ def create(rootdir: str | os.PathLike[str], meta: ArrayMeta, mode: str = "a",
     # A new array of its own is made durable on a background thread, which its first
     # commit (or its close) waits for: what a caller writes meanwhile overlaps the syncs.
     later = fsync and member is None and not store.remote
-    store.put(store.join(rootdir, META_DIR, STORAGE_FILE), dumps(info.to_json()),
+    store.put(store.join(rootdir, META_DIR, STORAGE_FILE), info.encode(),
               fsync=fsync and not later)
     if member is None:
         dataset = VersionedDataset(Repository(store, rootdir, fsync, grace), False, None,

@@ -71,6 +71,7 @@ SEQ_BITS = 40
 _SEQ_MASK = (1 << SEQ_BITS) - 1
 _TOKENS = 1 << 23
 # A name ending in ".tmp" is a tag file being written (carray._fileio.atomic_write).
+_ID = re.compile(r"[0-9a-f]{16,}")
 _TAG = re.compile(r"(?!.*\.tmp$)[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 #: Seconds a replaced version stays readable on object stores (no locks there).
 DEFAULT_GRACE = 600.0
@@ -322,20 +323,32 @@ class Repository:
     def _tag_path(self, name: str) -> str:
         return self.store.join(self.dir, TAGS_DIR, check_tag(name))
 
+    def tag_names(self) -> list[str]:
+        """The names of the tags (their files may be damaged: :meth:`tag_target` says)."""
+        return [n for n in self.store.listdir(self.store.join(self.dir, TAGS_DIR))
+                if _TAG.fullmatch(n)]
+
     def tags(self) -> dict[str, str]:
-        """Tag name -> version id."""
+        """Tag name -> version id (a tag whose file is damaged is left out)."""
         out = {}
-        for name in self.store.listdir(self.store.join(self.dir, TAGS_DIR)):
-            if _TAG.fullmatch(name):
-                with contextlib.suppress(FileNotFoundError, UnicodeDecodeError):
-                    out[name] = self.store.get(self._tag_path(name)).decode("ascii").strip()
+        for name in self.tag_names():
+            with contextlib.suppress(FileNotFoundError, VersionError, FormatError):
+                out[name] = self.tag_target(name)
         return out
 
     def tag_target(self, name: str) -> str:
+        """The id of the version tagged ``name`` (FormatError: a damaged tag file)."""
+        key = self._tag_path(name)
         try:
-            return self.store.get(self._tag_path(name)).decode("ascii").strip()
+            text = self.store.get(key).decode("ascii").strip()
         except FileNotFoundError:
             raise VersionError(f"{self.store.url(self.root)}: no tag {name!r}") from None
+        except UnicodeDecodeError:
+            text = ""
+        if not _ID.fullmatch(text):
+            raise FormatError("a tag file holds one version id (hex digits)",
+                              self.store.url(key))
+        return text
 
     def set_tag(self, name: str, version_id: str, move: bool = False) -> None:
         """Name version ``version_id`` ``name``: created once (TagExistsError when the tag
