@@ -222,6 +222,8 @@ class GroupTree:
         try:
             repo = Repository(store, root, fsync)
             dataset = open_dataset(repo, readonly, version, tag, as_of, keep=versions)
+            if timeout is not None:  # another writer's unfinished commit waited for so long
+                dataset.decide_after = timeout
             if not readonly:
                 repo.remove_leftovers(dataset.head.seq if dataset.head else None,
                                       owner_gone=not store.remote)
@@ -787,6 +789,8 @@ class GroupTree:
         try:
             if not self.readonly and self.store is not None:
                 self.commit()
+                if self.dataset is not None:
+                    self.dataset.tidy()
         finally:
             self._let_go(lambda container: container.close(), clear=self.store is not None)
 

@@ -29,6 +29,7 @@ from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 from carray.versions import FILL, HAS_PAGES, Manifest, Repository
 from carray.versions.dataset import open_dataset
+from carray.versions.outcomes import COMMIT
 from carray.versions.repo import VERSIONS_DIR
 
 
@@ -64,8 +65,14 @@ def verify_dataset(store: Store, root: str, only: set[str] | None = None
         except CArrayError as exc:
             yield Problem.from_error(exc, repo.url(seq))
             continue
-        if not repo.committed(manifest):
-            continue  # a transaction over several datasets that never committed
+        outcome = repo.outcomes.outcome(manifest)
+        if outcome is None:
+            yield Problem(repo.url(seq), "", f"version {manifest.id} was published by a "
+                          "transaction whose outcome is recorded nowhere (its record "
+                          f"{manifest.txn} is missing, and no marker): it does not count")
+            continue
+        if outcome != COMMIT:
+            continue  # a transaction that aborted: its next writer removes it
         ids.add(manifest.id)
         if not manifest.members or [m.name for m in manifest.members] == [""]:
             if only is None:

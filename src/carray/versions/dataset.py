@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from carray.errors import ConflictError, ContainerNotFoundError, ReadOnlyError, VersionError
+from carray.stores.lock import DEFAULT_TIMEOUT
 from carray.versions.index import PAGE_ENTRIES, PAGEREF
 from carray.versions.manifest import Manifest, MemberState
 from carray.versions.outcomes import ABORT, COMMIT
@@ -41,8 +42,9 @@ from carray.versions.repo import (
 #: Times a seq may be found taken by versions that then abort, before giving up.
 _MAX_SETTLES = 100
 #: Seconds a writer on an object store waits for another writer's unfinished
-#: transaction before deciding it aborted (its owner is taken to be gone).
-DEFAULT_DECIDE_AFTER = 30.0
+#: transaction before deciding it aborted (its owner is taken to be gone): the stores'
+#: ``lock_timeout``.
+DEFAULT_DECIDE_AFTER = DEFAULT_TIMEOUT
 
 
 class NewerVersion(ConflictError):
@@ -561,7 +563,11 @@ class VersionedDataset:
 
     def tidy(self) -> None:
         """At a writer's close: drop the versions past the retention that readers held
-        (their readers may have closed since the last commit)."""
+        (their readers may have closed since the last commit), and let a writer's lease
+        go."""
+        if not self.readonly:
+            with contextlib.suppress(OSError):
+                self.repo.release_lease()
         if not self.readonly and not self.broken and self.keep is not None \
                 and self.head is not None and not self.in_transaction and len(self.repo.seqs()) > self.keep:
             self.reclaim()

@@ -456,6 +456,16 @@ class Repository:
                  "time": _now()}
         self.store.put(path, json.dumps(lease).encode(), fsync=False)
 
+    def release_lease(self) -> None:
+        """A writer closing lets its lease go (see :meth:`_lease`)."""
+        if self.store.conditional:
+            return
+        path = self.store.join(self.dir, LEASE_FILE)
+        with contextlib.suppress(FileNotFoundError, ValueError, UnicodeDecodeError):
+            held = json.loads(self.store.get(path))
+            if isinstance(held, dict) and held.get("writer") == self._writer:
+                self.store.delete(path)
+
     def holds(self, manifest: Manifest) -> bool:
         """Whether ``manifest`` is published (after a publish that raised)."""
         try:
