@@ -206,13 +206,14 @@ def _fill_at(tmp_path, monkeypatch, kind: str, at: int) -> None:
         now = seen
     else:
         now = _contents(obj, kind)
-        if kind.startswith("table"):
-            # A table's failed change puts the table back to what is committed (changes
-            # not flushed yet go with it: ctable.flush, TableTxn.guard).
+        if kind == "table-bcolz":
+            # A bcolz table's failed change puts the table back to what is committed
+            # (changes not flushed yet go with it: TableTxn.guard).
             assert any(np.array_equal(now, d) for d in durable), \
                 f"{where}: the table shows {len(now)} rows, not a committed state"
         else:
-            # An array keeps every append that returned while the process lives, those
+            # An array or a table keeps every append that returned while the process
+            # lives (a failed commit publishes nothing and keeps them pending), those
             # handed to the compressing threads too (carray.engine.handoff).
             assert np.array_equal(now, shown["now"]) or \
                 np.array_equal(now, shown["landing"]), \

@@ -339,6 +339,7 @@ def test_checked_json_round_trips_and_catches_every_single_byte_change():
 def test_a_crafted_index_entry_is_an_error_not_an_allocation(tmp_path):
     from carray.versions.index import decode_page, encode_page
     from carray.versions.manifest import Manifest
+    from carray.versions.repo import page_file_name
 
     root = tmp_path / "a"
     ca.carray(np.arange(5000), rootdir=str(root), chunklen=500).close()
@@ -346,7 +347,7 @@ def test_a_crafted_index_entry_is_an_error_not_an_allocation(tmp_path):
     mf = Manifest.decode(mf_path.read_bytes(), str(mf_path))
     member = mf.members[0]
     ref = member.pages[0]
-    ix_path = root / "versions" / f"{int(ref['seq']):010d}.ix"
+    ix_path = root / "versions" / page_file_name(int(ref["seq"]))
     raw = ix_path.read_bytes()
     entries = decode_page(raw[ref["off"]:ref["off"] + ref["len"]], member.nchunks).copy()
     entries[1]["cbytes"] = 2_000_000_000  # a well-formed page (valid CRC) that lies

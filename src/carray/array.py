@@ -686,18 +686,18 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         constructor (``cparams=`` recompresses every chunk, ``rootdir=`` puts it on disk)."""
         refuse_own_source(kwargs.get("rootdir"), [self])
         attrs = self.attrs.checked()  # refused before anything is written
-        out = self._copy_items(**kwargs)
-        out.attrs.update(attrs)
-        return out
+        return self._copy_items(attrs, **kwargs)
 
-    def _copy_items(self, **kwargs: Any) -> carray:
-        if self._engine.objects is not None:
+    def _copy_items(self, attrs: dict[str, Any], **kwargs: Any) -> carray:
+        if self._engine.objects is not None or not self.shape:
             kwargs.setdefault("cparams", self.cparams)
-            return type(self)(self[:], dtype=object, allow_pickle=True, **kwargs)
-        if not self.shape:
-            kwargs.setdefault("cparams", self.cparams)
-            return type(self)(self[()], dtype=kwargs.pop("dtype", self.dtype), **kwargs)
-        return transfer.copy_of(self, **kwargs)[0]
+            out = type(self)(self[:], dtype=object, allow_pickle=True, **kwargs) \
+                if self._engine.objects is not None else \
+                type(self)(self[()], dtype=kwargs.pop("dtype", self.dtype), **kwargs)
+            out.attrs.update(attrs)
+            out.flush()  # the attributes are part of the copy
+            return out
+        return transfer.copy_of(self, attrs, **kwargs)[0]
 
     rechunk = rechunking.rechunk  # a new carray with other chunks, within max_mem
 

@@ -53,7 +53,8 @@ from carray.table import ctable
 from carray.versions import Repository
 from carray.versions.dataset import VersionedDataset, VersionInfo, open_dataset, retention_of
 from carray.versions.outcomes import relative
-from carray.versions.transaction import publish_together
+from carray.versions.repo import DEFAULT_GRACE
+from carray.versions.transaction import publish_together, rebase_and_stage
 
 GROUP_FILE = "__group__"
 TXN_DIR = ".carray-transactions"
@@ -320,6 +321,12 @@ class GroupTree:
             candidate = f"{base}~{k}"
         return candidate
 
+    def _member_storage(self) -> dict[str, Any]:
+        """What members take of the group's storage options (its grace on object
+        stores: a member's versions go with the group's)."""
+        repo = self.dataset.repo if self.dataset is not None else None
+        return {} if repo is None or repo.grace == DEFAULT_GRACE else {"grace": repo.grace}
+
     def _location(self, directory: str) -> str:
         assert self.store is not None
         return self.store.url(self.store.join(self.root, directory))
@@ -359,7 +366,8 @@ class GroupTree:
             if self.store is not None:
                 node["dir"] = self._new_dir(full)
                 extra = {"rootdir": self._location(node["dir"]), "mode": "w",
-                         "fsync": self.fsync, "storage": dict(_KEEP_ALL),
+                         "fsync": self.fsync,
+                         "storage": {**_KEEP_ALL, **self._member_storage()},
                          "storage_options": self.storage_options}
             container = make(extra)
             self.nodes[full] = node
@@ -464,7 +472,8 @@ class GroupTree:
                                storage_options=self.storage_options)
         else:
             container = opener(rootdir=location, mode="a", fsync=self.fsync,
-                               storage_options=self.storage_options)
+                               storage_options=self.storage_options,
+                               storage=self._member_storage())
             self._watch(container)
         self._open[path] = container
         return container
@@ -613,7 +622,7 @@ class GroupTree:
             if ds is self.dataset:
                 self._rebase(newer, {id(d) for d in pending})
             else:
-                owners[id(ds)].rebase(newer)
+                rebase_and_stage(ds, owners[id(ds)], newer)
 
         dataset = self.dataset
 

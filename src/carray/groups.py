@@ -434,6 +434,7 @@ def group(path: str | os.PathLike | tuple[Store, str] | None = None, mode: str =
     else:
         tree = GroupTree.create(store, root, mode, fsync, storage_options, timeout,
                                 versions)
+    _take_grace(tree, storage)
     tree.auto_flush = auto_flush
     return Group(tree)
 
@@ -456,16 +457,24 @@ def open_group(path: str | os.PathLike | tuple[Store, str], mode: str | None = N
     store, root = resolve(path, storage_options)
     tree = GroupTree.open(store, root, mode == "r", fsync, storage_options, **at,
                           timeout=timeout)
+    _take_grace(tree, storage)
     tree.auto_flush = auto_flush
     return Group(tree)
+
+
+def _take_grace(tree: GroupTree, storage: dict | None) -> None:
+    """``storage={"grace": seconds}``: how long a replaced version stays readable on
+    object stores (the group's, and its members')."""
+    if storage and "grace" in storage and tree.dataset is not None:
+        tree.dataset.repo.grace = float(storage["grace"])
 
 
 def _lock_timeout(storage: dict | None) -> float:
     """The ``lock_timeout`` of a group's ``storage`` option (which takes it and
     ``versions``)."""
-    unknown = sorted(set(storage or {}) - {"lock_timeout", "versions"})
+    unknown = sorted(set(storage or {}) - {"lock_timeout", "versions", "grace"})
     if unknown:
-        raise ValueError(f"a group's storage option takes lock_timeout and versions, got "
+        raise ValueError(f"a group's storage option takes lock_timeout, versions and grace, got "
                          f"{', '.join(map(repr, unknown))}")
     return timeout_of(storage)
 

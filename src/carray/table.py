@@ -221,10 +221,19 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if self._given is not None:  # a nested column: inside its table's directory
             self._store.makedirs(self._path)
             return self._given
-        return create_storage(self._store, self._path, self._mode, self._fsync,
-                              self._format == "bcolz", self._options.get("versions"), self,
-                              NestedColumn, self._storage_options, self.abandon,
-                              timeout_of(self._options))
+        storage = create_storage(self._store, self._path, self._mode, self._fsync,
+                                 self._format == "bcolz", self._options.get("versions"),
+                                 self, NestedColumn, self._storage_options, self.abandon,
+                                 timeout_of(self._options))
+        self._storage = storage
+        self._take_grace()
+        return storage
+
+    def _take_grace(self) -> None:
+        """``storage={"grace": seconds}``: how long a replaced version stays readable on
+        object stores (as for arrays)."""
+        if "grace" in self._options and isinstance(self._storage, VersionedTable):
+            self._storage.dataset.repo.grace = float(self._options["grace"])
 
     def _new_column(self, name: str, values: Any, **kwargs: Any) -> Any:
         where = self._storage.column_args(name) if self._rootdir is not None else {}
@@ -301,6 +310,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
         if isinstance(self._storage, VersionedTable):
             self._storage.own(self)
+            self._take_grace()
         self.open_columns()
         if not readonly and isinstance(self._storage, VersionedTable):
             _open_tables.add(self)
@@ -361,6 +371,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if not isinstance(self._storage, VersionedTable):
             raise VersionsUnsupportedError(f"{self._rootdir or 'ctable'}: only tables in "
                                            "carray's own format go back to a version")
+        self._storage.forget_replay()
         self._storage.dataset.reset_head()
         self.reopen_at_head()
 
@@ -630,7 +641,11 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 raise
             self._len = old + n
             if self.auto_flush:
-                self.flush()
+                try:
+                    self.flush()
+                except BaseException:
+                    self._len = old  # the columns' changes are undone with it
+                    raise
 
     def _note_edit(self, key: Any, cols: dict[str, Any]) -> None:
         """Record the old values of the rows ``key`` selects, before an edit changes them
@@ -743,12 +758,18 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             self._storage.begin_shrink(nitems)  # a bcolz table's: finished after a crash
         else:
             self._storage.begin(self._len)
+        old = self._len
         with self._storage.guard(self):
             for col in self._cols.values():
                 col.resize(nitems)
             self._len = nitems
             if self.auto_flush or not isinstance(self._storage, VersionedTable):
-                self.flush()  # formats without versions record sizes as they change
+                try:
+                    self.flush()  # formats without versions record sizes as they change
+                except BaseException:
+                    if isinstance(self._storage, VersionedTable):
+                        self._len = old  # the columns' changes are undone with it
+                    raise
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows."""

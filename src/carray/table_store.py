@@ -38,7 +38,7 @@ from carray.errors import (
 from carray.layouts.memory import MemoryLayout
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
-from carray.table_rebase import rebase_table
+from carray.table_rebase import TableReplay, capture
 from carray.versions import Manifest, Repository
 from carray.versions.dataset import (
     Membership,
@@ -267,6 +267,7 @@ class VersionedTable(TableStorage):
         self._prefix = prefix
         self._top = top
         self._owner: weakref.ref[Any] | None = None  # the table (see own)
+        self._replay: TableReplay | None = None  # a rebase not applied whole yet
         meta = dataset.meta if isinstance(dataset.meta, dict) else {}
         if top is None:
             if meta.get("kind", "table") != "table" or \
@@ -457,6 +458,7 @@ class VersionedTable(TableStorage):
             return
         head = self.dataset.head
         try:
+            self.replay_pending(table)
             for _ in range(_MAX_REBASES):
                 try:
                     with self.dataset.committing(message):
@@ -466,16 +468,20 @@ class VersionedTable(TableStorage):
                     return
                 except NewerVersion as newer:
                     head = newer.newer
-                    rebase_table(table, self, newer.newer)
+                    self.rebase(table, newer.newer)
             raise ConflictError(f"{self.store.url(self.root)}: other writers kept "
                                 f"committing first ({_MAX_REBASES} times); try again")
         except ConflictError:
             raise  # nothing was published: the changes stay pending
         except BaseException:
-            # Show what is committed: the last version, or this one when only a step after
-            # publishing failed (the columns' own undo would go back past it).
             if self.dataset.head is head:
+                # Nothing was published: the changes stay pending (each column keeps
+                # what it wrote until a commit publishes it), and the next commit stages
+                # them all again.
                 self.dataset.abandon()
+                raise
+            # Published, then a later step failed: show this version (the columns'
+            # own undo would go back past it).
             table.close_columns(flush=False)
             table.open_columns()
             raise
@@ -487,7 +493,19 @@ class VersionedTable(TableStorage):
         """Put ``table``'s pending changes on top of ``newer`` (see
         :mod:`carray.table_rebase`)."""
         self._record(table)
-        rebase_table(table, self, newer)
+        self._replay = capture(table, self, newer)
+        self.replay_pending(table)
+
+    def forget_replay(self) -> None:
+        """Drop a rebase not applied yet (the table goes back to its newest version)."""
+        self._replay = None
+
+    def replay_pending(self, table: Any) -> None:
+        """Apply a rebase not applied whole yet (its failure part way is retried here, at
+        the next commit, from the start)."""
+        if self._replay is not None:
+            self._replay.apply(table, self)
+            self._replay = None
 
     def take_attrs(self, stored: dict[str, Any]) -> None:
         """Make ``stored`` (typed JSON) the attributes the next commit records."""

@@ -277,7 +277,7 @@ def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
     ...     temperature.append(frames)
     ...     events.append(rows)
     """
-    from carray.versions.transaction import common_root, publish_together
+    from carray.versions.transaction import common_root, publish_together, rebase_and_stage
 
     owners = {id(c.versioned_dataset()): c for c in containers}
     datasets = [c.versioned_dataset() for c in owners.values()]
@@ -292,7 +292,7 @@ def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
             for c in owners.values():
                 c.flush()
         publish_together(datasets, message, common_root(datasets),
-                         lambda ds, newer: owners[id(ds)].rebase(newer),
+                         lambda ds, newer: rebase_and_stage(ds, owners[id(ds)], newer),
                          fsync=all(ds.repo.fsync for ds in datasets))
     except BaseException:
         for c in owners.values():

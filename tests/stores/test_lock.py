@@ -451,8 +451,8 @@ def test_a_lock_timeout_must_be_seconds(tmp_path, value):
         ca.open(path, mode="a", storage={"lock_timeout": value})
     with pytest.raises(ValueError, match="lock_timeout"):
         ca.group(str(tmp_path / "g"), mode="w", storage={"lock_timeout": value})
-    with pytest.raises(ValueError, match="takes only lock_timeout"):
-        ca.group(str(tmp_path / "g"), mode="w", storage={"versions": 3})
+    with pytest.raises(ValueError, match="takes lock_timeout, versions and grace"):
+        ca.group(str(tmp_path / "g"), mode="w", storage={"verify": False})
 
 
 # -- mode 'w' takes the lock before it touches anything -----------------------------------------

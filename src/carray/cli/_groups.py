@@ -23,6 +23,7 @@ from carray.groups import Group, open_group
 from carray.problems import Finding, Problem
 from carray.stores import is_url, resolve
 from carray.versions import Repository
+from carray.versions.outcomes import COMMIT
 
 
 def members(g: Group) -> Iterator[tuple[str, str]]:
@@ -94,10 +95,14 @@ def verify_group(path: str, storage_options: dict | None = None) -> Iterator[Fin
     for seq in repo.seqs():
         try:
             manifest = repo.load(seq)
+            outcome = repo.outcomes.outcome(manifest)
         except CArrayError as exc:
             yield Problem.from_error(exc, repo.url(seq))
             continue
-        if repo.committed(manifest):
+        if outcome is None:
+            yield Problem(repo.url(seq), "", f"group version {manifest.id} was published by "
+                          "a commit whose outcome is recorded nowhere: it does not count")
+        elif outcome == COMMIT:
             yield from _version_findings(path, repo.url(seq), manifest.id, options, located)
     for location, (member, kind) in located.items():
         yield from _member_findings(path, member, kind, location, options)

@@ -62,10 +62,10 @@ def verify_dataset(store: Store, root: str, only: set[str] | None = None
     for seq in repo.seqs():
         try:
             manifest = repo.load(seq)
+            outcome = repo.outcomes.outcome(manifest)
         except CArrayError as exc:
             yield Problem.from_error(exc, repo.url(seq))
             continue
-        outcome = repo.outcomes.outcome(manifest)
         if outcome is None:
             yield Problem(repo.url(seq), "", f"version {manifest.id} was published by a "
                           "transaction whose outcome is recorded nowhere (its record "

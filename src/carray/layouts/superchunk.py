@@ -92,8 +92,8 @@ def is_superchunk_dataset(path: str, store: Store = LOCAL) -> bool:
     try:
         with store.open(store.join(path, META_DIR, STORAGE_FILE)) as h:
             head = h.pread(4096, 0)
-    except OSError:
-        return False
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return False  # (a failing read raises: it tells nothing of the format)
     return f'"format": "{FORMAT_NAME}"'.encode() in head
 
 

@@ -36,6 +36,14 @@ class Rebasing(Protocol):
         them again."""
 
 
+def rebase_and_stage(dataset: VersionedDataset, container: Any, newer: Any) -> None:
+    """Put ``container``'s pending changes on top of ``newer`` and stage them again for
+    ``dataset``'s next publish (held: nothing is published from here)."""
+    container.rebase(newer)
+    with dataset.held():
+        container.flush()
+
+
 def common_root(datasets: Sequence[VersionedDataset]) -> str:
     """The directory the datasets share (their parent, for one)."""
     store = datasets[0].repo.store
@@ -152,4 +160,4 @@ def _abort(record: Record, published: list[VersionedDataset], fsync: bool) -> No
             ds.reset_head()
 
 
-__all__ = ["common_root", "publish_together"]
+__all__ = ["common_root", "publish_together", "rebase_and_stage"]
