@@ -632,7 +632,8 @@ class GroupTree:
 
         publish_together([*pending, self.dataset], message, self.root, rebase, kind=kind,
                          fsync=self.fsync, before_last=describe)
-        self._reclaim_members(pending)
+        if not self.store.remote:  # (object stores: at close, as a version's grace allows)
+            self._reclaim_members(pending)
         return self.version
 
     def _rebase(self, newer: Any, mine: set[int]) -> None:
@@ -800,6 +801,7 @@ class GroupTree:
                 self.commit()
                 if self.dataset is not None:
                     self.dataset.tidy()
+                    self._reclaim_members([c.versioned_dataset() for c in self._open.values()])
         finally:
             self._let_go(lambda container: container.close(), clear=self.store is not None)
 

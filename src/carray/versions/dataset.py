@@ -161,6 +161,7 @@ class VersionedDataset:
         self._hold = hold
         self.keep = keep
         self.decide_after = DEFAULT_DECIDE_AFTER
+        self._reclaimed_at = time.monotonic()  # (see _reclaim_due)
         self.meta: Any = dict(head.meta) if head is not None else {}
         self._members: dict[str, Member] = {}
         self._depth = 0
@@ -355,7 +356,7 @@ class VersionedDataset:
             member = self._members.get(name)
             if member is not None:
                 member.published(manifest.member(name), seq)
-        if reclaim:
+        if reclaim and self._reclaim_due():
             with contextlib.suppress(OSError):
                 self.reclaim(scan=False)
         if failure is not None:
@@ -371,14 +372,14 @@ class VersionedDataset:
             try:
                 self.repo.publish(manifest)
                 return
-            except SeqTaken:
-                newer = self._settle_taken(manifest.seq)
+            except SeqTaken as taken:
+                newer = self._settle_taken(manifest.seq, taken.taker)
                 if newer is not None:
                     raise NewerVersion(self.repo.store.url(self.repo.root), newer) from None
         raise VersionError(f"{self.repo.store.url(self.repo.root)}: version "
                            f"{manifest.seq} keeps being taken and given up")
 
-    def _settle_taken(self, seq: int) -> Manifest | None:
+    def _settle_taken(self, seq: int, taker: Manifest | None = None) -> Manifest | None:
         """The newest committed version once the version at ``seq`` (another writer's) is
         decided; None when it aborted (its seq is free again).  An undecided one is
         waited for, and decided as aborted when its owner cannot be at work any more:
@@ -387,10 +388,11 @@ class VersionedDataset:
         first_seen = time.monotonic()
         delay = 0.005
         while True:
-            try:
-                taker = self.repo.load(seq)
-            except VersionError:
-                return None  # dropped meanwhile: an aborted one its writer cleared
+            if taker is None:
+                try:
+                    taker = self.repo.load(seq)
+                except VersionError:
+                    return None  # dropped meanwhile: an aborted one its writer cleared
             gone = not self.repo.store.remote or \
                 time.monotonic() - first_seen >= self.decide_after
             outcome = self.repo.decide(taker, owner_gone=gone)
@@ -398,7 +400,9 @@ class VersionedDataset:
                 self.repo.drop_aborted(taker)
                 return None
             if outcome == COMMIT:
-                return self.repo.latest()
+                # Usually the newest: one look for a later one saves finding it again.
+                return taker if not self.repo.has_version(seq + 1) else self.repo.latest()
+            taker = None  # undecided: read it again after a while
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 
@@ -421,6 +425,18 @@ class VersionedDataset:
         self.head = newer
         self._known[newer.seq] = newer
         self._staged.clear()
+
+    def _reclaim_due(self) -> bool:
+        """Whether a commit reclaims now: always locally; on object stores, where a
+        replaced version stays ``grace`` seconds and reclaiming lists the versions,
+        once in a quarter of that (and at close)."""
+        if not self.repo.store.remote:
+            return True
+        now = time.monotonic()
+        if now - self._reclaimed_at < self.repo.grace / 4:
+            return False
+        self._reclaimed_at = now
+        return True
 
     def _now(self) -> float:
         """A new version's time: never before its parent's (``as_of`` searches by time),

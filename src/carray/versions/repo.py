@@ -106,9 +106,10 @@ def page_file_name(fid: int) -> str:
 class SeqTaken(ConflictError):
     """Another version was published at the seq this writer wanted (it rebases)."""
 
-    def __init__(self, url: str, seq: int) -> None:
+    def __init__(self, url: str, seq: int, taker: Manifest | None = None) -> None:
         super().__init__(f"{url}: another writer published version {seq} first")
         self.seq = seq
+        self.taker = taker  # the version found there (None: gone, or not readable)
 
 
 def check_tag(name: str) -> str:
@@ -427,8 +428,10 @@ class Repository:
             if not self.holds(manifest):  # a lost answer to a put that took effect: ours
                 raise
             created = True
-        if not created and not self.holds(manifest):
-            raise SeqTaken(store.url(self.root), manifest.seq)
+        if not created:
+            found = self._found(manifest.seq)
+            if found is None or found.id != manifest.id:
+                raise SeqTaken(store.url(self.root), manifest.seq, found)
         if self.fsync:
             store.sync_dir(self.dir)
         # A hint only: a lost or stale HEAD is corrected by looking for newer names.
@@ -468,10 +471,18 @@ class Repository:
 
     def holds(self, manifest: Manifest) -> bool:
         """Whether ``manifest`` is published (after a publish that raised)."""
+        found = self._found(manifest.seq)
+        return found is not None and found.id == manifest.id
+
+    def _found(self, seq: int) -> Manifest | None:
         try:
-            return self.load(manifest.seq).id == manifest.id
+            return self.load(seq)
         except (OSError, FormatError, VersionError):
-            return False
+            return None
+
+    def has_version(self, seq: int) -> bool:
+        """Whether a manifest of seq ``seq`` exists (counting or not)."""
+        return self.store.isfile(self._mf(seq))
 
     def drop(self, seq: int, superseded: float) -> bool:
         """Delete version ``seq``'s manifest unless a reader holds it (or, on object
