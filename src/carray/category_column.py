@@ -40,6 +40,7 @@ from carray.category_values import (
     encode_into,
     plain_values,
 )
+from carray.column_functions import MissingAwareArray
 from carray.container import Container
 from carray.errors import (
     ContainerNotFoundError,
@@ -97,7 +98,7 @@ _MAX_CATEGORIES = int(np.iinfo(CODE_DTYPE).max)
 # -- the column -------------------------------------------------------------------------------
 
 
-class CategoryColumn(Container):
+class CategoryColumn(MissingAwareArray, Container):
     """A column of values stored as ``int32`` codes into a dictionary (module doc).
 
     Reads (``col[...]``, :meth:`read_rows`, :meth:`take`) return the decoded values:
@@ -360,6 +361,11 @@ class CategoryColumn(Container):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.read()
         return out if dtype is None else out.astype(dtype)
+
+    def masked_values(self) -> np.ma.MaskedArray:
+        """Every row decoded, as a masked array (masked where missing)."""
+        codes = self.codes()
+        return np.ma.MaskedArray(self._decoded(codes), mask=codes < 0)
 
     def __iter__(self) -> Iterator[Any]:
         for block in self.iterblocks():
