@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from carray import _group_kernels as kern
-from carray import _parallel
+from carray import _parallel, timezones
 from carray._group_kernels import GroupByError
 from carray.table_columns import (
     categories_of,
@@ -33,6 +33,7 @@ from carray.table_columns import (
     read_valid,
     select_rows,
 )
+from carray.table_missing import filler
 from carray.vlstring import StringColumn
 
 # Rows per block, at least (rounded up to whole chunks): enough work per task to keep
@@ -108,7 +109,7 @@ class _Plan:
         if len(codes) == 1:  # one key's codes are already dense and in order
             states = self._states(rows, codes[0], sizes[0], keep)
             u, kc = uniques[0], np.arange(sizes[0])
-            vals = u if len(u) == sizes[0] else np.concatenate([u, np.zeros(1, u.dtype)])
+            vals = u if len(u) == sizes[0] else np.concatenate([u, _fillers(u, 1)])
             return _Partial([(vals, kc == len(u))], sizes[0], states)
         ids, ngroups = kern.combine(codes, [n + 1 for n in sizes])
         rep = kern.representatives(ids, ngroups)
@@ -116,7 +117,7 @@ class _Plan:
         for c, u in zip(codes, uniques, strict=True):
             kc = c[rep]
             miss = kc == len(u)
-            vals = u[np.minimum(kc, len(u) - 1)] if len(u) else np.zeros(len(kc), u.dtype)
+            vals = u[np.minimum(kc, len(u) - 1)] if len(u) else _fillers(u, len(kc))
             keyparts.append((vals, miss))
         states = self._states(rows, ids, ngroups, keep)
         return _Partial(keyparts, ngroups, states)
@@ -188,25 +189,36 @@ class _Plan:
         return self.merge(([merged] if merged else []) + pending)
 
     def columns(self, result: _Partial) -> dict[str, np.ndarray]:
-        """The result's columns: the keys (decoded), then the outputs."""
+        """The result's columns: the keys (decoded; the group of missing keys masked, a
+        zoned timestamp key with its zone), then the outputs."""
         out: dict[str, np.ndarray] = {}
         for name, (values, missing) in zip(self.keys, result.keys, strict=True):
-            cats = categories_of(self.cols[name])
+            col = self.cols[name]
+            cats = categories_of(col)
             if cats is not None:
                 values = np.asarray(cats)[np.minimum(values, max(len(cats) - 1, 0))] \
                     if len(cats) else np.asarray(cats)[:0]
-            if missing.any():
-                values = values.astype(np.float64) if values.dtype.kind in "biu" else \
-                    values.copy()
-                if values.dtype.kind in "fc":
-                    values[missing] = np.nan
-                elif values.dtype.kind in "mM":
-                    values[missing] = np.datetime64("NaT") if values.dtype.kind == "M" \
-                        else np.timedelta64("NaT")
-            out[name] = values
+            out[name] = key_values(col, values, missing)
         for s, state in zip(self.specs, result.states, strict=True):
             out[s.out] = kern.final_value(s.func, state, result.ngroups)
         return out
+
+
+def _fillers(like: np.ndarray, n: int) -> np.ndarray:
+    """``n`` values standing for a missing key, of ``like``'s dtype (never a number among
+    strings)."""
+    return np.full(n, filler(like.dtype), dtype=like.dtype)
+
+
+def key_values(col: Any, values: np.ndarray, missing: np.ndarray | None) -> Any:
+    """Key values of column ``col`` as a result table takes them: masked where
+    ``missing``, with the zone of a zoned timestamp column."""
+    zone = timezones.zone_of(col)
+    if zone is not None:
+        values = timezones.ZonedTimes(values, zone)
+    if missing is not None and missing.any():
+        return np.ma.MaskedArray(values, mask=missing)
+    return values
 
 
 # -- the user-facing object -------------------------------------------------------------
