@@ -190,10 +190,14 @@ def csv_info(path: str, storage_options: dict | None = None) -> dict:
 
 
 def _numpy_type(arrow_type: Any) -> Any:
+    """The type a table column holds a CSV column's values as (a zoned timestamp as
+    pandas names it: ``datetime64[s, UTC]``)."""
     import pyarrow as pa
 
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return "str"
+    if pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None:
+        return f"datetime64[{arrow_type.unit}, {arrow_type.tz}]"
     return np.dtype(arrow_type.to_pandas_dtype()) if not pa.types.is_date(arrow_type) else \
         np.dtype("M8[D]")
 
