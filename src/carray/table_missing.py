@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from carray.errors import UnsupportedDTypeError
+
 
 @dataclass
 class WithValidity:
@@ -157,8 +159,9 @@ def from_series(series: Any) -> Any:
     else:
         items = list(series.to_numpy(dtype=object))
         if not all(isinstance(v, str) for v, ok in zip(items, valid, strict=True) if ok):
-            raise TypeError(f"column {series.name!r} holds values of mixed types; only str "
-                            "columns can be stored from object dtype")
+            raise UnsupportedDTypeError(f"column {series.name!r} holds values of mixed "
+                                        "types; only str columns can be stored from object "
+                                        "dtype")
         values, _ = _from_objects(items, valid, None)
     return WithValidity(values, valid)
 

@@ -28,7 +28,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from carray import attrvalues
-from carray.errors import ContainerNotFoundError, FormatError, VersionsUnsupportedError
+from carray.errors import (
+    ColumnNameError,
+    ContainerNotFoundError,
+    FormatError,
+    VersionsUnsupportedError,
+)
 from carray.layouts.memory import MemoryLayout
 from carray.safejson import load_json
 from carray.stores import LOCAL, Store
@@ -57,9 +62,9 @@ def check_name(name: Any) -> str:
         raise TypeError(f"column names must be str, got {name!r}")
     if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or name in _RESERVED \
             or (os.altsep and os.altsep in name):
-        raise ValueError(f"column name {name!r} is not allowed: names become directory names, "
-                         "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
-                         "or NUL")
+        raise ColumnNameError(f"column name {name!r} is not allowed: names become directory "
+                              "names, so they cannot be empty, '.', '..', reserved, or contain "
+                              "'/', '\\' or NUL")
     return name
 
 

@@ -19,7 +19,7 @@ from carray.array import carray
 from carray.category_column import CategoryColumn
 from carray.category_values import CategoricalValues, as_categorical
 from carray.container import TableBase, refuse_own_source
-from carray.errors import UnsupportedDTypeError
+from carray.errors import ColumnNameError, UnsupportedDTypeError
 from carray.table_categories import pandas_values
 from carray.table_columns import categories_of, read_masked, read_valid
 from carray.table_missing import from_arrow, from_series, to_pandas, wants_nullable
@@ -49,8 +49,14 @@ def column_values(col: Any) -> Any:
 
 
 def _series_values(series: Any) -> Any:
+    """A pandas Series, Index or array (``Categorical``, ``IntegerArray``...), or a polars
+    Series, as something a column accepts."""
+    if type(series).__module__.split(".")[0] == "polars":
+        return _arrow_values(series.to_arrow())
     import pandas as pd
 
+    if not isinstance(series, (pd.Series, pd.Index)):
+        series = pd.Series(series, copy=False)
     dtype = series.dtype
     if isinstance(dtype, pd.ArrowDtype) or type(series.array).__name__.startswith("Arrow"):
         import pyarrow as pa
@@ -60,13 +66,17 @@ def _series_values(series: Any) -> Any:
         return as_categorical(series)  # codes and categories as they are
     if isinstance(dtype, pd.DatetimeTZDtype):
         return timezones.from_pandas(series)  # UTC instants; the zone kept by the column
+    if dtype == np.dtype(object) and pd.api.types.infer_dtype(series, skipna=True) == "date":
+        import pyarrow as pa  # datetime.date objects: datetime64[D], as Arrow's date32
+
+        return _arrow_values(pa.array(series, from_pandas=True))
     if series.hasnans:  # NaN, None, NaT, NA: missing, as pyarrow.Table.from_pandas says
         return from_series(series)
     if dtype == np.dtype(object) or isinstance(dtype, pd.StringDtype):
         kind = pd.api.types.infer_dtype(series, skipna=False)  # one pass in C
         if len(series) and kind != "string":
-            raise TypeError(f"column {series.name!r} holds {kind!r} values; only str columns "
-                            "can be stored from object dtype")
+            raise UnsupportedDTypeError(f"column {series.name!r} holds {kind!r} values; only "
+                                        "str and date columns can be stored from object dtype")
         return series.to_numpy(dtype=object)
     return series.to_numpy()
 
@@ -88,6 +98,25 @@ def _arrow_values(arr: Any) -> Any:
         flat = np.asarray(arr.flatten().to_numpy(zero_copy_only=False))
         return flat.reshape(len(arr), arr.type.list_size)
     return arr.to_numpy(zero_copy_only=False)
+
+
+#: What ``outcols`` (and rows) call the row number: no column may take the name.
+ROW_NUMBER = "nrow__"
+
+
+def new_column_name(name: Any) -> str:
+    """``name`` checked as the name of a new column.
+
+    Raises
+    ------
+    ColumnNameError
+        The name cannot be a directory's (see :func:`carray.table_store.check_name`), or
+        it is :data:`ROW_NUMBER`, which always means the row number.
+    """
+    if name == ROW_NUMBER:
+        raise ColumnNameError(f"column name {name!r} is not allowed: outcols={[name]!r} "
+                              "means the row number")
+    return check_name(name)
 
 
 def normalise_columns(columns: Any, names: list[str] | None, into: str | None = None
@@ -120,7 +149,7 @@ def normalise_columns(columns: Any, names: list[str] | None, into: str | None = 
     seen = set()
     out = []
     for name, values in pairs:
-        check_name(name)
+        new_column_name(name)
         if name in seen:
             raise ValueError(f"duplicate column name {name!r}")
         seen.add(name)
