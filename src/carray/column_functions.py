@@ -48,6 +48,10 @@ _SKIPPING = {
 _POSITIONS = {np.argmin, np.argmax, np.nanargmin, np.nanargmax}
 # The parameters of those functions that hold values aligned with the rows.
 _DATA_PARAMS = ("a", "x", "y", "m", "weights", "sample")
+# Reductions that keep booleans as they are, and extremes of any ordered values.
+_EXTREMES = {np.min, np.max, np.amin, np.amax, np.nanmin, np.nanmax}
+_LOGICAL = _EXTREMES | {np.any, np.all, np.count_nonzero, np.sum, np.nansum, np.mean,
+                        np.nanmean}
 # Reductions with an answer for no values at all (the others: np.ma.masked).
 _IDENTITIES = {np.sum: 0, np.nansum: 0, np.prod: 1, np.nanprod: 1,
                np.count_nonzero: 0, np.any: False, np.all: True}
@@ -184,12 +188,23 @@ def _skipping(func: Any, bound: inspect.BoundArguments) -> Any:
     for n in names:
         value = bound.arguments[n]
         if n in columns:
-            bound.arguments[n] = np.ma.getdata(columns[n])[~missing]
+            bound.arguments[n] = _as_pandas_would(func, np.ma.getdata(columns[n])[~missing])
         elif np.ndim(value) and len(value) == len(missing):  # weights beside the rows
             bound.arguments[n] = np.asarray(value)[~missing]
     empty = not np.count_nonzero(~missing)
     return _quietly(lambda: func(*bound.args, **bound.kwargs),
                     _IDENTITIES.get(func, np.ma.masked) if empty else None)
+
+
+def _as_pandas_would(func: Any, values: np.ndarray) -> np.ndarray:
+    """Values present, of a type numpy's ``func`` takes where pandas has an answer:
+    booleans counted as 0 and 1 by arithmetic (the median of booleans), text compared as
+    Python strings (the minimum of fixed-width strings)."""
+    if values.dtype.kind == "b" and func not in _LOGICAL:
+        return values.astype(np.int64)
+    if values.dtype.kind in "SU" and func in _EXTREMES:
+        return values.astype(object)
+    return values
 
 
 def _per_row(func: Any, bound: inspect.BoundArguments,

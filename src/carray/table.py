@@ -66,7 +66,7 @@ from carray.table_day import TableDay
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import TableHistory
 from carray.table_index import TableIndexes
-from carray.table_missing import wants_nullable
+from carray.table_missing import bcolz_values, wants_nullable
 from carray.table_store import (
     ARRAY,
     NESTED,
@@ -212,6 +212,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
         values = cat.storable(values, self._format)  # bcolz's tables: decoded
+        if self._format == "bcolz":  # plain values, or refused (missing ones)
+            values = bcolz_values(values, name, where.get("rootdir"))
         if cat.column_class(values) is cat.CategoryColumn:
             return cat.CategoryColumn(values, **cat.text_options(values, args), **common,
                                       format=self._format, membership=where.get("membership"))

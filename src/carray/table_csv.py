@@ -131,10 +131,10 @@ def _numpy_ready(batch: Any, path: str) -> Any:
         t = arr.type
         if pa.types.is_date64(t):
             arr = arr.cast(pa.date32())
-        elif pa.types.is_time(t) or pa.types.is_null(t) and len(arr) == 0:
+        elif pa.types.is_time(t):
             raise FormatError(f"column {name!r} is of Arrow type {t}, which no column holds; "
                               "pass its type in dtypes=", path)
-        elif pa.types.is_null(t):  # a column of nothing but empty fields
+        elif pa.types.is_null(t):  # nothing but empty fields, or no rows: text, as pandas
             arr = pa.array([None] * len(arr), type=pa.string())
         arrays.append(arr)
         names.append(name)
@@ -281,6 +281,22 @@ def _csv_array(col: Any, rows: range, name: str) -> Any:
     zone = zone_of(col)
     kind = None if zone is None else pa.timestamp(np.datetime_data(values.dtype)[0], tz=zone)
     return pa.array(values, mask=mask, type=kind, from_pandas=values.dtype.kind == "M")
+
+
+def csv_ready(batch: Any) -> Any:
+    """An Arrow record batch with its float columns as the text :func:`_float_text`
+    writes (and dictionary columns decoded), for a CSV writer."""
+    import pyarrow as pa
+
+    arrays = []
+    for arr in batch.columns:
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        if pa.types.is_floating(arr.type):
+            values = arr.to_numpy(zero_copy_only=False)
+            arr = pa.array(_float_text(values), mask=np.asarray(arr.is_null()))
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
 def _float_text(values: np.ndarray) -> np.ndarray:

@@ -22,7 +22,13 @@ from carray.container import TableBase, refuse_own_source
 from carray.errors import ColumnNameError, UnsupportedDTypeError
 from carray.table_categories import pandas_values
 from carray.table_columns import categories_of, read_masked, read_valid
-from carray.table_missing import from_arrow, from_series, to_pandas, wants_nullable
+from carray.table_missing import (
+    WithValidity,
+    from_arrow,
+    from_series,
+    to_pandas,
+    wants_nullable,
+)
 from carray.table_store import check_name
 from carray.vlstring import StringColumn
 
@@ -88,6 +94,8 @@ def _arrow_values(arr: Any) -> Any:
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if pa.types.is_dictionary(arr.type):
         return as_categorical(arr)
+    if pa.types.is_struct(arr.type):
+        return _struct_values(arr)
     if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
         return timezones.from_arrow(arr)
     if arr.null_count:
@@ -119,6 +127,34 @@ def new_column_name(name: Any) -> str:
     return check_name(name)
 
 
+def _struct_values(arr: Any) -> np.ma.MaskedArray:
+    """An Arrow struct array as records (a masked structured array: a null struct or
+    field is masked), each field converted as a column of its own would be."""
+    names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+    parts = {}
+    for name, child in zip(names, arr.flatten(), strict=True):  # parent nulls included
+        values = np.ma.asanyarray(read_masked_source(_arrow_values(child)))
+        if values.dtype.kind in "OT":
+            raise UnsupportedDTypeError(f"record field {name!r} holds {child.type}: the "
+                                        "fields of a record column hold numbers, booleans "
+                                        "or datetimes")
+        parts[name] = values
+    dtype = np.dtype([(n, v.dtype, v.shape[1:]) for n, v in parts.items()])
+    out = np.ma.MaskedArray(np.zeros(len(arr), dtype=dtype),
+                            mask=np.zeros(len(arr), dtype=np.ma.make_mask_descr(dtype)))
+    for name, values in parts.items():
+        out[name] = values
+    return out
+
+
+def read_masked_source(values: Any) -> Any:
+    """Column source values (:class:`carray.table_missing.WithValidity`, masked or plain
+    arrays) as a masked array, or the plain array."""
+    if isinstance(values, WithValidity):
+        return np.ma.MaskedArray(np.asarray(values.values), mask=~values.valid)
+    return values
+
+
 def normalise_columns(columns: Any, names: list[str] | None, into: str | None = None
                       ) -> list[tuple[str, Any]]:
     """``(name, values)`` per column of any source a table can be built from; a table
@@ -138,9 +174,14 @@ def normalise_columns(columns: Any, names: list[str] | None, into: str | None = 
         pairs = [(n, columns[n]) for n in columns.dtype.names]
     elif isinstance(columns, (list, tuple)):
         pairs = [(f"f{i}", c) for i, c in enumerate(columns)]
+    elif hasattr(columns, "__arrow_c_stream__"):  # any Arrow stream (a RecordBatchReader,
+        import pyarrow as pa  # a duckdb result...)
+
+        return normalise_columns(pa.table(columns), names, into)
     else:
         raise TypeError(f"cannot build a table from {type(columns).__name__}; pass a list of "
-                        "columns, a structured array, a dict, a DataFrame or an Arrow table")
+                        "columns, a structured array, a dict, a DataFrame, an Arrow table "
+                        "or stream")
     if names is not None:
         names = list(names)
         if len(names) != len(pairs):
@@ -263,6 +304,8 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
                 data[n] = pd.arrays.ArrowExtensionArray(col.to_arrow())
             else:
                 data[n] = col.read(as_object=True)
+        elif isinstance(col, TableBase) or col.dtype.names:  # records: tuples (None: missing)
+            data[n] = np.ma.asanyarray(col[:]).tolist()
         elif col.ndim > 1:
             data[n] = list(col[:])
         else:
@@ -297,13 +340,16 @@ def _arrow_type(col: Any) -> Any:
 
     if hasattr(col, "arrow_type"):
         return col.arrow_type()
+    if isinstance(col, TableBase):  # records: a struct of their fields
+        return pa.struct([(n, _arrow_type(col.cols[n])) for n in col.names])
     if isinstance(col, StringColumn):
         return pa.large_string()
     if isinstance(col, CategoryColumn):
         return col.arrow_type()
     if zone := timezones.zone_of(col):
         return timezones.arrow_type(col, zone)
-    item = pa.from_numpy_dtype(col.dtype)
+    item = _records_array(np.zeros(0, col.dtype)).type if col.dtype.names else \
+        pa.from_numpy_dtype(col.dtype)  # records in one array (bcolz's layout): a struct
     if col.ndim > 1:
         return pa.list_(item, int(np.prod(col.shape[1:])))
     return item
@@ -323,9 +369,14 @@ def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
         return col.arrow_rows(lo, hi)
     if isinstance(col, CategoryColumn):
         return col.to_arrow(lo, hi)
+    if isinstance(col, TableBase):  # records: a struct of their fields
+        return pa.StructArray.from_arrays([_arrow_slice(col.cols[n], lo, hi)
+                                           for n in col.names], names=col.names)
     values = np.asarray(col[lo:hi])
     if zone := timezones.zone_of(col):
         return timezones.to_arrow(values, zone)
+    if values.dtype.names:
+        return _records_array(values)
     try:
         if values.ndim > 1:
             width = int(np.prod(values.shape[1:]))
@@ -334,6 +385,24 @@ def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
     except UnicodeError as exc:  # numpy's 'U' items hold any code point, Arrow's UTF-8 not
         raise UnsupportedDTypeError(f"rows {lo}..{hi} hold text Arrow cannot store as "
                                     f"UTF-8: {exc}") from None
+
+
+def _records_array(values: np.ndarray) -> Any:
+    """Records (a structured array, 1-d) as an Arrow struct array, field by field."""
+    import pyarrow as pa
+
+    names = list(values.dtype.names or ())
+    fields = []
+    for name in names:
+        field = values[name]
+        if field.dtype.names:
+            fields.append(_records_array(field))
+        elif field.ndim > 1:
+            width = int(np.prod(field.shape[1:]))
+            fields.append(pa.FixedSizeListArray.from_arrays(pa.array(field.reshape(-1)), width))
+        else:
+            fields.append(pa.array(field))
+    return pa.StructArray.from_arrays(fields, names=names)
 
 
 def arrow_batches(table: Any, columns: list[str] | None = None,

@@ -339,10 +339,12 @@ def _write_csv(reader: Any, tmp: str, total: int, progress: Progress | None) -> 
         if pa.types.is_nested(field.type):
             raise UnsupportedDTypeError(f"column {field.name!r} ({field.type}) has more than "
                                         "one value per row: CSV holds one")
-    with pcsv.CSVWriter(tmp, reader.schema,
+    # Floats as text that reads back as floats (the schema of the batches written).
+    schema = table_csv.csv_ready(pa.RecordBatch.from_pylist([], schema=reader.schema)).schema
+    with pcsv.CSVWriter(tmp, schema,
                         write_options=pcsv.WriteOptions(quoting_style="needed")) as writer:
         for batch in _reported(reader, total, progress):
-            writer.write_batch(batch)
+            writer.write_batch(table_csv.csv_ready(batch))
 
 
 def _write_table(reader: Any, tmp: str, total: int, progress: Progress | None,
