@@ -156,3 +156,12 @@ def test_rows_hold_aware_datetimes_in_the_zone(where):
     assert [r.ts for r in t.iter()] == want
     first = next(iter(t)).ts
     assert str(first.tzinfo) == "Europe/Paris" and first.utcoffset().total_seconds() == 3600
+
+
+def test_group_extremes_of_zoned_timestamps_keep_the_zone(where):
+    df = paris_frame(20)
+    t = reopen(ca.ctable(df, **where))
+    got = t.groupby("k").agg({"first": ("ts", "min"), "last": ("ts", "last")}).todataframe()
+    want = df.groupby("k").agg(first=("ts", "min"), last=("ts", "last")).reset_index()
+    pd.testing.assert_series_equal(got["first"], want["first"])
+    pd.testing.assert_series_equal(got["last"], want["last"])
