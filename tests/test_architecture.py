@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
      "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
      "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
      "table_index", "index_planner", "_index_build", "_index_kinds",
-     "table_missing", "table_nullable", "_missing_table",
+     "table_missing", "table_nullable", "_missing_table", "column_functions",
      "category_column", "category_values", "category_query", "table_categories", "timezones",
      "table_day", "table_csv", "membership",
      "table_analysis", "table_groupby", "_group_kernels", "table_sort",

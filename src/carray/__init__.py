@@ -23,6 +23,8 @@ from carray.errors import (
     ChecksumError,
     CodecError,
     CodecUnavailableError,
+    ColumnNameError,
+    ColumnNotFoundError,
     ContainerExistsError,
     ContainerNotFoundError,
     ExpressionError,
@@ -88,6 +90,7 @@ def __getattr__(name: str):
 __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
     "AlignmentError", "Attrs", "CArrayError", "CategoryColumn", "CParams", "ChecksumError", "CodecError", "CodecUnavailableError",
+    "ColumnNameError", "ColumnNotFoundError",
     "ContainerExistsError", "ContainerNotFoundError", "ExpressionError", "FormatError", "Group",
     "NullableColumn",
     "ReadOnlyError", "Shuffle", "StringColumn", "UnsafeDataError", "UnstorableAttributeError",

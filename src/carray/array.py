@@ -515,6 +515,11 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         out = np.asarray(self[...])
         return out if dtype is None else out.astype(dtype, copy=False)
 
+    def null_count(self) -> int:
+        """How many rows are missing: 0, as a carray holds no missing values (a table's
+        column that does is a :class:`carray.NullableColumn`; a NaN is a value here)."""
+        return 0
+
     # -- writing --------------------------------------------------------------------------
 
     def as_values(self, value: Any) -> np.ndarray:

@@ -213,3 +213,21 @@ class TransactionAbortedError(CArrayError, RuntimeError):
     """A transaction over several datasets was decided as aborted before it could
     commit (another writer found it unfinished past ``lock_timeout`` and gave up on
     it): none of its changes became a version."""
+class ColumnNotFoundError(CArrayError, KeyError):
+    """A table has no column of the name asked for (``outcols``, ``delcol``, ``t.cols``).
+
+    A ``KeyError``, as a mapping's for a missing key; its message names the column and
+    the columns there are.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ColumnNameError(CArrayError, ValueError):
+    """A name a new column cannot take: empty, ``.``/``..``, holding a path separator or
+    NUL, a name the table's directory reserves, or ``nrow__`` (which ``outcols`` and
+    rows use for the row number)."""
+
+
+__all__ += ["ColumnNameError", "ColumnNotFoundError"]

@@ -45,6 +45,7 @@ from carray.container import (
 )
 from carray.defaults import resolve_cparams
 from carray.errors import (
+    ColumnNotFoundError,
     ContainerExistsError,
     ContainerNotFoundError,
     FormatError,
@@ -65,13 +66,14 @@ from carray.table_columns import (
     column_class,
     column_engines,
     field_dtype,
+    python_values,
     read_any,
 )
 from carray.table_day import TableDay
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import table_history
 from carray.table_index import TableIndexes
-from carray.table_missing import wants_nullable
+from carray.table_missing import bcolz_values, wants_nullable
 from carray.table_store import (
     ARRAY,
     NESTED,
@@ -80,9 +82,10 @@ from carray.table_store import (
     VersionedTable,
 )
 from carray.tables_interop import (
+    ROW_NUMBER,
     TableConversions,
-    check_name,
     column_values,
+    new_column_name,
     normalise_columns,
 )
 from carray.timezones import keep_zone
@@ -241,6 +244,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
         values = cat.storable(values, self._format)  # bcolz's tables: decoded
+        if self._format == "bcolz":  # plain values, or refused (missing ones)
+            values = bcolz_values(values, name, where.get("rootdir"))
         if cat.column_class(values) is cat.CategoryColumn:
             return cat.CategoryColumn(values, **cat.text_options(values, args), **common,
                                       format=self._format, membership=where.get("membership"))
@@ -249,8 +254,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             return carray(values, format=self._format, **common, **args)
         if wants_nested_column(values) or wants_nullable(values):
             cls = column_class("nullable") if wants_nullable(values) else NestedColumn
-            return cls(values, format=self._format, _storage=where.get("storage_sub",
-                       lambda n: None)(name), **common, **args)
+            return keep_zone(values, cls(values, format=self._format, _storage=where.get(
+                "storage_sub", lambda n: None)(name), **common, **args))
         if wants_string_column(values):
             return cat.column_class(values)(values, **cat.text_options(values, args), **common,
                                             format=self._format, membership=where.get("membership"))
@@ -508,8 +513,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             outcols = outcols.replace(",", " ").split()
         names = list(outcols)
         for name in names:
-            if name not in self._cols and name != "nrow__":
-                raise KeyError(f"no column {name!r} (columns: {self.names})")
+            if name not in self._cols and name != ROW_NUMBER:
+                raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names}; "
+                                          f"{ROW_NUMBER!r} is the row number)")
         return names
 
     def read_column(self, name: str, rows: Any) -> np.ndarray:
@@ -578,8 +584,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         """
         names = self.column_names(outcols)
         ev = table_query.evaluator(self, expression, user_dict, vm, 1, prune=prune)
+        cols = {n: self._cols.get(n) for n in names}
         rows = itertools.chain.from_iterable(
-            zip(*(b[n].tolist() for n in names), strict=True)
+            zip(*(python_values(cols[n], b[n]) for n in names), strict=True)
             for b in table_query.matches(self, ev, names, skip, limit))
         return as_rows(rows, names, out_flavor)
 
@@ -703,8 +710,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         pos = len(self._cols) if pos is None else pos
         if not 0 <= pos <= len(self._cols):
             raise ValueError(f"pos must be in 0..{len(self._cols)}, got {pos}")
-        name = check_name(name if name is not None else getattr(newcol, "name", None)
-                          if isinstance(getattr(newcol, "name", None), str) else f"f{pos}")
+        name = new_column_name(name if name is not None else getattr(newcol, "name", None)
+                               if isinstance(getattr(newcol, "name", None), str) else f"f{pos}")
         if name in self._cols:
             raise ValueError(f"a column named {name!r} already exists")
         if self._cols and len(newcol) != self._len:
@@ -739,7 +746,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 raise IndexError(f"no column at position {pos}")
             name = self.names[pos]
         if name not in self._cols:
-            raise KeyError(f"no column {name!r}")
+            raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names})")
         with self._storage.batch(publish=self.auto_flush):
             col = self._cols.pop(name)
             self._index_column_dropped(name)
@@ -866,6 +873,11 @@ class NestedColumn(ctable):
         for col in self.cols.values():
             clip_column(col, nitems)
         self._set_length(min(nitems, len(self)))
+
+    def null_count(self) -> int:
+        """How many records are missing: 0 (a record is never missing as a whole; its
+        fields are columns of their own, ``t.cols['b']['sc1'].null_count()``)."""
+        return 0
 
     def __repr__(self) -> str:
         return f"NestedColumn({len(self)}, {self.dtype})"

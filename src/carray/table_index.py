@@ -338,13 +338,14 @@ class TableIndexes:
     def _with_pending(self, name: str, state: dict[str, Any], query: bool = False
                       ) -> dict[str, Any]:
         """``state`` with the chunks this handle wrote since its last commit dirty too; for
-        a ``query`` of a writable handle, the partial last chunk too (its writes are
-        told to nobody: each commit compares it with its digest instead)."""
+        a ``query`` of a writable handle, the partial last chunk too when its rows no
+        longer match their digest (its writes are told to nobody)."""
         chunks = self.__dict__.get("_index_dirty", {}).get(name)
         covered = int(state["covered"])
-        partial = int(state["partial"][0])
-        extra = [(partial, covered)] if query and self._mode != "r" and partial < covered \
-            else []
+        partial, digest = int(state["partial"][0]), state["partial"][1]
+        changed = query and self._mode != "r" and partial < covered and \
+            digest != _digest(self._cols[name], partial, min(covered, len(self)))
+        extra = [(partial, covered)] if changed else []
         if not chunks and not extra:
             return state
         cl = self._cols[name].chunklen

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from carray import attrvalues
 from carray.checkedjson import dumps_checked, load_marker
 from carray.errors import (
+    ColumnNameError,
     ConflictError,
     ContainerNotFoundError,
     FormatError,
@@ -73,9 +74,9 @@ def check_name(name: Any) -> str:
         raise TypeError(f"column names must be str, got {name!r}")
     if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or name in _RESERVED \
             or (os.altsep and os.altsep in name):
-        raise ValueError(f"column name {name!r} is not allowed: names become directory names, "
-                         "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
-                         "or NUL")
+        raise ColumnNameError(f"column name {name!r} is not allowed: names become directory "
+                              "names, so they cannot be empty, '.', '..', reserved, or contain "
+                              "'/', '\\' or NUL")
     return name
 
 

@@ -410,6 +410,11 @@ class StringColumn(Container):
         out = self.read()
         return out if dtype is None else out.astype(dtype)
 
+    def null_count(self) -> int:
+        """How many rows are missing: 0 (a string column with missing values is a
+        :class:`carray.NullableColumn` of strings)."""
+        return 0
+
     def __iter__(self) -> Iterator[str]:
         for block in self.iterblocks():
             yield from (str(s) for s in block)

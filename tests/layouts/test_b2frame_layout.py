@@ -16,7 +16,7 @@ from pathlib import Path
 import blosc2
 import numpy as np
 import pytest
-from conformance import CHUNKLEN, PersistentLayoutConformance, meta, snapshot
+from layout_conformance import CHUNKLEN, PersistentLayoutConformance, meta, snapshot
 
 from carray._tempnames import is_temporary, temporary_name
 from carray.codecs import blosc, ranged
