@@ -149,8 +149,28 @@ class IndexUnsupportedError(CArrayError, ValueError):
     table's format), or a column has no index to drop."""
 
 
+class GroupByError(CArrayError, ValueError):
+    """A group-by, sort or count asked for something the table cannot give: an unknown
+    column or aggregation, or an aggregation the column's type has none of."""
+
+
+class AllNaNError(CArrayError, ValueError):
+    """Every item of a slice is NaN where a position was asked for (``nanargmin``)."""
+
+
+class ShapeError(CArrayError, ValueError):
+    """A shape, chunk shape or size that carray cannot hold: a length past what 64-bit
+    sizes count, more chunks than a layout can record, or arrays of a group that
+    disagree on a dimension's length."""
+
+
+class LibraryFallbackWarning(RuntimeWarning):
+    """libblosc2 is used through python-blosc2's public API, not directly."""
+
+
 __all__ = [
     "AlignmentError",
+    "AllNaNError",
     "BroadcastError",
     "CArrayError",
     "ChecksumError",
@@ -160,12 +180,15 @@ __all__ = [
     "ContainerNotFoundError",
     "ExpressionError",
     "FormatError",
+    "GroupByError",
     "HandleClosedError",
     "IndexUnsupportedError",
     "IndexingError",
+    "LibraryFallbackWarning",
     "LockError",
     "ReadOnlyError",
     "RechunkMemoryError",
+    "ShapeError",
     "StorageError",
     "UnsafeDataError",
     "UnstorableAttributeError",

@@ -44,6 +44,7 @@ from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
+    ShapeError,
     VersionsUnsupportedError,
 )
 from carray.layouts.base import clear_for_create
@@ -319,7 +320,7 @@ class GroupTree:
         a = self.member(path)
         dims = (dims,) if isinstance(dims, str) else tuple(dims)
         if len(dims) != a.ndim or not all(isinstance(d, str) and d for d in dims):
-            raise ValueError(f"{path!r} has {a.ndim} axes: dims must be {a.ndim} non-empty "
+            raise ShapeError(f"{path!r} has {a.ndim} axes: dims must be {a.ndim} non-empty "
                              f"names, got {dims!r}")
         if len(set(dims)) != len(dims):
             raise ValueError(f"dims of {path!r} repeat a name: {dims!r}")
@@ -352,7 +353,7 @@ class GroupTree:
 
     def check_dims(self) -> None:
         """Arrays that share a dimension name in one group or its ancestors agree on its
-        length (ValueError naming both otherwise)."""
+        length (ShapeError naming both otherwise)."""
         seen: dict[tuple[str, str], tuple[str, int]] = {}
         for path in sorted(self.nodes, key=lambda p: p.count("/")):
             node = self.nodes[path]
@@ -365,7 +366,7 @@ class GroupTree:
                 for scope in scopes:
                     other = seen.get((scope, dim))
                     if other is not None and other[1] != n:
-                        raise ValueError(
+                        raise ShapeError(
                             f"dimension {dim!r} is {other[1]} long in {other[0]!r} but {n} in "
                             f"{path!r}: arrays sharing a dimension grow together "
                             "(Group.append, or change them inside Group.transaction())")
