@@ -31,6 +31,7 @@ from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
 from carray.params import CParams
 from carray.stores import Store, is_url, resolve
+from carray.stores.base import discard_partial, writing_to
 
 # Rows copied per step: whole source chunks, about this many bytes.
 _COPY_BYTES = 64 * 2**20
@@ -482,16 +483,18 @@ def convert_array(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
         if cparams is None and fmt != "npy":
             cparams = source_cparams(source, src, storage_options)
         _remove(store, tmp)
-        stats = _copy(source, fmt, store.url(tmp) if store.remote else tmp, given, cparams,
-                      progress, dst_options, (src, options_for(src, storage_options)), max_mem)
+        with writing_to(dst):
+            stats = _copy(source, fmt, store.url(tmp) if store.remote else tmp, given,
+                          cparams, progress, dst_options,
+                          (src, options_for(src, storage_options)), max_mem)
         store.invalidate(path)
         replacing = True
         _remove(store, path)
         store.rename(tmp, path)
     except BaseException:
-        _remove(store, tmp)
+        discard_partial(store, tmp)
         if replacing:
-            _remove(store, path)
+            discard_partial(store, path)
         raise
     finally:
         close_array(source)
@@ -627,13 +630,14 @@ def convert_table(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     tmp = _temporary(store, path)
     try:
         _remove(store, tmp)
-        run(src, side, dst, dst_name, store=store, key=path, tmp=tmp,
-            dataset_format=dataset or dst_dataset, progress=progress,
-            storage_options=storage_options)
+        with writing_to(dst):
+            run(src, side, dst, dst_name, store=store, key=path, tmp=tmp,
+                dataset_format=dataset or dst_dataset, progress=progress,
+                storage_options=storage_options)
         _remove(store, path)
         store.rename(tmp, path)
     except BaseException:
-        _remove(store, tmp)
+        discard_partial(store, tmp)
         raise
 
 

@@ -23,8 +23,8 @@ import numpy as np
 from carray import attrvalues
 from carray.array import carray
 from carray.attrs import Attrs
-from carray.errors import ShapeError
 from carray.engine.history import when
+from carray.errors import ShapeError
 from carray.group_store import (
     ARRAY,
     GROUP,

@@ -58,6 +58,7 @@ from carray.integrations.group_nodes import (
     sliced_rows,
 )
 from carray.stores import Store, is_url, resolve
+from carray.stores.base import discard_partial, writing_to
 
 #: Destination format names (``to=``) and what each is.
 GROUP_FORMATS = {
@@ -83,9 +84,9 @@ def _ext(path: str) -> str:
     return os.path.splitext(path.rstrip("/\\"))[1].lower()
 
 
-def _group_extensions() -> tuple[str, ...]:
+def _extensions_of(name: str) -> tuple[str, ...]:
     for fmt in registry.FORMATS:
-        if fmt.name == "group":
+        if fmt.name == name:
             return fmt.extensions
     return ()
 
@@ -115,13 +116,18 @@ def source_kind(src: str | os.PathLike, storage_options: dict | None = None) -> 
     return name if name in ("group", "netcdf", "ds") else None
 
 
-def dest_kind(dst: str | os.PathLike, to: str | None = None) -> str | None:
+def dest_kind(dst: str | os.PathLike, to: str | None = None, source: str | None = None
+              ) -> str | None:
     """Which group format ``to`` names, or else ``dst``'s extension (none: a carray
-    group); None when it names an array or table format."""
+    group); None when it names an array or table format.  Given a ``source`` that is a
+    group or dataset format, the extension of carray's array directories (``.carray``)
+    names a carray group too: a directory of carray's, holding what the source holds."""
     if to is not None:
         return to if to in GROUP_FORMATS else None
     ext = _ext(os.fspath(dst))
-    if not ext or ext in _group_extensions():
+    if not ext or ext in _extensions_of("group"):
+        return "group"
+    if source in GROUP_FORMATS and ext in _extensions_of("carray"):
         return "group"
     return _EXTENSIONS.get(ext)
 
@@ -135,7 +141,7 @@ def is_group_conversion(src: str | os.PathLike, dst: str | os.PathLike, to: str 
     kind = source_kind(src, storage_options)
     if kind in ("group", "zarr", "hdf5"):
         return True
-    target = dest_kind(dst, to)
+    target = dest_kind(dst, to, kind)
     if kind in ("netcdf", "ds"):
         return target in ("group", "zarr", "hdf5")
     return target == "hdf5" or to == "group" or (
@@ -384,7 +390,8 @@ def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     if extra:
         raise UnsupportedOptionError(f"{', '.join(extra)}: group conversions do not take "
                                      "these (they keep each array's chunks and compression)")
-    skind, dkind = source_kind(src, storage_options), dest_kind(dst, to)
+    skind = source_kind(src, storage_options)
+    dkind = dest_kind(dst, to, skind)
     if skind is None or dkind is None:
         _refuse(src, dst, skind, dkind, storage_options)
     assert skind is not None and dkind is not None
@@ -401,15 +408,16 @@ def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
                 from carray.integrations.group_ds import check_flat
 
                 check_flat(nodes, dst)
-            writer = _writer(dkind, store.url(tmp) if store.remote else tmp, dst_options,
-                             f"converted from {src}")
-            _copy(nodes, writer, progress)
+            with writing_to(dst):
+                writer = _writer(dkind, store.url(tmp) if store.remote else tmp, dst_options,
+                                 f"converted from {src}")
+                _copy(nodes, writer, progress)
         store.invalidate(key)
         if store.exists(key):
             store.rmtree(key)
         store.rename(tmp, key)
     except BaseException:
-        _remove(store, tmp)
+        discard_partial(store, tmp)
         raise
     return dict(getattr(writer, "stats", {}))
 
