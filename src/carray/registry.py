@@ -468,7 +468,7 @@ def _open_ds(path: str, mode: str, storage_options: dict | None) -> dict:
 def _ds_info(path: str, storage_options: dict | None) -> dict:
     ds = _dataset_module("ds")
     header = ds.read_header(path, storage_options=storage_options)
-    return describe_dataset({k: ds.decode_attrs(v, path) for k, v in header.items()}, "ds")
+    return describe_dataset(dict(header), "ds")
 
 
 def _ds_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:

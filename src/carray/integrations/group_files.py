@@ -24,15 +24,16 @@ destination is built under a temporary name beside it and renamed into place, so
 a failed conversion leaves nothing at the destination (nor under the temporary
 name).
 
-What each format cannot hold as itself is stored so that it reads back (the
-``_carray_*`` attributes of :mod:`carray.integrations.group_nodes`): ``U`` text as
-variable-length strings (NetCDF, HDF5, Zarr) with its width recorded, bools as int8
-in NetCDF, datetimes and timedeltas as int64 in NetCDF, HDF5 and ds; attribute
-values NetCDF and HDF5 attributes do not hold (bools, lists, dicts, most numpy
-values...) as JSON text.  Complex arrays are refused by NetCDF and ds.  Axes
-without names get made-up dimension names in NetCDF (not kept when read back).
-Foreign variable-length strings become fixed-width text as wide as their longest
-value.
+Each file holds what the format's own library writes, read back as that library
+(and xarray) reads it: bools, datetimes and timedeltas in NetCDF and ds files as
+xarray encodes them (:func:`carray.integrations.group_nodes.cf_encoded`), in HDF5
+and Zarr as h5py and zarr-python store them; attribute values as
+:mod:`carray.attrpeers` says; ``U`` text as variable-length strings in NetCDF and
+HDF5 (read back as wide as its longest value).  What a format has no form for
+(float16 and complex arrays in NetCDF and ds, bools or dicts as NetCDF attributes,
+dates in JSON attributes) is refused when written, naming it.  A table's group
+carries carray's one mark, ``_carray_table``.  Axes without names get made-up
+dimension names in NetCDF (not kept when read back).
 """
 
 from __future__ import annotations

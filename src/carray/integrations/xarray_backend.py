@@ -113,7 +113,7 @@ class DsDataStore(AbstractDataStore):
         for key, entry in self.header.items():
             if key.startswith(".") or entry.get(".size", []) is None:
                 continue
-            entry = ds.decode_attrs(entry, self.path)
+            entry = dict(entry)
             shape = tuple(entry.get(".size", []))
             named = entry.get(".dims")
             dims = tuple(default_dims(key, len(shape)) if named is None else named)
@@ -126,7 +126,7 @@ class DsDataStore(AbstractDataStore):
         return out
 
     def get_attrs(self) -> dict:
-        return ds.decode_attrs(self.header.get(".", {}), self.path)
+        return dict(self.header.get(".", {}))
 
     def get_dimensions(self) -> dict:
         sizes: dict[str, int] = {}
