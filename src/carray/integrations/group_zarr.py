@@ -222,3 +222,65 @@ class Writer:
 
     def discard(self) -> None:
         pass
+
+
+# -- what carray info, head and verify show -----------------------------------------------------
+
+
+def open_root(path: str, mode: str = "r", storage_options: dict | None = None) -> Any:
+    """The ``zarr.Group`` at ``path``, read-only (``mode`` is taken for the registry)."""
+    kwargs = {"storage_options": storage_options} if storage_options else {}
+    try:
+        return _zarr().open_group(store=path, mode="r", zarr_format=3, **kwargs)
+    except (FileNotFoundError, ValueError, TypeError, KeyError) as exc:
+        raise FormatError(f"not a readable Zarr v3 group: {exc}", path) from None
+
+
+def _arrays(grp: Any) -> Iterator[tuple[str, Any]]:
+    """``(path in the group, zarr.Array)`` of every array of ``grp`` and below, sorted."""
+    zarr = _zarr()
+    with _quiet():
+        members = sorted(grp.members(max_depth=None), key=lambda kv: kv[0])
+    return ((name, obj) for name, obj in members if isinstance(obj, zarr.Array))
+
+
+def info(path: str, storage_options: dict | None = None) -> dict:
+    """What ``carray info`` shows for a Zarr v3 group: every array (by its path in the
+    group) with its type, dims and shape, and the root group's attributes."""
+    root = open_root(path, "r", storage_options)
+    variables = []
+    for name, z in _arrays(root):
+        dims = getattr(z.metadata, "dimension_names", None) or ()
+        variables.append({"name": name, "type": str(z.dtype), "shape": list(z.shape),
+                          "dims": [str(d) for d in dims if d is not None],
+                          "attrs": zarr_arrays.decode_attrs(dict(z.attrs), z.dtype, name)})
+    return {"type": "zarr group", "variables": variables,
+            "attrs": zarr_arrays.decode_attrs(dict(root.attrs), None, path)}
+
+
+def head(path: str, rows: int, storage_options: dict | None = None) -> dict[str, Any]:
+    """The first ``rows`` rows of every array of a Zarr v3 group, by path."""
+    with _quiet():
+        return {name: np.asarray(z[:rows] if z.ndim else z[()])
+                for name, z in _arrays(open_root(path, "r", storage_options))}
+
+
+def verify(store: Any, path: str) -> Iterator[Any]:
+    """Every chunk of every array of the Zarr v3 group at ``path`` decoded
+    (:func:`carray.integrations.zarr_arrays.verify`, each problem naming its array)."""
+    from carray.problems import Problem
+
+    try:
+        root = open_root(store.url(path) if store.remote else path)
+        arrays = list(_arrays(root))
+    except (FormatError, ImportError, OSError) as exc:
+        yield Problem.from_error(exc, store.url(path))
+        return
+    for name, _ in arrays:
+        yield from zarr_arrays.verify(store, store.join(path, name))
+
+
+def is_zarr_group(store: Any, path: str) -> bool:
+    """Whether ``path`` holds a Zarr v3 group (its ``zarr.json`` says so)."""
+    doc = zarr_arrays.node_document(store, path)
+    return doc is not None and doc.get("node_type") == "group"
