@@ -23,6 +23,7 @@ from carray._order import check_order, stored_ckey, stored_okey
 from carray.attrs import Attrs
 from carray.compute import ComputeMixin, masks, register_array_type
 from carray.container import Container, check_mode, refuse_own_source
+from carray.dtypes import fitted_text
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
 from carray.errors import ContainerNotFoundError, FormatError, StorageError
@@ -475,11 +476,17 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     # -- writing --------------------------------------------------------------------------
 
     def as_values(self, value: Any) -> np.ndarray:
-        """``value`` as an array of this array's dtype (carrays read whole)."""
-        return np.asarray(plain(value), dtype=self.dtype)
+        """``value`` as an array of this array's dtype (carrays read whole); text longer
+        than fixed-width text items hold is refused, never cut."""
+        return self._typed(plain(value))
+
+    def _typed(self, values: Any) -> np.ndarray:
+        if self.dtype.kind in "US":
+            return fitted_text(values, self.dtype, str(self.rootdir or "carray"))
+        return np.asarray(values, dtype=self.dtype)
 
     def _as_rows(self, array: Any) -> np.ndarray:
-        arr = np.asarray(array[:] if isinstance(array, carray) else array, dtype=self.dtype)
+        arr = self._typed(array[:] if isinstance(array, carray) else array)
         atom = self.shape[1:]
         if arr.shape == atom:
             arr = arr.reshape((1, *atom))
