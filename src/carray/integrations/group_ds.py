@@ -2,8 +2,9 @@
 
 Written, a group's arrays become the file's variables and its attributes the
 dataset's; a group holding sub-groups or tables is refused (ds has no place for
-them), naming them.  Text is written as ds ``unicode``/``str`` variables,
-datetimes and timedeltas as int64 with the attributes xarray writes for them
+them), naming them.  Text is written as ds ``unicode``/``str`` variables, bools as
+int8 (ds-format reads its bool type right only by eights), datetimes and timedeltas
+as int64, with the attributes xarray writes for them
 (:func:`carray.integrations.group_nodes.cf_encoded`); float16 and complex arrays,
 which ds has no type for, are refused.  Read, every variable becomes an array of the
 root group, along its ``.dims`` (numbers written as above are datetimes and
@@ -128,10 +129,9 @@ def _ds_type(node: ArrayNode) -> tuple[str, dict[str, Any]]:
         return "unicode", {}
     if dt.kind == "S":
         return "str", {}
-    if dt.kind == "b":
-        return "bool", {}
-    if dt.kind in "mM":
-        return "int64", cf_encoded(dt, node.attrs, f"variable {node.path!r}")[1]
+    if dt.kind in "bmM":  # ds-format reads bools right only 8 at a time: int8 as xarray
+        stored, hints = cf_encoded(dt, node.attrs, f"variable {node.path!r}")
+        return str(stored), hints
     for name, native in NUMERIC_TYPES.items():
         if native == dt.newbyteorder("="):
             return name, {}
