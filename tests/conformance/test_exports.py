@@ -177,8 +177,7 @@ def _equal(a, b) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(np.asarray(a), np.asarray(b))
     if isinstance(a, float | np.floating) and math.isnan(a):
-        return isinstance(b, float | np.floating) and math.isnan(b) and \
-            type(a) is type(b)
+        return isinstance(b, float | np.floating) and math.isnan(b)
     return a == b and (type(a) is type(b) or not isinstance(a, np.generic))
 
 
@@ -188,12 +187,16 @@ def _theirs(ext: str, path):
         with netCDF4.Dataset(path) as f:
             var = f["v"]
             var.set_auto_maskandscale(False)
-            return (np.asarray(var[...]), {k: var.getncattr(k) for k in var.ncattrs()},
+            values = np.asarray(var[...])
+            if values.dtype == np.dtype("S1"):  # a char array: its last axis the text
+                values = netCDF4.chartostring(values, encoding="bytes")
+            return (values, {k: var.getncattr(k) for k in var.ncattrs()},
                     {k: f.getncattr(k) for k in f.ncattrs()})
     if ext == "h5":
         with h5py.File(path, "r") as f:
             d = f["v"]
-            values = d.asstr()[...] if h5py.check_string_dtype(d.dtype) else d[...]
+            text = h5py.check_string_dtype(d.dtype)
+            values = d.asstr()[...] if text is not None and text.length is None else d[...]
             return values, dict(d.attrs), dict(f.attrs)
     if ext == "zarr":
         g = zarr.open_group(str(path), mode="r")
@@ -245,7 +248,9 @@ def test_groups_round_trip_through_every_format_and_its_library(tmp_path_factory
     convert(out, tmp / "back")
     with ca.open_group(tmp / "back") as b:
         back = b["v"]
-        assert back.dtype == dtype or (dtype.kind == "U" and back.dtype.kind == "U")
+        # ds keeps text without a width (ds_format itself reads it as objects).
+        assert back.dtype == dtype or (dtype.kind == back.dtype.kind == "U") or \
+            (ext == "ds" and dtype.kind == back.dtype.kind == "S")
         assert b.dims_of("v") == dims
         if dtype.kind in "US":
             assert back[...].tolist() == values.tolist()
