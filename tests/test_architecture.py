@@ -12,7 +12,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
 # Bottom to top: a module may import from its own layer and the layers below it.
 LAYERS: list[set[str]] = [
     {"errors", "problems", "params", "_util", "safejson", "checkedjson", "dtypes", "_fileio",
-     "defaults", "_html", "attrvalues", "attrpack", "_tempnames"},
+     "defaults", "_html", "attrvalues", "attrpack", "_tempnames", "attrpeers"},
     {"stores"},
     {"codecs", "_parallel"},
     {"geometry", "grid", "keys", "shapes", "chunkio"},

@@ -76,9 +76,9 @@ def _values(start: int, n: int) -> np.ndarray:
 
 def _create(path: str, kind: str) -> None:
     first = _values(0, 1500)  # a chunk and a half: the tail is part full
-    if kind.startswith("table"):
+    if kind.startswith("table"):  # (text of one width: a bcolz table's is fixed-width)
         ca.ctable({"x": first, "y": first * 0.5,
-                   "s": np.array([f"s{v}" for v in first], dtype=object)},
+                   "s": np.array([f"s{v:06d}" for v in first], dtype=object)},
                   rootdir=path, mode="w", chunklen=CHUNKLEN,
                   format="bcolz" if kind == "table-bcolz" else None).close()
     else:
@@ -95,7 +95,7 @@ def _open(path: str, kind: str, mode: str):
 def _append(obj, kind: str, values: np.ndarray) -> None:
     if kind.startswith("table"):
         obj.append({"x": values, "y": values * 0.5,
-                    "s": np.array([f"s{v}" for v in values], dtype=object)})
+                    "s": np.array([f"s{v:06d}" for v in values], dtype=object)})
     else:
         obj.append(values)
 
@@ -109,7 +109,7 @@ def _contents(obj, kind: str) -> np.ndarray:
     rows = obj[:]
     x = rows["x"]
     assert (rows["y"] == x * 0.5).all(), "a row mixes appends"
-    assert rows["s"].tolist() == [f"s{v}" for v in x.tolist()], "a string column is torn"
+    assert rows["s"].tolist() == [f"s{v:06d}" for v in x.tolist()], "a string column is torn"
     return x
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import CArrayError
+from carray.errors import GroupByError
 
 # Integer keys whose range is at most this (or a few times the rows) are their own
 # offsets: a lookup table replaces hashing.
@@ -25,11 +25,6 @@ AGGREGATIONS = ("count", "size", "sum", "mean", "min", "max", "std", "var", "fir
                 "last", "nunique")
 # Aggregations that need numbers (strings have no sum, mean or spread).
 _NUMERIC_ONLY = {"sum", "mean", "std", "var"}
-
-
-class GroupByError(CArrayError, ValueError):
-    """A group-by, sort or count asked for something the table cannot give: an unknown
-    column or aggregation, or an aggregation the column's type has none of."""
 
 
 def missing_of(values: np.ndarray, valid: np.ndarray | None) -> np.ndarray | None:

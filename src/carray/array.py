@@ -30,6 +30,7 @@ from carray.container import (
     refuse_own_source,
     version_asked,
 )
+from carray.dtypes import fitted_text
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
 from carray.errors import ContainerNotFoundError, FormatError, StorageError
@@ -523,11 +524,17 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     # -- writing --------------------------------------------------------------------------
 
     def as_values(self, value: Any) -> np.ndarray:
-        """``value`` as an array of this array's dtype (carrays read whole)."""
-        return np.asarray(plain(value), dtype=self.dtype)
+        """``value`` as an array of this array's dtype (carrays read whole); text longer
+        than fixed-width text items hold is refused, never cut."""
+        return self._typed(plain(value))
+
+    def _typed(self, values: Any) -> np.ndarray:
+        if self.dtype.kind in "US":
+            return fitted_text(values, self.dtype, str(self.rootdir or "carray"))
+        return np.asarray(values, dtype=self.dtype)
 
     def _as_rows(self, array: Any) -> np.ndarray:
-        arr = np.asarray(array[:] if isinstance(array, carray) else array, dtype=self.dtype)
+        arr = self._typed(array[:] if isinstance(array, carray) else array)
         atom = self.shape[1:]
         if arr.shape == atom:
             arr = arr.reshape((1, *atom))

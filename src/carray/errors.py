@@ -159,33 +159,23 @@ class IndexUnsupportedError(CArrayError, ValueError):
     table's format), or a column has no index to drop."""
 
 
-__all__ = [
-    "AlignmentError",
-    "BroadcastError",
-    "CArrayError",
-    "ChecksumError",
-    "CodecError",
-    "CodecUnavailableError",
-    "ContainerExistsError",
-    "ContainerNotFoundError",
-    "ExpressionError",
-    "FormatError",
-    "HandleClosedError",
-    "IndexUnsupportedError",
-    "IndexingError",
-    "LockError",
-    "ModeError",
-    "ReadOnlyError",
-    "RechunkMemoryError",
-    "StorageError",
-    "TimeValueError",
-    "UnsafeDataError",
-    "UnstorableAttributeError",
-    "UnsupportedDTypeError",
-    "UnsupportedOptionError",
-    "VersionError",
-    "VersionsUnsupportedError",
-]
+class GroupByError(CArrayError, ValueError):
+    """A group-by, sort or count asked for something the table cannot give: an unknown
+    column or aggregation, or an aggregation the column's type has none of."""
+
+
+class AllNaNError(CArrayError, ValueError):
+    """Every item of a slice is NaN where a position was asked for (``nanargmin``)."""
+
+
+class ShapeError(CArrayError, ValueError):
+    """A shape, chunk shape or size that carray cannot hold: a length past what 64-bit
+    sizes count, more chunks than a layout can record, or arrays of a group that
+    disagree on a dimension's length."""
+
+
+class LibraryFallbackWarning(RuntimeWarning):
+    """libblosc2 is used through python-blosc2's public API, not directly."""
 
 
 class ConflictError(CArrayError, RuntimeError):
@@ -230,4 +220,39 @@ class ColumnNameError(CArrayError, ValueError):
     rows use for the row number)."""
 
 
-__all__ += ["ColumnNameError", "ColumnNotFoundError"]
+__all__ = [
+    "AlignmentError",
+    "AllNaNError",
+    "BroadcastError",
+    "CArrayError",
+    "ChecksumError",
+    "CodecError",
+    "CodecUnavailableError",
+    "ColumnNameError",
+    "ColumnNotFoundError",
+    "ConflictError",
+    "ContainerExistsError",
+    "ContainerNotFoundError",
+    "ExpressionError",
+    "FormatError",
+    "GroupByError",
+    "HandleClosedError",
+    "IndexUnsupportedError",
+    "IndexingError",
+    "LibraryFallbackWarning",
+    "LockError",
+    "ModeError",
+    "ReadOnlyError",
+    "RechunkMemoryError",
+    "ShapeError",
+    "StorageError",
+    "TagExistsError",
+    "TimeValueError",
+    "TransactionAbortedError",
+    "UnsafeDataError",
+    "UnstorableAttributeError",
+    "UnsupportedDTypeError",
+    "UnsupportedOptionError",
+    "VersionError",
+    "VersionsUnsupportedError",
+]

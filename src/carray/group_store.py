@@ -43,6 +43,7 @@ from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
+    ShapeError,
     VersionsUnsupportedError,
 )
 from carray.group_rebase import merge_nodes
@@ -385,7 +386,7 @@ class GroupTree:
         a = self.member(path)
         dims = (dims,) if isinstance(dims, str) else tuple(dims)
         if len(dims) != a.ndim or not all(isinstance(d, str) and d for d in dims):
-            raise ValueError(f"{path!r} has {a.ndim} axes: dims must be {a.ndim} non-empty "
+            raise ShapeError(f"{path!r} has {a.ndim} axes: dims must be {a.ndim} non-empty "
                              f"names, got {dims!r}")
         if len(set(dims)) != len(dims):
             raise ValueError(f"dims of {path!r} repeat a name: {dims!r}")
@@ -418,7 +419,7 @@ class GroupTree:
 
     def check_dims(self) -> None:
         """Arrays that share a dimension name in one group or its ancestors agree on its
-        length (ValueError naming both otherwise)."""
+        length (ShapeError naming both otherwise)."""
         seen: dict[tuple[str, str], tuple[str, int]] = {}
         for path in sorted(self.nodes, key=lambda p: p.count("/")):
             node = self.nodes[path]
@@ -431,7 +432,7 @@ class GroupTree:
                 for scope in scopes:
                     other = seen.get((scope, dim))
                     if other is not None and other[1] != n:
-                        raise ValueError(
+                        raise ShapeError(
                             f"dimension {dim!r} is {other[1]} long in {other[0]!r} but {n} in "
                             f"{path!r}: arrays sharing a dimension grow together "
                             "(Group.append, or change them inside Group.transaction())")

@@ -33,7 +33,7 @@ from carray._missing_table import (
     masked_rows,
 )
 from carray._portable_table import PortableTable
-from carray._table_bcolz import BcolzTable
+from carray._table_bcolz import BcolzTable, bcolz_text
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import (
@@ -245,7 +245,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                                       fsync=self._fsync, storage_options=self._storage_options)
         values = cat.storable(values, self._format)  # bcolz's tables: decoded
         if self._format == "bcolz":  # plain values, or refused (missing ones)
-            values = bcolz_values(values, name, where.get("rootdir"))
+            values = bcolz_text(bcolz_values(values, name, where.get("rootdir")),
+                                where.get("rootdir", name))
         if cat.column_class(values) is cat.CategoryColumn:
             return cat.CategoryColumn(values, **cat.text_options(values, args), **common,
                                       format=self._format, membership=where.get("membership"))

@@ -57,6 +57,9 @@ class _ChunkWatch:
     def chunk_written(self, nchunk: int, stats: Any, stamp: Any) -> None:
         self.dirty.setdefault(self.name, set()).add(int(nchunk))
 
+    def chunks_absent(self, first: int, count: int) -> None:
+        pass  # rows past the indexed ones: a query checks them anyway
+
     def chunks_dropped(self, first: int) -> None:
         pass  # rows cut off: the table's length says so
 

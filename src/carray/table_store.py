@@ -36,6 +36,7 @@ from carray.errors import (
     FormatError,
     VersionsUnsupportedError,
 )
+from carray.layouts._bcolz_attrs import TYPED_FILE as TYPED_ATTRS_FILE
 from carray.layouts.memory import MemoryLayout
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
@@ -58,7 +59,7 @@ ROOTDIRS = "__rootdirs__"
 ATTRS_FILE = "__attrs__"
 #: The directory of a table's index builds (:mod:`carray.table_index`).
 INDEX_DIR = "__indexes__"
-_RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
+_RESERVED = {ROOTDIRS, ATTRS_FILE, TYPED_ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
 #: The marker: format version 4 carries a checksum; tables of version 3 read as before.
 _MARKER = dumps_checked({"format": "carray-table", "format_version": 4})
 #: What a column is, as a version records it (a nullable column: its values and
@@ -307,7 +308,7 @@ class VersionedTable(TableStorage):
         """The first version is published: mark the directory, drop the old records."""
         fsync = self.dataset.repo.fsync
         self.store.put(self.store.join(self.root, TABLE_FILE), _MARKER, fsync=fsync)
-        for name in (ROOTDIRS, "__txn__", "__commits__", ATTRS_FILE):
+        for name in (ROOTDIRS, "__txn__", "__commits__", ATTRS_FILE, TYPED_ATTRS_FILE):
             with contextlib.suppress(FileNotFoundError):
                 self.store.delete(self.store.join(self.root, name))
 

@@ -15,10 +15,10 @@ from carray.array import carray
 from carray.compute.strings import expression as lazy_expression
 from carray.compute.strings import wants_lazy
 from carray.defaults import defaults
-from carray.errors import FormatError
+from carray.errors import FormatError, ShapeError
 from carray.groups import Group, open_group
 from carray.query import BlockEvaluator, Expression, caller_scope, collect_result
-from carray.shapes import calc_chunklen
+from carray.shapes import calc_chunklen, check_nbytes
 from carray.table import ctable
 
 
@@ -28,8 +28,12 @@ def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.
     if not shape:
         raise ValueError("shape must have at least one dimension")
     dt = np.dtype(dtype)
+    check_nbytes(shape, dt.itemsize)
     if len(shape) > 1:
-        dt = np.dtype((dt, shape[1:]))
+        try:
+            dt = np.dtype((dt, shape[1:]))
+        except (ValueError, OverflowError) as exc:  # rows numpy cannot make one item of
+            raise ShapeError(f"rows of shape {tuple(shape[1:])} of {dt}: {exc}") from None
     return int(shape[0]), dt
 
 

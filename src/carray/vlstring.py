@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
-from carray.attrs import Attrs
+from carray.attrs import Attrs, PlainAttrsFile
 from carray.checkedjson import dumps_checked, load_marker
 from carray.compute.protocols import registered_method
 from carray.container import Container, refuse_own_source
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
 from carray.keys import select
 from carray.layouts import refuse_member
-from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.stores import LOCAL, Store, resolve
@@ -297,7 +296,7 @@ class StringColumn(Container):
             if not hasattr(self, "_mem_layout"):
                 self._mem_layout = MemoryLayout()
             return self._mem_layout
-        return BcolzLayout(self._path, readonly=self._mode == "r", fsync=fsync, store=self._store)
+        return PlainAttrsFile(self._store, self._path, fsync)
 
     def _open(self, fsync: bool) -> None:
         if not is_string_column(self._path, self._store):

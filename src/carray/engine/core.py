@@ -47,6 +47,7 @@ from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
 from carray.params import CParams
+from carray.shapes import result_array
 from carray.stores import Store
 from carray.versions import rebase as rebasing
 from carray.versions.dataset import NewerVersion
@@ -343,7 +344,7 @@ class ArrayEngine:
         w = self._w
         w.settle()
         if out is None:
-            out = np.empty(okey.sel_shape, dtype=self._d.dtype)
+            out = result_array(okey.sel_shape, self._d.dtype)
         if okey.size == 0:
             return okey.finish(out)
         if len(w.shape) == 1 and self._read_run(okey.axes[0], out):
@@ -470,7 +471,7 @@ class ArrayEngine:
         """Items at the coordinates of a :class:`CoordKey`, in its output shape."""
         w = self._w
         w.settle()
-        out = np.empty(ckey.size, dtype=self._d.dtype)
+        out = result_array((ckey.size,), self._d.dtype)
         if ckey.size == 0:
             return out.reshape(ckey.out_shape)
         grid, io = self.grid, self._io

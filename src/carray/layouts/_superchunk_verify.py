@@ -147,7 +147,7 @@ def _verify_chunks(layout: SuperchunkLayout, meta: Any, seen: set[Any]) -> Itera
     grid = meta.grid
     c_order = meta.blocks is None or geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
     missing: set[str] = set()  # files reported missing once, not once per chunk
-    for n in range(grid.nchunks):
+    for n in layout.stored_chunks():  # chunks of the fill value are stored nowhere
         for finding in _verify_chunk(layout, grid, n, c_order, seen):
             if isinstance(finding, Problem) and "is missing" in finding.what:
                 if finding.path in missing:

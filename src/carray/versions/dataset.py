@@ -25,7 +25,7 @@ import numpy as np
 
 from carray.errors import ConflictError, ContainerNotFoundError, ReadOnlyError, VersionError
 from carray.stores.lock import DEFAULT_TIMEOUT
-from carray.versions.index import PAGE_ENTRIES, PAGEREF
+from carray.versions.index import PAGEREF, npages
 from carray.versions.manifest import Manifest, MemberState
 from carray.versions.outcomes import ABORT, COMMIT
 from carray.versions.repo import (
@@ -76,6 +76,31 @@ class Staged:
     base_pages: np.ndarray
     attrs: Any = field(default_factory=dict)
     durable: Callable[[], None] | None = None
+    #: The page numbers ``base_pages`` refer to (None: one per page from the first).
+    base_numbers: np.ndarray | None = None
+    #: Pages whose chunks now all hold the fill value: no reference for them.
+    filled: frozenset[int] = frozenset()
+
+
+def page_table(st: Staged, refs: Iterator[Any]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The page references of a staged member after its commit (``refs`` gives those of
+    its stored pages, in order), and their page numbers when not one per page (a
+    sparse table: the pages missing hold only fill entries)."""
+    top = npages(st.nchunks)
+    old = np.arange(len(st.base_pages), dtype=np.int64) if st.base_numbers is None \
+        else np.asarray(st.base_numbers, np.int64)
+    keep = old < top
+    replaced = sorted(st.filled | set(st.pages))
+    if replaced:
+        keep &= ~np.isin(old, replaced)
+    new = np.asarray(list(st.pages), np.int64)
+    base = np.asarray(st.base_pages) if len(st.base_pages) else np.zeros(0, PAGEREF)
+    table = np.concatenate([base[keep],
+                            np.array([next(refs) for _ in new], dtype=PAGEREF)])
+    numbers = np.concatenate([old[keep], new])
+    order = np.argsort(numbers, kind="stable")
+    table, numbers = table[order], numbers[order]
+    return table, None if len(numbers) == top else numbers
 
 
 @dataclass(frozen=True)
@@ -324,13 +349,9 @@ class VersionedDataset:
         refs = iter(self.repo.write_pages(seq, blobs))
         states: dict[str, MemberState] = {}
         for name, st in staged.items():
-            table = np.zeros(-(-st.nchunks // PAGE_ENTRIES), dtype=PAGEREF)
-            keep = min(len(table), len(st.base_pages))
-            table[:keep] = st.base_pages[:keep]
-            for p in st.pages:
-                table[p] = next(refs)
+            table, numbers = page_table(st, refs)
             states[name] = MemberState(name, st.path, st.shape, st.nbytes, st.cbytes,
-                                       st.nchunks, table, st.attrs)
+                                       st.nchunks, table, st.attrs, numbers)
         members = [states.pop(m.name, m) for m in (head.members if head else ())
                    if m.name not in self._dropped_members]
         members += list(states.values())
