@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.errors import LockError, TagExistsError
+from carray.errors import LockError, TagExistsError, VersionTakenError
 from carray.stores import LOCAL, resolve
 from carray.stores.fsspec import FsspecStore
 from carray.versions import Repository
 from carray.versions import repo as repo_module
 from carray.versions.index import fill_page
-from carray.versions.repo import SeqTaken
 
 
 def test_two_writers_of_one_seq_one_wins_C1(tmp_path):
@@ -27,7 +26,7 @@ def test_two_writers_of_one_seq_one_wins_C1(tmp_path):
     theirs = head.replace(id=repo_module.new_id(head.seq + 1), seq=head.seq + 1,
                           parent=head.id)
     repo.publish(mine)
-    with pytest.raises(SeqTaken):
+    with pytest.raises(VersionTakenError):
         Repository(LOCAL, str(tmp_path / "a")).publish(theirs)
     assert repo.latest().id == mine.id
     repo.publish(mine)  # its own manifest again (an answer lost): no error

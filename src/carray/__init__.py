@@ -39,6 +39,7 @@ from carray.errors import (
     LibraryFallbackWarning,
     LockError,
     ModeError,
+    NewerVersionError,
     ReadOnlyError,
     RechunkMemoryError,
     ShapeError,
@@ -52,6 +53,7 @@ from carray.errors import (
     UnsupportedOptionError,
     VersionError,
     VersionsUnsupportedError,
+    VersionTakenError,
 )
 from carray.formats import bloscpack, ds
 from carray.group_copy import copy_group
@@ -137,6 +139,7 @@ __all__ = [
     "LibraryFallbackWarning",
     "LockError",
     "ModeError",
+    "NewerVersionError",
     "ReadOnlyError",
     "RechunkMemoryError",
     "ShapeError",
@@ -149,5 +152,6 @@ __all__ = [
     "UnsupportedDTypeError",
     "UnsupportedOptionError",
     "VersionError",
+    "VersionTakenError",
     "VersionsUnsupportedError",
 ]

@@ -8,6 +8,7 @@ the offset where that makes sense, and what was expected.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 class CArrayError(Exception):
@@ -195,6 +196,40 @@ class ConflictError(CArrayError, RuntimeError):
         self.conflicts = list(conflicts or ())
 
 
+class NewerVersionError(ConflictError):
+    """Another writer published a version after the one this writer works on.  Commits
+    catch it, rebase their changes onto ``newer`` and publish again, so users meet it
+    only as the :class:`ConflictError` it is when the changes overlap.
+
+    Attributes
+    ----------
+    newer : carray.versions.Manifest
+        The newest version published.
+    """
+
+    def __init__(self, url: str, newer: Any) -> None:
+        super().__init__(f"{url}: another writer committed version {newer.id} meanwhile; "
+                         "refresh and apply the changes again")
+        self.newer = newer
+
+
+class VersionTakenError(ConflictError):
+    """Another writer published a version at the number this writer wanted.
+
+    Attributes
+    ----------
+    seq : int
+        The version number taken.
+    taker : carray.versions.Manifest or None
+        The version found there (None: gone, or not readable).
+    """
+
+    def __init__(self, url: str, seq: int, taker: Any = None) -> None:
+        super().__init__(f"{url}: another writer published version {seq} first")
+        self.seq = seq
+        self.taker = taker
+
+
 class TagExistsError(CArrayError, ValueError):
     """A tag names a version already: tags never move, unless asked to (``move=True``)."""
 
@@ -242,6 +277,7 @@ __all__ = [
     "LibraryFallbackWarning",
     "LockError",
     "ModeError",
+    "NewerVersionError",
     "ReadOnlyError",
     "RechunkMemoryError",
     "ShapeError",
@@ -254,5 +290,6 @@ __all__ = [
     "UnsupportedDTypeError",
     "UnsupportedOptionError",
     "VersionError",
+    "VersionTakenError",
     "VersionsUnsupportedError",
 ]

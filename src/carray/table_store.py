@@ -34,6 +34,7 @@ from carray.errors import (
     ConflictError,
     ContainerNotFoundError,
     FormatError,
+    NewerVersionError,
     VersionsUnsupportedError,
 )
 from carray.layouts._bcolz_attrs import TYPED_FILE as TYPED_ATTRS_FILE
@@ -44,7 +45,6 @@ from carray.table_rebase import TableReplay, capture
 from carray.versions import Manifest, Repository
 from carray.versions.dataset import (
     Membership,
-    NewerVersion,
     VersionedDataset,
     open_dataset,
     retention_of,
@@ -468,7 +468,7 @@ class VersionedTable(TableStorage):
                             col.flush()
                         self._record(table)
                     return
-                except NewerVersion as newer:
+                except NewerVersionError as newer:
                     head = newer.newer
                     self.rebase(table, newer.newer)
             raise ConflictError(f"{self.store.url(self.root)}: other writers kept "

@@ -39,6 +39,7 @@ from carray.errors import (
     ConflictError,
     HandleClosedError,
     IndexingError,
+    NewerVersionError,
     ReadOnlyError,
     UnsupportedDTypeError,
 )
@@ -50,7 +51,6 @@ from carray.params import CParams
 from carray.shapes import result_array
 from carray.stores import Store
 from carray.versions import rebase as rebasing
-from carray.versions.dataset import NewerVersion
 from carray.versions.history import History
 
 # Reads decoding at least this much per chunk spread the chunks over threads.
@@ -675,7 +675,7 @@ class ArrayEngine:
             try:
                 self._w.commit(self.meta(), message)
                 return
-            except NewerVersion as newer:
+            except NewerVersionError as newer:
                 self.rebase(newer.newer)
                 self._w.prepare_flush()
                 self._w.flush_tail()

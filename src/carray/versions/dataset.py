@@ -23,7 +23,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from carray.errors import ConflictError, ContainerNotFoundError, ReadOnlyError, VersionError
+from carray.errors import (
+    ContainerNotFoundError,
+    NewerVersionError,
+    ReadOnlyError,
+    VersionError,
+    VersionTakenError,
+)
 from carray.stores.lock import DEFAULT_TIMEOUT
 from carray.versions.index import PAGEREF, npages
 from carray.versions.manifest import Manifest, MemberState
@@ -31,7 +37,6 @@ from carray.versions.outcomes import ABORT, COMMIT
 from carray.versions.repo import (
     Hold,
     Repository,
-    SeqTaken,
     check_tag,
     kept_seqs,
     made_at,
@@ -45,17 +50,6 @@ _MAX_SETTLES = 100
 #: transaction before deciding it aborted (its owner is taken to be gone): the stores'
 #: ``lock_timeout``.
 DEFAULT_DECIDE_AFTER = DEFAULT_TIMEOUT
-
-
-class NewerVersion(ConflictError):
-    """Another writer published a version after the one this writer works on: its
-    container rebases its changes onto ``newer`` (:meth:`VersionedDataset.adopt_newer`)
-    and publishes again, or raises :class:`ConflictError` when they overlap."""
-
-    def __init__(self, url: str, newer: Manifest) -> None:
-        super().__init__(f"{url}: another writer committed version {newer.id} meanwhile; "
-                         "refresh and apply the changes again")
-        self.newer = newer
 
 
 @dataclass
@@ -365,7 +359,7 @@ class VersionedDataset:
                     st.durable()
             self._publish_manifest(manifest)
         except BaseException as exc:  # published or not: the disk says
-            if isinstance(exc, NewerVersion) or not self.repo.holds(manifest):
+            if isinstance(exc, NewerVersionError) or not self.repo.holds(manifest):
                 self._staged = staged  # still to publish (rebased, or retried)
                 self._pending_message = message
                 raise
@@ -388,15 +382,15 @@ class VersionedDataset:
         """Publish ``manifest`` at its seq; when another version holds it already, wait
         for that version's transaction to be decided (or decide it, see
         :meth:`_settle_taken`): aborted, the seq is free again; committed,
-        :class:`NewerVersion` tells the caller to rebase onto it."""
+        :class:`NewerVersionError` tells the caller to rebase onto it."""
         for _ in range(_MAX_SETTLES):
             try:
                 self.repo.publish(manifest)
                 return
-            except SeqTaken as taken:
+            except VersionTakenError as taken:
                 newer = self._settle_taken(manifest.seq, taken.taker)
                 if newer is not None:
-                    raise NewerVersion(self.repo.store.url(self.repo.root), newer) from None
+                    raise NewerVersionError(self.repo.store.url(self.repo.root), newer) from None
         raise VersionError(f"{self.repo.store.url(self.repo.root)}: version "
                            f"{manifest.seq} keeps being taken and given up")
 

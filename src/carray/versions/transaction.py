@@ -22,8 +22,8 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from carray.errors import TransactionAbortedError
-from carray.versions.dataset import NewerVersion, VersionedDataset
+from carray.errors import NewerVersionError, TransactionAbortedError
+from carray.versions.dataset import VersionedDataset
 from carray.versions.outcomes import ABORT, COMMIT, TXN_DIR, Record, new_txn_id, relative
 
 
@@ -83,7 +83,7 @@ def publish_together(datasets: Sequence[VersionedDataset], message: str | None,
             try:
                 changed[0].publish(message=message, kind=kind, force=True)
                 return True
-            except NewerVersion as newer:
+            except NewerVersionError as newer:
                 rebase(changed[0], newer.newer)
     store = changed[0].repo.store
     record = Record(store, store.join(base, TXN_DIR, new_txn_id()))
@@ -124,7 +124,7 @@ def _publish_one(ds: VersionedDataset, rel: str, message: str | None, kind: str,
         try:
             ds.publish(txn=rel, reclaim=False, message=message, kind=kind, force=True)
             return
-        except NewerVersion as newer:
+        except NewerVersionError as newer:
             rebase(ds, newer.newer)
             if describe is not None:
                 describe()
