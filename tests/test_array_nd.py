@@ -248,3 +248,13 @@ def test_records_that_do_not_divide_a_block_read_back(fmt, tmp_path):
     if rootdir is not None:
         c.close()
         assert np.array_equal(ca.open(rootdir, mode="r")[:], a)
+
+
+@pytest.mark.parametrize("fmt", ["superchunk", "bcolz"])
+def test_raw_bytes_items_reopen(fmt, tmp_path):
+    # The default value of a void dtype is kept as latin-1 text, like bytes strings.
+    a = np.frombuffer(bytes(range(70)), dtype="V7")
+    c = ca.carray(a, rootdir=str(tmp_path / "v"), format=fmt, dflt=b"abcdefg")
+    c.close()
+    got = ca.open(str(tmp_path / "v"), mode="r")
+    assert got[:].tobytes() == a.tobytes() and got.dflt.tobytes() == b"abcdefg"
