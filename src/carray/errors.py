@@ -54,6 +54,10 @@ class ExpressionError(CArrayError, ValueError):
     """A query expression cannot be parsed, or names something unknown."""
 
 
+class UnknownNameError(ExpressionError, NameError):
+    """An expression names a variable that is neither a column nor in scope."""
+
+
 class BroadcastError(CArrayError, ValueError):
     """Operands of an expression have shapes that do not broadcast together."""
 
@@ -179,6 +183,7 @@ __all__ = [
     "RechunkMemoryError",
     "StorageError",
     "TimeValueError",
+    "UnknownNameError",
     "UnsafeDataError",
     "UnstorableAttributeError",
     "UnsupportedDTypeError",
