@@ -255,6 +255,7 @@ class BcolzLayout(Layout):
     blosc1 = True
     in_memory = False
     rows_only = True
+    hands_over = True  # bcolz lets a process open a directory several times
     concurrent_reads = True  # each read opens, reads and closes its own file
     unit_chunks = 1  # one file per chunk
 
