@@ -36,6 +36,55 @@ def targets(res: dict) -> list[dict]:
         rows += _time_travel_targets(res["time_travel"])
     if "edits" in res:
         rows += _edits_targets(res["edits"])
+    if "writers" in res:
+        rows += _writers_targets(res["writers"])
+    if "rebase" in res:
+        rows += _rebase_targets(res["rebase"])
+    return rows
+
+
+def per_s(s: dict) -> str:
+    return f"{s['median']:.0f}/s ({s['min']:.0f}-{s['max']:.0f})"
+
+
+def _writers_targets(w: dict) -> list[dict]:
+    rows = []
+    what = f"{w['writers']} writer processes x {w['commits_per_writer']} commits of one chunk"
+    for key, where in (("local_carray_fsync", "locally, carray fsync on"),
+                       ("local_carray_nofsync", "locally, carray fsync off"),
+                       ("local_carray_held", "locally, carray writers keeping their handle"),
+                       ("s3_carray", "on moto S3")):
+        if key not in w:
+            continue
+        ic = w.get(key.split("_")[0] + "_icechunk")
+        ratio = w.get("ratio_" + key)
+        target = ": commits/s (context)" if key.endswith("held") else \
+            ": commits/s >= 3x icechunk"
+        rows.append({"target": f"{what}, {where}{target}",
+                     "carray": per_s(w[key]["commits_per_s"]),
+                     "icechunk": per_s(ic["commits_per_s"]) if ic else "",
+                     "ratio": x(ratio) if ratio else "",
+                     "met": None if ratio is None or key.endswith("held")
+                     else ratio["median"] >= 3})
+    return rows
+
+
+def _rebase_targets(rb: dict) -> list[dict]:
+    rows = []
+    for where, name in (("memory", "memory://"), ("s3", "moto S3")):
+        lib = rb.get(f"{where}_carray")
+        if lib is None:
+            continue
+        ic = rb.get(f"{where}_icechunk")
+        for kind, what in (("append", "an append"), ("edit", "an edit of another chunk")):
+            rows.append({"target": f"one rebase of {what}, {name}: commit with a race vs "
+                                   "alone, extra (context)",
+                         "carray": f"{ms(lib[kind + '_rebase'])} vs {ms(lib[kind + '_alone'])}: "
+                                   f"+{ms(lib[kind + '_extra'])}",
+                         "icechunk": f"{ms(ic[kind + '_rebase'])} vs {ms(ic[kind + '_alone'])}: "
+                                     f"+{ms(ic[kind + '_extra'])}"
+                         if ic and kind + "_rebase" in ic else "",
+                         "ratio": "", "met": None})
     return rows
 
 
@@ -132,7 +181,10 @@ def report(res: dict) -> str:
     lines = ["# bench_versions", "",
              f"carray {res['versions']['carray']} against icechunk "
              f"{res['versions'].get('icechunk', '-')} (zarr {res['versions'].get('zarr', '-')}, "
-             "local file system storage), same int64 data, same chunk lengths, Blosc lz4 "
+             "local file system storage" +
+             (f"; the writers and rebase cases also on moto {res['versions']['moto']} S3 on "
+              "127.0.0.1" if "moto" in res["versions"] else "") +
+             "), same int64 data, same chunk lengths, Blosc lz4 "
              f"clevel 5 shuffle. {p['rounds']} rounds, both libraries back to back in each; "
              "median (range) over rounds. Ratio = icechunk / carray from the same round "
              "(> 1: carray faster). Load average at start: "
@@ -164,5 +216,80 @@ def report(res: dict) -> str:
                   " (carray: fsync off). One more edit + commit on it, "
                   "defaults: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in
                                            h["commit_at_end_s"].items()) + "."]
+    if "writers" in res:
+        lines += _writers_section(res["writers"])
+    if "rebase" in res:
+        lines += _rebase_section(res["rebase"])
     lines += ["", "Parameters: " + ", ".join(f"{k}={v}" for k, v in p.items()), ""]
     return "\n".join(lines)
+
+
+_WHAT = {
+    "local_carray_fsync": "opens the array (waiting for the lock), appends one chunk, "
+                          "commits, closes; fsync on (the default)",
+    "local_carray_nofsync": "same, `fsync=False`",
+    "local_carray_held": "opens the array once (waiting for the lock) and keeps it for "
+                         "all its commits, the others waiting; fsync on (context)",
+    "local_icechunk": "takes an `flock` of a file beside the repository, writable session, "
+                      "writes its own chunk of a pre-sized array, commits with "
+                      "`rebase_with=ConflictDetector()`, lets the flock go",
+    "s3_carray": "holds its handle; appends one chunk, commits (a lost race rebases)",
+    "s3_icechunk": "writable session, writes its own chunk of a pre-sized array, commits "
+                   "with `rebase_with=ConflictDetector()` (no lock)",
+}
+
+
+def _writers_section(w: dict) -> list[str]:
+    total = w["writers"] * w["commits_per_writer"]
+    lines = ["", f"## {w['writers']} writer processes, {total} commits of {w['rows']:,} rows "
+             "into one dataset", "",
+             "| where | library: each commit | commits/s | wall | rebases | |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for key, what in _WHAT.items():
+        if key not in w:
+            continue
+        v = w[key]
+        rebases = f"{v['rebases']['median']:.0f}" if "rebases" in v else "-"
+        lines.append(f"| {key.split('_')[0]} | {key.split('_')[1]}: {what} | "
+                     f"{per_s(v['commits_per_s'])} | {ms(v['wall_s'])} | {rebases} | |")
+    if "local_icechunk_unlocked" in w:
+        lines += ["", "icechunk's writers on its local file system storage without the "
+                  "flock (its own warning: not safe for concurrent commits): " +
+                  "; ".join(f"`{o}` ({w['local_icechunk_unlocked'].count(o)} of "
+                            f"{len(w['local_icechunk_unlocked'])} rounds)"
+                            for o in dict.fromkeys(w["local_icechunk_unlocked"])) + "."]
+    if "icechunk_append_conflict" in w:
+        lines += ["", "Two icechunk sessions appending to one array, the second committed "
+                  "with `rebase_with=BasicConflictSolver()`: "
+                  f"`{w['icechunk_append_conflict']}`."]
+    return lines
+
+
+def _rebase_section(rb: dict) -> list[str]:
+    lines = ["", f"## The cost of one rebase ({rb['rows']:,}-row chunks, {rb['inner']} "
+             "trials a round, time of `commit()`)", "",
+             "| store | library | change | alone | after another writer's commit | extra |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for lib, v in rb.items():
+        if not isinstance(v, dict) or "_" not in lib or lib == "requests":
+            continue
+        where, name = lib.split("_")
+        for kind in ("append", "edit"):
+            if kind + "_rebase" in v:
+                lines.append(f"| {where} | {name} | {kind} | {ms(v[kind + '_alone'])} | "
+                             f"{ms(v[kind + '_rebase'])} | {ms(v[kind + '_extra'])} |")
+    if rb.get("requests"):
+        lines += ["", "Requests of one change + commit on moto S3 (moto's recorder):", "",
+                  "| library | change | alone | with a rebase |", "| --- | --- | --- | --- |"]
+        for lib, kinds in rb["requests"].items():
+            for kind in ("append", "edit"):
+                if kind + "_alone" in kinds:
+                    lines.append(f"| {lib.split('_')[1]} | {kind} | "
+                                 f"{_requests(kinds[kind + '_alone'])} | "
+                                 f"{_requests(kinds[kind + '_rebase'])} |")
+    return lines
+
+
+def _requests(counts: dict) -> str:
+    parts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if k != "total")
+    return f"{counts['total']} ({parts})"

@@ -1,4 +1,5 @@
-"""carray's versions against icechunk (zarr 3 arrays on local files), side by side in one run.
+"""carray's versions against icechunk (zarr 3 arrays on local files, and on moto S3 for the
+writers and rebase cases), side by side in one run.
 
 Both libraries store the same int64 data (a random walk, as in ``bench_carray.py``) with
 the same chunk length and codec (Blosc lz4, clevel 5, byte shuffle); icechunk uses its
@@ -18,7 +19,14 @@ local file system storage and zarr 3 arrays, carray its own layout.  Cases (issu
 4. ``time_travel``: open + read the whole array at an old version and at the newest
    (icechunk: a read-only session at the snapshot id, the repository kept open);
 5. ``edits``: 1,000 single-element edits each followed by a commit, default retention:
-   how much the directory grows (icechunk keeps every snapshot: for context).
+   how much the directory grows (icechunk keeps every snapshot: for context);
+6. ``writers``: 4 writer processes committing one chunk each time to one dataset, locally
+   and on S3 (moto's server on 127.0.0.1, its own process): commits a second over the
+   wall time (carray appends; icechunk writes disjoint regions of a pre-sized array
+   in writable sessions committed with a rebase; see ``_versions_writers.py``);
+7. ``rebase``: the commit of a writer whose seq another writer took first (one rebase:
+   of an append, of an edit of another chunk) against the same commit with no race,
+   on ``memory://`` and on S3, with the requests each makes on S3.
 
 Every case runs ``--rounds`` times (at least 3), both libraries back to back in each
 round; a ratio is icechunk's time over carray's from the same round, and the report
@@ -32,6 +40,7 @@ Writes ``benchmarks/results/versions.{json,md}``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -46,13 +55,14 @@ from pathlib import Path
 
 import numpy as np
 from _versions_report import report, targets
+from _versions_writers import RequestLog, case_rebase, case_writers
 
 import carray as ca
 
 RESULTS = Path(__file__).parent / "results"
 CNAME, CLEVEL = "lz4", 5
 SENTINEL = 10**12  # edited values: far outside the random walk, one per edit
-CASES = ("commits", "one_chunk", "open", "time_travel", "edits")
+CASES = ("commits", "one_chunk", "open", "time_travel", "edits", "writers", "rebase")
 
 
 def make_data(n: int, seed: int = 42) -> np.ndarray:
@@ -585,6 +595,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--no-icechunk", action="store_true", help="carray alone")
+    p.add_argument("--no-s3", action="store_true", help="writers and rebase without S3")
     p.add_argument("--cases", default=",".join(CASES),
                    help=f"comma-separated, of {','.join(CASES)}")
     p.add_argument("--out", default="versions", help="results file name (no suffix)")
@@ -598,7 +609,9 @@ def main(argv=None) -> int:
               "one_chunk_edits": 8 if q else 20,
               "history": 500 if q else 10_000, "history_nchunks": 256,
               "history_chunklen": 4096, "open_inner": 5, "read_inner": 5,
-              "edits": 100 if q else 1000, "edits_nchunks": 256, "edits_chunklen": 4096}
+              "edits": 100 if q else 1000, "edits_nchunks": 256, "edits_chunklen": 4096,
+              "writers": 4, "writer_commits": 10 if q else 50, "writer_rows": 4096,
+              "rebase_inner": 5 if q else 20, "rebase_rows": 4096}
     icechunk = not args.no_icechunk
     os.environ.setdefault("ICECHUNK_LOG", "error")
     if icechunk:
@@ -610,7 +623,16 @@ def main(argv=None) -> int:
     load_start = loadavg()
     res: dict = {"params": params}
     cases = set(args.cases.split(","))
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")))
+        s3 = log = None
+        if cases & {"writers", "rebase"} and not args.no_s3:
+            from carray.testing import s3_server
+
+            # moto's recorder counts requests (rebase case) into this file.
+            os.environ["MOTO_RECORDER_FILEPATH"] = os.path.join(tmp, "moto-requests.jsonl")
+            s3 = stack.enter_context(s3_server(process=True))
+            log = RequestLog(s3.endpoint_url, os.environ["MOTO_RECORDER_FILEPATH"])
         if "commits" in cases:
             res["commits"] = case_commits(tmp, args.rounds, params["commits"],
                                           params["commit_chunklen"])
@@ -638,6 +660,13 @@ def main(argv=None) -> int:
         if "edits" in cases:
             res["edits"] = case_edits(tmp, args.rounds, params["edits_nchunks"],
                                       params["edits_chunklen"], params["edits"], icechunk)
+        if "writers" in cases:
+            res["writers"] = case_writers(tmp, s3, args.rounds, params["writers"],
+                                          params["writer_commits"], params["writer_rows"],
+                                          icechunk)
+        if "rebase" in cases:
+            res["rebase"] = case_rebase(s3, args.rounds, params["rebase_rows"],
+                                        params["rebase_inner"], icechunk, log)
     res["targets"] = targets(res)
     import zarr
 
@@ -645,6 +674,10 @@ def main(argv=None) -> int:
                        "zarr": zarr.__version__}
     if icechunk:
         res["versions"]["icechunk"] = ic.__version__
+    if s3 is not None:
+        from importlib.metadata import version
+
+        res["versions"]["moto"] = version("moto")
     res["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                       "platform": platform.platform(), "load_start": load_start,
                       "load_end": loadavg()}

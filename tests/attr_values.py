@@ -122,6 +122,30 @@ def attr_dicts(max_size: int = 4) -> st.SearchStrategy:
     return st.dictionaries(names(), values(), max_size=max_size)
 
 
+def json_values(max_leaves: int = 6) -> st.SearchStrategy:
+    """Attribute values JSON has a form for (bcolz, Zarr and ds attributes): numbers,
+    bools, text and None, as Python or numpy scalars and arrays, in lists, tuples and
+    str-keyed dicts."""
+    ints = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+    scalars = (st.none() | st.booleans() | st.integers() | st.integers(-(2**200), 2**200)
+               | _float_bits(np.float64).map(float) | st.text(max_size=8)
+               | st.booleans().map(np.bool_)
+               | st.one_of(*(hnp.from_dtype(np.dtype(t)) for t in ints))
+               | st.one_of(*(_float_bits(t) for t in (np.float16, np.float32, np.float64)))
+               | st.text(max_size=6).map(np.str_))
+    shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3)
+    arrays = st.sampled_from(["?", "<i4", ">u2", "<f4", ">f8", "<U3"]).flatmap(
+        lambda d: hnp.arrays(d, shapes))
+    keys = st.text(max_size=5) | st.sampled_from(["__carray__", "type", "value"])
+    return st.recursive(scalars | arrays, lambda children: (
+        st.lists(children, max_size=3) | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(keys, children, max_size=3)), max_leaves=max_leaves)
+
+
+def json_attr_dicts(max_size: int = 4) -> st.SearchStrategy:
+    return st.dictionaries(names(), json_values(), max_size=max_size)
+
+
 # -- exact comparison -----------------------------------------------------------------------
 
 def _bits(arr: np.ndarray) -> bytes:

@@ -63,13 +63,14 @@ def build_table(root: Path) -> None:
 
 
 def build_group(root: Path) -> None:
-    g = ca.group(str(root), mode="w")
+    g = ca.group(str(root), mode="w", storage={"versions": "all"})
     g.create_array("temp", np.arange(8 * 6, dtype=np.float64).reshape(8, 6), chunks=(3, 6))
     g.set_dims("temp", ("t", "x"))
     g.create_array("time", np.arange(8, dtype=np.int64))
     g.set_dims("time", ("t",))
     g.commit()
     g.append({"temp": np.full((2, 6), 7.0), "time": [80, 90]}, dim="t")
+    g.commit()
     g.append({"temp": np.full((1, 6), -1.0), "time": [99]}, dim="t")
     g.close()
 

@@ -12,7 +12,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
 # Bottom to top: a module may import from its own layer and the layers below it.
 LAYERS: list[set[str]] = [
     {"errors", "problems", "params", "_util", "safejson", "checkedjson", "dtypes", "_fileio",
-     "defaults", "_html", "attrvalues", "attrpack", "_tempnames"},
+     "defaults", "_html", "attrvalues", "attrpack", "_tempnames", "attrpeers"},
     {"stores"},
     {"codecs", "_parallel"},
     {"geometry", "grid", "keys", "shapes", "chunkio"},
@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
      "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
      "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
      "table_index", "index_planner", "_index_build", "_index_kinds",
-     "table_missing", "table_nullable", "_missing_table",
+     "table_missing", "table_nullable", "_missing_table", "column_functions",
      "category_column", "category_values", "category_query", "table_categories", "timezones",
      "table_day", "table_csv", "membership",
      "table_analysis", "table_groupby", "_group_kernels", "table_sort",

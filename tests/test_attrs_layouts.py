@@ -10,8 +10,9 @@ import pathlib
 
 import numpy as np
 import pytest
-from attr_values import assert_same, attr_dicts
+from attr_values import assert_same, attr_dicts, json_attr_dicts
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import carray as ca
 from carray.errors import UnstorableAttributeError
@@ -35,6 +36,13 @@ RICH = {
     "nested": {"t": (1, [np.int8(-3), None]), "s": {"x"}, "raw": b"\x00\xff"},
     "arr": np.arange(6, dtype=">i2").reshape(2, 3), "text": np.str_("é"),
 }
+#: The values of RICH bcolz's JSON has a form for.
+RICH_JSON = {k: RICH[k] for k in ("_FillValue", "inf", "ninf", "f16", "ints", "arr", "text")}
+
+
+def _strategy(fmt: str):
+    """Attribute dicts of every kind, or of the kinds JSON holds for bcolz."""
+    return json_attr_dicts if fmt == "bcolz" else attr_dicts
 
 
 def _open(path, mode):
@@ -69,8 +77,9 @@ def arrays(tmp_path_factory):
 
 @pytest.mark.parametrize("fmt", list(ARRAYS))
 @SETTINGS
-@given(attrs=attr_dicts())
-def test_array_attributes_round_trip(arrays, fmt, attrs):
+@given(data=st.data())
+def test_array_attributes_round_trip(arrays, fmt, data):
+    attrs = data.draw(_strategy(fmt)())
     _set(arrays[fmt], attrs)
     assert_same(_get(arrays[fmt]), attrs)
 
@@ -89,8 +98,10 @@ def tables(tmp_path_factory):
 
 @pytest.mark.parametrize("fmt", ["bcolz", "superchunk"])
 @SETTINGS
-@given(attrs=attr_dicts(max_size=3), col_attrs=attr_dicts(max_size=2))
-def test_table_and_column_attributes_round_trip(tables, fmt, attrs, col_attrs):
+@given(data=st.data())
+def test_table_and_column_attributes_round_trip(tables, fmt, data):
+    attrs = data.draw(_strategy(fmt)(max_size=3))
+    col_attrs = data.draw(_strategy(fmt)(max_size=2))
     t = ca.open(tables[fmt], mode="a")
     t.attrs.update(attrs)
     for name in ("x", "s"):
@@ -110,16 +121,17 @@ def test_table_and_column_attributes_round_trip(tables, fmt, attrs, col_attrs):
 @pytest.mark.parametrize("fmt", list(ARRAYS))
 def test_every_kind_round_trips_and_copies(tmp_path, fmt):
     path = tmp_path / ARRAYS[fmt]
+    rich = RICH_JSON if fmt == "bcolz" else RICH
     a = ca.carray(np.arange(10.0), rootdir=path, mode="w", format=fmt)
-    a.attrs.update(RICH)
+    a.attrs.update(rich)
     a.close()
-    assert_same(_get(path), RICH)
+    assert_same(_get(path), rich)
     with ca.open(path, mode="r") as a:
-        assert_same(a.copy().attrs.getall(), RICH)
+        assert_same(a.copy().attrs.getall(), rich)
         other = "superchunk" if fmt == "b2nd" else "b2nd"
         target = tmp_path / ARRAYS[other]
-        assert_same(a.copy(rootdir=target, mode="w", format=other).attrs.getall(), RICH)
-    assert_same(_get(target), RICH)
+        assert_same(a.copy(rootdir=target, mode="w", format=other).attrs.getall(), rich)
+    assert_same(_get(target), rich)
 
 
 def test_nan_fill_value_reproducer(tmp_path):
@@ -236,14 +248,38 @@ def test_plain_attributes_stay_plain_json(tmp_path):
     with ca.carray(np.arange(5), rootdir=path, mode="w", format="bcolz") as a:
         a.attrs.update(PLAIN)
         a.attrs["f32"] = np.float32(2.5)
+        a.attrs["nan"] = np.float64("nan")
+        a.attrs["pair"] = (1, np.int8(2))
     stored = json.loads((path / "__attrs__").read_text())
     assert {k: stored[k] for k in PLAIN} == PLAIN
-    assert stored["f32"] == {"__carray__": {"type": "scalar", "dtype": "<f4", "value": 2.5}}
+    assert stored["f32"] == 2.5 and stored["pair"] == [1, 2]  # as bcolz writes them
+    assert "NaN" in (path / "__attrs__").read_text() and "__carray__" not in \
+        (path / "__attrs__").read_text()
     bcolz = pytest.importorskip(
         "bcolz", reason="bcolz-zipline, the real bcolz, has wheels only for Python < 3.13")
     theirs = bcolz.open(os.fspath(path), mode="r")
     assert {k: theirs.attrs[k] for k in PLAIN} == PLAIN
-    assert theirs.attrs["f32"] == stored["f32"]
+    assert theirs.attrs["f32"] == 2.5 and np.isnan(theirs.attrs["nan"])
+    assert theirs.attrs["pair"] == [1, 2]
+    assert_same(_get(path), {**PLAIN, "f32": np.float32(2.5), "nan": np.float64("nan"),
+                             "pair": (1, np.int8(2))})  # exact for carray
+
+
+def test_a_change_bcolz_makes_shows_and_what_json_cannot_hold_is_refused(tmp_path):
+    bcolz = pytest.importorskip(
+        "bcolz", reason="bcolz-zipline, the real bcolz, has wheels only for Python < 3.13")
+    path = tmp_path / "a.bcolz"
+    with ca.carray(np.arange(5), rootdir=path, mode="w", format="bcolz") as a:
+        a.attrs.update({"f32": np.float32(2.5), "kept": np.int16(3), "gone": (1,)})
+        for bad in (1j, b"raw", {1, 2}, np.datetime64("2020-01-01"), dt.date(2020, 1, 1)):
+            with pytest.raises(UnstorableAttributeError, match="'bad'.*bcolz"):
+                a.attrs["bad"] = bad
+    theirs = bcolz.open(os.fspath(path), mode="a")
+    theirs.attrs["f32"] = 7
+    del theirs.attrs["gone"]
+    theirs.flush()
+    del theirs
+    assert_same(_get(path), {"f32": 7, "kept": np.int16(3)})
 
 
 def test_we_read_what_bcolz_writes(tmp_path):

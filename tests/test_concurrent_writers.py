@@ -219,3 +219,94 @@ def test_group_attrs_of_one_node_conflict(url):
     w2.attrs["title"] = "two"
     with pytest.raises(ConflictError):
         w2.commit()
+
+
+# -- failures at every storage call of a losing writer's commit (its rebase) -------------
+
+_CALLS = ("put", "put_if_absent", "get", "get_ranges", "read_range", "delete", "listdir",
+          "isfile")
+
+
+def _failing_at(monkeypatch, at: int):
+    from carray.stores.fsspec import FsspecStore
+
+    count = [0]
+    for name in _CALLS:
+        real = getattr(FsspecStore, name)
+
+        def call(self, *args, _real=real, **kwargs):
+            count[0] += 1
+            if count[0] == at:
+                raise OSError(5, "injected I/O error")
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(FsspecStore, name, call)
+    return count
+
+
+@pytest.mark.parametrize("change", ["append", "edit"])
+def test_a_failure_at_any_storage_call_of_a_rebase_loses_nothing_C9_C10(change, monkeypatch):
+    """The loser of a race rebases; an I/O error at any storage call of its commit (the
+    publish attempt, reading the winner's version, the rebase, the publish after it)
+    raises, leaves the winner's version whole, and keeps the loser's change pending:
+    committing again lands it."""
+    for at in range(1, 200):
+        url = f"memory://fail-{uuid.uuid4().hex}"
+        path = _array(url, n=16)
+        b, c = ca.open(path, mode="a"), ca.open(path, mode="a")
+        b.append([100.0])
+        b.commit()
+        if change == "append":
+            c.append([200.0])
+        else:
+            c[13] = -13.0
+        count = _failing_at(monkeypatch, at)
+        failed = False
+        try:
+            c.commit()
+        except OSError:
+            failed = True
+        finally:
+            monkeypatch.undo()
+        got = ca.open(path)[:].tolist()
+        want = [*range(16), 100.0]
+        if change == "append":
+            mine = [*want, 200.0]
+        else:
+            mine = list(want)
+            mine[13] = -13.0
+        assert got in (want, mine), (at, got)
+        if failed:
+            c.commit()  # the change was kept pending
+        assert ca.open(path)[:].tolist() == mine, at
+        if count[0] < at:  # the commit made fewer calls: every one was failed once
+            break
+    else:
+        pytest.fail("the commit never completed")
+
+
+def test_a_failure_at_any_storage_call_of_a_table_rebase_loses_nothing(monkeypatch):
+    for at in range(1, 400):
+        url = f"memory://tfail-{uuid.uuid4().hex}"
+        path = _table(url)
+        b, c = ca.open(path, mode="a"), ca.open(path, mode="a")
+        b.append({"x": [100], "s": ["b"], "c": ["a"]})
+        b.commit()
+        c.append({"x": [200], "s": ["c"], "c": ["z"]})
+        count = _failing_at(monkeypatch, at)
+        failed = False
+        try:
+            c.commit()
+        except OSError:
+            failed = True
+        finally:
+            monkeypatch.undo()
+        got = ca.open(path)["x"][:].tolist()
+        assert got in ([*range(10), 100], [*range(10), 100, 200]), (at, got)
+        if failed:
+            c.commit()  # the change was kept pending
+        assert ca.open(path)["x"][:].tolist() == [*range(10), 100, 200], at
+        if count[0] < at:
+            break
+    else:
+        pytest.fail("the commit never completed")

@@ -79,6 +79,7 @@ def _flip_outcome(plan, good, path: Path) -> tuple[list, list, int, list[str]]:
 
 @pytest.mark.parametrize("kind", list(fv.BUILDERS))
 def test_every_flip_reads_right_or_raises_and_verify_agrees(built, tmp_path, kind):
+    # docs/spec/commit.md [C4] [C20]
     pristine, plan, good = built[kind]
     # Reads of a copy (the pristine dataset stays as it was for the next kind).
     path = tmp_path / kind
@@ -133,6 +134,7 @@ def _damage_replaced_record(root: Path, version: str) -> None:
 
 
 def test_a_reader_of_an_old_version_raises_on_its_damage(tmp_path):
+    # docs/spec/commit.md [C20]
     root = tmp_path / "a"
     a = ca.carray(np.arange(100), rootdir=str(root), chunklen=32, storage=fv.KEEP_ALL)
     v0 = a.version
@@ -153,6 +155,7 @@ def test_a_reader_of_an_old_version_raises_on_its_damage(tmp_path):
 
 
 def test_a_reader_at_the_newest_does_not_jump_to_a_writers_commit(tmp_path):
+    # docs/spec/commit.md [C20]
     root = tmp_path / "a"
     w = ca.carray(np.arange(100), rootdir=str(root), chunklen=32, storage=fv.KEEP_ALL)
     reader = ca.open(root, mode="r")
@@ -200,6 +203,7 @@ def test_the_xarray_backend_reads_the_version_it_described(tmp_path):
 
 
 def test_a_flip_that_renames_a_key_of_meta_storage_is_caught(tmp_path):
+    # docs/spec/commit.md [C4]
     root = tmp_path / "nd"
     ca.carray(np.zeros((20, 20)), rootdir=str(root), chunks=(8, 8), blocks=(4, 4)).close()
     storage = root / "meta" / "storage"
@@ -335,6 +339,7 @@ def test_checked_json_round_trips_and_catches_every_single_byte_change():
 def test_a_crafted_index_entry_is_an_error_not_an_allocation(tmp_path):
     from carray.versions.index import decode_page, encode_page
     from carray.versions.manifest import Manifest
+    from carray.versions.repo import page_file_name
 
     root = tmp_path / "a"
     ca.carray(np.arange(5000), rootdir=str(root), chunklen=500).close()
@@ -342,7 +347,7 @@ def test_a_crafted_index_entry_is_an_error_not_an_allocation(tmp_path):
     mf = Manifest.decode(mf_path.read_bytes(), str(mf_path))
     member = mf.members[0]
     ref = member.pages[0]
-    ix_path = root / "versions" / f"{int(ref['seq']):010d}.ix"
+    ix_path = root / "versions" / page_file_name(int(ref["seq"]))
     raw = ix_path.read_bytes()
     entries = decode_page(raw[ref["off"]:ref["off"] + ref["len"]], member.nchunks).copy()
     entries[1]["cbytes"] = 2_000_000_000  # a well-formed page (valid CRC) that lies

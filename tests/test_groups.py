@@ -13,6 +13,7 @@ from carray.errors import (
     ContainerExistsError,
     ModeError,
     ReadOnlyError,
+    ShapeError,
     VersionsUnsupportedError,
 )
 
@@ -94,20 +95,20 @@ def test_dims_are_checked_and_append_grows_them_together(make):
     assert g.dims_of("temp") == ("time", "lat", "lon")
     g.create_array("free", np.zeros((2, 2)))
     assert g.dims_of("free") == ("free_dim_0", "free_dim_1")
-    with pytest.raises(ValueError, match="dims must be 1"):
+    with pytest.raises(ShapeError, match="dims must be 1"):
         g.set_dims("time", ("a", "b"))
-    with pytest.raises(ValueError, match="'lat' is 2 long"):
+    with pytest.raises(ShapeError, match="'lat' is 2 long"):
         g.create_array("bad", np.zeros(3), dims="lat")
     g.append({"time": [5, 6], "temp": np.ones((2, 2, 3))}, dim="time")
     assert g["temp"].shape == (7, 2, 3) and g.dims["time"] == 7
     np.testing.assert_array_equal(g["time"][:], np.arange(7))
-    with pytest.raises(ValueError, match="missing: temp"):
+    with pytest.raises(ShapeError, match="missing: temp"):
         g.append({"time": [7]}, dim="time")
-    with pytest.raises(ValueError, match="same length"):
+    with pytest.raises(ShapeError, match="same length"):
         g.append({"time": [7], "temp": np.ones((2, 2, 3))}, dim="time")
-    with pytest.raises(ValueError, match="not an array"):
+    with pytest.raises(ShapeError, match="not an array"):
         g.append({"time": [7], "temp": np.ones((1, 2, 3)), "lat": [1.0]}, dim="time")
-    with pytest.raises(ValueError, match="cannot append"):
+    with pytest.raises(ShapeError, match="cannot append"):
         g.append({"time": [7], "temp": np.ones((1, 3, 3))}, dim="time")
     assert g["temp"].shape == (7, 2, 3)
     g.append({"time": 7, "temp": np.ones((2, 3))}, dim="time")  # one step, no axis
@@ -118,7 +119,7 @@ def test_a_commit_breaking_a_dimension_is_refused_until_it_agrees(tmp_path):
     g = _weather(ca.group(tmp_path / "g", mode="w"))
     before = g.version
     g["time"].append([5])
-    with pytest.raises(ValueError, match="dimension 'time'"):
+    with pytest.raises(ShapeError, match="dimension 'time'"):
         g.commit()
     assert g.version == before
     g["temp"].append(np.zeros((1, 2, 3)))

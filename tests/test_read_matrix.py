@@ -312,7 +312,11 @@ def _frame(out: Regions, file: Path, raw: bytes) -> None:
                 out.add("frame dead space (unused)", file, header_len + off, header_len + off + 1)
     out.add("frame trailer", file, trailer_at, frame_len - 16)
     out.add("frame fingerprint (unused)", file, frame_len - 16, frame_len)
-    out.add("past the frame (unused)", file, frame_len, len(raw))
+    marked = raw[63:65] == b"\0\0" and raw[66:68] == b"\0\0"  # carray's mark
+    record_end = frame_len + 8 + int.from_bytes(raw[frame_len + 4:frame_len + 8], "little") \
+        if marked and raw[frame_len:frame_len + 4] == b"CAtl" else frame_len
+    out.add("carray's record of digests", file, frame_len, record_end)
+    out.add("past the record (unused)", file, record_end, len(raw))
 
 
 def regions(path: Path) -> dict[str, list[Spot]]:

@@ -121,6 +121,15 @@ def _zarr_sample(path: Path) -> None:
     z[:] = np.arange(40).reshape(10, 4)
 
 
+def _zarr_group_sample(path: Path) -> None:
+    zarr = pytest.importorskip("zarr", reason="zarr is a test dependency")
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    root.attrs["title"] = "made by zarr"
+    z = root.create_group("sub").create_array("v", shape=(10,), chunks=(4,), dtype="f8",
+                                               dimension_names=["t"])
+    z[:] = np.arange(10.0)
+
+
 def _parquet_sample(path: Path) -> None:
     pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
     import pyarrow.parquet as pq
@@ -138,9 +147,10 @@ def _sample(fmt: registry.Format, tmp_path: Path) -> Path:
     made = {"carray": lambda p: ca.carray(np.arange(100), rootdir=p, chunklen=30).close(),
             "npy": lambda p: np.save(p, np.arange(12).reshape(4, 3)),
             "zarr": _zarr_sample, "parquet": _parquet_sample, "group": _group_sample,
+            "zarr-group": _zarr_group_sample,
             "csv": lambda p: p.write_text("a,b\n1,x\n2,y\n3,z\n")}
     if fmt.name in made:
-        path = tmp_path / f"x{fmt.extensions[0]}"
+        path = tmp_path / f"x{(fmt.extensions or ('.zarr',))[0]}"
         made[fmt.name](path)
         return path
     return next(p for p in FIXTURES if _expected_format(p) == fmt.name

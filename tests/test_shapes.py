@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from carray.dtypes import MAX_NBYTES
+from carray.errors import ShapeError
 from carray.grid import NDGrid
 from carray.shapes import CacheSizes, cpu_cache_sizes, default_blocks, default_chunks_blocks
 
@@ -21,6 +24,10 @@ SHAPES = st.lists(st.integers(0, 3000), min_size=1, max_size=6).map(tuple) | st.
                         CacheSizes(32 * 2**10, 256 * 2**10, 0)]))
 def test_default_chunks_blocks_are_valid(shape, itemsize, caches):
     chunks, blocks = default_chunks_blocks(shape, itemsize, caches)
+    if math.prod(shape) * itemsize > MAX_NBYTES:  # past 64-bit sizes: refused at once
+        with pytest.raises(ShapeError, match="64-bit"):
+            NDGrid(shape, chunks, blocks, itemsize)
+        return
     grid = NDGrid(shape, chunks, blocks, itemsize)  # validates
     assert math.prod(chunks) * itemsize <= max(8 * 2**20, itemsize)
     assert grid.block_nbytes <= max(32 * 2**10 * 1.5, 2 * itemsize)

@@ -426,3 +426,40 @@ def test_every_row_key_matches_numpy(tmp_path_factory, n, chunklen, disk, data):
     t2 = ca.ctable(rec, chunklen=chunklen, rootdir=f"{root}2" if root else None)
     t2[key] = new[key]
     np.testing.assert_array_equal(t2[:], exp)
+
+
+# -- odd input: unknown output columns, the row number's name, null counts --------------------
+
+
+def test_unknown_columns_are_typed_key_errors_naming_the_column(where):
+    t = ca.ctable({"x": np.arange(5), "y": np.arange(5.0)}, **where)
+    for call in (lambda: t.fetchwhere("x > 2", outcols=["x", "nope"]),
+                 lambda: list(t.where("x > 2", outcols="nope")),
+                 lambda: t[["x", "nope"]], lambda: t.cols["nope"], lambda: t.delcol("nope"),
+                 lambda: t.todataframe(columns=["nope"])):
+        with pytest.raises(ca.ColumnNotFoundError, match="'nope'") as info:
+            call()
+        assert isinstance(info.value, KeyError) and isinstance(info.value, ca.CArrayError)
+        assert "x" in str(info.value) and not str(info.value).startswith('"')
+
+
+def test_the_row_number_name_is_refused_for_a_column(where):
+    with pytest.raises(ca.ColumnNameError, match="nrow__"):
+        ca.ctable({"nrow__": np.arange(3)}, **where)
+    t = ca.ctable({"x": np.arange(3) + 10}, **where)
+    with pytest.raises(ca.ColumnNameError, match="row number"):
+        t.addcol(np.arange(3), name="nrow__")
+    assert isinstance(ca.ColumnNameError("x"), ValueError)
+    assert t.fetchwhere("x > 10", outcols=["nrow__", "x"]).tolist() == [(1, 11), (2, 12)]
+
+
+def test_every_column_has_a_null_count(where):
+    import pandas as pd
+
+    t = ca.ctable({"i": np.arange(4), "s": np.array(["a", "b", "", "d"], dtype=object),
+                   "u": np.array(["a", "b", "c", "d"]), "c": pd.Categorical(list("abab")),
+                   "n": np.zeros(4, dtype=[("p", "i4"), ("q", "f8")]),
+                   "m": np.ma.MaskedArray(np.arange(4.0), mask=[0, 1, 0, 0])}, **where)
+    assert {n: t.cols[n].null_count() for n in t.names} == \
+        {"i": 0, "s": 0, "u": 0, "c": 0, "n": 0, "m": 1}
+    assert t.null_counts() == {"i": 0, "s": 0, "u": 0, "c": 0, "n": 0, "m": 1}

@@ -500,3 +500,27 @@ def test_dask_partitions_share_the_categorical_dtype_and_zones():
     d = ca.ctable(df, chunklen=16).to_dask(partition_rows=32)
     assert d.npartitions == 4 and d.dtypes["carrier"] == df.dtypes["carrier"]
     pd.testing.assert_frame_equal(d.compute(), df)
+
+
+def test_pandas_and_polars_arrays_given_directly(where):
+    import datetime
+
+    pl = pytest.importorskip("polars", reason="polars is a test dependency")
+    cat = pd.Categorical(["UA", None, "AA", "UA"], categories=["UA", "AA"], ordered=True)
+    t = ca.ctable({"c": cat, "i": pd.array([1, None, 3, 4], dtype="Int64"),
+                   "p": pl.Series([1.5, None, 2.0, 0.5]), "ps": pl.Series(["x", None, "", "z"]),
+                   "d": pd.Series([datetime.date(2024, 1, 1), None, datetime.date(2024, 3, 1),
+                                   datetime.date(2024, 2, 29)])}, **where)
+    assert isinstance(t.cols["c"], CategoryColumn)
+    back = t.todataframe()
+    assert back["c"].dtype == pd.CategoricalDtype(["UA", "AA"], ordered=True)
+    assert back["c"].isna().tolist() == [False, True, False, False]
+    assert back["i"].dtype == "Int64" and t.dtype["d"] == np.dtype("M8[D]")
+    assert t.null_counts() == {"c": 1, "i": 1, "p": 1, "ps": 1, "d": 1}
+
+
+def test_object_columns_of_other_values_are_typed_errors():
+    with pytest.raises(ca.UnsupportedDTypeError, match="'o'"):
+        ca.ctable(pd.DataFrame({"o": [1, "a", 2.5]}))
+    with pytest.raises(ca.UnsupportedDTypeError, match="'o'"):
+        ca.ctable(pd.DataFrame({"o": [1, "a", None]}))

@@ -282,3 +282,45 @@ def test_missing_values_are_written_as_empty_fields(tmp_path, monkeypatch):
     assert (tmp_path / "m.csv").read_text().splitlines()[1:] == ['1,"a"', ",", '3,"c"']
     back = pd.read_csv(tmp_path / "m.csv")
     assert back["n"].isna().tolist() == [False, True, False]
+
+
+# -- round trips keep kinds, missing values and zones (as pandas reads them) -----------------
+
+
+def test_empty_text_fields_are_missing_as_pandas_reads_them(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_text('tailnum,x\nN1,1\n,2\n"",3\nNA,4\nN2,5\n')
+    t = ca.ctable.from_csv(path)
+    want = pd.read_csv(path)
+    assert t["tailnum"].null_count() == int(want["tailnum"].isna().sum()) == 3
+    assert t.todataframe()["tailnum"].isna().tolist() == want["tailnum"].isna().tolist()
+
+
+def test_floats_dates_and_zones_round_trip(tmp_path):
+    n = 40
+    ts = pd.Series(pd.date_range("2024-03-30", periods=n, freq="5h", tz="Europe/Paris"))
+    ts[2] = pd.NaT
+    df = pd.DataFrame({
+        "f": np.where(np.arange(n) % 7 == 3, np.nan, np.arange(n) * 0.5),  # 1.0 is a float
+        "g": np.arange(n, dtype=np.float64),  # every value integral
+        "ts": ts,
+    })
+    t = ca.ctable({**{k: df[k] for k in ("f", "g", "ts")},
+                   "d": (np.datetime64("2024-02-27") + np.arange(n)).astype("M8[D]")})
+    path = tmp_path / "r.csv"
+    t.to_csv(path)
+    back = ca.ctable.from_csv(path)
+    assert back.dtype["f"] == back.dtype["g"] == np.float64
+    assert back.dtype["d"] == t.dtype["d"] == np.dtype("M8[D]")
+    assert back["f"].null_count() == 6
+    np.testing.assert_array_equal(np.asarray(back["g"]), df["g"].to_numpy())
+    got = back.todataframe()
+    assert str(got["ts"].dt.tz) == "UTC"  # a CSV file holds offsets, not zone names
+    pd.testing.assert_series_equal(got["ts"].dt.tz_convert("Europe/Paris").dt.as_unit("us"),
+                                   ts.dt.as_unit("us"), check_names=False)
+    named = ca.ctable.from_csv(path, dtypes={"ts": "datetime64[us, Europe/Paris]"})
+    pd.testing.assert_series_equal(named.todataframe()["ts"], ts.dt.as_unit("us"),
+                                   check_names=False)
+    theirs = pd.read_csv(path)  # pandas reads the same values
+    assert theirs["f"].dtype == theirs["g"].dtype == np.float64
+    np.testing.assert_array_equal(theirs["f"].to_numpy(), df["f"].to_numpy())

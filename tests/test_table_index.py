@@ -547,3 +547,15 @@ def test_nested_columns_and_restored_versions_keep_the_tables_indexes(tmp_path):
     assert list(t.cols["b"].fetchwhere("u == 5", outcols="nrow__")["nrow__"]) == [5]
     t.restore(before)  # the version's index comes back with its rows
     assert len(t) == 300 and list(_rows(t, "u == 5")) == [294] and _uses_index(t, "u == 5")
+
+
+def test_explain_right_after_the_build_counts_no_rows_written_since(make):
+    t = make({"u": np.arange(100_500)})  # 256-row chunks: a partial last chunk of 148 rows
+    t.create_index("u")
+    assert "+0 rows written since the build, +0 past it" in t.explain("u == 5")
+    assert t.indexes["u"]["dirty"] == 0 and t.indexes["u"]["tail"] == 0
+    t[100_499] = (7,)  # a change of the partial chunk: checked until the next commit
+    assert "+148 rows written since the build" in t.explain("u == 5")
+    assert _rows(t, "u == 7").tolist() == [7, 100_499]
+    t.append({"u": [1, 2]})
+    assert "+2 past it" in t.explain("u == 5")

@@ -495,3 +495,55 @@ def test_a_column_set_whole_with_missing_values_gains_validity(where):
     t["a"] = np.ma.masked_array([5, 6, 7], mask=[1, 0, 0])
     t = _reopen(t, where, mode="r")
     assert [tuple(r) for r in t] == [(None, 1.0), (6, None), (7, 2.0)]
+
+
+# -- missing values in string columns: group-by, counts and string functions ------------------
+
+
+def tailnums(n: int, seed: int = 4) -> pd.Series:
+    rng = np.random.default_rng(seed)
+    s = pd.Series(rng.choice(["N101", "N22", "XA", "", "Nz"], n), dtype=object)
+    s[rng.random(n) < 0.1] = None
+    return s
+
+
+@pytest.mark.parametrize("blen", [None, 97])  # one block, and blocks merged
+def test_string_keys_with_missing_values_group_and_count(where, blen):
+    s = tailnums(3000)
+    t = ca.ctable({"tailnum": s.to_numpy(object), "x": np.arange(3000)}, chunklen=97,
+                  **where)
+    got = t.value_counts("tailnum", dropna=False).todataframe()
+    want = s.value_counts(dropna=False)
+    assert dict(zip(got["tailnum"].fillna("<NA>"), got["count"], strict=True)) == \
+        {("<NA>" if pd.isna(k) else k): v for k, v in want.items()}
+    groups = t.groupby("tailnum", dropna=False).agg({"n": ("x", "count"),
+                                                     "s": ("x", "sum")}, blen=blen)
+    assert groups.cols["tailnum"].null_count() == 1  # the group of missing keys: missing
+    back = groups.todataframe()
+    want = pd.DataFrame({"tailnum": s, "x": np.arange(3000)}).groupby(
+        "tailnum", dropna=False).agg(n=("x", "count"), s=("x", "sum")).reset_index()
+    assert back["tailnum"].isna().tolist() == want["tailnum"].isna().tolist()
+    assert back["tailnum"].dropna().tolist() == want["tailnum"].dropna().tolist()
+    assert back["n"].tolist() == want["n"].tolist() and back["s"].tolist() == want["s"].tolist()
+
+
+def test_string_functions_on_missing_values_are_unknown(where):
+    s = tailnums(500)
+    t = ca.ctable({"tailnum": s.to_numpy(object), "x": np.arange(500)}, **where)
+    text = s.astype(pd.StringDtype())  # pandas' nullable strings: NA stays NA
+    for expr, want in (("startswith(tailnum, 'N')", text.str.startswith("N")),
+                       ("~startswith(tailnum, 'N')", ~text.str.startswith("N")),
+                       ("endswith(tailnum, '1') | isnull(tailnum)",
+                        text.str.endswith("1") | text.isna()),
+                       ("contains(tailnum, '2') & (x > 100)",
+                        text.str.contains("2", regex=False) & (np.arange(500) > 100))):
+        got = t.fetchwhere(expr, outcols=["x"])["x"]
+        assert got.tolist() == np.flatnonzero(want.fillna(False).to_numpy(bool)).tolist(), expr
+
+
+@pytest.mark.parametrize("expr", ["startswith(x, 'N')", "startswith(tailnum, 5)",
+                                  "endswith(tailnum, tailnum)"])
+def test_string_functions_called_wrong_are_expression_errors(expr):
+    t = ca.ctable({"tailnum": tailnums(50).to_numpy(object), "x": np.arange(50)})
+    with pytest.raises(ca.ExpressionError, match="needs"):
+        t.fetchwhere(expr)

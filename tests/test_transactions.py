@@ -344,3 +344,14 @@ def _transaction_until_record(root: str) -> None:
 
     os.link = die_at_record
     _transaction(root)
+
+
+def test_verify_names_a_version_whose_outcome_is_recorded_nowhere_C13(tmp_path):
+    root = str(tmp_path / "d")
+    os.makedirs(root)
+    _make(root)
+    assert in_child(_transaction_until_record, root).killed
+    problems = [str(p) for p in verify_path(f"{root}/a")[0]]
+    assert any("outcome is recorded nowhere" in p for p in problems), problems
+    ca.open(f"{root}/a", mode="a").close()  # its next writer decides it: aborted
+    assert verify_path(f"{root}/a")[0] == []

@@ -82,7 +82,7 @@ def test_as_of_for_tables_and_groups(tmp_path):
     tpath, gpath = str(tmp_path / "t"), str(tmp_path / "g")
     t = ca.ctable({"x": np.arange(4)}, rootdir=tpath, mode="w", auto_flush=False,
                   storage={"versions": "all"})
-    g = ca.group(gpath, mode="w")
+    g = ca.group(gpath, mode="w", storage={"versions": "all"})
     g.create_array("x", np.arange(4))
 
     def second():
@@ -111,7 +111,7 @@ def test_an_earlier_version_with_a_writable_mode_is_a_typed_error(tmp_path):
     apath, tpath, gpath = (str(tmp_path / n) for n in "atg")
     ca.carray(np.arange(3), rootdir=apath, mode="w").close()
     ca.ctable({"x": np.arange(3)}, rootdir=tpath, mode="w").close()
-    with ca.group(gpath, mode="w") as g:
+    with ca.group(gpath, mode="w", storage={"versions": "all"}) as g:
         g.create_array("x", np.arange(3))
     for path in (apath, tpath, gpath):
         with ca.open(path, mode="r") as c:
@@ -138,7 +138,7 @@ def test_an_earlier_version_with_a_writable_mode_is_a_typed_error(tmp_path):
 def test_the_xarray_engines_open_earlier_versions(tmp_path):
     xr = pytest.importorskip("xarray")
     gpath, apath, tpath = str(tmp_path / "g"), str(tmp_path / "a"), str(tmp_path / "t")
-    g = ca.group(gpath, mode="w")
+    g = ca.group(gpath, mode="w", storage={"versions": "all"})
     g.create_array("v", np.arange(4.0), dims=("n",))
     a = ca.carray(np.arange(4.0), rootdir=apath, mode="w", storage={"versions": "all"})
     t = ca.ctable({"x": np.arange(4)}, rootdir=tpath, mode="w", storage={"versions": "all"})
@@ -180,7 +180,7 @@ def test_the_xarray_engines_open_earlier_versions(tmp_path):
 
 def test_log_of_a_group_shows_each_member_per_version(tmp_path, capsys):
     path = str(tmp_path / "g")
-    with ca.group(path, mode="w") as g:
+    with ca.group(path, mode="w", storage={"versions": "all"}) as g:
         g.create_array("x", np.arange(1000.0).reshape(100, 10))
         g.create_table("t", {"a": np.arange(7)})
         g.commit("both")

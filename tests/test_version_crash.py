@@ -405,6 +405,7 @@ def _drive_one(work: str, kind: str, scenario: str) -> dict:
 
 @pytest.mark.parametrize("kind", ["array", "table"])
 def test_a_crash_in_a_version_change_keeps_every_committed_version(tmp_path, kind):
+    # docs/spec/commit.md [C8] [C10]
     out = run_driver("test_version_crash", "drive", str(tmp_path), kind)
     if SOAK:
         for scenario, got in out.items():

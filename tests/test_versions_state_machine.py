@@ -97,7 +97,8 @@ class Versions(RuleBasedStateMachine):
 
     def _open(self, url: str | None = None, **at):
         if self.kind == "group":
-            return ca.open_group(url or self.url, mode="r" if at else "a", **at)
+            return ca.open_group(url or self.url, mode="r" if at else "a",
+                                 storage=self._grace(), **at)
         return ca.open(url or self.url, mode="r" if at else "a", storage=self._grace(), **at)
 
     def _array(self, h):
@@ -128,12 +129,9 @@ class Versions(RuleBasedStateMachine):
         arr = np.array(values, dtype="i8")
         self._create(arr)
         self.h = self._open()
-        self.model = Model(arr, self._version())
         # Making it may take more than one version (an empty one, then the data).
-        self.model.versions = []
-        for v in reversed(self.h.versions()):
-            with self._open(version=v.id) as at:
-                self.model.versions.append((v.id, self._values(at)))
+        self.h.prune(keep_last=1)
+        self.model = Model(arr, self._version())
 
     @rule(rows=st.lists(st.integers(-9, 9), min_size=1, max_size=6))
     def append(self, rows):
@@ -249,7 +247,7 @@ class Versions(RuleBasedStateMachine):
 
 
 def _settings() -> settings:
-    return settings(max_examples=60 if SOAK else 6, stateful_step_count=25 if SOAK else 12,
+    return settings(max_examples=100 if SOAK else 10, stateful_step_count=30 if SOAK else 15,
                     deadline=None, suppress_health_check=list(HealthCheck))
 
 

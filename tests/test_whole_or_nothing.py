@@ -271,6 +271,7 @@ def _emptied(out: Path) -> None:
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_a_failed_write_leaves_no_target_and_no_temporary(tmp_path, monkeypatch, sources,
                                                           name, err):
+    # docs/spec/commit.md [C22]
     op, target, same = OPS[name]
     out = tmp_path / "out"
     out.mkdir()
@@ -463,6 +464,7 @@ def drive_kills(sources: str, root: str, names: list[str], limit: int | None) ->
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="kills forked children")
 def test_a_kill_leaves_the_target_whole_or_absent_and_the_next_writer_cleans_up(tmp_path,
                                                                               sources):
+    # docs/spec/commit.md [C22]
     from kill_points import run_driver
 
     out = run_driver("test_whole_or_nothing", "drive_kills", sources, str(tmp_path), KILLED,

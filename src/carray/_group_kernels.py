@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import CArrayError
+from carray.errors import GroupByError
 
 # Integer keys whose range is at most this (or a few times the rows) are their own
 # offsets: a lookup table replaces hashing.
@@ -25,11 +25,6 @@ AGGREGATIONS = ("count", "size", "sum", "mean", "min", "max", "std", "var", "fir
                 "last", "nunique")
 # Aggregations that need numbers (strings have no sum, mean or spread).
 _NUMERIC_ONLY = {"sum", "mean", "std", "var"}
-
-
-class GroupByError(CArrayError, ValueError):
-    """A group-by, sort or count asked for something the table cannot give: an unknown
-    column or aggregation, or an aggregation the column's type has none of."""
 
 
 def missing_of(values: np.ndarray, valid: np.ndarray | None) -> np.ndarray | None:
@@ -257,34 +252,29 @@ def merge_states(func: str, ids: np.ndarray, ngroups: int,
 
 def final_value(func: str, state: tuple[np.ndarray, ...], ngroups: int) -> np.ndarray:
     """The result column of an aggregation from its merged state (pandas' conventions:
-    ddof=1 for std and var; NaN where a group has no value to give, integers then
-    becoming floats)."""
+    ddof=1 for std and var; masked where a group has no value to give, as pandas'
+    nullable dtypes say NA)."""
     if func in ("count", "size", "sum"):
         return state[0]
     if func == "nunique":
         return np.bincount(state[0], minlength=ngroups)
     with np.errstate(invalid="ignore", divide="ignore"):
         if func == "mean":
-            return state[0] / np.where(state[1] > 0, state[1], np.nan)
+            return _with_gaps(state[0] / np.where(state[1] > 0, state[1], 1), state[1] > 0)
         if func in ("std", "var"):
             n, _, m2 = state
-            var = m2 / np.where(n > 1, n - 1, np.nan)
-            return np.sqrt(var) if func == "std" else var
+            var = m2 / np.where(n > 1, n - 1, 1)
+            return _with_gaps(np.sqrt(var) if func == "std" else var, n > 1)
     values, n = state[-2] if func in ("first", "last") else state[0], state[-1]
     return _with_gaps(values, n > 0)
 
 
 def _with_gaps(values: np.ndarray, has: np.ndarray) -> np.ndarray:
-    """``values`` with NaN (numbers) or '' (strings) for groups that have none."""
+    """``values``, masked for the groups that have none (a result column then holds
+    missing values, of the values' own type)."""
     if has.all():
         return values
-    if values.dtype.kind in "biuf":
-        out = values.astype(np.float64)
-        out[~has] = np.nan
-        return out
-    out = values.copy()
-    out[~has] = "" if values.dtype == object else np.zeros((), values.dtype)
-    return out
+    return np.ma.MaskedArray(values, mask=~has)
 
 
 def _sum(ids: np.ndarray, ngroups: int, values: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from carray.category_column import CategoryColumn, loose_values
+from carray.dtypes import fitted_text
 from carray.errors import UnsupportedDTypeError
 from carray.table_columns import field_dtype, null_count, read_any, read_valid
 from carray.table_missing import WithValidity, filler, has_missing
@@ -44,7 +45,10 @@ def conform_rows(t: Any, values: Any) -> dict[str, Any]:
         elif col.dtype == np.dtype(object):
             v = np.asarray(v, dtype=object).reshape(-1) if not hasattr(v, "buffers") else v
         else:
-            v = np.asanyarray(v, dtype=col.dtype)  # masked records: to a nested column
+            # Text too long for a fixed-width column is refused, never cut; masked records
+            # go to a nested column.
+            v = fitted_text(v, col.dtype, f"column {name!r}") if col.dtype.kind in "US" \
+                and not isinstance(v, np.ma.MaskedArray) else np.asanyarray(v, dtype=col.dtype)
             if v.shape == col.shape[1:]:
                 v = v.reshape((1, *v.shape))
             if v.shape[1:] != col.shape[1:]:

@@ -17,14 +17,42 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
+
 from carray import _table_refresh as refresh
 from carray._table_txn import TableTxn
+from carray.errors import UnsupportedDTypeError
 from carray.layouts.bcolz import BcolzLayout
 from carray.stores import Store
 from carray.stores.lock import WriteLock
+from carray.table_missing import wants_nullable
 from carray.table_store import ROOTDIRS, TableStorage
+from carray.vlstring import wants_string_column
 
 _T = TypeVar("_T")
+
+
+def bcolz_text(values: Any, where: Any) -> Any:
+    """A new column's values as a bcolz 1.x table stores them: variable-length text
+    (objects, numpy or Arrow strings, a string column) as fixed-width unicode as wide
+    as its longest value, as bcolz's ``fromdataframe`` stores text, so that bcolz opens
+    the table; any other values as they are.
+
+    Raises
+    ------
+    UnsupportedDTypeError
+        An object column holding other things than text, which bcolz would pickle.
+    """
+    if not wants_string_column(values) or wants_nullable(values):
+        return values  # text with missing values: refused where missing values are
+    items = np.asarray(values, dtype=object).ravel().tolist()
+    odd = sorted({type(x).__name__ for x in items if not isinstance(x, str)})
+    if odd:
+        raise UnsupportedDTypeError(f"{where}: a bcolz 1.x table holds text as fixed-width "
+                                    f"strings, not {', '.join(odd)} objects; use carray's "
+                                    "own format for such columns")
+    width = max((len(x) for x in items), default=1)
+    return np.array(items, dtype=f"U{max(width, 1)}")
 
 
 class BcolzTable(TableStorage):

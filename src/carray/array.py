@@ -32,6 +32,7 @@ from carray.container import (
     version_asked,
 )
 from carray.defaults import defaults
+from carray.dtypes import fitted_text
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
 from carray.errors import ContainerNotFoundError, FormatError, StorageError
@@ -536,14 +537,25 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         out = np.asarray(self[...])
         return out if dtype is None else out.astype(dtype, copy=False)
 
+    def null_count(self) -> int:
+        """How many rows are missing: 0, as a carray holds no missing values (a table's
+        column that does is a :class:`carray.NullableColumn`; a NaN is a value here)."""
+        return 0
+
     # -- writing --------------------------------------------------------------------------
 
     def as_values(self, value: Any) -> np.ndarray:
-        """``value`` as an array of this array's dtype (carrays read whole)."""
-        return np.asarray(plain(value), dtype=self.dtype)
+        """``value`` as an array of this array's dtype (carrays read whole); text longer
+        than fixed-width text items hold is refused, never cut."""
+        return self._typed(plain(value))
+
+    def _typed(self, values: Any) -> np.ndarray:
+        if self.dtype.kind in "US":
+            return fitted_text(values, self.dtype, str(self.rootdir or "carray"))
+        return np.asarray(values, dtype=self.dtype)
 
     def _as_rows(self, array: Any) -> np.ndarray:
-        arr = np.asarray(array[:] if isinstance(array, carray) else array, dtype=self.dtype)
+        arr = self._typed(array[:] if isinstance(array, carray) else array)
         atom = self.shape[1:]
         if arr.shape == atom:
             arr = arr.reshape((1, *atom))
@@ -713,18 +725,18 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         constructor (``cparams=`` recompresses every chunk, ``rootdir=`` puts it on disk)."""
         refuse_own_source(kwargs.get("rootdir"), [self])
         attrs = self.attrs.checked()  # refused before anything is written
-        out = self._copy_items(**kwargs)
-        out.attrs.update(attrs)
-        return out
+        return self._copy_items(attrs, **kwargs)
 
-    def _copy_items(self, **kwargs: Any) -> carray:
-        if self._engine.objects is not None:
+    def _copy_items(self, attrs: dict[str, Any], **kwargs: Any) -> carray:
+        if self._engine.objects is not None or not self.shape:
             kwargs.setdefault("cparams", self.cparams)
-            return type(self)(self[:], dtype=object, allow_pickle=True, **kwargs)
-        if not self.shape:
-            kwargs.setdefault("cparams", self.cparams)
-            return type(self)(self[()], dtype=kwargs.pop("dtype", self.dtype), **kwargs)
-        return transfer.copy_of(self, **kwargs)[0]
+            out = type(self)(self[:], dtype=object, allow_pickle=True, **kwargs) \
+                if self._engine.objects is not None else \
+                type(self)(self[()], dtype=kwargs.pop("dtype", self.dtype), **kwargs)
+            out.attrs.update(attrs)
+            out.flush()  # the attributes are part of the copy
+            return out
+        return transfer.copy_of(self, attrs, **kwargs)[0]
 
     rechunk = rechunking.rechunk  # a new carray with other chunks, within max_mem
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from carray.attrvalues import MARKER, decode_typed, encode_typed, parse_dtype, utf8_text
 from carray.dtypes import FIXED_KINDS, checked_shape
-from carray.errors import UnsafeDataError
+from carray.errors import FormatError, UnsafeDataError
 
 TUPLE_TAG = "__tuple__"
 #: python-blosc2's msgpack extension codes (msgpack_utils.py).
@@ -134,10 +134,6 @@ def _fields(descr: Any) -> list:
     return out
 
 
-class _BadExtension(Exception):
-    """An extension value that does not decode (raised through msgpack's unpacker)."""
-
-
 def _ext(code: int, data: bytes) -> Any:
     try:
         if code == COMPLEX_EXT and len(data) == _COMPLEX.size:
@@ -149,7 +145,8 @@ def _ext(code: int, data: bytes) -> Any:
     except UnsafeDataError:
         raise
     except (ValueError, TypeError, KeyError, RecursionError) as exc:
-        raise _BadExtension(f"extension {code}: {exc}"[:300]) from None
+        # Raised through msgpack's unpacker, told from its own errors by type.
+        raise FormatError(f"extension {code}: {exc}"[:300]) from None
     return msgpack.ExtType(code, data)  # kept as it is (python-blosc2's own objects)
 
 
@@ -160,14 +157,12 @@ def unpack(data: bytes) -> Any:
 
     Raises
     ------
-    ValueError, UnsafeDataError
+    FormatError, UnsafeDataError
         A carray value or an extension that does not decode.
     """
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext)
-    except _BadExtension as exc:
-        raise ValueError(str(exc)) from None
-    except UnsafeDataError:
+    except (FormatError, UnsafeDataError):
         raise
     except (ValueError, TypeError, RecursionError, msgpack.UnpackException):
         return data

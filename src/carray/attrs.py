@@ -6,11 +6,14 @@ what a container holds in memory is what every layout stores and reads back.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Protocol
 
-from carray.attrvalues import normalise
-from carray.errors import ReadOnlyError
+from carray.attrvalues import check_name, load_plain, normalise, to_json
+from carray.errors import FormatError, ReadOnlyError
+from carray.safejson import load_json
+from carray.stores import Store
 
 
 class AttrsHolder(Protocol):
@@ -19,6 +22,31 @@ class AttrsHolder(Protocol):
     def load_attrs(self) -> dict[str, Any]: ...
 
     def save_attrs(self, attrs: dict[str, Any]) -> None: ...
+
+
+class PlainAttrsFile:
+    """Attributes in a JSON file of carray's own directories (a string column's
+    ``__attrs__``), in the plain form that keeps every value exactly
+    (:func:`carray.attrvalues.to_json`)."""
+
+    def __init__(self, store: Store, path: str, fsync: bool) -> None:
+        self._store, self._key, self._fsync = store, store.join(path, "__attrs__"), fsync
+
+    def load_attrs(self) -> dict[str, Any]:
+        try:
+            text = self._store.get(self._key)
+        except FileNotFoundError:
+            return {}
+        where = self._store.url(self._key)
+        found = load_json(text, where, what="__attrs__") if text.strip() else {}
+        if not isinstance(found, dict):
+            raise FormatError("__attrs__ must hold a JSON object", where)
+        return load_plain(found, where)
+
+    def save_attrs(self, attrs: dict[str, Any]) -> None:
+        plain = {check_name(k): to_json(v) for k, v in attrs.items()}
+        data = (json.dumps(plain, ensure_ascii=True) + "\n").encode("ascii")
+        self._store.put(self._key, data, fsync=self._fsync)
 
 
 class Attrs(MutableMapping):

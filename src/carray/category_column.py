@@ -40,6 +40,7 @@ from carray.category_values import (
     plain_values,
 )
 from carray.checkedjson import dumps_checked, load_marker
+from carray.column_functions import MissingAwareArray
 from carray.container import Container
 from carray.errors import (
     ContainerNotFoundError,
@@ -110,7 +111,7 @@ def read_category_marker(store: Store, path: str) -> tuple[str, bool]:
     return marker["dictionary"], marker.get("ordered", False)
 
 
-class CategoryColumn(Container):
+class CategoryColumn(MissingAwareArray, Container):
     """A column of values stored as ``int32`` codes into a dictionary (module doc).
 
     Reads (``col[...]``, :meth:`read_rows`, :meth:`take`) return the decoded values:
@@ -369,6 +370,11 @@ class CategoryColumn(Container):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.read()
         return out if dtype is None else out.astype(dtype)
+
+    def masked_values(self) -> np.ma.MaskedArray:
+        """Every row decoded, as a masked array (masked where missing)."""
+        codes = self.codes()
+        return np.ma.MaskedArray(self._decoded(codes), mask=codes < 0)
 
     def __iter__(self) -> Iterator[Any]:
         for block in self.iterblocks():

@@ -41,6 +41,7 @@ _FLIPPED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE,
 _ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _NEGATED = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
             ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE}
+_NULL_TESTS = {"isnull": True, "isna": True, "notnull": False, "notna": False}  # -> missing?
 _NEVER = -2  # no code is -2: ``codes == -2`` is false everywhere, and zone maps know it
 
 
@@ -124,6 +125,16 @@ class _Rewriter(ast.NodeTransformer):
             pushed = self._negated(node.operand)
             if not (isinstance(pushed, ast.UnaryOp) and pushed.operand is node.operand):
                 return self.visit(pushed)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        """``isnull(c)``/``notnull(c)`` (``isna``/``notna``) of a categorical column: its
+        code is -1, or not."""
+        func = node.func.id if isinstance(node.func, ast.Name) else None
+        arg = node.args[0] if len(node.args) == 1 else None
+        if func in _NULL_TESTS and isinstance(arg, ast.Name) and arg.id in self.cats:
+            alias = self.aliases[arg.id]
+            return _compare(alias, ast.Lt(), 0) if _NULL_TESTS[func] else _present(alias)
         return self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:

@@ -111,8 +111,9 @@ def _arrow_categorical(arr: Any) -> CategoricalValues:
         indices = pa.chunked_array([c.indices for c in chunks], arr.type.index_type)
     else:
         dictionary, indices = arr.dictionary, arr.indices
-    codes = np.asarray(indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64) \
-        if len(indices) else np.zeros(0, np.int64)
+    # Indices of any integer type (polars' are unsigned): int64, -1 where null.
+    codes = np.asarray(indices.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False),
+                       dtype=np.int64) if len(indices) else np.zeros(0, np.int64)
     if dictionary.null_count:  # Arrow allows a null in the dictionary: a missing value here
         valid = np.asarray(dictionary.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         remap = np.full(len(valid) + 1, -1, np.int64)  # the last entry: code -1 stays -1

@@ -544,7 +544,8 @@ def _copy_to_zarr(source: Any, tmp: str, chunks: tuple[int, ...] | None, cparams
                chunks=None if chunks is None else tuple(chunks),
                cparams=cparams,
                attrs=_attrs_of(source),
-               storage_options=storage_options)
+               storage_options=storage_options,
+               fill_value=getattr(source, "dflt", None))
     return None
 
 

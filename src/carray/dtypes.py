@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import FormatError, UnsafeDataError
+from carray.errors import FormatError, UnsafeDataError, UnsupportedDTypeError
 
 #: Longest dtype text parsed; real descrs, even of wide records, are far shorter.
 MAX_DESCR_CHARS = 1 << 16
@@ -206,3 +206,25 @@ def checked_shape(shape: Any, *, itemsize: int, source: str, what: str = "shape"
         raise FormatError(f"{what} {list(shape)} of {itemsize}-byte items is more than "
                           f"{MAX_NBYTES} bytes", source)
     return tuple(shape)
+
+
+def fitted_text(values: Any, dtype: np.dtype, where: str = "values") -> np.ndarray:
+    """``values`` as an array of the fixed-width text ``dtype`` (``U``/``S``), refused
+    when one of them is longer than its width rather than cut, as numpy would.
+
+    Raises
+    ------
+    UnsupportedDTypeError
+        A string longer than ``dtype`` holds.
+    """
+    given = np.asarray(values)
+    out = given.astype(dtype)
+    if given.dtype.kind in "USOT" and given.size:
+        width = dtype.itemsize // (4 if dtype.kind == "U" else 1)
+        longest = int(np.char.str_len(given.astype(str if dtype.kind == "U" else bytes)
+                                      if given.dtype.kind in "OT" else given).max())
+        if longest > width:
+            raise UnsupportedDTypeError(
+                f"{where}: a string of {longest} characters does not fit {dtype} "
+                f"({width} at most); it would be cut")
+    return out

@@ -8,6 +8,7 @@ the offset where that makes sense, and what was expected.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 class CArrayError(Exception):
@@ -163,34 +164,23 @@ class IndexUnsupportedError(CArrayError, ValueError):
     table's format), or a column has no index to drop."""
 
 
-__all__ = [
-    "AlignmentError",
-    "BroadcastError",
-    "CArrayError",
-    "ChecksumError",
-    "CodecError",
-    "CodecUnavailableError",
-    "ContainerExistsError",
-    "ContainerNotFoundError",
-    "ExpressionError",
-    "FormatError",
-    "HandleClosedError",
-    "IndexUnsupportedError",
-    "IndexingError",
-    "LockError",
-    "ModeError",
-    "ReadOnlyError",
-    "RechunkMemoryError",
-    "StorageError",
-    "TimeValueError",
-    "UnknownNameError",
-    "UnsafeDataError",
-    "UnstorableAttributeError",
-    "UnsupportedDTypeError",
-    "UnsupportedOptionError",
-    "VersionError",
-    "VersionsUnsupportedError",
-]
+class GroupByError(CArrayError, ValueError):
+    """A group-by, sort or count asked for something the table cannot give: an unknown
+    column or aggregation, or an aggregation the column's type has none of."""
+
+
+class AllNaNError(CArrayError, ValueError):
+    """Every item of a slice is NaN where a position was asked for (``nanargmin``)."""
+
+
+class ShapeError(CArrayError, ValueError):
+    """A shape, chunk shape or size that carray cannot hold: a length past what 64-bit
+    sizes count, more chunks than a layout can record, or arrays of a group that
+    disagree on a dimension's length."""
+
+
+class LibraryFallbackWarning(RuntimeWarning):
+    """libblosc2 is used through python-blosc2's public API, not directly."""
 
 
 class ConflictError(CArrayError, RuntimeError):
@@ -210,6 +200,40 @@ class ConflictError(CArrayError, RuntimeError):
         self.conflicts = list(conflicts or ())
 
 
+class NewerVersionError(ConflictError):
+    """Another writer published a version after the one this writer works on.  Commits
+    catch it, rebase their changes onto ``newer`` and publish again, so users meet it
+    only as the :class:`ConflictError` it is when the changes overlap.
+
+    Attributes
+    ----------
+    newer : carray.versions.Manifest
+        The newest version published.
+    """
+
+    def __init__(self, url: str, newer: Any) -> None:
+        super().__init__(f"{url}: another writer committed version {newer.id} meanwhile; "
+                         "refresh and apply the changes again")
+        self.newer = newer
+
+
+class VersionTakenError(ConflictError):
+    """Another writer published a version at the number this writer wanted.
+
+    Attributes
+    ----------
+    seq : int
+        The version number taken.
+    taker : carray.versions.Manifest or None
+        The version found there (None: gone, or not readable).
+    """
+
+    def __init__(self, url: str, seq: int, taker: Any = None) -> None:
+        super().__init__(f"{url}: another writer published version {seq} first")
+        self.seq = seq
+        self.taker = taker
+
+
 class TagExistsError(CArrayError, ValueError):
     """A tag names a version already: tags never move, unless asked to (``move=True``)."""
 
@@ -218,3 +242,59 @@ class TransactionAbortedError(CArrayError, RuntimeError):
     """A transaction over several datasets was decided as aborted before it could
     commit (another writer found it unfinished past ``lock_timeout`` and gave up on
     it): none of its changes became a version."""
+class ColumnNotFoundError(CArrayError, KeyError):
+    """A table has no column of the name asked for (``outcols``, ``delcol``, ``t.cols``).
+
+    A ``KeyError``, as a mapping's for a missing key; its message names the column and
+    the columns there are.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ColumnNameError(CArrayError, ValueError):
+    """A name a new column cannot take: empty, ``.``/``..``, holding a path separator or
+    NUL, a name the table's directory reserves, or ``nrow__`` (which ``outcols`` and
+    rows use for the row number)."""
+
+
+__all__ = [
+    "AlignmentError",
+    "AllNaNError",
+    "BroadcastError",
+    "CArrayError",
+    "ChecksumError",
+    "CodecError",
+    "CodecUnavailableError",
+    "ColumnNameError",
+    "ColumnNotFoundError",
+    "ConflictError",
+    "ContainerExistsError",
+    "ContainerNotFoundError",
+    "ExpressionError",
+    "FormatError",
+    "GroupByError",
+    "HandleClosedError",
+    "IndexUnsupportedError",
+    "IndexingError",
+    "LibraryFallbackWarning",
+    "LockError",
+    "ModeError",
+    "NewerVersionError",
+    "ReadOnlyError",
+    "RechunkMemoryError",
+    "ShapeError",
+    "StorageError",
+    "TagExistsError",
+    "TimeValueError",
+    "TransactionAbortedError",
+    "UnknownNameError",
+    "UnsafeDataError",
+    "UnstorableAttributeError",
+    "UnsupportedDTypeError",
+    "UnsupportedOptionError",
+    "VersionError",
+    "VersionTakenError",
+    "VersionsUnsupportedError",
+]

@@ -38,7 +38,7 @@ import numpy as np
 
 from carray import geometry as geo
 from carray.keys import AxisIndex, OrthoKey, _as_shape
-from carray.shapes import MAX_DIM
+from carray.shapes import MAX_DIM, check_nbytes
 
 __all__ = ["NDGrid", "Piece", "plan", "gather", "scatter", "deblock", "reblock",
            "gather_blocked", "scatter_blocked", "split_index", "outer_index",
@@ -102,6 +102,7 @@ class NDGrid:
         if math.prod(self.ext_chunks) * self.itemsize > geo.MAX_CHUNK_NBYTES:
             raise ValueError(f"chunks of {self.ext_chunks} items of {self.itemsize} bytes "
                              f"exceed the Blosc limit of {geo.MAX_CHUNK_NBYTES} bytes")
+        check_nbytes(shape, self.itemsize)
 
     def with_shape(self, shape: tuple[int, ...]) -> NDGrid:
         """This grid for an array of ``shape`` (as many axes): its chunks and blocks are
@@ -110,6 +111,7 @@ class NDGrid:
         shape = _as_shape("shape", shape)
         if len(shape) != len(self.chunks) or any(s < 0 for s in shape):
             raise ValueError(f"shape {shape} for a grid of chunks {self.chunks}")
+        check_nbytes(shape, self.itemsize)
         grid = object.__new__(NDGrid)
         for name, value in (("shape", shape), ("chunks", self.chunks),
                             ("blocks", self.blocks), ("itemsize", self.itemsize)):

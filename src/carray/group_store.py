@@ -43,6 +43,7 @@ from carray.errors import (
     ContainerNotFoundError,
     FormatError,
     ReadOnlyError,
+    ShapeError,
     VersionsUnsupportedError,
 )
 from carray.group_rebase import merge_nodes
@@ -53,7 +54,8 @@ from carray.table import ctable
 from carray.versions import Repository
 from carray.versions.dataset import VersionedDataset, VersionInfo, open_dataset, retention_of
 from carray.versions.outcomes import relative
-from carray.versions.transaction import publish_together
+from carray.versions.repo import DEFAULT_GRACE
+from carray.versions.transaction import publish_together, rebase_and_stage
 
 GROUP_FILE = "__group__"
 TXN_DIR = ".carray-transactions"
@@ -222,6 +224,8 @@ class GroupTree:
         try:
             repo = Repository(store, root, fsync)
             dataset = open_dataset(repo, readonly, version, tag, as_of, keep=versions)
+            if timeout is not None:  # another writer's unfinished commit waited for so long
+                dataset.decide_after = timeout
             if not readonly:
                 repo.remove_leftovers(dataset.head.seq if dataset.head else None,
                                       owner_gone=not store.remote)
@@ -318,6 +322,12 @@ class GroupTree:
             candidate = f"{base}~{k}"
         return candidate
 
+    def _member_storage(self) -> dict[str, Any]:
+        """What members take of the group's storage options (its grace on object
+        stores: a member's versions go with the group's)."""
+        repo = self.dataset.repo if self.dataset is not None else None
+        return {} if repo is None or repo.grace == DEFAULT_GRACE else {"grace": repo.grace}
+
     def _location(self, directory: str) -> str:
         assert self.store is not None
         return self.store.url(self.store.join(self.root, directory))
@@ -357,7 +367,8 @@ class GroupTree:
             if self.store is not None:
                 node["dir"] = self._new_dir(full)
                 extra = {"rootdir": self._location(node["dir"]), "mode": "w",
-                         "fsync": self.fsync, "storage": dict(_KEEP_ALL),
+                         "fsync": self.fsync,
+                         "storage": {**_KEEP_ALL, **self._member_storage()},
                          "storage_options": self.storage_options}
             container = make(extra)
             self.nodes[full] = node
@@ -375,7 +386,7 @@ class GroupTree:
         a = self.member(path)
         dims = (dims,) if isinstance(dims, str) else tuple(dims)
         if len(dims) != a.ndim or not all(isinstance(d, str) and d for d in dims):
-            raise ValueError(f"{path!r} has {a.ndim} axes: dims must be {a.ndim} non-empty "
+            raise ShapeError(f"{path!r} has {a.ndim} axes: dims must be {a.ndim} non-empty "
                              f"names, got {dims!r}")
         if len(set(dims)) != len(dims):
             raise ValueError(f"dims of {path!r} repeat a name: {dims!r}")
@@ -408,7 +419,7 @@ class GroupTree:
 
     def check_dims(self) -> None:
         """Arrays that share a dimension name in one group or its ancestors agree on its
-        length (ValueError naming both otherwise)."""
+        length (ShapeError naming both otherwise)."""
         seen: dict[tuple[str, str], tuple[str, int]] = {}
         for path in sorted(self.nodes, key=lambda p: p.count("/")):
             node = self.nodes[path]
@@ -421,7 +432,7 @@ class GroupTree:
                 for scope in scopes:
                     other = seen.get((scope, dim))
                     if other is not None and other[1] != n:
-                        raise ValueError(
+                        raise ShapeError(
                             f"dimension {dim!r} is {other[1]} long in {other[0]!r} but {n} in "
                             f"{path!r}: arrays sharing a dimension grow together "
                             "(Group.append, or change them inside Group.transaction())")
@@ -462,7 +473,8 @@ class GroupTree:
                                storage_options=self.storage_options)
         else:
             container = opener(rootdir=location, mode="a", fsync=self.fsync,
-                               storage_options=self.storage_options)
+                               storage_options=self.storage_options,
+                               storage=self._member_storage())
             self._watch(container)
         self._open[path] = container
         return container
@@ -611,7 +623,7 @@ class GroupTree:
             if ds is self.dataset:
                 self._rebase(newer, {id(d) for d in pending})
             else:
-                owners[id(ds)].rebase(newer)
+                rebase_and_stage(ds, owners[id(ds)], newer)
 
         dataset = self.dataset
 
@@ -621,7 +633,8 @@ class GroupTree:
 
         publish_together([*pending, self.dataset], message, self.root, rebase, kind=kind,
                          fsync=self.fsync, before_last=describe)
-        self._reclaim_members(pending)
+        if not self.store.remote:  # (object stores: at close, as a version's grace allows)
+            self._reclaim_members(pending)
         return self.version
 
     def _rebase(self, newer: Any, mine: set[int]) -> None:
@@ -787,6 +800,9 @@ class GroupTree:
         try:
             if not self.readonly and self.store is not None:
                 self.commit()
+                if self.dataset is not None:
+                    self.dataset.tidy()
+                    self._reclaim_members([c.versioned_dataset() for c in self._open.values()])
         finally:
             self._let_go(lambda container: container.close(), clear=self.store is not None)
 

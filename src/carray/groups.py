@@ -24,6 +24,7 @@ from carray import attrvalues
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import pinned_mode, version_asked
+from carray.errors import ShapeError
 from carray.group_store import (
     ARRAY,
     GROUP,
@@ -242,10 +243,10 @@ class Group(Mapping[str, Any]):
                   and dim in self._tree.dims_of(p)}
         missing, extra = sorted(having - set(given)), sorted(set(given) - having)
         if extra:
-            raise ValueError(f"{', '.join(extra)}: not an array of this group with dimension "
+            raise ShapeError(f"{', '.join(extra)}: not an array of this group with dimension "
                              f"{dim!r}")
         if missing:
-            raise ValueError(f"append along {dim!r} must give every array that has it; "
+            raise ShapeError(f"append along {dim!r} must give every array that has it; "
                              f"missing: {', '.join(missing)}")
         blocks, grows = {}, set()
         for path, value in given.items():
@@ -257,15 +258,15 @@ class Group(Mapping[str, Any]):
                 block = np.expand_dims(block, axis)
             if block.ndim != a.ndim or block.shape[:axis] + block.shape[axis + 1:] != \
                     a.shape[:axis] + a.shape[axis + 1:]:
-                raise ValueError(f"{path}: cannot append a block of shape {block.shape} along "
+                raise ShapeError(f"{path}: cannot append a block of shape {block.shape} along "
                                  f"{dim!r} to an array of shape {a.shape}")
             if axis != 0:
-                raise ValueError(f"{path}: appending grows the first axis; {dim!r} is axis "
+                raise ShapeError(f"{path}: appending grows the first axis; {dim!r} is axis "
                                  f"{axis}")
             blocks[path] = block
             grows.add(block.shape[axis])
         if len(grows) > 1:
-            raise ValueError(f"append along {dim!r} must grow every array by the same length, "
+            raise ShapeError(f"append along {dim!r} must grow every array by the same length, "
                              f"got {sorted(grows)}")
         with self._tree.change(message):
             for path, block in blocks.items():
@@ -434,6 +435,7 @@ def group(path: str | os.PathLike | tuple[Store, str] | None = None, mode: str =
     else:
         tree = GroupTree.create(store, root, mode, fsync, storage_options, timeout,
                                 versions)
+    _take_grace(tree, storage)
     tree.auto_flush = auto_flush
     return Group(tree)
 
@@ -456,16 +458,24 @@ def open_group(path: str | os.PathLike | tuple[Store, str], mode: str | None = N
     store, root = resolve(path, storage_options)
     tree = GroupTree.open(store, root, mode == "r", fsync, storage_options, **at,
                           timeout=timeout)
+    _take_grace(tree, storage)
     tree.auto_flush = auto_flush
     return Group(tree)
+
+
+def _take_grace(tree: GroupTree, storage: dict | None) -> None:
+    """``storage={"grace": seconds}``: how long a replaced version stays readable on
+    object stores (the group's, and its members')."""
+    if storage and "grace" in storage and tree.dataset is not None:
+        tree.dataset.repo.grace = float(storage["grace"])
 
 
 def _lock_timeout(storage: dict | None) -> float:
     """The ``lock_timeout`` of a group's ``storage`` option (which takes it and
     ``versions``)."""
-    unknown = sorted(set(storage or {}) - {"lock_timeout", "versions"})
+    unknown = sorted(set(storage or {}) - {"lock_timeout", "versions", "grace"})
     if unknown:
-        raise ValueError(f"a group's storage option takes lock_timeout and versions, got "
+        raise ValueError(f"a group's storage option takes lock_timeout, versions and grace, got "
                          f"{', '.join(map(repr, unknown))}")
     return timeout_of(storage)
 

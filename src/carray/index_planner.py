@@ -216,7 +216,11 @@ def _read(col: Any, rows: Any) -> np.ndarray:
     if isinstance(col, np.ndarray):
         return col[rows]
     if isinstance(rows, np.ndarray) and 0 < len(rows) <= _FEW and hasattr(col, "read_rows"):
-        return np.concatenate([read_any(col, range(r, r + 1)) for r in rows.tolist()])
+        parts = [read_any(col, range(r, r + 1)) for r in rows.tolist()]
+        # Records read with their fields' missing values are masked: keep the masks.
+        join = np.ma.concatenate if any(np.ma.isMaskedArray(p) for p in parts) else \
+            np.concatenate
+        return join(parts)
     return read_any(col, rows)
 
 

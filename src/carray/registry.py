@@ -32,7 +32,7 @@ from carray.formats._ds_header import MAGIC as DS_MAGIC
 from carray.formats._ds_header import unescape
 from carray.group_store import is_group
 from carray.groups import Group, open_group
-from carray.integrations import table_files, zarr_arrays
+from carray.integrations import group_zarr, table_files, zarr_arrays
 from carray.layouts import LAYOUTS, LayoutKind, sniff_layout
 from carray.layouts._b2frame_meta import cparams_of as frame_cparams
 from carray.layouts.bcolz import META_DIR, STORAGE_FILE
@@ -142,6 +142,11 @@ class Probe:
     def zarr(self) -> bool:
         """Whether a directory holds a Zarr v3 array (its ``zarr.json`` says so)."""
         return self.store.isdir(self.path) and zarr_arrays.is_zarr_array(self.store, self.path)
+
+    @cached_property
+    def zarr_group(self) -> bool:
+        """Whether a directory holds a Zarr v3 group (its ``zarr.json`` says so)."""
+        return self.store.isdir(self.path) and group_zarr.is_zarr_group(self.store, self.path)
 
     @cached_property
     def frame_kind(self) -> str | None:
@@ -468,7 +473,7 @@ def _open_ds(path: str, mode: str, storage_options: dict | None) -> dict:
 def _ds_info(path: str, storage_options: dict | None) -> dict:
     ds = _dataset_module("ds")
     header = ds.read_header(path, storage_options=storage_options)
-    return describe_dataset({k: ds.decode_attrs(v, path) for k, v in header.items()}, "ds")
+    return describe_dataset(dict(header), "ds")
 
 
 def _ds_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:
@@ -554,6 +559,10 @@ FORMATS: tuple[Format, ...] = (
            _array_head, container=True),
     Format("zarr", "array", (".zarr",), "Zarr v3 array", lambda probe: probe.zarr,
            zarr_arrays.open_zarr, zarr_arrays.verify, zarr_arrays.info, zarr_arrays.head),
+    # A group of arrays: shown and checked as a dataset is (converted as a group).
+    Format("zarr-group", "dataset", (), "Zarr v3 group", lambda probe: probe.zarr_group,
+           group_zarr.open_root, group_zarr.verify, group_zarr.info,
+           group_zarr.head, remote=False, writable=False),
     Format("parquet", "table", (".parquet", ".pq"), "Parquet file",
            _magic(table_files.PARQUET_MAGIC), table_files.open_parquet,
            table_files.verify_parquet, table_files.parquet_info, table_files.parquet_head,

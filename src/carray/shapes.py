@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from carray import geometry as geo
+from carray.dtypes import MAX_NBYTES
+from carray.errors import ShapeError
 from carray.keys import _as_shape
 
 __all__ = ["CacheSizes", "cpu_cache_sizes", "calc_chunklen", "choose_grid",
@@ -255,3 +258,58 @@ def choose_grid(dtype: np.dtype, atomshape: tuple[int, ...], expected: int, *,
 def row_chunk_tail(atomshape: Sequence[int]) -> tuple[int, ...]:
     """The trailing chunk shape of a row-chunked array (an empty axis still needs 1)."""
     return tuple(max(int(n), 1) for n in atomshape)
+
+
+# -- sizes carray checks before allocating or writing anything --------------------------------
+
+#: Most chunks an operation stores one by one to fill an array with its fill value, in
+#: a layout that records every chunk (bcolz directories, Blosc1 superchunk files).
+MAX_FILLED_CHUNKS = 2**18
+#: Most chunks a reduction decodes one by one (past it, a ShapeError says so at once).
+MAX_VISITED_CHUNKS = 2**24
+
+
+def check_nbytes(shape: Sequence[int], itemsize: int, what: str = "an array") -> None:
+    """Raise ShapeError when ``shape`` of ``itemsize``-byte items holds more bytes than a
+    64-bit size counts (``2**63 - 1``)."""
+    total = max(int(itemsize), 1)
+    for n in shape:
+        total *= int(n)
+    if total > MAX_NBYTES:
+        raise ShapeError(f"{what} of shape {tuple(int(n) for n in shape)} and {itemsize}-byte "
+                         f"items would hold {total} bytes, more than 64-bit sizes count "
+                         f"({MAX_NBYTES})")
+
+
+def check_fill_count(count: int, where: str) -> None:
+    """Raise ShapeError when filling would store ``count`` chunks one by one, past
+    :data:`MAX_FILLED_CHUNKS`."""
+    if count > MAX_FILLED_CHUNKS:
+        raise ShapeError(f"{where} stores every chunk: filling {count} chunks one by one is "
+                         f"refused (at most {MAX_FILLED_CHUNKS}); use larger chunks, or "
+                         "carray's own layout, which records chunks of the fill value "
+                         "without storing them")
+
+
+def memory_bytes() -> int:
+    """The machine's physical memory (a large number where it cannot be told)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 2**62
+
+
+def check_memory(shape: Sequence[int], dtype: np.dtype, what: str = "a result") -> None:
+    """Raise ShapeError (not numpy's MemoryError) when an array of ``shape`` alone would
+    take more than the machine's memory."""
+    nbytes = math.prod(int(n) for n in shape) * np.dtype(dtype).itemsize
+    if nbytes > memory_bytes():
+        raise ShapeError(f"{what} of shape {tuple(shape)} would take {nbytes} bytes, more "
+                         f"than this machine's memory ({memory_bytes()} bytes); work on a "
+                         "slice of it")
+
+
+def result_array(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """An empty array for a result of ``shape`` (:func:`check_memory` first)."""
+    check_memory(shape, dtype)
+    return np.empty(tuple(shape), dtype=dtype)

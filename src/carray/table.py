@@ -33,7 +33,7 @@ from carray._missing_table import (
     masked_rows,
 )
 from carray._portable_table import PortableTable
-from carray._table_bcolz import BcolzTable
+from carray._table_bcolz import BcolzTable, bcolz_text
 from carray._util import whole_count
 from carray.array import carray
 from carray.attrs import Attrs
@@ -46,6 +46,7 @@ from carray.container import (
 )
 from carray.defaults import defaults, resolve_cparams
 from carray.errors import (
+    ColumnNotFoundError,
     ContainerExistsError,
     ContainerNotFoundError,
     FormatError,
@@ -66,13 +67,14 @@ from carray.table_columns import (
     column_class,
     column_engines,
     field_dtype,
+    python_values,
     read_any,
 )
 from carray.table_day import TableDay
 from carray.table_dir import create_storage, open_storage
 from carray.table_history import table_history
 from carray.table_index import TableIndexes
-from carray.table_missing import wants_nullable
+from carray.table_missing import bcolz_values, wants_nullable
 from carray.table_store import (
     ARRAY,
     NESTED,
@@ -81,9 +83,10 @@ from carray.table_store import (
     VersionedTable,
 )
 from carray.tables_interop import (
+    ROW_NUMBER,
     TableConversions,
-    check_name,
     column_values,
+    new_column_name,
     normalise_columns,
 )
 from carray.timezones import keep_zone
@@ -235,10 +238,19 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if self._given is not None:  # a nested column: inside its table's directory
             self._store.makedirs(self._path)
             return self._given
-        return create_storage(self._store, self._path, self._mode, self._fsync,
-                              self._format == "bcolz", self._options.get("versions"), self,
-                              NestedColumn, self._storage_options, self.abandon,
-                              timeout_of(self._options))
+        storage = create_storage(self._store, self._path, self._mode, self._fsync,
+                                 self._format == "bcolz", self._options.get("versions"),
+                                 self, NestedColumn, self._storage_options, self.abandon,
+                                 timeout_of(self._options))
+        self._storage = storage
+        self._take_grace()
+        return storage
+
+    def _take_grace(self) -> None:
+        """``storage={"grace": seconds}``: how long a replaced version stays readable on
+        object stores (as for arrays)."""
+        if "grace" in self._options and isinstance(self._storage, VersionedTable):
+            self._storage.dataset.repo.grace = float(self._options["grace"])
 
     def _new_column(self, name: str, values: Any, **kwargs: Any) -> Any:
         where = self._storage.column_args(name) if self._rootdir is not None else {}
@@ -246,6 +258,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         common: dict[str, Any] = dict(rootdir=where.get("rootdir"), mode="w",
                                       fsync=self._fsync, storage_options=self._storage_options)
         values = cat.storable(values, self._format)  # bcolz's tables: decoded
+        if self._format == "bcolz":  # plain values, or refused (missing ones)
+            values = bcolz_text(bcolz_values(values, name, where.get("rootdir")),
+                                where.get("rootdir", name))
         if cat.column_class(values) is cat.CategoryColumn:
             return cat.CategoryColumn(values, **cat.text_options(values, args), **common,
                                       format=self._format, membership=where.get("membership"))
@@ -254,8 +269,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             return carray(values, format=self._format, **common, **args)
         if wants_nested_column(values) or wants_nullable(values):
             cls = column_class("nullable") if wants_nullable(values) else NestedColumn
-            return cls(values, format=self._format, _storage=where.get("storage_sub",
-                       lambda n: None)(name), **common, **args)
+            return keep_zone(values, cls(values, format=self._format, _storage=where.get(
+                "storage_sub", lambda n: None)(name), **common, **args))
         if wants_string_column(values):
             return cat.column_class(values)(values, **cat.text_options(values, args), **common,
                                             format=self._format, membership=where.get("membership"))
@@ -317,6 +332,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
         if isinstance(self._storage, VersionedTable):
             self._storage.own(self)
+            self._take_grace()
         self.open_columns()
         if not readonly and isinstance(self._storage, VersionedTable):
             _open_tables.add(self)
@@ -377,6 +393,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if not isinstance(self._storage, VersionedTable):
             raise VersionsUnsupportedError(f"{self._rootdir or 'ctable'}: only tables in "
                                            "carray's own format go back to a version")
+        self._storage.forget_replay()
         self._storage.dataset.reset_head()
         self.reopen_at_head()
 
@@ -516,8 +533,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             outcols = outcols.replace(",", " ").split()
         names = list(outcols)
         for name in names:
-            if name not in self._cols and name != "nrow__":
-                raise KeyError(f"no column {name!r} (columns: {self.names})")
+            if name not in self._cols and name != ROW_NUMBER:
+                raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names}; "
+                                          f"{ROW_NUMBER!r} is the row number)")
         return names
 
     def read_column(self, name: str, rows: Any) -> np.ndarray:
@@ -586,8 +604,9 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         """
         names = self.column_names(outcols)
         ev = table_query.evaluator(self, expression, user_dict, vm, 1, prune=prune)
+        cols = {n: self._cols.get(n) for n in names}
         rows = itertools.chain.from_iterable(
-            zip(*(b[n].tolist() for n in names), strict=True)
+            zip(*(python_values(cols[n], b[n]) for n in names), strict=True)
             for b in table_query.matches(self, ev, names, skip, limit))
         return as_rows(rows, names, out_flavor)
 
@@ -661,7 +680,11 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 raise
             self._len = old + n
             if self.auto_flush:
-                self.flush()
+                try:
+                    self.flush()
+                except BaseException:
+                    self._len = old  # the columns' changes are undone with it
+                    raise
 
     def _note_edit(self, key: Any, cols: dict[str, Any]) -> None:
         """Record the old values of the rows ``key`` selects, before an edit changes them
@@ -719,8 +742,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         pos = len(self._cols) if pos is None else pos
         if not 0 <= pos <= len(self._cols):
             raise ValueError(f"pos must be in 0..{len(self._cols)}, got {pos}")
-        name = check_name(name if name is not None else getattr(newcol, "name", None)
-                          if isinstance(getattr(newcol, "name", None), str) else f"f{pos}")
+        name = new_column_name(name if name is not None else getattr(newcol, "name", None)
+                               if isinstance(getattr(newcol, "name", None), str) else f"f{pos}")
         if name in self._cols:
             raise ValueError(f"a column named {name!r} already exists")
         if self._cols and len(newcol) != self._len:
@@ -756,7 +779,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 raise IndexError(f"no column at position {pos}")
             name = self.names[pos]
         if name not in self._cols:
-            raise KeyError(f"no column {name!r}")
+            raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names})")
         with self._storage.batch(publish=self.auto_flush):
             col = self._cols.pop(name)
             self._index_column_dropped(name)
@@ -776,12 +799,18 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             self._storage.begin_shrink(nitems)  # a bcolz table's: finished after a crash
         else:
             self._storage.begin(self._len)
+        old = self._len
         with self._storage.guard(self):
             for col in self._cols.values():
                 col.resize(nitems)
             self._len = nitems
             if self.auto_flush or not isinstance(self._storage, VersionedTable):
-                self.flush()  # formats without versions record sizes as they change
+                try:
+                    self.flush()  # formats without versions record sizes as they change
+                except BaseException:
+                    if isinstance(self._storage, VersionedTable):
+                        self._len = old  # the columns' changes are undone with it
+                    raise
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows."""
@@ -879,6 +908,11 @@ class NestedColumn(ctable):
         for col in self.cols.values():
             clip_column(col, nitems)
         self._set_length(min(nitems, len(self)))
+
+    def null_count(self) -> int:
+        """How many records are missing: 0 (a record is never missing as a whole; its
+        fields are columns of their own, ``t.cols['b']['sc1'].null_count()``)."""
+        return 0
 
     def __repr__(self) -> str:
         return f"NestedColumn({len(self)}, {self.dtype})"

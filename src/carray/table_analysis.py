@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from carray import table_sort
+from carray.category_values import CategoricalValues, decode
 from carray.table_groupby import GroupBy, distinct
 
 
@@ -81,9 +82,12 @@ class TableAnalysis:
                                      self._result_table, rootdir, mode)
 
     def unique(self, column: str) -> np.ndarray:
-        """The distinct values of ``column`` in ascending order (as :func:`numpy.unique`),
-        missing values (NaN included) left out."""
+        """The distinct values of ``column`` in ascending order (as :func:`numpy.unique`;
+        a categorical column's in its dictionary's order), missing values (NaN included)
+        left out; zoned timestamps as UTC instants that keep their zone (``.timezone``)."""
         values, _ = distinct(self, column)
+        if isinstance(values, CategoricalValues):
+            return decode(values.codes, values.categories)
         return values
 
     def value_counts(self, column: str, dropna: bool = True, *, rootdir: Any = None,
@@ -95,5 +99,9 @@ class TableAnalysis:
         values, counts = distinct(self, column, dropna=dropna, counts=True)
         assert counts is not None
         order = np.argsort(-counts, kind="stable")
-        return self._result_table({column: values[order], "count": counts[order]},
+        if isinstance(values, CategoricalValues):  # a categorical column stays one
+            values = CategoricalValues(values.codes[order], values.categories, values.ordered)
+        else:
+            values = values[order]
+        return self._result_table({column: values, "count": counts[order]},
                                   rootdir=rootdir, mode=mode)

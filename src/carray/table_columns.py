@@ -11,7 +11,8 @@ import numpy as np
 from carray.array import carray
 from carray.category_column import CategoryColumn
 from carray.category_values import CategoricalValues
-from carray.errors import FormatError
+from carray.errors import ColumnNotFoundError, FormatError
+from carray.timezones import ZonedTimes, arrow_type, zone_of
 from carray.vlstring import StringColumn
 
 
@@ -29,7 +30,11 @@ class Cols(Mapping):
         self._cols = cols  # the table's own dict: a live, read-only view
 
     def __getitem__(self, name: str) -> Any:
-        return self._cols[name]
+        try:
+            return self._cols[name]
+        except KeyError:
+            raise ColumnNotFoundError(f"no column {name!r} (columns: {list(self._cols)})"
+                                      ) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._cols)
@@ -70,16 +75,32 @@ def clip_column(col: Any, length: int) -> None:
 
 
 def empty_like(col: Any) -> Any:
-    """No rows of a column like ``col`` (masked: a column like it holds missing values)."""
-    if isinstance(col, CategoryColumn):  # the copy is categorical too, same dictionary
-        return CategoricalValues(np.zeros(0, np.int64), col.categories, col.ordered)
-    if isinstance(col, StringColumn):
-        return np.empty(0, dtype=object)
-    empty = np.empty((0, *col.shape[1:]), dtype=col.dtype)
-    # (A categorical column answers for its own missing values: its copy is its own.)
-    nullable = getattr(col, "storage_kind", None) is not None and \
-        col.storage_kind() == "nullable"
-    return np.ma.MaskedArray(empty) if nullable else empty
+    """No rows of a column like ``col`` (see :func:`read_part`)."""
+    return read_part(col, range(0))
+
+
+def like_column(col: Any, values: Any, valid: np.ndarray | None = None) -> Any:
+    """``values`` read from column ``col`` (a categorical column's codes) as a new
+    table's column takes them to be a column like ``col``: categorical with ``col``'s
+    dictionary, masked where ``valid`` is False (a column that holds missing values
+    stays one), timestamps with ``col``'s zone."""
+    if isinstance(col, CategoryColumn):
+        return CategoricalValues(np.asarray(values), col.categories, col.ordered)
+    zone = zone_of(col)
+    if zone is not None:
+        values = ZonedTimes(values, zone)
+    if valid is not None:
+        return np.ma.MaskedArray(values, mask=~np.asarray(valid, dtype=bool))
+    return values
+
+
+def read_part(col: Any, rows: Any) -> Any:
+    """Rows ``rows`` of column ``col`` as a new column like it takes them (see
+    :func:`like_column`)."""
+    codes = read_codes(col, rows)
+    if codes is not None:
+        return like_column(col, codes)
+    return like_column(col, read_any(col, rows), read_valid(col, rows))
 
 
 def read_masked(col: Any, rows: Any) -> np.ndarray:
@@ -88,6 +109,19 @@ def read_masked(col: Any, rows: Any) -> np.ndarray:
     values = read_any(col, rows)
     valid = read_valid(col, rows)
     return values if valid is None else np.ma.MaskedArray(values, mask=~valid)
+
+
+def python_values(col: Any, values: np.ndarray) -> list[Any]:
+    """``values`` read from column ``col`` (masked where missing) as Python objects for
+    rows: None where missing, zoned timestamps as aware ``datetime`` in their zone."""
+    zone = zone_of(col) if col is not None else None
+    if zone is None:
+        return values.tolist()
+    import pyarrow as pa
+
+    data = np.ma.getdata(values)
+    mask = np.ma.getmaskarray(values) | np.isnat(data)
+    return pa.array(data, mask=mask, type=arrow_type(data, zone)).to_pylist()
 
 
 def as_rows(rows: Any, names: list[str], out_flavor: Any) -> Iterator[Any]:

@@ -10,7 +10,13 @@ nothing at ``rootdir``, and a versioned table gets one version.
 Writing goes through ``pyarrow.csv.CSVWriter``, a batch of rows at a time, to a
 temporary file renamed over ``path`` at the end.  Missing values (see
 :func:`carray.table_columns.read_valid`) are written as empty fields, and read
-back as missing.
+back as missing.  Floats are written as numpy's shortest exact text, with a
+decimal point (``1.0``, not ``1``), so they read back as floats, to the bit;
+zoned timestamps are written in their zone with its offset
+(``2024-03-31 03:00:00+0200``) and read back as the same instants, zoned in UTC
+(a CSV file cannot name a zone: pass ``dtypes={'ts': 'datetime64[us, Europe/Paris]'}``
+for another).  As pandas' ``read_csv``, empty fields and :data:`NULL_VALUES` are
+missing, in text columns too, so an empty string written reads back as missing.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from carray.errors import (
 )
 from carray.stores import LOCAL
 from carray.stores.staging import staged
-from carray.table_columns import categories_of, read_any, read_codes, read_valid
+from carray.table_columns import categories_of, read_any, read_valid
+from carray.timezones import zone_of
 
 #: Bytes of CSV parsed at a time when reading (Arrow's default).  Arrow reads up to 32
 #: blocks of text ahead of the parser, so reading takes about 32 blocks of text and one
@@ -41,6 +48,10 @@ from carray.table_columns import categories_of, read_any, read_codes, read_valid
 BLOCK_BYTES = 1 << 20
 #: Rows written per batch.
 WRITE_ROWS = 1 << 16
+#: The fields that mean a missing value, in every column (pandas' ``read_csv`` list).
+NULL_VALUES = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan",
+               "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a",
+               "nan", "null")
 
 
 @dataclass(frozen=True)
@@ -64,10 +75,28 @@ def _arrow_type(dtype: Any) -> Any:
         return dtype
     if dtype in (str, "str", "string", object, "O"):
         return pa.string()
+    zoned = _zoned_timestamp(dtype)
+    if zoned is not None:
+        return zoned
     dt = np.dtype(dtype)
     if dt.kind in "OUS":
         return pa.string()
     return pa.from_numpy_dtype(dt)
+
+
+def _zoned_timestamp(dtype: Any) -> Any:
+    """The Arrow type of a zoned timestamp dtype (pandas' ``DatetimeTZDtype`` or its
+    name, ``'datetime64[us, Europe/Paris]'``), or None for any other dtype."""
+    import pyarrow as pa
+
+    unit, tz = getattr(dtype, "unit", None), getattr(dtype, "tz", None)
+    if unit is None and isinstance(dtype, str):
+        match = re.fullmatch(r"\s*datetime64\[(\w+),\s*([^\]]+?)\s*\]\s*", dtype)
+        if match:
+            unit, tz = match.groups()
+    if unit is None or tz is None:
+        return None
+    return pa.timestamp(unit, tz=str(tz))
 
 
 def _arrow_options(options: CsvOptions) -> tuple[Any, Any, Any]:
@@ -82,7 +111,7 @@ def _arrow_options(options: CsvOptions) -> tuple[Any, Any, Any]:
                             autogenerate_column_names=not options.header and not options.names,
                             skip_rows=1 if options.header and options.names else 0)
     parse = pcsv.ParseOptions(delimiter=options.delimiter)
-    convert: dict[str, Any] = {}
+    convert: dict[str, Any] = {"strings_can_be_null": True, "null_values": list(NULL_VALUES)}
     if options.dtypes:
         convert["column_types"] = {n: _arrow_type(t) for n, t in options.dtypes.items()}
     if options.usecols is not None:
@@ -103,10 +132,10 @@ def _numpy_ready(batch: Any, path: str) -> Any:
         t = arr.type
         if pa.types.is_date64(t):
             arr = arr.cast(pa.date32())
-        elif pa.types.is_time(t) or pa.types.is_null(t) and len(arr) == 0:
+        elif pa.types.is_time(t):
             raise FormatError(f"column {name!r} is of Arrow type {t}, which no column holds; "
                               "pass its type in dtypes=", path)
-        elif pa.types.is_null(t):  # a column of nothing but empty fields
+        elif pa.types.is_null(t):  # nothing but empty fields, or no rows: text, as pandas
             arr = pa.array([None] * len(arr), type=pa.string())
         arrays.append(arr)
         names.append(name)
@@ -212,42 +241,51 @@ def _build(cls: Any, path: str, options: CsvOptions, kwargs: dict[str, Any]) -> 
 # -- writing ---------------------------------------------------------------------------------
 
 
-def column_part(col: Any, rows: range) -> Any:
-    """Rows ``rows`` of one column as something a new table (or Arrow) takes: numpy
-    values, or an Arrow array when the column has missing values (as nulls) or
-    categories (as a dictionary array)."""
-    values = read_any(col, rows)
-    valid = read_valid(col, rows)
-    codes = read_codes(col, rows)
-    if codes is None and valid is None:
-        return values
-    import pyarrow as pa
-
-    mask = None if valid is None else ~np.asarray(valid, dtype=bool)
-    if codes is not None:
-        dictionary = pa.array(categories_of(col))
-        return pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), dictionary)
-    return pa.array(values, mask=mask)
-
-
 def _csv_array(col: Any, rows: range, name: str) -> Any:
-    """One batch of a column as an Arrow array CSV can hold (categories decoded)."""
+    """One batch of a column as an Arrow array of what CSV writes: nulls where missing,
+    categories decoded, floats as their exact text, zoned timestamps with their zone."""
     import pyarrow as pa
 
     if getattr(col, "ndim", 1) != 1 or getattr(col.dtype, "names", None):
         raise UnsupportedDTypeError(f"column {name!r} ({col.dtype}, shape {col.shape}) has "
                                     "more than one value per row: CSV holds one")
-    if hasattr(col, "arrow_rows") and categories_of(col) is None and \
-            read_valid(col, rows) is None:
+    valid = read_valid(col, rows)
+    if hasattr(col, "arrow_rows") and categories_of(col) is None and valid is None:
         return col.arrow_rows(rows.start, rows.stop)  # strings: their bytes, no objects
-    part = column_part(col, rows)
-    if isinstance(part, pa.Array):
-        return part.dictionary_decode() if pa.types.is_dictionary(part.type) else part
-    if part.dtype.kind == "S":  # bytes are written as the text they encode
-        part = np.char.decode(part, "utf-8").astype(object)
-    elif part.dtype.kind == "U":
-        part = part.astype(object)
-    return pa.array(part, from_pandas=part.dtype.kind == "M")
+    values = read_any(col, rows)
+    mask = None if valid is None else ~np.asarray(valid, dtype=bool)
+    if values.dtype.kind == "f":
+        return pa.array(_float_text(values), mask=mask)
+    if values.dtype.kind == "S":  # bytes are written as the text they encode
+        values = np.char.decode(values, "utf-8").astype(object)
+    elif values.dtype.kind == "U":
+        values = values.astype(object)
+    zone = zone_of(col)
+    kind = None if zone is None else pa.timestamp(np.datetime_data(values.dtype)[0], tz=zone)
+    return pa.array(values, mask=mask, type=kind, from_pandas=values.dtype.kind == "M")
+
+
+def csv_ready(batch: Any) -> Any:
+    """An Arrow record batch with its float columns as the text :func:`_float_text`
+    writes (and dictionary columns decoded), for a CSV writer."""
+    import pyarrow as pa
+
+    arrays = []
+    for arr in batch.columns:
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        if pa.types.is_floating(arr.type):
+            values = arr.to_numpy(zero_copy_only=False)
+            arr = pa.array(_float_text(values), mask=np.asarray(arr.is_null()))
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def _float_text(values: np.ndarray) -> np.ndarray:
+    """Floats as numpy's shortest text that reads back as the same float, which always
+    has a decimal point or an exponent (``1.0``, ``1e+20``): a reader infers a float
+    column from it, where Arrow's own text of 1.0 is ``1``."""
+    return values.astype(str).astype(object)
 
 
 def write_csv(table: Any, path: str | os.PathLike, columns: Sequence[str] | None,

@@ -18,8 +18,7 @@ from carray import (
     membership,  # noqa: F401 - registers the columns' isin method
     table_csv,
 )
-from carray.table_columns import categories_of, null_count
-from carray.table_csv import column_part
+from carray.table_columns import categories_of, null_count, read_part
 
 #: Categories ``carray info`` shows of a categorical column (its dictionary's first ones).
 SHOWN_CATEGORIES = 5
@@ -63,7 +62,7 @@ class TableDay:
     def _rows_table(self, rows: range) -> Any:
         t: Any = self
         cols = t.cols
-        parts = {name: column_part(cols[name], rows) for name in t.names}
+        parts = {name: read_part(cols[name], rows) for name in t.names}
         make: Any = type(self)
         return make(parts, cparams=t.cparams)
 

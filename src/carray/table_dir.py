@@ -70,7 +70,10 @@ def open_storage(store: Store, root: str, mode: str, fsync: bool, at: dict[str, 
                                                    hand_over=bcolz, timeout=timeout)
     try:
         if is_versioned_table(root, store):
-            return VersionedTable.open(store, root, readonly, fsync, lock, at, versions), lock
+            table = VersionedTable.open(store, root, readonly, fsync, lock, at, versions)
+            if timeout is not None:  # another writer's unfinished commit waited for so long
+                table.dataset.decide_after = timeout
+            return table, lock
         if at:
             raise VersionsUnsupportedError(f"{store.url(root)}: a bcolz table keeps no "
                                            "versions")

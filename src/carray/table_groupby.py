@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from carray import _group_kernels as kern
-from carray import _parallel
+from carray import _parallel, timezones
 from carray._group_kernels import GroupByError
+from carray.category_values import CategoricalValues, decode
 from carray.table_columns import (
     categories_of,
     read_any,
@@ -33,6 +34,7 @@ from carray.table_columns import (
     read_valid,
     select_rows,
 )
+from carray.table_missing import filler
 from carray.vlstring import StringColumn
 
 # Rows per block, at least (rounded up to whole chunks): enough work per task to keep
@@ -79,7 +81,15 @@ class _Plan:
         self.table, self.keys, self.specs, self.dropna = table, keys, specs, dropna
         self.cols = {n: table.cols[n] for n in {*keys, *(s.column for s in specs
                                                         if s.column is not None)}}
-        self.values = sorted({s.column for s in specs if s.func != "size" and s.column})
+        # What each aggregation reads: a column's values, or a categorical column's codes
+        # for min and max (its dictionary's order, as pandas' ordered categories).
+        self.values = sorted({self._operand(s) for s in specs if s.func != "size" and s.column})
+
+    def _operand(self, spec: _Spec) -> tuple[str, bool]:
+        """``(column, by codes)`` of what ``spec`` aggregates."""
+        assert spec.column is not None
+        coded = spec.func in ("min", "max") and categories_of(self.cols[spec.column]) is not None
+        return spec.column, coded
 
     def blocks(self, blen: int | None = None) -> list[range]:
         n = len(self.table)
@@ -108,7 +118,7 @@ class _Plan:
         if len(codes) == 1:  # one key's codes are already dense and in order
             states = self._states(rows, codes[0], sizes[0], keep)
             u, kc = uniques[0], np.arange(sizes[0])
-            vals = u if len(u) == sizes[0] else np.concatenate([u, np.zeros(1, u.dtype)])
+            vals = u if len(u) == sizes[0] else np.concatenate([u, _fillers(u, 1)])
             return _Partial([(vals, kc == len(u))], sizes[0], states)
         ids, ngroups = kern.combine(codes, [n + 1 for n in sizes])
         rep = kern.representatives(ids, ngroups)
@@ -116,22 +126,24 @@ class _Plan:
         for c, u in zip(codes, uniques, strict=True):
             kc = c[rep]
             miss = kc == len(u)
-            vals = u[np.minimum(kc, len(u) - 1)] if len(u) else np.zeros(len(kc), u.dtype)
+            vals = u[np.minimum(kc, len(u) - 1)] if len(u) else _fillers(u, len(kc))
             keyparts.append((vals, miss))
         states = self._states(rows, ids, ngroups, keep)
         return _Partial(keyparts, ngroups, states)
 
     def _states(self, rows: range, ids: np.ndarray, ngroups: int,
                 keep: np.ndarray | None) -> list[tuple[np.ndarray, ...]]:
-        read: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-        for name in self.values:
+        read: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray | None]] = {}
+        for name, coded in self.values:
             col = self.cols[name]
-            values = read_any(col, rows)
+            codes = read_codes(col, rows) if coded else None
+            values = read_any(col, rows) if codes is None else np.asarray(codes)
             missing = kern.missing_of(values, read_valid(col, rows))
             if keep is not None:
                 values = select_rows(values, keep)
                 missing = None if missing is None else select_rows(missing, keep)
-            read[name] = (values, None if missing is None or not missing.any() else ~missing)
+            read[name, coded] = (values, None if missing is None or not missing.any() else
+                                 ~missing)
         numbers = None
         if any(s.func in ("first", "last") for s in self.specs):
             numbers = np.arange(rows.start, rows.stop, dtype=np.int64)
@@ -141,7 +153,7 @@ class _Plan:
             if s.func == "size" or s.column is None:
                 states.append(kern.block_state("size", ids, ngroups, None, None))
                 continue
-            values, present = read[s.column]
+            values, present = read[self._operand(s)]
             fast = None if present is None else \
                 kern.masked_state(s.func, ids, ngroups, values, present)
             if fast is not None:
@@ -187,26 +199,56 @@ class _Plan:
                 pending, held = [], 0
         return self.merge(([merged] if merged else []) + pending)
 
-    def columns(self, result: _Partial) -> dict[str, np.ndarray]:
-        """The result's columns: the keys (decoded), then the outputs."""
-        out: dict[str, np.ndarray] = {}
+    def columns(self, result: _Partial) -> dict[str, Any]:
+        """The result's columns: the keys (decoded; the group of missing keys masked, a
+        zoned timestamp key with its zone), then the outputs."""
+        out: dict[str, Any] = {}
         for name, (values, missing) in zip(self.keys, result.keys, strict=True):
-            cats = categories_of(self.cols[name])
-            if cats is not None:
-                values = np.asarray(cats)[np.minimum(values, max(len(cats) - 1, 0))] \
-                    if len(cats) else np.asarray(cats)[:0]
-            if missing.any():
-                values = values.astype(np.float64) if values.dtype.kind in "biu" else \
-                    values.copy()
-                if values.dtype.kind in "fc":
-                    values[missing] = np.nan
-                elif values.dtype.kind in "mM":
-                    values[missing] = np.datetime64("NaT") if values.dtype.kind == "M" \
-                        else np.timedelta64("NaT")
-            out[name] = values
+            col = self.cols[name]
+            cats = categories_of(col)
+            if cats is not None:  # categorical, with the same dictionary
+                codes = np.where(missing, -1, values).astype(np.int64)
+                out[name] = CategoricalValues(codes, cats, getattr(col, "ordered", False))
+            else:
+                out[name] = key_values(col, values, missing)
         for s, state in zip(self.specs, result.states, strict=True):
-            out[s.out] = kern.final_value(s.func, state, result.ngroups)
+            values = kern.final_value(s.func, state, result.ngroups)
+            if s.column is not None and self._operand(s)[1]:  # codes: their values
+                values = _decoded(self.cols[s.column], values)
+            elif s.func in ("min", "max", "first", "last") and s.column is not None:
+                values = key_values(self.cols[s.column], values, None)  # a zone kept
+            out[s.out] = values
         return out
+
+
+def _decoded(col: Any, codes: np.ndarray) -> np.ndarray:
+    """The values of a categorical column's ``codes`` (masked where a group has none)."""
+    mask = np.ma.getmaskarray(codes) if np.ma.isMaskedArray(codes) else None
+    cats = categories_of(col)
+    assert cats is not None
+    values = decode(np.where(mask, -1, np.ma.getdata(codes)) if mask is not None else codes,
+                    cats)
+    return values if mask is None or not mask.any() else np.ma.MaskedArray(values, mask=mask)
+
+
+def _fillers(like: np.ndarray, n: int) -> np.ndarray:
+    """``n`` values standing for a missing key, of ``like``'s dtype (never a number among
+    strings)."""
+    return np.full(n, filler(like.dtype), dtype=like.dtype)
+
+
+def key_values(col: Any, values: np.ndarray, missing: np.ndarray | None) -> Any:
+    """Values of column ``col`` (keys, or an aggregation's, masked where a group has
+    none) as a result table takes them: masked where ``missing`` too, with the zone of a
+    zoned timestamp column."""
+    mask = np.ma.getmaskarray(values) if np.ma.isMaskedArray(values) else None
+    if missing is not None and missing.any():
+        mask = missing if mask is None else mask | missing
+    zone = timezones.zone_of(col)
+    data = np.ma.getdata(values)
+    if zone is not None:
+        data = timezones.ZonedTimes(data, zone)
+    return data if mask is None else np.ma.MaskedArray(data, mask=mask)
 
 
 # -- the user-facing object -------------------------------------------------------------
@@ -239,6 +281,20 @@ def _specs(table: Any, keys: list[str], spec: Any, named: Mapping[str, Any]) -> 
 
 
 def _check_spec(table: Any, keys: list[str], out: str, column: Any, func: Any) -> _Spec:
+    _check_order(table, column, func)
+    return _checked_spec(table, keys, out, column, func)
+
+
+def _check_order(table: Any, column: Any, func: Any) -> None:
+    """Refuse ``min``/``max`` of unordered categories (as pandas: they have no order)."""
+    col = table.cols[column] if column in table.cols else None
+    if func in ("min", "max") and categories_of(col) is not None and \
+            not getattr(col, "ordered", False):
+        raise GroupByError(f"column {column!r} holds unordered categories, which have no "
+                           f"{func}; make them ordered (categorical(..., ordered=True))")
+
+
+def _checked_spec(table: Any, keys: list[str], out: str, column: Any, func: Any) -> _Spec:
     if func == "size" and column is None:
         return _Spec(out, None, "size")
     if column not in table.cols:
@@ -260,8 +316,10 @@ class GroupBy:
     number of present values, ``size`` the number of rows; ``std``/``var`` use
     ``ddof=1``; ``first``/``last`` are the first/last present value in row order;
     ``nunique`` counts distinct present values.  A group with no value for ``min``,
-    ``max``, ``mean``, ``std``, ``var``, ``first`` or ``last`` gets NaN (integer
-    results then become float64, as in pandas; strings get ``''``).
+    ``max``, ``mean``, ``first`` or ``last`` (fewer than two for ``std``, ``var``) gets
+    a missing value, in a result column of the values' own type (as pandas' nullable
+    dtypes give NA); ``min``/``max``/``first``/``last`` of zoned timestamps keep the
+    zone.  With ``dropna=False`` the group of missing keys has a missing key.
 
     Every result is a ctable of the key columns, then the outputs, one row per group
     in ascending key order (see :mod:`carray.table_groupby`), in memory or at

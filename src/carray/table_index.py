@@ -57,6 +57,9 @@ class _ChunkWatch:
     def chunk_written(self, nchunk: int, stats: Any, stamp: Any) -> None:
         self.dirty.setdefault(self.name, set()).add(int(nchunk))
 
+    def chunks_absent(self, first: int, count: int) -> None:
+        pass  # rows past the indexed ones: a query checks them anyway
+
     def chunks_dropped(self, first: int) -> None:
         pass  # rows cut off: the table's length says so
 
@@ -338,13 +341,14 @@ class TableIndexes:
     def _with_pending(self, name: str, state: dict[str, Any], query: bool = False
                       ) -> dict[str, Any]:
         """``state`` with the chunks this handle wrote since its last commit dirty too; for
-        a ``query`` of a writable handle, the partial last chunk too (its writes are
-        told to nobody: each commit compares it with its digest instead)."""
+        a ``query`` of a writable handle, the partial last chunk too when its rows no
+        longer match their digest (its writes are told to nobody)."""
         chunks = self.__dict__.get("_index_dirty", {}).get(name)
         covered = int(state["covered"])
-        partial = int(state["partial"][0])
-        extra = [(partial, covered)] if query and self._mode != "r" and partial < covered \
-            else []
+        partial, digest = int(state["partial"][0]), state["partial"][1]
+        changed = query and self._mode != "r" and partial < covered and \
+            digest != _digest(self._cols[name], partial, min(covered, len(self)))
+        extra = [(partial, covered)] if changed else []
         if not chunks and not extra:
             return state
         cl = self._cols[name].chunklen

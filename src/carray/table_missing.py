@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from carray.errors import UnsupportedDTypeError
+
 
 @dataclass
 class WithValidity:
@@ -93,6 +95,27 @@ def has_missing(values: Any) -> bool:
     return wants_nullable(values)
 
 
+def bcolz_values(values: Any, name: str, where: Any) -> Any:
+    """A new column's values for a bcolz 1.x table, which holds no missing values:
+    masked arrays (or values with validity) with nothing missing as plain values.
+
+    Raises
+    ------
+    UnsupportedDTypeError
+        Records with missing fields (other missing values are refused by the column).
+    """
+    if isinstance(values, np.ma.MaskedArray) and values.dtype.names is not None:
+        if np.ma.flatten_mask(np.ma.getmaskarray(values)).any():
+            raise UnsupportedDTypeError(
+                f"{where or 'a bcolz table'}: column {name!r} has records with missing "
+                "values, which bcolz 1.x tables cannot hold")
+        return np.ma.getdata(values)
+    if wants_nullable(values) and not has_missing(values):  # a plain column, as bcolz's
+        return np.ma.getdata(values) if isinstance(values, np.ma.MaskedArray) else \
+            split_missing(values)[0]
+    return values
+
+
 def split_missing(values: Any, dtype: np.dtype | None = None) -> tuple[Any, np.ndarray | None]:
     """``values`` as ``(values with fillers, validity)``; validity is None when the
     source cannot say that anything is missing.  ``dtype``: the column's, when the
@@ -117,6 +140,8 @@ def split_missing(values: Any, dtype: np.dtype | None = None) -> tuple[Any, np.n
         valid = ~_missing_of(values)
         if valid.all():
             return values, None
+        if dtype is None and isinstance(values, np.ndarray) and not valid.any():
+            dtype = np.dtype(object)  # an object array of nothing but None: strings
         return _from_objects(list(values), valid, dtype)
     return values, None
 
@@ -157,9 +182,10 @@ def from_series(series: Any) -> Any:
     else:
         items = list(series.to_numpy(dtype=object))
         if not all(isinstance(v, str) for v, ok in zip(items, valid, strict=True) if ok):
-            raise TypeError(f"column {series.name!r} holds values of mixed types; only str "
-                            "columns can be stored from object dtype")
-        values, _ = _from_objects(items, valid, None)
+            raise UnsupportedDTypeError(f"column {series.name!r} holds values of mixed "
+                                        "types; only str columns can be stored from object "
+                                        "dtype")
+        values, _ = _from_objects(items, valid, np.dtype(object))  # str, even all missing
     return WithValidity(values, valid)
 
 

@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from carray import timezones
 from carray.array import carray
 from carray.attrs import Attrs
+from carray.column_functions import MissingAwareArray
 from carray.errors import UnsupportedDTypeError
 from carray.table import ctable
 from carray.table_columns import clip_column, read_any, register_kind
@@ -42,7 +44,7 @@ from carray.vlstring import StringColumn
 _VALUES, _VALID = "values", "valid"
 
 
-class NullableColumn(ctable):
+class NullableColumn(MissingAwareArray, ctable):
     """A column with missing values (see the module docstring).
 
     Parameters
@@ -191,7 +193,14 @@ class NullableColumn(ctable):
             yield from self[i:min(i + self.chunklen, n)]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        out = np.ma.getdata(self[:])
+        """The values; missing ones NaN (NaT) where the values' kind has such a marker,
+        else their filler."""
+        masked = self[:]
+        out = np.ma.getdata(masked)
+        if out.dtype.kind in "fcmM" and np.ma.is_masked(masked):
+            out = out.copy()
+            out[np.ma.getmaskarray(masked)] = np.nan if out.dtype.kind in "fc" else \
+                np.array("NaT", out.dtype)
         return out if dtype is None else out.astype(dtype)
 
     # -- writing ------------------------------------------------------------------------------
@@ -253,28 +262,31 @@ class NullableColumn(ctable):
         """Rows holding a value."""
         return len(self) - self.null_count()
 
-    def sum(self, **kwargs: Any) -> Any:
-        return self.present().sum(axis=0, **kwargs)
+    # numpy's reductions, as methods (over the rows by default); numpy's functions skip
+    # missing rows too (carray.column_functions).
 
-    def mean(self, **kwargs: Any) -> Any:
-        values = self.present()
-        return values.mean(axis=0, **kwargs) if len(values) else np.nan
+    def sum(self, axis: Any = 0, **kwargs: Any) -> Any:
+        return np.sum(self, axis=axis, **kwargs)
 
-    def var(self, ddof: int = 0, **kwargs: Any) -> Any:
-        values = self.present()
-        return values.var(axis=0, ddof=ddof, **kwargs) if len(values) > ddof else np.nan
+    def mean(self, axis: Any = 0, **kwargs: Any) -> Any:
+        return np.mean(self, axis=axis, **kwargs)
 
-    def std(self, ddof: int = 0, **kwargs: Any) -> Any:
-        values = self.present()
-        return values.std(axis=0, ddof=ddof, **kwargs) if len(values) > ddof else np.nan
+    def var(self, axis: Any = 0, ddof: float = 0, **kwargs: Any) -> Any:
+        return np.var(self, axis=axis, ddof=ddof, **kwargs)
 
-    def min(self, **kwargs: Any) -> Any:
-        values = self.present()
-        return values.min(axis=0, **kwargs) if len(values) else np.ma.masked
+    def std(self, axis: Any = 0, ddof: float = 0, **kwargs: Any) -> Any:
+        return np.std(self, axis=axis, ddof=ddof, **kwargs)
 
-    def max(self, **kwargs: Any) -> Any:
-        values = self.present()
-        return values.max(axis=0, **kwargs) if len(values) else np.ma.masked
+    def min(self, axis: Any = 0, **kwargs: Any) -> Any:
+        return np.min(self, axis=axis, **kwargs)
+
+    def max(self, axis: Any = 0, **kwargs: Any) -> Any:
+        return np.max(self, axis=axis, **kwargs)
+
+    def masked_values(self) -> np.ma.MaskedArray:
+        """Every row as a masked array (masked where missing)."""
+        out: np.ma.MaskedArray = self[:]
+        return out
 
     # -- pandas and Arrow ---------------------------------------------------------------------
 
@@ -283,6 +295,9 @@ class NullableColumn(ctable):
 
         if isinstance(self.data, StringColumn):
             return pa.large_string()
+        zone = timezones.zone_of(self)
+        if zone is not None:
+            return timezones.arrow_type(self, zone)
         item = pa.from_numpy_dtype(self.dtype)
         if self.ndim > 1:
             return pa.list_(item, int(np.prod(self.shape[1:])))
@@ -301,7 +316,9 @@ class NullableColumn(ctable):
     def to_pandas(self) -> Any:
         """The column as a DataFrame column holds it (:func:`carray.table_missing.to_pandas`)."""
         rows = range(len(self))
-        return to_pandas(read_any(self.data, rows), self.valid(rows))
+        values = to_pandas(read_any(self.data, rows), self.valid(rows))
+        zone = timezones.zone_of(self)
+        return values if zone is None else timezones.to_pandas(values, zone)
 
     def __repr__(self) -> str:
         return f"NullableColumn({len(self)}, {self.dtype}, {self.null_count()} missing)"

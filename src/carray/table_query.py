@@ -13,6 +13,7 @@ import numpy as np
 
 from carray import category_query, index_planner
 from carray.category_column import CategoryColumn
+from carray.container import TableBase
 from carray.query import BlockEvaluator, caller_scope
 from carray.table_columns import field_dtype, read_any, read_valid, select_rows
 from carray.vlstring import StringColumn
@@ -98,7 +99,7 @@ def take(t: Any, name: str, sel: np.ndarray, count: int, lo: int, hi: int,
     by decoding the whole block into a reused buffer.
     """
     col = t.cols[name]
-    if isinstance(col, (StringColumn, CategoryColumn)) or count * 64 < hi - lo:
+    if isinstance(col, (StringColumn, CategoryColumn, TableBase)) or count * 64 < hi - lo:
         idx = np.flatnonzero(sel) if sel.dtype == np.bool_ else sel
         return read_any(col, idx + lo)
     buf = buffers.get(name)
@@ -140,8 +141,8 @@ def _masked(rows: np.ndarray, block: dict[str, np.ndarray]) -> np.ndarray:
     masked = {n: v for n, v in block.items() if np.ma.isMaskedArray(v)}
     if not masked:
         return rows
-    mask = np.zeros(len(rows), dtype=[(n, bool) for n in rows.dtype.names or ()])
-    for n, v in masked.items():
+    mask: Any = np.zeros(len(rows), dtype=np.ma.make_mask_descr(rows.dtype))
+    for n, v in masked.items():  # records: a mask per field; N-d rows: one per item
         mask[n] = np.ma.getmaskarray(v)
     return np.ma.MaskedArray(rows, mask=mask)
 

@@ -13,6 +13,7 @@ fields) is written again as a user's change would be.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from carray.errors import ConflictError
@@ -58,10 +59,32 @@ def _engines(col: Any) -> list[Any]:
     return list(column_engines(col))
 
 
-def rebase_table(table: Any, storage: Any, newer: Any) -> None:
-    """Put ``table``'s changes since its last commit on top of ``newer`` (a manifest of
-    its dataset, in ``storage``, that another writer published), ready to commit;
-    ConflictError when they overlap."""
+@dataclass
+class TableReplay:
+    """What a table's writer puts on top of ``newer``: edited rows by column, appended
+    rows, the merged attributes (see :func:`capture`)."""
+
+    newer: Any
+    edits: list[tuple[str, int, int, Any]]
+    rows: Any
+    attrs: Any
+
+    def apply(self, table: Any, storage: Any) -> None:
+        """Reopen ``table`` at ``newer`` and write the changes again (a failure part way
+        leaves the replay to be applied again, from the start)."""
+        storage.dataset.adopt_newer(self.newer)
+        table.reopen_at_head()
+        for column, lo, hi, values in self.edits:
+            table.cols[column][lo:hi] = values
+        if self.rows is not None and len(self.rows):
+            table.append(self.rows)
+        storage.take_attrs(self.attrs)
+
+
+def capture(table: Any, storage: Any, newer: Any) -> TableReplay:
+    """``table``'s changes since its last commit, to put on top of ``newer`` (a manifest
+    of its dataset, in ``storage``, that another writer published); ConflictError when
+    they overlap."""
     dataset = storage.dataset
     base = dataset.head
     where = str(table.rootdir)
@@ -114,13 +137,7 @@ def rebase_table(table: Any, storage: Any, newer: Any) -> None:
     edits = [(column, lo, hi, table.cols[column][lo:hi])
              for column, spans in edited.items() for lo, hi in _merge(spans)]
     rows = table[old_len:mine_len] if mine_len > old_len else None
-    dataset.adopt_newer(newer)
-    table.reopen_at_head()
-    for column, lo, hi, values in edits:
-        table.cols[column][lo:hi] = values
-    if rows is not None and len(rows):
-        table.append(rows)
-    storage.take_attrs(attrs)
+    return TableReplay(newer, edits, rows, attrs)
 
 
-__all__ = ["rebase_table"]
+__all__ = ["TableReplay", "capture"]

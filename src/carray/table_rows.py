@@ -13,7 +13,7 @@ from carray import _table_refresh as refresh
 from carray._bcolz_array import bcolz_cparams, bcolz_size
 from carray._util import skip_and_limit
 from carray.container import built_whole
-from carray.table_columns import as_rows, empty_like, read_masked
+from carray.table_columns import as_rows, empty_like, python_values, read_masked
 
 
 def _block_rows(t: Any) -> int:
@@ -31,8 +31,8 @@ def iter_rows(t: Any, rows: Callable[[], range], names: list[str], limit: int | 
     def block(i: int) -> list | None:  # block i of the rows of the state read now
         part = rows()[i * blen:(i + 1) * blen]
         cols = t.column_dict()  # the columns of that state (a reader may have moved on)
-        values = [list(part) if n == "nrow__" else read_masked(cols[n], part).tolist()
-                  for n in names]
+        values = [list(part) if n == "nrow__" else
+                  python_values(cols[n], read_masked(cols[n], part)) for n in names]
         return (list(zip(*values, strict=True)) if values else [()] * len(part)) or None
 
     return as_rows(skip_and_limit(refresh.blockwise(t.read_committed, block), skip, limit),

@@ -29,11 +29,10 @@ import numpy as np
 from carray import _group_kernels as kern
 from carray._group_kernels import GroupByError
 from carray.array import carray
-from carray.category_values import CategoricalValues
 from carray.errors import ContainerExistsError
 from carray.table_columns import (
-    categories_of,
     empty_like,
+    like_column,
     read_any,
     read_codes,
     read_valid,
@@ -96,16 +95,8 @@ class _Keys:
     def output(self, batch: Batch) -> dict[str, Any]:
         """The table's columns of a sorted batch, as the result table takes them: missing
         values masked, categorical columns as codes of the source's dictionary."""
-        out: dict[str, Any] = {}
-        for name in self.table.names:
-            values: Any = batch[f"c:{name}"]
-            categories = categories_of(self.table.cols[name])
-            if categories is not None:
-                values = CategoricalValues(values, categories, self.table.cols[name].ordered)
-            elif f"v:{name}" in batch:
-                values = np.ma.MaskedArray(values, mask=~batch[f"v:{name}"])
-            out[name] = values
-        return out
+        return {name: like_column(self.table.cols[name], batch[f"c:{name}"],
+                                  batch.get(f"v:{name}")) for name in self.table.names}
 
     def order(self, batch: Batch) -> np.ndarray:
         """The stable order of a batch of keys."""

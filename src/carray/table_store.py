@@ -30,19 +30,21 @@ from typing import Any, TypeVar
 from carray import attrvalues
 from carray.checkedjson import dumps_checked, load_marker
 from carray.errors import (
+    ColumnNameError,
     ConflictError,
     ContainerNotFoundError,
     FormatError,
+    NewerVersionError,
     VersionsUnsupportedError,
 )
+from carray.layouts._bcolz_attrs import TYPED_FILE as TYPED_ATTRS_FILE
 from carray.layouts.memory import MemoryLayout
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock
-from carray.table_rebase import rebase_table
+from carray.table_rebase import TableReplay, capture
 from carray.versions import Manifest, Repository
 from carray.versions.dataset import (
     Membership,
-    NewerVersion,
     VersionedDataset,
     open_dataset,
     retention_of,
@@ -57,7 +59,7 @@ ROOTDIRS = "__rootdirs__"
 ATTRS_FILE = "__attrs__"
 #: The directory of a table's index builds (:mod:`carray.table_index`).
 INDEX_DIR = "__indexes__"
-_RESERVED = {ROOTDIRS, ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
+_RESERVED = {ROOTDIRS, ATTRS_FILE, TYPED_ATTRS_FILE, TABLE_FILE, "versions", INDEX_DIR}
 #: The marker: format version 4 carries a checksum; tables of version 3 read as before.
 _MARKER = dumps_checked({"format": "carray-table", "format_version": 4})
 #: What a column is, as a version records it (a nullable column: its values and
@@ -73,9 +75,9 @@ def check_name(name: Any) -> str:
         raise TypeError(f"column names must be str, got {name!r}")
     if name in ("", ".", "..") or any(c in name for c in "/\\\x00") or name in _RESERVED \
             or (os.altsep and os.altsep in name):
-        raise ValueError(f"column name {name!r} is not allowed: names become directory names, "
-                         "so they cannot be empty, '.', '..', reserved, or contain '/', '\\' "
-                         "or NUL")
+        raise ColumnNameError(f"column name {name!r} is not allowed: names become directory "
+                              "names, so they cannot be empty, '.', '..', reserved, or contain "
+                              "'/', '\\' or NUL")
     return name
 
 
@@ -267,6 +269,7 @@ class VersionedTable(TableStorage):
         self._prefix = prefix
         self._top = top
         self._owner: weakref.ref[Any] | None = None  # the table (see own)
+        self._replay: TableReplay | None = None  # a rebase not applied whole yet
         meta = dataset.meta if isinstance(dataset.meta, dict) else {}
         if top is None:
             if meta.get("kind", "table") != "table" or \
@@ -305,7 +308,7 @@ class VersionedTable(TableStorage):
         """The first version is published: mark the directory, drop the old records."""
         fsync = self.dataset.repo.fsync
         self.store.put(self.store.join(self.root, TABLE_FILE), _MARKER, fsync=fsync)
-        for name in (ROOTDIRS, "__txn__", "__commits__", ATTRS_FILE):
+        for name in (ROOTDIRS, "__txn__", "__commits__", ATTRS_FILE, TYPED_ATTRS_FILE):
             with contextlib.suppress(FileNotFoundError):
                 self.store.delete(self.store.join(self.root, name))
 
@@ -457,6 +460,7 @@ class VersionedTable(TableStorage):
             return
         head = self.dataset.head
         try:
+            self.replay_pending(table)
             for _ in range(_MAX_REBASES):
                 try:
                     with self.dataset.committing(message):
@@ -464,18 +468,22 @@ class VersionedTable(TableStorage):
                             col.flush()
                         self._record(table)
                     return
-                except NewerVersion as newer:
+                except NewerVersionError as newer:
                     head = newer.newer
-                    rebase_table(table, self, newer.newer)
+                    self.rebase(table, newer.newer)
             raise ConflictError(f"{self.store.url(self.root)}: other writers kept "
                                 f"committing first ({_MAX_REBASES} times); try again")
         except ConflictError:
             raise  # nothing was published: the changes stay pending
         except BaseException:
-            # Show what is committed: the last version, or this one when only a step after
-            # publishing failed (the columns' own undo would go back past it).
             if self.dataset.head is head:
+                # Nothing was published: the changes stay pending (each column keeps
+                # what it wrote until a commit publishes it), and the next commit stages
+                # them all again.
                 self.dataset.abandon()
+                raise
+            # Published, then a later step failed: show this version (the columns'
+            # own undo would go back past it).
             table.close_columns(flush=False)
             table.open_columns()
             raise
@@ -487,7 +495,19 @@ class VersionedTable(TableStorage):
         """Put ``table``'s pending changes on top of ``newer`` (see
         :mod:`carray.table_rebase`)."""
         self._record(table)
-        rebase_table(table, self, newer)
+        self._replay = capture(table, self, newer)
+        self.replay_pending(table)
+
+    def forget_replay(self) -> None:
+        """Drop a rebase not applied yet (the table goes back to its newest version)."""
+        self._replay = None
+
+    def replay_pending(self, table: Any) -> None:
+        """Apply a rebase not applied whole yet (its failure part way is retried here, at
+        the next commit, from the start)."""
+        if self._replay is not None:
+            self._replay.apply(table, self)
+            self._replay = None
 
     def take_attrs(self, stored: dict[str, Any]) -> None:
         """Make ``stored`` (typed JSON) the attributes the next commit records."""

@@ -19,10 +19,16 @@ from carray.array import carray
 from carray.category_column import CategoryColumn
 from carray.category_values import CategoricalValues, as_categorical
 from carray.container import TableBase, refuse_own_source
-from carray.errors import UnsupportedDTypeError
+from carray.errors import ColumnNameError, UnsupportedDTypeError
 from carray.table_categories import pandas_values
 from carray.table_columns import categories_of, read_masked, read_valid
-from carray.table_missing import from_arrow, from_series, to_pandas, wants_nullable
+from carray.table_missing import (
+    WithValidity,
+    from_arrow,
+    from_series,
+    to_pandas,
+    wants_nullable,
+)
 from carray.table_store import check_name
 from carray.vlstring import StringColumn
 
@@ -49,8 +55,14 @@ def column_values(col: Any) -> Any:
 
 
 def _series_values(series: Any) -> Any:
+    """A pandas Series, Index or array (``Categorical``, ``IntegerArray``...), or a polars
+    Series, as something a column accepts."""
+    if type(series).__module__.split(".")[0] == "polars":
+        return _arrow_values(series.to_arrow())
     import pandas as pd
 
+    if not isinstance(series, (pd.Series, pd.Index)):
+        series = pd.Series(series, copy=False)
     dtype = series.dtype
     if isinstance(dtype, pd.ArrowDtype) or type(series.array).__name__.startswith("Arrow"):
         import pyarrow as pa
@@ -60,13 +72,17 @@ def _series_values(series: Any) -> Any:
         return as_categorical(series)  # codes and categories as they are
     if isinstance(dtype, pd.DatetimeTZDtype):
         return timezones.from_pandas(series)  # UTC instants; the zone kept by the column
+    if dtype == np.dtype(object) and pd.api.types.infer_dtype(series, skipna=True) == "date":
+        import pyarrow as pa  # datetime.date objects: datetime64[D], as Arrow's date32
+
+        return _arrow_values(pa.array(series, from_pandas=True))
     if series.hasnans:  # NaN, None, NaT, NA: missing, as pyarrow.Table.from_pandas says
         return from_series(series)
     if dtype == np.dtype(object) or isinstance(dtype, pd.StringDtype):
         kind = pd.api.types.infer_dtype(series, skipna=False)  # one pass in C
         if len(series) and kind != "string":
-            raise TypeError(f"column {series.name!r} holds {kind!r} values; only str columns "
-                            "can be stored from object dtype")
+            raise UnsupportedDTypeError(f"column {series.name!r} holds {kind!r} values; only "
+                                        "str and date columns can be stored from object dtype")
         return series.to_numpy(dtype=object)
     return series.to_numpy()
 
@@ -78,6 +94,8 @@ def _arrow_values(arr: Any) -> Any:
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if pa.types.is_dictionary(arr.type):
         return as_categorical(arr)
+    if pa.types.is_struct(arr.type):
+        return _struct_values(arr)
     if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
         return timezones.from_arrow(arr)
     if arr.null_count:
@@ -88,6 +106,53 @@ def _arrow_values(arr: Any) -> Any:
         flat = np.asarray(arr.flatten().to_numpy(zero_copy_only=False))
         return flat.reshape(len(arr), arr.type.list_size)
     return arr.to_numpy(zero_copy_only=False)
+
+
+#: What ``outcols`` (and rows) call the row number: no column may take the name.
+ROW_NUMBER = "nrow__"
+
+
+def new_column_name(name: Any) -> str:
+    """``name`` checked as the name of a new column.
+
+    Raises
+    ------
+    ColumnNameError
+        The name cannot be a directory's (see :func:`carray.table_store.check_name`), or
+        it is :data:`ROW_NUMBER`, which always means the row number.
+    """
+    if name == ROW_NUMBER:
+        raise ColumnNameError(f"column name {name!r} is not allowed: outcols={[name]!r} "
+                              "means the row number")
+    return check_name(name)
+
+
+def _struct_values(arr: Any) -> np.ma.MaskedArray:
+    """An Arrow struct array as records (a masked structured array: a null struct or
+    field is masked), each field converted as a column of its own would be."""
+    names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+    parts = {}
+    for name, child in zip(names, arr.flatten(), strict=True):  # parent nulls included
+        values = np.ma.asanyarray(read_masked_source(_arrow_values(child)))
+        if values.dtype.kind in "OT":
+            raise UnsupportedDTypeError(f"record field {name!r} holds {child.type}: the "
+                                        "fields of a record column hold numbers, booleans "
+                                        "or datetimes")
+        parts[name] = values
+    dtype = np.dtype([(n, v.dtype, v.shape[1:]) for n, v in parts.items()])
+    out = np.ma.MaskedArray(np.zeros(len(arr), dtype=dtype),
+                            mask=np.zeros(len(arr), dtype=np.ma.make_mask_descr(dtype)))
+    for name, values in parts.items():
+        out[name] = values
+    return out
+
+
+def read_masked_source(values: Any) -> Any:
+    """Column source values (:class:`carray.table_missing.WithValidity`, masked or plain
+    arrays) as a masked array, or the plain array."""
+    if isinstance(values, WithValidity):
+        return np.ma.MaskedArray(np.asarray(values.values), mask=~values.valid)
+    return values
 
 
 def normalise_columns(columns: Any, names: list[str] | None, into: str | None = None
@@ -109,9 +174,14 @@ def normalise_columns(columns: Any, names: list[str] | None, into: str | None = 
         pairs = [(n, columns[n]) for n in columns.dtype.names]
     elif isinstance(columns, (list, tuple)):
         pairs = [(f"f{i}", c) for i, c in enumerate(columns)]
+    elif hasattr(columns, "__arrow_c_stream__"):  # any Arrow stream (a RecordBatchReader,
+        import pyarrow as pa  # a duckdb result...)
+
+        return normalise_columns(pa.table(columns), names, into)
     else:
         raise TypeError(f"cannot build a table from {type(columns).__name__}; pass a list of "
-                        "columns, a structured array, a dict, a DataFrame or an Arrow table")
+                        "columns, a structured array, a dict, a DataFrame, an Arrow table "
+                        "or stream")
     if names is not None:
         names = list(names)
         if len(names) != len(pairs):
@@ -120,7 +190,7 @@ def normalise_columns(columns: Any, names: list[str] | None, into: str | None = 
     seen = set()
     out = []
     for name, values in pairs:
-        check_name(name)
+        new_column_name(name)
         if name in seen:
             raise ValueError(f"duplicate column name {name!r}")
         seen.add(name)
@@ -235,6 +305,8 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
                 data[n] = pd.arrays.ArrowExtensionArray(col.to_arrow())
             else:
                 data[n] = col.read(as_object=True)
+        elif isinstance(col, TableBase) or col.dtype.names:  # records: tuples (None: missing)
+            data[n] = np.ma.asanyarray(col[:]).tolist()
         elif col.ndim > 1:
             data[n] = list(col[:])
         else:
@@ -272,13 +344,16 @@ def _arrow_type(col: Any) -> Any:
 
     if hasattr(col, "arrow_type"):
         return col.arrow_type()
+    if isinstance(col, TableBase):  # records: a struct of their fields
+        return pa.struct([(n, _arrow_type(col.cols[n])) for n in col.names])
     if isinstance(col, StringColumn):
         return pa.large_string()
     if isinstance(col, CategoryColumn):
         return col.arrow_type()
     if zone := timezones.zone_of(col):
         return timezones.arrow_type(col, zone)
-    item = pa.from_numpy_dtype(col.dtype)
+    item = _records_array(np.zeros(0, col.dtype)).type if col.dtype.names else \
+        pa.from_numpy_dtype(col.dtype)  # records in one array (bcolz's layout): a struct
     if col.ndim > 1:
         return pa.list_(item, int(np.prod(col.shape[1:])))
     return item
@@ -298,9 +373,14 @@ def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
         return col.arrow_rows(lo, hi)
     if isinstance(col, CategoryColumn):
         return col.to_arrow(lo, hi)
+    if isinstance(col, TableBase):  # records: a struct of their fields
+        return pa.StructArray.from_arrays([_arrow_slice(col.cols[n], lo, hi)
+                                           for n in col.names], names=col.names)
     values = np.asarray(col[lo:hi])
     if zone := timezones.zone_of(col):
         return timezones.to_arrow(values, zone)
+    if values.dtype.names:
+        return _records_array(values)
     try:
         if values.ndim > 1:
             width = int(np.prod(values.shape[1:]))
@@ -309,6 +389,24 @@ def _arrow_slice(col: Any, lo: int, hi: int) -> Any:
     except UnicodeError as exc:  # numpy's 'U' items hold any code point, Arrow's UTF-8 not
         raise UnsupportedDTypeError(f"rows {lo}..{hi} hold text Arrow cannot store as "
                                     f"UTF-8: {exc}") from None
+
+
+def _records_array(values: np.ndarray) -> Any:
+    """Records (a structured array, 1-d) as an Arrow struct array, field by field."""
+    import pyarrow as pa
+
+    names = list(values.dtype.names or ())
+    fields = []
+    for name in names:
+        field = values[name]
+        if field.dtype.names:
+            fields.append(_records_array(field))
+        elif field.ndim > 1:
+            width = int(np.prod(field.shape[1:]))
+            fields.append(pa.FixedSizeListArray.from_arrays(pa.array(field.reshape(-1)), width))
+        else:
+            fields.append(pa.array(field))
+    return pa.StructArray.from_arrays(fields, names=names)
 
 
 def arrow_batches(table: Any, columns: list[str] | None = None,

@@ -47,24 +47,32 @@ def _zone_name(tz: Any) -> str:
     return "UTC" if name in ("utc", "UTC", "tzutc()") else name
 
 
-def from_pandas(values: Any) -> ZonedTimes:
+def _missing_masked(zoned: ZonedTimes) -> Any:
+    """Zoned instants, masked where NaT (missing, as pandas and Arrow say) if any is."""
+    nat = np.isnat(zoned)
+    return np.ma.MaskedArray(zoned, mask=nat) if nat.any() else zoned
+
+
+def from_pandas(values: Any) -> Any:
     """Pandas ``datetime64[unit, tz]`` values (a Series, an index or an array) as UTC
-    instants with their zone."""
+    instants with their zone (:class:`ZonedTimes`), masked where NaT."""
     import pandas as pd
 
     dtype = values.dtype
     utc = pd.DatetimeIndex(values).tz_convert("UTC").tz_localize(None)
-    return ZonedTimes(np.asarray(utc, dtype=f"datetime64[{dtype.unit}]"), _zone_name(dtype.tz))
+    return _missing_masked(ZonedTimes(np.asarray(utc, dtype=f"datetime64[{dtype.unit}]"),
+                                      _zone_name(dtype.tz)))
 
 
-def from_arrow(arr: Any) -> ZonedTimes:
-    """An Arrow ``timestamp(unit, tz)`` array as UTC instants (nulls as NaT) with its zone."""
+def from_arrow(arr: Any) -> Any:
+    """An Arrow ``timestamp(unit, tz)`` array as UTC instants with its zone
+    (:class:`ZonedTimes`), masked where null."""
     import pyarrow as pa
 
     unit = arr.type.unit
     naive = arr.cast(pa.timestamp(unit))  # the stored values are the UTC instants
-    return ZonedTimes(np.asarray(naive.to_numpy(zero_copy_only=False),
-                                 dtype=f"datetime64[{unit}]"), arr.type.tz)
+    return _missing_masked(ZonedTimes(np.asarray(naive.to_numpy(zero_copy_only=False),
+                                                 dtype=f"datetime64[{unit}]"), arr.type.tz))
 
 
 def keep_zone(values: Any, col: Any) -> Any:

@@ -17,10 +17,10 @@ from carray.compute.reduce import reduce
 from carray.compute.strings import expression as lazy_expression
 from carray.compute.strings import wants_lazy
 from carray.defaults import defaults
-from carray.errors import FormatError
+from carray.errors import FormatError, ShapeError
 from carray.groups import Group, open_group
 from carray.query import BlockEvaluator, Expression, caller_scope, collect_result
-from carray.shapes import calc_chunklen
+from carray.shapes import calc_chunklen, check_nbytes
 from carray.table import ctable
 
 
@@ -30,8 +30,12 @@ def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.
     if not shape:
         raise ValueError("shape must have at least one dimension")
     dt = np.dtype(dtype)
+    check_nbytes(shape, dt.itemsize)
     if len(shape) > 1:
-        dt = np.dtype((dt, shape[1:]))
+        try:
+            dt = np.dtype((dt, shape[1:]))
+        except (ValueError, OverflowError) as exc:  # rows numpy cannot make one item of
+            raise ShapeError(f"rows of shape {tuple(shape[1:])} of {dt}: {exc}") from None
     return int(shape[0]), dt
 
 
@@ -316,7 +320,7 @@ def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
     ...     temperature.append(frames)
     ...     events.append(rows)
     """
-    from carray.versions.transaction import common_root, publish_together
+    from carray.versions.transaction import common_root, publish_together, rebase_and_stage
 
     owners = {id(c.versioned_dataset()): c for c in containers}
     datasets = [c.versioned_dataset() for c in owners.values()]
@@ -331,7 +335,7 @@ def transaction(*containers: Any, message: str | None = None) -> Iterator[None]:
             for c in owners.values():
                 c.flush()
         publish_together(datasets, message, common_root(datasets),
-                         lambda ds, newer: owners[id(ds)].rebase(newer),
+                         lambda ds, newer: rebase_and_stage(ds, owners[id(ds)], newer),
                          fsync=all(ds.repo.fsync for ds in datasets))
     except BaseException:
         for c in owners.values():

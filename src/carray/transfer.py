@@ -274,10 +274,12 @@ def fill(target: Any, source: Any,
     return stats
 
 
-def copy_of(source: Any, **kwargs: Any) -> tuple[Any, MoveStats]:
+def copy_of(source: Any, attrs: dict[str, Any] | None = None,
+            **kwargs: Any) -> tuple[Any, MoveStats]:
     """A new carray holding ``source``'s items (keyword arguments as for the constructor,
     defaults: ``source``'s chunk and block shapes, codec, fill value and order), with
-    what moved as bytes and what was decoded.  The attributes are not copied.
+    what moved as bytes and what was decoded.  The attributes are not copied: ``attrs``
+    are the new array's (part of it before it appears).
 
     A ``.b2nd`` target of a source whose chunks have no block shape gets the blocks
     Blosc chose for the source's chunks, so they move; a bcolz one gets its chunk
@@ -310,6 +312,8 @@ def copy_of(source: Any, **kwargs: Any) -> tuple[Any, MoveStats]:
                            dtype=dtype, **args)
         try:
             done.append(fill(out, source))
+            if attrs:
+                out.attrs.update(attrs)
         except BaseException:
             out.discard()
             raise

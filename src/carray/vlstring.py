@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 
 from carray.array import carray
-from carray.attrs import Attrs
+from carray.attrs import Attrs, PlainAttrsFile
 from carray.checkedjson import dumps_checked, load_marker
 from carray.compute.protocols import registered_method
 from carray.container import Container, refuse_own_source
 from carray.errors import ContainerExistsError, FormatError, ReadOnlyError
 from carray.keys import select
 from carray.layouts import refuse_member
-from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout
 from carray.params import CParams
 from carray.stores import LOCAL, Store, resolve
@@ -297,7 +296,7 @@ class StringColumn(Container):
             if not hasattr(self, "_mem_layout"):
                 self._mem_layout = MemoryLayout()
             return self._mem_layout
-        return BcolzLayout(self._path, readonly=self._mode == "r", fsync=fsync, store=self._store)
+        return PlainAttrsFile(self._store, self._path, fsync)
 
     def _open(self, fsync: bool) -> None:
         if not is_string_column(self._path, self._store):
@@ -409,6 +408,11 @@ class StringColumn(Container):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.read()
         return out if dtype is None else out.astype(dtype)
+
+    def null_count(self) -> int:
+        """How many rows are missing: 0 (a string column with missing values is a
+        :class:`carray.NullableColumn` of strings)."""
+        return 0
 
     def __iter__(self) -> Iterator[str]:
         for block in self.iterblocks():

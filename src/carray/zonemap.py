@@ -130,8 +130,10 @@ class ZoneMap:
     def update(self, nchunk: int, stats: ChunkStats | None,
                stamp: tuple[int, int] | None) -> None:
         """Keep the statistics of the values just written as chunk ``nchunk`` (None: the
-        chunk has none, its entry is unknown)."""
+        chunk has none, its entry is unknown; past :data:`MAX_CHUNKS`, none is kept)."""
         self._ensure()
+        if nchunk >= self.MAX_CHUNKS:
+            return
         self._grow(nchunk + 1)
         if stats is None or stats.count == 0:
             self.forget(nchunk)
@@ -176,8 +178,10 @@ class ZoneMap:
             self.dirty = True
 
     def validate(self, first: int, stop: int, stamp_of) -> None:
-        """Check the stamps of entries ``[first, stop)`` not checked yet this session."""
-        self._grow(stop)
+        """Check the stamps of entries ``[first, stop)`` not checked yet this session
+        (those the map has: the others are unknown)."""
+        self._ensure()
+        stop = min(stop, self._n)
         todo = np.flatnonzero(self._known[first:stop] & ~self._checked[first:stop]) + first
         if len(todo):
             now = np.array([stamp_of(n) for n in todo.tolist()], dtype=np.int64)
@@ -193,6 +197,9 @@ class ZoneMap:
 
     SEGMENT = 512
     SAVE_EVERY = 1.0  # seconds between saves of a writer committing often
+    #: Chunks a map summarises at most (about 100 bytes of memory each): chunks past them
+    #: are read when a query or reduction needs them.
+    MAX_CHUNKS = 2**22
     _ROW = [("nan", "?"), ("known", "?"), ("size", "<i8"), ("mtime", "<i8"), ("crc", "<u4")]
     #: The format marker of segments with statistics (every row holds it; CRC-covered).
     FORMAT = 2
@@ -220,6 +227,10 @@ class ZoneMap:
     def chunk_written(self, nchunk: int, stats: ChunkStats | None,
                       stamp: tuple[int, int] | None) -> None:
         self.update(nchunk, stats, stamp)
+
+    def chunks_absent(self, first: int, count: int) -> None:
+        """Their entries stay unknown: chunks read when a query or reduction needs them
+        (entries for a lazily grown array of any length would cost its length)."""
 
     def chunks_dropped(self, first: int) -> None:
         self.truncate(first)

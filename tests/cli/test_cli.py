@@ -43,15 +43,16 @@ def test_info_prints_numpy_attribute_values(capsys, tmp_path, fmt):
     with ca.carray(np.arange(3.0), rootdir=path, mode="w", format=fmt) as a:
         a.attrs["_FillValue"] = np.float64("nan")
         a.attrs["scale"] = np.float32(0.5)
-        a.attrs["z"] = np.complex128(1 + 2j)
-        a.attrs["when"] = np.datetime64("2020-01-01T00:00")
+        if fmt != "bcolz":  # bcolz's JSON has no form for these
+            a.attrs["z"] = np.complex128(1 + 2j)
+            a.attrs["when"] = np.datetime64("2020-01-01T00:00")
         a.attrs["units"] = "K"
     assert main(["info", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     attrs = dict(line.split(" : ", 1) for line in lines if line.startswith("attr "))
+    others = {} if fmt == "bcolz" else {"attr z": "(1+2j)", "attr when": "2020-01-01T00:00"}
     assert {k.strip(): v for k, v in attrs.items()} == {
-        "attr _FillValue": "nan", "attr scale": "0.5", "attr z": "(1+2j)",
-        "attr when": "2020-01-01T00:00", "attr units": '"K"'}
+        "attr _FillValue": "nan", "attr scale": "0.5", **others, "attr units": '"K"'}
     assert main(["info", "--json", str(path)]) == 0
     info = json.loads(capsys.readouterr().out)  # valid JSON: no NaN token
     assert info["attrs"]["_FillValue"] == {

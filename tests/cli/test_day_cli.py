@@ -107,3 +107,13 @@ def test_a_table_csv_cannot_hold_is_refused(tmp_path, capsys):
     assert main(["convert", root, str(tmp_path / "o.csv")]) == 1
     assert "one value per row" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_info_and_head_of_csv_with_zoned_timestamps(tmp_path, capsys):
+    path = tmp_path / "z.csv"
+    path.write_text("a,t\n1,2024-01-01T00:00:00+00:00\n2,2024-01-02T00:00:00+00:00\n")
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "datetime64[s, UTC]" in out
+    assert main(["head", str(path)]) == 0
+    assert "2024-01-02" in capsys.readouterr().out

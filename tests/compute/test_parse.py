@@ -82,3 +82,39 @@ def test_no_reduction(text):
 def test_bad_reductions_are_refused(text, message):
     with pytest.raises(ExpressionError, match=message):
         Reduction.parse(text)
+
+
+def test_thousands_of_alternatives_evaluate():
+    import time
+
+    import numpy as np
+
+    import carray as ca
+
+    t = ca.ctable({"x": np.arange(20_000)})
+    t.create_index("x")
+    for joiner, n in ((" or ", 5000), (" | ", 2000), (" and ", 5000)):
+        text = joiner.join(f"(x == {i})" for i in range(n))
+        expr = Expression.parse(text)
+        depth, stack = 0, [(expr.tree, 1)]
+        while stack:
+            node, d = stack.pop()
+            depth = max(depth, d)
+            stack += [(c, d + 1) for c in ast.iter_child_nodes(node)]
+        assert depth < 40  # a balanced tree, not a chain as deep as it is long
+        start = time.perf_counter()
+        got = t.fetchwhere(text)["x"].tolist()
+        assert got == (list(range(n)) if joiner != " and " else [])
+        assert time.perf_counter() - start < 30
+    assert "x" in t.explain(" or ".join(f"(x == {i})" for i in range(5000)))
+
+
+@pytest.mark.parametrize("text", [" | ".join(f"(x == {i})" for i in range(5000)),
+                                  " + ".join(["x"] * 500) + " > 0"])
+def test_expressions_too_deep_are_refused_quickly(text):
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ExpressionError, match="deep"):
+        Expression.parse(text)
+    assert time.perf_counter() - start < 2

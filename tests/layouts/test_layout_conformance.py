@@ -1,11 +1,11 @@
-"""The shared layout suite (tests/layouts/conformance.py) on the memory and bcolz layouts.
+"""The shared layout suite (tests/layouts/layout_conformance.py) on the memory and bcolz layouts.
 
 The superchunk layout runs it from tests/layouts/test_superchunk.py.
 """
 
 from __future__ import annotations
 
-from conformance import LayoutConformance, PersistentLayoutConformance
+from layout_conformance import LayoutConformance, PersistentLayoutConformance
 
 from carray.layouts.bcolz import BcolzLayout
 from carray.layouts.memory import MemoryLayout

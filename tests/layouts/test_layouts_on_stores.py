@@ -12,7 +12,7 @@ import itertools
 
 import fsspec
 import pytest
-from conformance import CHUNKLEN, PersistentLayoutConformance
+from layout_conformance import CHUNKLEN, PersistentLayoutConformance
 
 from carray.layouts import superchunk_open
 from carray.layouts.b2frame import B2ndLayout

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from conformance import (
+from layout_conformance import (
     CHUNKLEN,
     PersistentLayoutConformance,
     chunk_of,

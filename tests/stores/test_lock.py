@@ -417,6 +417,7 @@ class _Holder:
 
 @pytest.mark.parametrize("kind", WAITERS)
 def test_a_second_writer_waits_for_the_holder_to_close(tmp_path, kind):
+    # docs/spec/commit.md [C6]
     path = _make_any(tmp_path, kind)
     with _Holder(path, kind) as holder:
         threading.Timer(0.6, holder.release).start()
@@ -431,6 +432,7 @@ def test_a_second_writer_waits_for_the_holder_to_close(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", WAITERS)
 def test_a_writer_that_waited_in_vain_is_told_who_holds_the_lock(tmp_path, kind):
+    # docs/spec/commit.md [C6]
     path = _make_any(tmp_path, kind)
     with _Holder(path, kind) as holder:
         before = _files(tmp_path)
@@ -462,8 +464,8 @@ def test_a_lock_timeout_must_be_seconds(tmp_path, value):
         ca.open(path, mode="a", storage={"lock_timeout": value})
     with pytest.raises(ValueError, match="lock_timeout"):
         ca.group(str(tmp_path / "g"), mode="w", storage={"lock_timeout": value})
-    with pytest.raises(ValueError, match="takes only lock_timeout"):
-        ca.group(str(tmp_path / "g"), mode="w", storage={"versions": 3})
+    with pytest.raises(ValueError, match="takes lock_timeout, versions and grace"):
+        ca.group(str(tmp_path / "g"), mode="w", storage={"verify": False})
 
 
 # -- mode 'w' takes the lock before it touches anything -----------------------------------------
@@ -499,6 +501,7 @@ def _replacements(tmp_path, kind: str, path: str) -> dict:
 
 @pytest.mark.parametrize("kind", WAITERS)
 def test_mode_w_leaves_a_dataset_another_process_writes_untouched(tmp_path, monkeypatch, kind):
+    # docs/spec/commit.md [C7]
     from carray._tempnames import is_temporary
 
     monkeypatch.setattr(lock_module, "DEFAULT_TIMEOUT", 0.2)

@@ -6,7 +6,9 @@
   member's directory, as ``carray verify`` would check it alone) and names the
   member in every problem found;
 * head prints the first rows of every array and table, or of one member given as
-  ``GROUP/member/path``.
+  ``GROUP/member/path``; missing values show as ``--``, as they do for the group's
+  NetCDF copy: an array's items equal to its ``_FillValue`` or ``missing_value``
+  attribute, and a table's missing rows.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from carray.groups import Group, open_group
 from carray.problems import Finding, Problem
 from carray.stores import is_url, resolve
 from carray.versions import Repository
+from carray.versions.outcomes import COMMIT
 
 
 def members(g: Group) -> Iterator[tuple[str, str]]:
@@ -94,10 +97,14 @@ def verify_group(path: str, storage_options: dict | None = None) -> Iterator[Fin
     for seq in repo.seqs():
         try:
             manifest = repo.load(seq)
+            outcome = repo.outcomes.outcome(manifest)
         except CArrayError as exc:
             yield Problem.from_error(exc, repo.url(seq))
             continue
-        if repo.committed(manifest):
+        if outcome is None:
+            yield Problem(repo.url(seq), "", f"group version {manifest.id} was published by "
+                          "a commit whose outcome is recorded nowhere: it does not count")
+        elif outcome == COMMIT:
             yield from _version_findings(path, repo.url(seq), manifest.id, options, located)
     for location, (member, kind) in located.items():
         yield from _member_findings(path, member, kind, location, options)
@@ -146,8 +153,30 @@ def split_member(path: str, storage_options: dict | None = None) -> tuple[str, s
 
 def _first_rows(obj: Any, kind: str, rows: int) -> dict[str, Any]:
     if kind == "table":
-        return {name: np.asarray(obj.cols[name][:rows]) for name in obj.names}
-    return {"value": np.asarray(obj[()] if not obj.ndim else obj[:rows])}
+        out = {}
+        for name in obj.names:
+            values = obj.cols[name][:rows]  # masked where rows are missing
+            out[name] = values if np.ma.isMaskedArray(values) else np.asarray(values)
+        return out
+    values = np.asarray(obj[()] if not obj.ndim else obj[:rows])
+    return {"value": masked_as_netcdf(values, obj.attrs)}
+
+
+def masked_as_netcdf(values: np.ndarray, attrs: Any) -> np.ndarray:
+    """``values`` masked where NetCDF readers mask them: items equal to the
+    ``_FillValue`` or one of the ``missing_value`` attributes (NaN matching NaN)."""
+    if values.dtype.kind not in "biufcmMSU":
+        return values
+    missing = np.zeros(values.shape, bool)
+    for key in ("_FillValue", "missing_value"):
+        for fill in np.ravel(np.asarray(attrs.get(key, []), dtype=object)):
+            try:
+                value = np.asarray(fill).astype(values.dtype)
+            except (TypeError, ValueError, OverflowError):
+                continue  # a fill value the array's type cannot hold marks nothing
+            missing |= np.isnan(values) if values.dtype.kind in "fc" and \
+                np.isnan(value) else values == value
+    return np.ma.masked_array(values, missing) if missing.any() else values
 
 
 def head_group(path: str, member: str, rows: int, storage_options: dict | None,

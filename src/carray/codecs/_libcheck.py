@@ -23,6 +23,8 @@ import blosc as _blosc1
 import blosc2 as _blosc2
 import numpy as np
 
+from carray.errors import LibraryFallbackWarning
+
 #: Items of the sample decoded by the check (several Blosc blocks of int32).
 _SAMPLE_ITEMS = 50_000
 #: The part decoded alone: items [start, start + count).
@@ -108,10 +110,6 @@ def dparams_type(lib: Any) -> type | None:
     lib.blosc2_set_maskout.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     lib.blosc2_set_maskout.restype = ctypes.c_int
     return cls
-
-
-class LibraryFallbackWarning(RuntimeWarning):
-    """libblosc2 is used through python-blosc2's public API, not directly."""
 
 
 def _buffer(src: Any, size: int) -> bytes:

@@ -19,11 +19,7 @@ import numpy as np
 
 from carray.compute.protocols import LazyExpr
 from carray.compute.reduce import NO_VALUE, reduce
-from carray.errors import CArrayError
-
-
-class AllNaNError(CArrayError, ValueError):
-    """Every item of a slice is NaN where a position was asked for (``nanargmin``)."""
+from carray.errors import AllNaNError
 
 
 def _lazy(func: Any, *args: Any) -> LazyExpr:

@@ -25,18 +25,48 @@ from carray.compute.kleene import isnull, notnull
 from carray.errors import ExpressionError
 
 
+def _text(values: Any, pattern: Any, func: str) -> tuple[Any, Any]:
+    """String operands of ``func(values, pattern)`` numpy's string functions take (Python
+    ``str`` objects as ``StringDType``).
+
+    Raises
+    ------
+    ExpressionError
+        ``values`` is not text, or ``pattern`` is not a string of the same kind.
+    """
+    arr = np.asarray(values)
+    if arr.dtype == np.dtype(object):
+        try:
+            arr = arr.astype(np.dtypes.StringDType())
+        except (TypeError, ValueError):
+            raise ExpressionError(f"{func}() needs strings, got values of other "
+                                  "types") from None
+    if arr.dtype.kind not in "SUT":
+        raise ExpressionError(f"{func}() needs a string operand, got {arr.dtype}")
+    wanted = bytes if arr.dtype.kind == "S" else str
+    if isinstance(pattern, str) and wanted is bytes:
+        pattern = pattern.encode()
+    if not isinstance(pattern, wanted):
+        raise ExpressionError(f"{func}() needs a {wanted.__name__} to look for, got "
+                              f"{pattern!r}")
+    return arr, pattern
+
+
 def contains(s: Any, sub: Any) -> Any:
     """Whether each string of ``s`` contains ``sub``."""
+    s, sub = _text(s, sub, "contains")
     return np.greater_equal(np.strings.find(s, sub), 0)
 
 
 def startswith(s: Any, prefix: Any) -> Any:
     """Whether each string of ``s`` starts with ``prefix``."""
+    s, prefix = _text(s, prefix, "startswith")
     return np.strings.startswith(s, prefix)
 
 
 def endswith(s: Any, suffix: Any) -> Any:
     """Whether each string of ``s`` ends with ``suffix``."""
+    s, suffix = _text(s, suffix, "endswith")
     return np.strings.endswith(s, suffix)
 
 

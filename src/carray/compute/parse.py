@@ -15,6 +15,9 @@ and zone-map pruning) sees one small set of nodes:
 * a function called through numpy's or dask.array's usual module names
   (``np.sin(x)``, ``numpy.log(x)``, ``da.exp(x)``, as bcolz's evaluators took them)
   becomes the function of that name;
+* chains of ``and``, ``or``, ``&``, ``|`` and ``^`` become balanced trees (as deep
+  as the log of their length), so thousands of alternatives evaluate; an expression
+  that still nests more than :data:`MAX_DEPTH` levels is an :class:`ExpressionError`;
 * anything else (attributes, subscripts, comprehensions, lambdas, calls of
   unknown names or with keywords) is rejected with an :class:`ExpressionError`.
 """
@@ -56,11 +59,8 @@ class Normalise(ast.NodeTransformer):
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         self.generic_visit(node)
-        op = ast.BitAnd() if isinstance(node.op, ast.And) else ast.BitOr()
-        out = node.values[0]
-        for value in node.values[1:]:
-            out = ast.BinOp(left=out, op=op, right=value)
-        return out
+        op = ast.BitAnd if isinstance(node.op, ast.And) else ast.BitOr
+        return _balanced(node.values, op)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         self.generic_visit(node)
@@ -80,6 +80,68 @@ class Normalise(ast.NodeTransformer):
         for part in parts[1:]:
             out = ast.BinOp(left=out, op=ast.BitAnd(), right=part)
         return out
+
+
+#: How deeply a normalised expression may nest (chains of ``and``, ``or``, ``&``, ``|``
+#: and ``^`` count as balanced trees, about log2 of their length).
+MAX_DEPTH = 200
+# Operators whose chains may be regrouped: the same result in any grouping.
+_ASSOCIATIVE = (ast.BitOr, ast.BitAnd, ast.BitXor)
+
+
+def _balanced(operands: list[ast.expr], op: type) -> ast.expr:
+    """``operands`` joined by ``op`` as a balanced tree (its depth about log2 of their
+    number, where a chain would be as deep as it is long)."""
+    if len(operands) == 1:
+        return operands[0]
+    half = len(operands) // 2
+    return ast.BinOp(left=_balanced(operands[:half], op), op=op(),
+                     right=_balanced(operands[half:], op))
+
+
+def _chain(node: ast.BinOp) -> list[ast.expr]:
+    """The operands of the chain of ``node``'s operator that ``node`` heads, in order
+    (without recursion: a chain is as deep as it is long)."""
+    out: list[ast.expr] = []
+    stack: list[ast.expr] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.BinOp) and type(item.op) is type(node.op):
+            stack += [item.right, item.left]
+        else:
+            out.append(item)
+    return out
+
+
+def _regroup(tree: ast.AST) -> None:
+    """Every chain of an associative operator (``a | b | c ...``: Python's parser nests
+    it as deep as it is long) rebuilt as a balanced tree, without recursion."""
+    def fix(node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _ASSOCIATIVE):
+            return _balanced(_chain(node), type(node.op))
+        return node
+
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, ast.AST):
+                value = fix(value)
+                setattr(node, field, value)
+                stack.append(value)
+            elif isinstance(value, list):
+                value[:] = [fix(v) if isinstance(v, ast.AST) else v for v in value]
+                stack += [v for v in value if isinstance(v, ast.AST)]
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deeply ``tree`` nests (without recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack += [(child, depth + 1) for child in ast.iter_child_nodes(node)]
+    return deepest
 
 
 def literal(node: ast.AST) -> tuple[bool, object]:
@@ -150,7 +212,14 @@ class Expression:
         try:
             tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as exc:
-            raise ExpressionError(f"cannot parse {text!r}: {exc.msg}") from None
+            raise ExpressionError(f"cannot parse {_short(text)!r}: {exc.msg}") from None
+        except RecursionError:  # Python's own parser: a chain of some 2,500 operators
+            raise ExpressionError(f"{_short(text)!r} nests too deeply for Python's parser; "
+                                  "join many alternatives with 'or', or use 'x in [...]'"
+                                  ) from None
+        _regroup(tree)
+        if _depth(tree) > MAX_DEPTH:
+            raise ExpressionError(f"{_short(text)!r} nests more than {MAX_DEPTH} levels deep")
         tree = ast.fix_missing_locations(Normalise().visit(tree))
         names: list[str] = []
         for node in ast.walk(tree):
@@ -167,6 +236,11 @@ class Expression:
                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         names = [n for n in names if n not in calls or _is_used_as_value(tree, n)]
         return cls(text, tree, tuple(names), ast.unparse(tree), bool(calls))
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """``text`` cut for an error message."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _is_used_as_value(tree: ast.AST, name: str) -> bool:
@@ -232,4 +306,4 @@ def caller_scope(depth: int) -> dict[str, Any]:
     return scope
 
 
-__all__ = ["REDUCTIONS", "Expression", "Normalise", "Reduction", "caller_scope", "literal"]
+__all__ = ["MAX_DEPTH", "REDUCTIONS", "Expression", "Normalise", "Reduction", "caller_scope", "literal"]

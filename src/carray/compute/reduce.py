@@ -35,7 +35,8 @@ from carray.compute._types import is_carray
 from carray.compute.evaluate import grid_shape, plan_chunks, regions, threaded_for, values_at, waves
 from carray.compute.expr import Expr, as_operand, leaf_selection
 from carray.compute.stored import StoredChunk, padding_identity, stored_plan
-from carray.errors import BroadcastError, UnsupportedDTypeError
+from carray.errors import BroadcastError, ShapeError, UnsupportedDTypeError
+from carray.shapes import MAX_VISITED_CHUNKS
 
 NO_VALUE: Any = np._NoValue  # numpy's "argument not given"
 
@@ -164,6 +165,10 @@ def _stream(spec: _Spec) -> Any:
     if quick is not None:
         result = np.full(_keep_shape(spec), quick, dtype=spec.result_dtype)
         return _finish_shape(spec, result)
+    visited = math.prod(grid_shape(spec.shape, chunks))
+    if visited > MAX_VISITED_CHUNKS:
+        raise ShapeError(f"{spec.op} would decode {visited} chunks one by one, more than "
+                         f"{MAX_VISITED_CHUNKS}; reduce slices of the array")
     skip, extra = zones.minmax_skip(spec, chunks, info)
     # Chunks reduced in stored order where they can be (see carray.compute.stored).
     stored = stored_plan(spec.src) if spec.where is None and reducer.stored_ok() else None

@@ -25,6 +25,7 @@ import numpy as np
 
 from carray import _parallel
 from carray.chunkio import ChunkIO, OpenChunk
+from carray.engine import replay
 from carray.engine.boxes import BoxReader, is_box
 from carray.engine.closed import Closed
 from carray.engine.description import ArrayDescription
@@ -38,6 +39,7 @@ from carray.errors import (
     ConflictError,
     HandleClosedError,
     IndexingError,
+    NewerVersionError,
     ReadOnlyError,
     UnsupportedDTypeError,
 )
@@ -46,9 +48,9 @@ from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
 from carray.params import CParams
+from carray.shapes import result_array
 from carray.stores import Store
 from carray.versions import rebase as rebasing
-from carray.versions.dataset import NewerVersion
 from carray.versions.history import History
 
 # Reads decoding at least this much per chunk spread the chunks over threads.
@@ -96,6 +98,7 @@ class ArrayEngine:
         self._boxes: BoxReader | None = None  # made on the first read of a box
         #: Make every change a version at once (as ``flush`` does), not at the next flush.
         self.auto_flush = False
+        self._replay: replay.Replay | None = None  # a rebase not applied whole yet
         self._closed = False
         self._closed_by: str | None = None  # why a takeover closed it (see abandon)
         self._readonly_reason: str | None = None  # why a reader refuses writes, if not its mode
@@ -344,7 +347,7 @@ class ArrayEngine:
         w = self._w
         w.settle()
         if out is None:
-            out = np.empty(okey.sel_shape, dtype=self._d.dtype)
+            out = result_array(okey.sel_shape, self._d.dtype)
         if okey.size == 0:
             return okey.finish(out)
         if len(w.shape) == 1 and self._read_run(okey.axes[0], out):
@@ -471,7 +474,7 @@ class ArrayEngine:
         """Items at the coordinates of a :class:`CoordKey`, in its output shape."""
         w = self._w
         w.settle()
-        out = np.empty(ckey.size, dtype=self._d.dtype)
+        out = result_array((ckey.size,), self._d.dtype)
         if ckey.size == 0:
             return out.reshape(ckey.out_shape)
         grid, io = self.grid, self._io
@@ -655,6 +658,7 @@ class ArrayEngine:
             raise HandleClosedError(self._closed_by)
         if self._mode == "r" or self._closed:
             return
+        self._replay_pending()
         w = self._w
         w.prepare_flush()
         if w.objects is not None:
@@ -674,7 +678,7 @@ class ArrayEngine:
             try:
                 self._w.commit(self.meta(), message)
                 return
-            except NewerVersion as newer:
+            except NewerVersionError as newer:
                 self.rebase(newer.newer)
                 self._w.prepare_flush()
                 self._w.flush_tail()
@@ -701,42 +705,22 @@ class ArrayEngine:
     def reset_to_newest(self) -> None:
         """Drop every change not committed and show the newest version."""
         self.check_writable()
+        self._replay = None
         self._layout.versioned_dataset().reset_head()
         self.reset()
 
     def rebase(self, newer: Any) -> None:
         """Put the changes since the last commit on top of version ``newer`` (a manifest
-        another writer published; see :mod:`carray.versions.rebase`), ready to commit."""
-        layout = self._layout
-        dataset = layout.versioned_dataset()
-        name = getattr(layout, "member_name", "")
-        base = dataset.state(name)
-        try:
-            theirs = newer.member(name)
-        except KeyError:
-            raise ConflictError(f"{self.describe()}: another writer removed it",
-                                [name]) from None
-        self._w.settle()
-        where = name or self.describe()
-        attrs = rebasing.merge_attrs(base.attrs, layout.stored_attrs, theirs.attrs, where)
-        changed = layout.chunks_between(base, theirs)
-        if not changed and tuple(theirs.shape) == tuple(base.shape):
-            dataset.adopt_newer(newer)  # nothing of theirs to replay over
-            layout.rebase_index(theirs)
-            layout.take_attrs(attrs)
-            return
-        mine, old, their_shape = self.shape, tuple(base.shape), tuple(theirs.shape)
-        boxes = rebasing.plan(where, self.grid.resized(their_shape), old, mine, their_shape, changed,
-                     layout.edits)
-        edits = [(box, self.read(rebasing.box_key(box, mine))) for box in boxes]
-        rows = self.read(self.rows_key(range(old[0], mine[0]))) if mine[0] > old[0] else None
-        dataset.adopt_newer(newer)
-        self.reset()
-        for box, values in edits:
-            self.write(rebasing.box_key(box, self.shape), values)
-        if rows is not None:
-            self.append(rows)
-        layout.take_attrs(attrs)
+        another writer published; see :mod:`.replay`), ready to commit."""
+        self._replay = replay.capture(self, self._layout, newer)
+        self._replay_pending()
+
+    def _replay_pending(self) -> None:
+        """Apply a rebase's replay (again: a failure part way keeps it for the next
+        flush, which starts here)."""
+        if self._replay is not None:
+            self._replay.apply(self, self._layout)
+            self._replay = None
 
     def store_tail(self) -> None:
         """Store the partial last run of rows too (it stays decoded): what a version of an

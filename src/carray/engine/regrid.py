@@ -18,8 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from carray.chunkio import ChunkIO
+from carray.errors import ShapeError
 from carray.grid import NDGrid, deblock, reblock
 from carray.layouts.base import Layout
+from carray.shapes import MAX_FILLED_CHUNKS
 
 
 def regrid(layout: Layout, io: ChunkIO, old: NDGrid, new: NDGrid, dflt: np.ndarray,
@@ -29,6 +31,11 @@ def regrid(layout: Layout, io: ChunkIO, old: NDGrid, new: NDGrid, dflt: np.ndarr
     Every axis of ``new`` is either all at least (``grow``) or all at most the
     size of ``old``'s.  Returns the change in stored bytes.
     """
+    count = max(old.nchunks, new.nchunks)
+    if count > MAX_FILLED_CHUNKS:  # refused before anything is written
+        raise ShapeError(f"{layout.describe()}: resizing an axis other than the first "
+                         f"rewrites every chunk, and {count} chunks are more than "
+                         f"{MAX_FILLED_CHUNKS}; use larger chunks")
     filler: bytes | None = None
 
     def dflt_chunk() -> bytes:

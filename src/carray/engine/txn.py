@@ -25,6 +25,10 @@ class ChunkListener(Protocol):
         the array (:mod:`.chunkstats`; None for items without them), worked out where
         the chunk was compressed."""
 
+    def chunks_absent(self, first: int, count: int) -> None:
+        """Chunks ``first`` to ``first + count``, new and too many to be told of one by
+        one, hold only the fill value and were stored nowhere."""
+
     def chunks_dropped(self, first: int) -> None:
         """Chunks ``first`` and above (in runs of whole rows) no longer exist."""
 

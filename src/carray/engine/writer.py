@@ -38,6 +38,11 @@ from carray.engine.txn import ChunkListener
 from carray.grid import NDGrid, deblock, plan, scatter
 from carray.keys import CoordKey, OrthoKey
 from carray.layouts.base import Layout
+from carray.shapes import check_fill_count, check_memory
+
+#: Chunks of the fill value added at once whose statistics listeners (zone maps) are
+#: told one by one; past it they hear of the run alone, which costs nothing per chunk.
+TOLD_ABSENT = 2**16
 
 
 def _tail_budget() -> int:
@@ -311,6 +316,7 @@ class Writer:
         shape = (self._d.chunks[0], *self._shape[1:])
         tail, self._spare = self._spare, None
         if tail is None or tail.shape != shape:
+            check_memory(shape, self._d.dtype, "the last run of chunk rows")
             tail = np.zeros(shape, dtype=self._d.dtype)
         nleft = self.nleft
         if nleft:
@@ -644,12 +650,13 @@ class Writer:
             fill = min(c0 - self.nleft, nitems - self._shape[0])
             self.append(np.broadcast_to(dflt, (fill, *self._shape[1:])))
         rows = (nitems - self._shape[0]) // c0
-        if rows:
+        if rows and not self._grow_absent(rows):
             grid = self.grid
+            per_row = self.per_row
+            check_fill_count(rows * per_row, self._layout.describe())
             # One chunk written many times: a special chunk where the layout takes them.
             chunk = self._io.fill_chunk(grid) or self._io.encode(
                 np.full(grid.chunk_items, dflt, dtype=self._d.dtype), grid)
-            per_row = self.per_row
             for _ in range(rows):
                 self._shape = (self._shape[0] + c0, *self._shape[1:])
                 self._nfull += 1
@@ -663,6 +670,27 @@ class Writer:
             return
         if nitems > self._shape[0]:
             self.append(np.broadcast_to(dflt, (nitems - self._shape[0], *self._shape[1:])))
+
+    def _grow_absent(self, rows: int) -> bool:
+        """Add ``rows`` runs of chunk rows of the fill value that the layout records in
+        constant time, storing nothing (carray's layout, memory); False when it cannot."""
+        grid = self.grid
+        chunk = self._io.fill_chunk(grid)
+        per_row = self.per_row
+        first, count = self._nfull * per_row, rows * per_row
+        if chunk is None or not self._layout.grow_absent(first, count, chunk):
+            return False
+        self._remember(first)  # a failed operation drops them all
+        self._shape = (self._shape[0] + rows * self._d.chunks[0], *self._shape[1:])
+        self._nfull += rows
+        if self._listeners and count <= TOLD_ABSENT:  # each gets its statistics, as stored
+            grid = self.grid
+            for nchunk in range(first, first + count):
+                self._tell(nchunk, self._fill_stats(nchunk, grid))
+        elif self._listeners:
+            for listener in self._listeners:
+                listener.chunks_absent(first, count)
+        return True
 
     def _grow_lazily(self, nitems: int) -> bool:
         """Add the last, partial run of ``dflt`` rows up to ``nitems`` as special chunks,

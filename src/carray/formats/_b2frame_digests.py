@@ -1,53 +1,54 @@
-"""The digests carray keeps in the Blosc2 frames it commits, and how a reader decides
+"""The digests carray keeps with the Blosc2 frames it commits, and how a reader decides
 whether they apply (docs/formats/b2frame.md, "What carray adds").
 
-A frame carray commits carries one more vlmeta entry, ``_carray_check``, whose value
-is what python-blosc2 stores for any entry (a Blosc2 chunk of a msgpack value): a raw
-chunk holding a msgpack bin32 of this record (little-endian)::
+A frame carray commits is followed, right after its last byte (``frame_len`` in its
+header), by carray's *record* (little-endian), which c-blosc2 and python-blosc2 never
+read (a frame ends where its header says)::
 
+    "CAtl" | u32 length of what follows
     "CAdg" | version u8 | checksum id u8 | log2 page u8 | 0 u8 | nchunks u64
     frame digest                     (the checksum's size)
     stored size per chunk            u32 each: 0 not stored, 0xFFFFFFFF no digests
     chunk digest per chunk           (zeros where there is none)
     page digests of every chunk that has digests, in chunk order
+    CRC-32 of everything before      u32
 
 The frame digest covers everything of the frame but its chunk data: the header, then
-every byte from the offsets chunk to the end of the trailer, with the frame digest's
-own bytes read as zeros.
+every byte from the offsets chunk to the end of the trailer.
 
 Applicability.  carray writes 0 in both thread-count fields of the header (bytes 63-64
 and 66-67), a value c-blosc2 never writes (it needs at least one thread) and never
 reads; every change c-blosc2 makes to a frame (chunks, metalayers, vlmeta) rewrites
 the header with its own thread counts.  So a header still holding the mark was last
 written by carray and the record must be there and match (anything else is damage);
-a header without it was written or changed by another program since, and the record
-it may still carry (c-blosc2 copies vlmeta it does not know) is ignored.
+a header without it was written or changed by another program since, and whatever
+follows the frame is ignored.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from carray.codecs.blosc import BLOSC2_HEADER, compress2, read_header
-from carray.codecs.checksums import CHECKSUMS, Checksum, get_checksum
+from carray.codecs.checksums import CHECKSUMS, Checksum, crc32, get_checksum
 from carray.codecs.pages import ChunkDigests, npages
 from carray.errors import ChecksumError, FormatError
-from carray.params import CParams
 
-RECORD_NAME = "_carray_check"
+#: How messages name the record.
+RECORD_NAME = "carray's record of digests"
 NOT_STORED, NO_DIGESTS = 0, 0xFFFFFFFF
+_TAIL, _TAIL_MAGIC = struct.Struct("<4sI"), b"CAtl"
 _MAGIC, _VERSION = b"CAdg", 1
 _HEAD = struct.Struct("<4sBBBBQ")
-_BIN32 = struct.Struct(">BI")  # msgpack bin32: C6, length
-#: Where the frame digest sits in the record's vlmeta value.
-DIGEST_AT = BLOSC2_HEADER + _BIN32.size + _HEAD.size
+_CRC = 4
 _THREADS = (slice(63, 65), slice(66, 68))  # the int16 thread counts after their D1 markers
 #: Record entries an entry list gives for chunks not stored or without digests.
 Entry = ChunkDigests | int
+#: Longest record read: a u32 length.
+_MAX_RECORD = 2**32 - 1
 
 
 def is_marked(header: bytes | bytearray) -> bool:
@@ -61,9 +62,10 @@ def set_mark(header: bytearray, marked: bool) -> None:
         header[s] = b"\0\0" if marked else b"\0\1"
 
 
-def build_value(entries: Sequence[Entry], checksum: Checksum, page: int) -> bytes:
-    """The vlmeta value of the record for chunks described by ``entries`` (one per chunk:
-    its digests, or :data:`NOT_STORED` / :data:`NO_DIGESTS`), frame digest zero."""
+def build_record(entries: Sequence[Entry], checksum: Checksum, page: int) -> bytes:
+    """The body of the record for chunks described by ``entries`` (one per chunk: its
+    digests, or :data:`NOT_STORED` / :data:`NO_DIGESTS`), frame digest zero: what
+    :func:`seal` makes the record of."""
     d = checksum.size
     sizes = np.empty(len(entries), "<u4")
     digests, pages = [], []
@@ -75,20 +77,49 @@ def build_value(entries: Sequence[Entry], checksum: Checksum, page: int) -> byte
         else:
             sizes[i] = e
             digests.append(bytes(d))
-    record = b"".join([_HEAD.pack(_MAGIC, _VERSION, checksum.id, page.bit_length() - 1, 0,
-                                  len(entries)), bytes(d), sizes.tobytes(), *digests, *pages])
-    payload = _BIN32.pack(0xC6, len(record)) + record
-    # A raw chunk, so the record sits in the frame as it is (python-blosc2 reads it back
-    # as bytes) and carray reads it without decoding.
-    return compress2(np.frombuffer(payload, np.uint8), 1, CParams(clevel=0))
+    body = b"".join([_HEAD.pack(_MAGIC, _VERSION, checksum.id, page.bit_length() - 1, 0,
+                                len(entries)), bytes(d), sizes.tobytes(), *digests, *pages])
+    if len(body) + _CRC > _MAX_RECORD:
+        raise FormatError(f"{RECORD_NAME} of {len(body)} bytes is past its 4 GiB limit")
+    return body
 
 
-def seal(header: bytes | bytearray, rest: bytearray, at: int, checksum: Checksum) -> None:
-    """Fill in the frame digest at ``rest[at:]``; ``rest`` is the frame from its offsets
-    chunk (or trailer, when it has no chunks) to its end."""
-    d = checksum.size
-    rest[at:at + d] = bytes(d)
-    rest[at:at + d] = checksum.digest(bytes(header) + bytes(rest))
+def sealed_size(body: bytes) -> int:
+    """The bytes of the record :func:`seal` makes of ``body``."""
+    return _TAIL.size + len(body) + _CRC
+
+
+def seal(header: bytes | bytearray, rest: bytes | bytearray, body: bytes,
+         checksum: Checksum) -> bytes:
+    """The record of ``body`` (:func:`build_record`) with the frame digest of ``header``
+    and ``rest`` (the frame from its offsets chunk, or trailer when it has no chunks,
+    to its end) filled in, and its own CRC-32 after it."""
+    at = _HEAD.size
+    digest = checksum.digest(bytes(header) + bytes(rest))
+    out = _TAIL.pack(_TAIL_MAGIC, len(body) + _CRC) + body[:at] + digest + \
+        body[at + checksum.size:]
+    return out + crc32(out).to_bytes(_CRC, "little")
+
+
+def read_record(pread: Callable[[int, int], bytes], frame_len: int, size: int,
+                path: str | os.PathLike[str]) -> bytes:
+    """The record after a frame of ``frame_len`` bytes in a file of ``size`` bytes,
+    read through ``pread(length, offset)``.
+
+    Raises
+    ------
+    FormatError
+        None is there, or it is cut short.
+    """
+    head = pread(_TAIL.size, frame_len) if size >= frame_len + _TAIL.size else b""
+    if len(head) != _TAIL.size or head[:4] != _TAIL_MAGIC:
+        raise FormatError(f"the header carries carray's mark (thread counts 0) but no "
+                          f"{RECORD_NAME} follows the frame", path, frame_len)
+    length = _TAIL.unpack(head)[1]
+    if frame_len + _TAIL.size + length > size:
+        raise FormatError(f"{RECORD_NAME} of {length} bytes runs past the end of the file",
+                          path, frame_len)
+    return head + pread(length, frame_len + _TAIL.size)
 
 
 class FrameDigests:
@@ -120,34 +151,32 @@ class FrameDigests:
                             self._record[lo:lo + npages(size, self.page) * d])
 
     @classmethod
-    def read(cls, value: bytes, header: bytes, rest: bytes, at: int, offsets: np.ndarray,
+    def read(cls, record: bytes, header: bytes, rest: bytes, offsets: np.ndarray,
              path: str | os.PathLike[str], base: int) -> FrameDigests:
-        """The record in vlmeta ``value``, once it matches the frame.
-
-        ``rest`` is the frame from its offsets chunk to its end, ``at`` where ``value``
-        starts in it (``base`` in the file), ``offsets`` the chunk offsets.
+        """The ``record`` (as :func:`read_record` gives it, read at ``base``), once it
+        matches the frame: its ``header``, ``rest`` (from its offsets chunk to its end)
+        and chunk ``offsets``.
 
         Raises
         ------
         FormatError
-            The value is not a record, or it disagrees with the offsets.
+            Not a record, or one that disagrees with the offsets.
         ChecksumError
             The frame does not match its digest.
         """
-        record = _unwrap(value, path, base)
-        checksum, page, n = _parse_head(record, path, base + DIGEST_AT - _HEAD.size)
+        if crc32(record[:-_CRC]) != int.from_bytes(record[-_CRC:], "little"):
+            raise ChecksumError(f"{RECORD_NAME}: CRC-32 mismatch", path, base)
+        body, base = record[_TAIL.size:-_CRC], base + _TAIL.size
+        checksum, page, n = _parse_head(body, path, base)
         d = checksum.size
-        sealed = bytearray(rest)
-        stored = bytes(sealed[at + DIGEST_AT:at + DIGEST_AT + d])
-        seal(header, sealed, at + DIGEST_AT, checksum)
-        if bytes(sealed[at + DIGEST_AT:at + DIGEST_AT + d]) != stored:
+        if checksum.digest(bytes(header) + bytes(rest)) != body[_HEAD.size:_HEAD.size + d]:
             raise ChecksumError(f"frame header, offsets or trailer do not match their "
-                                f"{checksum.name} checksum", path, base + DIGEST_AT)
+                                f"{checksum.name} checksum", path, base + _HEAD.size)
         if n != len(offsets):
             raise FormatError(f"{RECORD_NAME} describes {n} chunks, the frame has "
                               f"{len(offsets)}", path, base)
         sizes_at = _HEAD.size + d
-        sizes = np.frombuffer(record, "<u4", n, sizes_at).astype(np.int64)
+        sizes = np.frombuffer(body, "<u4", n, sizes_at).astype(np.int64)
         if ((sizes == NOT_STORED) != (offsets < 0)).any():
             raise FormatError(f"{RECORD_NAME} and the chunk offsets disagree on which chunks "
                               "are stored", path, base)
@@ -155,24 +184,10 @@ class FrameDigests:
         counts = np.where(covered, -(-sizes // page), 0) * d
         pages_at = sizes_at + n * (4 + d) + np.concatenate(([0], np.cumsum(counts)[:-1])) \
             if n else np.empty(0, np.int64)
-        if sizes_at + n * (4 + d) + int(counts.sum()) != len(record):
-            raise FormatError(f"{RECORD_NAME} holds {len(record)} bytes, not what its "
+        if sizes_at + n * (4 + d) + int(counts.sum()) != len(body):
+            raise FormatError(f"{RECORD_NAME} holds {len(body)} bytes, not what its "
                               f"{n} chunks need", path, base)
-        return cls(checksum, page, sizes, record, sizes_at + n * 4, pages_at)
-
-
-def _unwrap(value: bytes, path: str | os.PathLike[str], base: int) -> bytes:
-    """The record inside its vlmeta value (a raw Blosc2 chunk of a msgpack bin32)."""
-    h = read_header(value, path, base) if len(value) >= BLOSC2_HEADER else None
-    if h is None or not h.memcpyed or h.cbytes != len(value) or \
-            h.nbytes != len(value) - BLOSC2_HEADER:
-        raise FormatError(f"{RECORD_NAME} is not a raw Blosc2 chunk", path, base)
-    marker, length = _BIN32.unpack_from(value, BLOSC2_HEADER) if h.nbytes >= _BIN32.size \
-        else (0, 0)
-    if marker != 0xC6 or length != h.nbytes - _BIN32.size:
-        raise FormatError(f"{RECORD_NAME} does not hold one msgpack bin32", path,
-                          base + BLOSC2_HEADER)
-    return value[BLOSC2_HEADER + _BIN32.size:]
+        return cls(checksum, page, sizes, body, sizes_at + n * 4, pages_at)
 
 
 def _parse_head(record: bytes, path: str | os.PathLike[str],

@@ -28,18 +28,14 @@ from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.errors import ContainerExistsError, UnsupportedDTypeError
 from carray.formats import _b2frame_chunk as _chunk
 from carray.formats._b2frame_digests import (
-    DIGEST_AT,
     NOT_STORED,
-    RECORD_NAME,
     Entry,
-    build_value,
+    build_record,
     seal,
     set_mark,
 )
 from carray.formats._b2frame_header import (
-    MAX_METALAYERS,
     SPARSE_INDEX,
-    TRAILER_TAIL,
     build_header,
     build_nd_meta,
     build_trailer,
@@ -281,27 +277,19 @@ class _FrameBuilder:
         return offsets_chunk(self.offsets, self.cp) if self.g.nchunks else b""
 
     def finish(self, data_len: int, index: bytes) -> tuple[bytes, bytes]:
-        """``(header, trailer)`` once every chunk is made; ``data_len`` is what lies
-        between them (chunks and offsets chunk).  The trailer ends with the record of
-        digests when there is room for it (c-blosc2 rewrites at most 16 entries), and
-        the header then carries carray's mark."""
-        items = list(self.vlmeta)
-        record = None
-        if len(items) < MAX_METALAYERS:
-            record = build_value(self._entries, self._checksum, PAGE_SIZE)
-            items.append((RECORD_NAME, record))
-        trailer = bytearray(build_trailer(items))
-        args = {**self.header_args, "trailer_len": len(trailer), "has_vlmeta": bool(items)}
+        """``(header, end)`` once every chunk is made; ``data_len`` is what lies between
+        them (chunks and offsets chunk), ``end`` the trailer and, after the frame,
+        carray's record of digests (the header carries carray's mark)."""
+        trailer = build_trailer(list(self.vlmeta))
+        args = {**self.header_args, "trailer_len": len(trailer),
+                "has_vlmeta": bool(self.vlmeta)}
         filters, filters_meta = _filters_of(self._sample, self.cp)
         header = bytearray(build_header(
             nbytes=self.g.nchunks * self.g.chunk_nbytes, cbytes=self.cbytes, filters=filters,
             filters_meta=filters_meta, data_len=data_len, **args))
-        set_mark(header, record is not None)
-        if record is None:
-            return bytes(header), bytes(trailer)
-        rest = bytearray(index) + trailer
-        seal(header, rest, len(rest) - TRAILER_TAIL - len(record) + DIGEST_AT, self._checksum)
-        return bytes(header), bytes(rest[len(index):])
+        set_mark(header, True)
+        record = build_record(self._entries, self._checksum, PAGE_SIZE)
+        return bytes(header), trailer + seal(header, index + trailer, record, self._checksum)
 
 
 def _chunk_file(number: int) -> str:

@@ -42,7 +42,7 @@ from carray.codecs.blosc import BLOSC2_HEADER, read_header
 from carray.codecs.pages import ChunkDigests
 from carray.errors import ContainerNotFoundError, FormatError, UnsafeDataError
 from carray.formats import _b2frame_chunk as _chunk
-from carray.formats._b2frame_digests import RECORD_NAME, FrameDigests, is_marked
+from carray.formats._b2frame_digests import FrameDigests, is_marked, read_record
 from carray.formats._b2frame_header import (
     SPARSE_INDEX,
     TRAILER_TAIL,
@@ -138,6 +138,8 @@ class Frame:
         The digests carray recorded when it last committed the frame, once checked
         against it (:mod:`._b2frame_digests`); None for frames another program wrote
         or changed since, or with ``verify=False``.  Chunk reads check them.
+    record_len : int
+        The bytes of carray's record after the frame (0: none that applies).
     """
 
     def __init__(self, path: Location, *, dtype: DTypeLike | None = None,
@@ -181,11 +183,11 @@ class Frame:
                 raise ValueError(f"{self.path}: the frame file is closed")
             head = fd.pread(_FIRST_READ, 0)
             try:
-                rest, entries = self._parse(fd, head, url)
+                rest = self._parse(fd, head, url)
                 self._setup_geometry(dtype)
                 # Last: a frame that is not what its digest says gets the message of
                 # the first structural check that fails, if one does.
-                self.digests = self._read_digests(entries, rest)
+                self.digests = self._read_digests(fd, rest)
             except FormatError:
                 # The handle's size is the file's at open: a commit since may have grown
                 # it under a header read after (or renamed another file into place).
@@ -207,10 +209,9 @@ class Frame:
         except FileNotFoundError:
             return -1
 
-    def _parse(self, fd: Handle, head: bytes, index: str
-               ) -> tuple[bytes, list[tuple[str, int, bytes]]]:
+    def _parse(self, fd: Handle, head: bytes, index: str) -> bytes:
         """Parse the frame whose first bytes are ``head`` (see :meth:`_parse_settled`);
-        returns the bytes from the offsets chunk to the end and the trailer's entries."""
+        returns the bytes from the offsets chunk to the end."""
         hdr = parse_fixed_header(head, index, fd.size)
         want_type = 0 if self.contiguous else 1
         if hdr.frame_type != want_type:
@@ -237,7 +238,7 @@ class Frame:
             raise FormatError(f"chunks end at {index_start}, after the trailer starts at "
                               f"{trailer_start}", index, 38)
         entries = trailer_entries(rest[trailer_start - index_start:], trailer_start, index)
-        self.vlmeta_raw: dict[str, bytes] = {n: v for n, _, v in entries if n != RECORD_NAME}
+        self.vlmeta_raw: dict[str, bytes] = {n: v for n, _, v in entries}
         self.index_start, self.trailer_start = index_start, trailer_start
         self.header: FrameHeader = hdr
         self.header_bytes = bytes(header)
@@ -255,22 +256,27 @@ class Frame:
             self._offsets = _chunk.Offsets(rest[:trailer_start - index_start], expect, index,
                                            index_start)
             self.nchunks = len(self._offsets)
-        return rest, entries
+        return rest
 
-    def _read_digests(self, entries: list[tuple[str, int, bytes]],
-                      rest: bytes) -> FrameDigests | None:
-        """The digests carray recorded for this frame, when they apply (see
-        :mod:`._b2frame_digests`): None for frames another program wrote or changed."""
-        if not self._verify or not is_marked(self.header_bytes):
+    def _read_digests(self, fd: Handle, rest: bytes) -> FrameDigests | None:
+        """The digests carray recorded after this frame, when they apply (see
+        :mod:`._b2frame_digests`): None for frames another program wrote or changed.
+        Sets :attr:`record_len`, the bytes of the record (0: none applies)."""
+        self.record_len = 0
+        if not is_marked(self.header_bytes):
             return None
-        found = [(off, value) for name, off, value in entries if name == RECORD_NAME]
-        if not found:
-            raise FormatError(f"the header carries carray's mark (thread counts 0) but the "
-                              f"trailer has no {RECORD_NAME} entry", self._index, 63)
-        off, value = found[0]
-        at = self.trailer_start - self.index_start + off + 5  # past C6 and the length
-        return FrameDigests.read(value, self.header_bytes, rest, at, self.offsets_array(),
-                                 self._index, self.trailer_start + off + 5)
+        frame_len = self.header.frame_len
+        try:
+            record = read_record(fd.pread, frame_len, fd.size, self._index)
+        except FormatError:
+            if self._verify:
+                raise
+            return None
+        self.record_len = len(record)
+        if not self._verify:
+            return None
+        return FrameDigests.read(record, self.header_bytes, rest, self.offsets_array(),
+                                 self._index, frame_len)
 
     def _setup_geometry(self, dtype: DTypeLike | None) -> None:
         hdr, path = self.header, self._index

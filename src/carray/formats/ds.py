@@ -29,10 +29,9 @@ reads it; the byte-level details were checked against files that package wrote):
   hidden (not written).
 * ds-format writes variables in sorted name order, back to back (each ``.offset`` is the
   sum of the ``.len`` before it), keys with default JSON separators and ASCII escapes.
-* Attribute values JSON holds exactly are written as ds-format writes them; others (numpy
-  scalars and arrays, NaN, tuples, ...) as carray's marked typed values
-  (:mod:`carray.attrvalues`, docs/formats/ds.md), which read back exactly here and as a
-  one-key dict in ds-format.
+* Attribute values are written as ds-format writes them (numpy values as Python values,
+  arrays and tuples as lists, NaN as ``NaN``); values JSON has no form for are refused
+  (:mod:`carray.attrpeers`, docs/formats/ds.md).
 
 What ds-format 5.0.2 gets wrong, and what this module does about it:
 
@@ -77,7 +76,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from carray import attrvalues
+from carray import attrpeers
 from carray.errors import UnstorableAttributeError, UnsupportedDTypeError
 from carray.formats._ds_header import (
     LAYOUT_KEYS,
@@ -193,8 +192,7 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
         values; numpy scalar for an unmasked 0-d variable; None for a variable with
         ``.size: null``), and ``'.'`` -> the header entries of the variables read (with
         ``.size``/``.dims`` updated by ``sel``) and ``'.'`` -> dataset attributes
-        (attribute values read back from carray's plain JSON form: see
-        :func:`decode_attrs`).
+        (attribute values as JSON gives them).
 
     Raises
     ------
@@ -229,35 +227,27 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
             else:
                 data = reader.read_variable(v)
             d[key] = data
-            metadata[key] = decode_attrs(entry, reader.path)
-        metadata["."] = decode_attrs(header.meta.get(".", {}), reader.path)
+            metadata[key] = dict(entry)
+        metadata["."] = dict(header.meta.get(".", {}))
     return d
 
 
-def decode_attrs(entry: Mapping, source: str) -> dict:
-    """A header entry with its attributes read back from their plain JSON form
-    (:mod:`carray.attrvalues`); layout keys (starting with ``.``) as stored.
+def encode_attrs(attrs: Mapping, where: str, keep_layout: bool = True) -> dict:
+    """Attributes as ds-format writes them (:func:`carray.attrpeers.json_value`: numpy
+    values as their Python values, arrays and tuples as lists, NaN as ``NaN``).
 
     Raises
     ------
-    carray.errors.FormatError
-        A marked attribute value that does not decode, naming ``source`` and the key.
+    carray.errors.UnstorableAttributeError
+        A value JSON has no form for (complex numbers, bytes, dates, sets), named.
     """
-    attrs = attrvalues.load_plain({k: v for k, v in entry.items() if not k.startswith(".")},
-                                  source)
-    return {k: v if k.startswith(".") else attrs[k] for k, v in entry.items()}
-
-
-def encode_attrs(attrs: Mapping, where: str, keep_layout: bool = True) -> dict:
-    """Attributes in their plain JSON form: as ds-format writes them where JSON holds them
-    exactly, marked typed values otherwise."""
     out = {}
     for k, v in attrs.items():
         if keep_layout and isinstance(k, str) and k.startswith("."):
             out[k] = v
             continue
         try:
-            out[k] = attrvalues.to_json(v)
+            out[k] = attrpeers.json_value(v, "ds")
         except UnstorableAttributeError as exc:
             raise UnstorableAttributeError(f"{where}: attribute {k!r}: {exc}") from None
     return out

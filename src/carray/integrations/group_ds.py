@@ -2,10 +2,13 @@
 
 Written, a group's arrays become the file's variables and its attributes the
 dataset's; a group holding sub-groups or tables is refused (ds has no place for
-them), naming them.  Text is written as ds ``unicode``/``str`` variables,
-datetimes and timedeltas as int64 and float16 as float32, each with its carray
-dtype in ``_carray_dtype``.  Read, every variable becomes an array of the root
-group, along its ``.dims``; missing values (ds masks) are filled with the
+them), naming them.  Text is written as ds ``unicode``/``str`` variables, bools as
+int8 (ds-format reads its bool type right only by eights), datetimes and timedeltas
+as int64, with the attributes xarray writes for them
+(:func:`carray.integrations.group_nodes.cf_encoded`); float16 and complex arrays,
+which ds has no type for, are refused.  Read, every variable becomes an array of the
+root group, along its ``.dims`` (numbers written as above are datetimes and
+timedeltas again); missing values (ds masks) are filled with the
 variable's ``_FillValue`` attribute, or numpy's default fill value for its type,
 which is then recorded as ``_FillValue``.
 """
@@ -19,22 +22,22 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
+from carray.attrpeers import fill_value_for
+from carray.errors import UnstorableAttributeError, UnsupportedDTypeError
 from carray.formats import ds
 from carray.formats._ds_header import NUMERIC_TYPES, escape, unescape
 from carray.formats._ds_read import Reader
 from carray.formats._ds_stream import StreamWriter
 from carray.integrations.group_nodes import (
-    DTYPE_ATTR,
     ArrayNode,
     GroupNode,
     Node,
+    cf_decoded,
+    cf_encoded,
     made_up_dims,
     named_dims,
-    own_attrs,
     restore,
     row_step,
-    stored_dtype,
     text_width,
 )
 
@@ -59,6 +62,16 @@ def _fill(attrs: dict[str, Any], dtype: np.dtype) -> Any:
     return np.ma.default_fill_value(np.zeros(0, dtype))
 
 
+def _typed_fill(attrs: dict[str, Any], dtype: np.dtype, where: str) -> dict[str, Any]:
+    """``attrs`` with a ``_FillValue`` JSON gave as a plain number made one of ``dtype``
+    (as NetCDF and xarray type it), when it is one."""
+    if "_FillValue" not in attrs or dtype.kind not in "biuf":
+        return attrs
+    with contextlib.suppress(UnstorableAttributeError):
+        return {**attrs, "_FillValue": fill_value_for(attrs["_FillValue"], dtype, where)}
+    return attrs
+
+
 def _ds_array(reader: Reader, key: str, path: str) -> ArrayNode:
     v = reader.header.layouts[key]
     name = unescape(key)
@@ -68,9 +81,7 @@ def _ds_array(reader: Reader, key: str, path: str) -> ArrayNode:
     if v.shape is None:
         raise ValueError(f"{path}: variable {name!r} has no data (.size null): a group's "
                          "arrays have a shape")
-    attrs = ds.decode_attrs({k: x for k, x in reader.header.meta[key].items()
-                             if not k.startswith(".")}, path)
-    carray_dtype = stored_dtype(attrs, f"{path}: {name}")
+    attrs = {k: x for k, x in reader.header.meta[key].items() if not k.startswith(".")}
     shape = tuple(v.shape)
     step = row_step(shape, max(v.dtype.itemsize, 8))
 
@@ -79,10 +90,10 @@ def _ds_array(reader: Reader, key: str, path: str) -> ArrayNode:
 
     if v.type in ("str", "unicode"):
         width = text_width(raw())
-        dtype = carray_dtype or np.dtype(f"{'U' if v.type == 'unicode' else 'S'}{width}")
+        dtype, own = np.dtype(f"{'U' if v.type == 'unicode' else 'S'}{width}"), attrs
     else:
-        dtype = carray_dtype or v.dtype.newbyteorder("=")
-    own = own_attrs(attrs)
+        dtype, own = cf_decoded(v.dtype.newbyteorder("="), attrs)
+        own = _typed_fill(own, dtype, f"{path}: {name}")
     masked = v.missing
     if masked:
         own["_FillValue"] = _fill(own, dtype if dtype.kind not in "mM" else np.dtype("i8"))
@@ -102,7 +113,7 @@ def _ds_array(reader: Reader, key: str, path: str) -> ArrayNode:
 def read_ds(path: str) -> Iterator[list[Node]]:
     """The nodes of a ds file: the root group and an array per variable."""
     with Reader(path) as reader:
-        root = attrvalues.load_plain(reader.header.meta.get(".", {}), path)
+        root = dict(reader.header.meta.get(".", {}))
         nodes: list[Node] = [GroupNode("", root)]
         nodes += [_ds_array(reader, key, path) for key in reader.header.layouts]
         yield nodes
@@ -111,24 +122,21 @@ def read_ds(path: str) -> Iterator[list[Node]]:
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _ds_type(node: ArrayNode) -> tuple[str, np.dtype | None]:
-    """The ds type ``node`` is stored as, and the dtype to record when it is not its own."""
+def _ds_type(node: ArrayNode) -> tuple[str, dict[str, Any]]:
+    """The ds type ``node`` is stored as, and the attributes saying what it was."""
     dt = node.dtype
     if dt.kind == "U":
-        return "unicode", dt
+        return "unicode", {}
     if dt.kind == "S":
-        return "str", dt
-    if dt.kind == "b":
-        return "bool", None
-    if dt.kind in "mM":
-        return "int64", dt
-    if dt == np.float16:
-        return "float32", dt
+        return "str", {}
+    if dt.kind in "bmM":  # ds-format reads bools right only 8 at a time: int8 as xarray
+        stored, hints = cf_encoded(dt, node.attrs, f"variable {node.path!r}")
+        return str(stored), hints
     for name, native in NUMERIC_TYPES.items():
         if native == dt.newbyteorder("="):
-            return name, None
-    raise ValueError(f"a ds file cannot hold {dt} values (ds types: bool, ints, float32, "
-                     "float64, text)")
+            return name, {}
+    raise UnsupportedDTypeError(f"variable {node.path!r}: a ds file cannot hold {dt} values "
+                                "(ds types: bool, ints, float32, float64, text)")
 
 
 def _stored_blocks(node: ArrayNode, type_: str) -> Iterator[Any]:
@@ -158,10 +166,8 @@ class DsWriter:
             self._attrs = ds.encode_attrs(node.attrs, "dataset", keep_layout=False)
             return
         assert isinstance(node, ArrayNode)
-        type_, recorded = _ds_type(node)
-        attrs = dict(node.attrs)
-        if recorded is not None:
-            attrs[DTYPE_ATTR] = recorded.str
+        type_, hints = _ds_type(node)
+        attrs = {**node.attrs, **hints}
         key = escape(node.path)
         dims = list(node.dims or made_up_dims(node.path, len(node.shape)))
         blocks = _stored_blocks(node, type_)

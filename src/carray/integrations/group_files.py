@@ -24,15 +24,16 @@ destination is built under a temporary name beside it and renamed into place, so
 a failed conversion leaves nothing at the destination (nor under the temporary
 name).
 
-What each format cannot hold as itself is stored so that it reads back (the
-``_carray_*`` attributes of :mod:`carray.integrations.group_nodes`): ``U`` text as
-variable-length strings (NetCDF, HDF5, Zarr) with its width recorded, bools as int8
-in NetCDF, datetimes and timedeltas as int64 in NetCDF, HDF5 and ds; attribute
-values NetCDF and HDF5 attributes do not hold (bools, lists, dicts, most numpy
-values...) as JSON text.  Complex arrays are refused by NetCDF and ds.  Axes
-without names get made-up dimension names in NetCDF (not kept when read back).
-Foreign variable-length strings become fixed-width text as wide as their longest
-value.
+Each file holds what the format's own library writes, read back as that library
+(and xarray) reads it: bools, datetimes and timedeltas in NetCDF and ds files as
+xarray encodes them (:func:`carray.integrations.group_nodes.cf_encoded`), in HDF5
+and Zarr as h5py and zarr-python store them; attribute values as
+:mod:`carray.attrpeers` says; ``U`` text as variable-length strings in NetCDF and
+HDF5 (read back as wide as its longest value).  What a format has no form for
+(float16 and complex arrays in NetCDF and ds, bools or dicts as NetCDF attributes,
+dates in JSON attributes) is refused when written, naming it.  A table's group
+carries carray's one mark, ``_carray_table``.  Axes without names get made-up
+dimension names in NetCDF (not kept when read back).
 """
 
 from __future__ import annotations
@@ -84,9 +85,9 @@ def _ext(path: str) -> str:
     return os.path.splitext(path.rstrip("/\\"))[1].lower()
 
 
-def _group_extensions() -> tuple[str, ...]:
+def _extensions_of(name: str) -> tuple[str, ...]:
     for fmt in registry.FORMATS:
-        if fmt.name == "group":
+        if fmt.name == name:
             return fmt.extensions
     return ()
 
@@ -116,13 +117,18 @@ def source_kind(src: str | os.PathLike, storage_options: dict | None = None) -> 
     return name if name in ("group", "netcdf", "ds") else None
 
 
-def dest_kind(dst: str | os.PathLike, to: str | None = None) -> str | None:
+def dest_kind(dst: str | os.PathLike, to: str | None = None, source: str | None = None
+              ) -> str | None:
     """Which group format ``to`` names, or else ``dst``'s extension (none: a carray
-    group); None when it names an array or table format."""
+    group); None when it names an array or table format.  Given a ``source`` that is a
+    group or dataset format, the extension of carray's array directories (``.carray``)
+    names a carray group too: a directory of carray's, holding what the source holds."""
     if to is not None:
         return to if to in GROUP_FORMATS else None
     ext = _ext(os.fspath(dst))
-    if not ext or ext in _group_extensions():
+    if not ext or ext in _extensions_of("group"):
+        return "group"
+    if source in GROUP_FORMATS and ext in _extensions_of("carray"):
         return "group"
     return _EXTENSIONS.get(ext)
 
@@ -136,7 +142,7 @@ def is_group_conversion(src: str | os.PathLike, dst: str | os.PathLike, to: str 
     kind = source_kind(src, storage_options)
     if kind in ("group", "zarr", "hdf5"):
         return True
-    target = dest_kind(dst, to)
+    target = dest_kind(dst, to, kind)
     if kind in ("netcdf", "ds"):
         return target in ("group", "zarr", "hdf5")
     return target == "hdf5" or to == "group" or (
@@ -384,7 +390,8 @@ def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     if extra:
         raise UnsupportedOptionError(f"{', '.join(extra)}: group conversions do not take "
                                      "these (they keep each array's chunks and compression)")
-    skind, dkind = source_kind(src, storage_options), dest_kind(dst, to)
+    skind = source_kind(src, storage_options)
+    dkind = dest_kind(dst, to, skind)
     if skind is None or dkind is None:
         _refuse(src, dst, skind, dkind, storage_options)
     assert skind is not None and dkind is not None

@@ -7,9 +7,12 @@ Written:
   (9 at most) with HDF5's shuffle filter when the array shuffles (every HDF5 reader
   has gzip; Blosc would need a plugin); its dims are the attribute
   ``_ARRAY_DIMENSIONS``, a list of names (no dimension scales are written);
-* ``U`` text is a variable-length UTF-8 string dataset and datetimes and timedeltas
-  are int64, each with ``_carray_dtype``; ``S`` text, bools (h5py's enum) and
-  complex numbers are stored as themselves;
+* ``U`` text is a variable-length UTF-8 string dataset (h5py has no fixed-width
+  text of characters); datetimes and timedeltas are h5py's opaque types tagged with
+  their numpy dtype, which h5py reads back as such; ``S`` text, bools (h5py's enum),
+  float16 and complex numbers are stored as themselves;
+* attributes are what h5py writes (:func:`carray.attrpeers.hdf5_attrs`), a
+  ``_FillValue`` of the dataset's type; others are refused;
 * a table is a 1-d compound dataset, a field per column (text as variable-length
   UTF-8 strings, N-d cells as array fields), marked ``_carray_table``.
 
@@ -31,24 +34,21 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import FormatError
+from carray.attrpeers import fill_value_for, hdf5_attrs, native_attrs
+from carray.errors import FormatError, UnstorableAttributeError
 from carray.integrations.group_nodes import (
-    DTYPE_ATTR,
     TABLE_ATTR,
     ArrayNode,
     GroupNode,
     Node,
     TableNode,
     as_objects,
-    decode_typed_attrs,
-    encode_typed_attrs,
     named_dims,
     own_attrs,
     read_table_mark,
     restore,
     row_step,
     sliced_rows,
-    stored_dtype,
     table_mark,
     text_width,
 )
@@ -85,7 +85,7 @@ def _raw_attrs(obj: Any, where: str) -> dict[str, Any]:
             out[name] = None if isinstance(value, _h5py().Empty) else value
         except (OSError, TypeError, ValueError) as exc:
             raise FormatError(f"attribute {name!r} cannot be read: {exc}", where) from None
-    return decode_typed_attrs(out, where)
+    return native_attrs(out)
 
 
 def _is_scale(obj: Any) -> bool:
@@ -143,8 +143,7 @@ def _dataset(dset: Any, path: str, where: str) -> ArrayNode:
     plain = np.dtype(dset.dtype.str) if not vlen else np.dtype(object)
     base = sliced_rows(lambda key: source[key], shape, step,
                        lambda b: np.asarray(b).view(plain) if not vlen else np.asarray(b))
-    carray_dtype = stored_dtype(attrs, where)
-    dtype = carray_dtype or (np.dtype(f"U{text_width(base())}") if vlen else plain)
+    dtype = np.dtype(f"U{text_width(base())}") if vlen else plain
 
     def rows() -> Iterator[np.ndarray]:
         for block in base():
@@ -216,19 +215,19 @@ def read(path: str) -> Iterator[list[Node]]:
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _stored_type(h5py: Any, dtype: np.dtype) -> tuple[Any, np.dtype | None]:
+def _stored_type(h5py: Any, dtype: np.dtype) -> Any:
     if dtype.kind in "UOT":
-        return h5py.string_dtype("utf-8"), dtype if dtype.kind == "U" else None
+        return h5py.string_dtype("utf-8")
     if dtype.kind in "mM":
-        return np.dtype("i8"), dtype
-    return dtype, None
+        return h5py.opaque_dtype(dtype)
+    return dtype
 
 
 def _stored(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype.kind in "UOT":
         return as_objects(block)
-    if dtype.kind in "mM":
-        return block.view(np.int64)
+    if dtype.kind in "mM":  # h5py writes them only from arrays of its tagged dtype
+        return np.asarray(block).astype(_h5py().opaque_dtype(dtype))
     return block
 
 
@@ -253,13 +252,22 @@ class Writer:
         self._sink = GuardedFile(path)
         self._file = self._h5py.File(self._sink, "w")
 
-    def _set_attrs(self, obj: Any, attrs: dict[str, Any], where: str) -> None:
-        for name, value in encode_typed_attrs(attrs, where).items():
+    def _set_attrs(self, obj: Any, attrs: dict[str, Any], where: str,
+                   dtype: np.dtype | None = None) -> None:
+        """Write ``attrs`` on ``obj`` (a ``_FillValue`` as a value of ``dtype``, the
+        dataset's)."""
+        try:
+            values = hdf5_attrs(attrs)
+            if dtype is not None and "_FillValue" in values and dtype.kind not in "OTmM":
+                values["_FillValue"] = fill_value_for(values["_FillValue"], dtype, where)
+        except UnstorableAttributeError as exc:
+            raise UnstorableAttributeError(f"{where}: {exc}") from None
+        for name, value in values.items():
             try:
                 obj.attrs[name] = value
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"{where}: attribute {name!r} cannot be written to HDF5: "
-                                 f"{exc}") from None
+                raise UnstorableAttributeError(f"{where}: attribute {name!r} cannot be "
+                                               f"written to HDF5: {exc}") from None
 
     def add(self, node: Node, report: Callable[[int], None]) -> None:
         if isinstance(node, GroupNode):
@@ -271,7 +279,7 @@ class Writer:
             self._table(node, report)
 
     def _array(self, node: ArrayNode, report: Callable[[int], None]) -> None:
-        kind, recorded = _stored_type(self._h5py, node.dtype)
+        kind = _stored_type(self._h5py, node.dtype)
         if not node.shape:
             value = next(node.rows())
             dset = self._file.create_dataset(node.path, data=_stored(value, node.dtype),
@@ -285,17 +293,15 @@ class Writer:
                 dset[at:at + len(block)] = _stored(block, node.dtype)
                 at += len(block)
                 report(block.nbytes)
-        attrs = dict(node.attrs)
-        if recorded is not None:
-            attrs[DTYPE_ATTR] = recorded.str
-        self._set_attrs(dset, attrs, f"array /{node.path}")
+        self._set_attrs(dset, node.attrs, f"array /{node.path}",
+                        node.dtype if node.dtype.kind != "U" else None)
         if node.dims:
             dset.attrs[DIMS_ATTR] = list(node.dims)
 
     def _table(self, node: TableNode, report: Callable[[int], None]) -> None:
         fields = []
         for name, dt in node.columns.items():
-            kind, _ = _stored_type(self._h5py, dt.base)
+            kind = _stored_type(self._h5py, dt.base)
             fields.append((name, (kind, dt.shape)) if dt.shape else (name, kind))
         compound = np.dtype(fields)
         step = row_step((node.nrows,), compound.itemsize)

@@ -8,13 +8,14 @@ Written (NETCDF4 format):
   name and length.  Axes without names get the names a group shows for them,
   ``<array>_dim_<i>`` (read back as no names).  Chunks carry over; compression is zlib at the
   array's Blosc level (9 at most) with the byte shuffle when the array shuffles;
-  an array's ``_FillValue`` attribute becomes the variable's fill value;
+  an array's ``_FillValue`` attribute becomes the variable's fill value, of its type;
 * ``U`` text is a variable-length string variable, ``S`` text a char variable with
-  a last dimension ``<array>_strlen`` (as :mod:`carray.formats.netcdf` writes it),
-  bools int8, datetimes and timedeltas int64, float16 float32 (each with
-  ``_carray_dtype``), bools with ``dtype = "bool"`` and datetimes with CF ``units``
-  (``"seconds since 1970-01-01"``, ...) so that xarray decodes them too;
-  complex arrays are refused;
+  a last dimension ``<array>_strlen`` (as :mod:`carray.formats.netcdf` writes it);
+  bools, datetimes and timedeltas are numbers with the attributes xarray writes
+  (:func:`carray.integrations.group_nodes.cf_encoded`); float16 and complex arrays,
+  which NetCDF has no type for, are refused;
+* attributes are what netCDF4 writes (:func:`carray.attrpeers.netcdf_attrs`): text,
+  numbers and lists of them; others are refused;
 * a table is a sub-group marked ``_carray_table``, its columns variables along the
   group's dimension ``row`` (a column of N-d cells along ``row`` and
   ``<column>_dim<i>``).
@@ -22,8 +23,9 @@ Written (NETCDF4 format):
 Read: every group, variable and attribute, raw (no masking or scaling applied: a
 ``_FillValue`` or ``scale_factor`` stays an attribute); char variables are joined
 along their last dimension into ``S`` text, string variables become ``U`` text as
-wide as their longest value.  Variables of compound or variable-length types other
-than strings are refused, naming them.
+wide as their longest value; variables written as above are bools, datetimes and
+timedeltas again (:func:`carray.integrations.group_nodes.cf_decoded`).  Variables
+of compound or variable-length types other than strings are refused, naming them.
 """
 
 from __future__ import annotations
@@ -35,10 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from carray.errors import FormatError
+from carray.attrpeers import fill_value_for, native_attrs, netcdf_attrs
+from carray.errors import FormatError, UnstorableAttributeError, UnsupportedDTypeError
 from carray.integrations.group_nodes import (
-    DTYPE_ATTR,
-    JSON_ATTR,
     ROW_DIM,
     TABLE_ATTR,
     ArrayNode,
@@ -46,8 +47,8 @@ from carray.integrations.group_nodes import (
     Node,
     TableNode,
     as_objects,
-    decode_typed_attrs,
-    encode_typed_attrs,
+    cf_decoded,
+    cf_encoded,
     made_up_dims,
     named_dims,
     own_attrs,
@@ -55,7 +56,6 @@ from carray.integrations.group_nodes import (
     restore,
     row_step,
     sliced_rows,
-    stored_dtype,
     table_mark,
     text_width,
 )
@@ -98,8 +98,7 @@ def _chunks(var: Any) -> tuple[int, ...] | None:
 
 def _variable(var: Any, path: str, where: str) -> ArrayNode:
     var.set_auto_maskandscale(False)  # raw values: a fill value or a scale stays an attribute
-    raw = decode_typed_attrs({k: var.getncattr(k) for k in var.ncattrs()}, where)
-    carray_dtype = stored_dtype(raw, where)
+    raw = _attrs_of(var)
     dims = list(var.dimensions)
     shape = tuple(var.shape)
     char = var.dtype == np.dtype("S1") and var.ndim >= 1
@@ -120,21 +119,23 @@ def _variable(var: Any, path: str, where: str) -> ArrayNode:
     convert: Callable[[Any], np.ndarray] = (lambda b: _join(b)) if char else \
         (lambda b: np.asarray(np.ma.getdata(b)))
     base = sliced_rows(read, shape, step, convert)
-    if carray_dtype is not None:
-        dtype = carray_dtype
-    elif var.dtype is str:
-        dtype = np.dtype(f"U{text_width(base())}")
+    if var.dtype is str:
+        dtype, attrs = np.dtype(f"U{text_width(base())}"), raw
     elif char:
-        dtype = np.dtype(f"S{max(var.shape[-1], 1)}")
+        dtype, attrs = np.dtype(f"S{max(var.shape[-1], 1)}"), raw
     else:
-        dtype = np.dtype(var.dtype.name)
+        dtype, attrs = cf_decoded(np.dtype(var.dtype.name), raw)
 
     def rows() -> Iterator[np.ndarray]:
         for block in base():
             yield restore(block, dtype)
-    return ArrayNode(path, shape, dtype, named_dims(path, dims),
-                     _without_hints(carray_dtype, own_attrs(raw)),
+    return ArrayNode(path, shape, dtype, named_dims(path, dims), attrs,
                      chunks if not char else None, _cparams(var), rows)
+
+
+def _attrs_of(obj: Any) -> dict[str, Any]:
+    """A variable's or group's attributes, as carray keeps netCDF4's values."""
+    return native_attrs({k: obj.getncattr(k) for k in obj.ncattrs()})
 
 
 def _table(grp: Any, path: str, attrs: dict[str, Any], where: str) -> TableNode:
@@ -162,7 +163,7 @@ def _table(grp: Any, path: str, attrs: dict[str, Any], where: str) -> TableNode:
 
 def _walk(grp: Any, path: str, source: str) -> Iterator[Node]:
     where = f"{source}:/{path}"
-    attrs = decode_typed_attrs({k: grp.getncattr(k) for k in grp.ncattrs()}, where)
+    attrs = _attrs_of(grp)
     if TABLE_ATTR in attrs and path:
         yield _table(grp, path, attrs, where)
         return
@@ -194,48 +195,18 @@ def read(path: str) -> Iterator[list[Node]]:
 # -- writing ----------------------------------------------------------------------------------
 
 
-#: CF's names of the datetime units xarray decodes (numpy's unit -> CF's).
-_CF_UNITS = {"D": "days", "h": "hours", "m": "minutes", "s": "seconds",
-             "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
-_EPOCH = "1970-01-01"
-
-
-def cf_hints(dtype: np.dtype, attrs: dict[str, Any]) -> dict[str, Any]:
-    """The attributes CF readers (xarray) need to see a stored int8 as bool and an
-    int64 as datetimes: ``dtype = "bool"``, and ``units = "<unit>s since 1970-01-01"``
-    (when the array has no ``units`` of its own)."""
-    if dtype.kind == "b" and "dtype" not in attrs:
-        return {"dtype": "bool"}
-    unit = np.datetime_data(dtype)[0] if dtype.kind == "M" else None
-    if unit in _CF_UNITS and "units" not in attrs:
-        return {"units": f"{_CF_UNITS[unit]} since {_EPOCH}"}
-    return {}
-
-
-def _without_hints(dtype: np.dtype | None, attrs: dict[str, Any]) -> dict[str, Any]:
-    """``attrs`` without the hints :func:`cf_hints` added for ``dtype`` (the carray dtype
-    the variable records)."""
-    if dtype is None:
-        return attrs
-    written = cf_hints(dtype, {})
-    return {k: v for k, v in attrs.items() if written.get(k, object()) != v}
-
-
-def _stored_type(dtype: np.dtype) -> tuple[Any, np.dtype | None]:
-    """The netCDF4 type ``dtype`` is stored as, and the dtype to record if not its own."""
+def _stored_type(dtype: np.dtype, attrs: dict[str, Any], where: str
+                 ) -> tuple[Any, dict[str, Any]]:
+    """The netCDF4 type ``dtype`` is stored as, and the attributes that say what it was."""
     if dtype.kind == "U":
-        return str, dtype
+        return str, {}
     if dtype.kind == "S":
-        return "S1", None
-    if dtype.kind == "b":
-        return np.dtype("i1"), dtype
-    if dtype.kind in "mM":
-        return np.dtype("i8"), dtype
-    if dtype.kind == "c":
-        raise ValueError(f"NetCDF has no complex type: {dtype} cannot be written")
-    if dtype == np.float16:
-        return np.dtype("f4"), dtype
-    return np.dtype(dtype.name), None
+        return "S1", {}
+    if dtype.kind == "c" or dtype == np.float16:
+        raise UnsupportedDTypeError(f"{where}: NetCDF has no {dtype} type; convert the "
+                                    "array first (float16 to float32; complex to two arrays)")
+    stored, extra = cf_encoded(dtype, attrs, where)
+    return np.dtype(stored.name), extra
 
 
 def _stored(block: np.ndarray, dtype: np.dtype) -> Any:
@@ -249,8 +220,6 @@ def _stored(block: np.ndarray, dtype: np.dtype) -> Any:
         return block.view(np.int64)
     if dtype.kind == "b":
         return block.astype("i1")
-    if dtype == np.float16:
-        return block.astype("f4")
     return block
 
 
@@ -269,12 +238,16 @@ class Writer:
 
     def _set_attrs(self, obj: Any, attrs: dict[str, Any], where: str,
                    encoded: bool = False) -> None:
-        for name, value in (attrs if encoded else encode_typed_attrs(attrs, where)).items():
+        try:
+            values = attrs if encoded else netcdf_attrs(attrs)
+        except UnstorableAttributeError as exc:
+            raise UnstorableAttributeError(f"{where}: {exc}") from None
+        for name, value in values.items():
             try:
                 obj.setncattr(name, value)
             except (TypeError, ValueError, AttributeError) as exc:
-                raise ValueError(f"{where}: attribute {name!r} cannot be written to NetCDF: "
-                                 f"{exc}") from None
+                raise UnstorableAttributeError(f"{where}: attribute {name!r} cannot be "
+                                               f"written to NetCDF: {exc}") from None
 
     @staticmethod
     def _dimension(grp: Any, name: str, size: int) -> None:
@@ -302,21 +275,19 @@ class Writer:
     def _variable(self, grp: Any, name: str, dtype: np.dtype, dims: list[str],
                   shape: tuple[int, ...], attrs: dict[str, Any], chunks: tuple[int, ...] | None,
                   cparams: CParams | None) -> Any:
-        kind, recorded = _stored_type(dtype)
-        attrs = dict(attrs)
-        if recorded is not None:
-            attrs.update({**cf_hints(recorded, attrs), DTYPE_ATTR: recorded.str})
+        where = f"variable /{grp.path.strip('/')}/{name}".replace("//", "/")
+        kind, hints = _stored_type(dtype, attrs, where)
         for dim, n in zip(dims, shape, strict=True):
             self._dimension(grp, dim, n)
         if kind == "S1":
             strlen = f"{name}_strlen"
             self._dimension(grp, strlen, max(dtype.itemsize, 1))
             dims = [*dims, strlen]
-        where = f"variable /{grp.path.strip('/')}/{name}".replace("//", "/")
-        attrs = encode_typed_attrs(attrs, where)
+        try:
+            attrs = netcdf_attrs({**attrs, **hints})
+        except UnstorableAttributeError as exc:
+            raise UnstorableAttributeError(f"{where}: {exc}") from None
         fill = attrs.pop("_FillValue", None)
-        if fill is not None and "_FillValue" in attrs.get(JSON_ATTR, ""):
-            raise ValueError(f"{where}: _FillValue {fill} is not a number NetCDF can hold")
         options: dict[str, Any] = {}
         if shape and all(shape) and kind is not str and kind != "S1":
             if chunks:
@@ -325,8 +296,11 @@ class Writer:
             if cparams is None or cparams.clevel > 0:
                 options.update(zlib=True, complevel=min(cparams.clevel if cparams else 4, 9),
                                shuffle=cparams is None or int(cparams.shuffle) != 0)
-        if fill is not None and kind is not str:
-            options["fill_value"] = np.asarray(fill).astype(kind if kind != "S1" else "S1")[()]
+        if fill is not None:
+            if kind is str:
+                raise UnstorableAttributeError(f"{where}: NetCDF's variable-length strings "
+                                               "take no _FillValue")
+            options["fill_value"] = fill_value_for(fill, np.dtype(kind), where)
         var = grp.createVariable(name, kind, tuple(dims), **options)
         if kind == "S1":
             var.set_auto_chartostring(False)
@@ -360,8 +334,6 @@ class Writer:
             base = np.dtype("U1") if dt.base.kind == "O" else dt.base
             var = self._variable(grp, name, base, dims, (node.nrows, *dt.shape), {}, None, None)
             var.set_auto_maskandscale(False)
-            if base.kind == "U":
-                var.delncattr(DTYPE_ATTR)  # the table's mark records the column's dtype
             variables[name] = (var, base)
         self._set_attrs(grp, attrs, f"table /{node.path}")
         at = 0

@@ -7,21 +7,11 @@ dtype, dims, chunks and compression) and gives its data as a fresh iterator of
 consecutive row blocks, so any reader feeds any writer a block of rows at a time.
 
 Foreign formats cannot hold every carray type or attribute value as itself.  The
-writers store them in ways documented in :mod:`carray.integrations.group_files`,
-and mark what they changed with attributes whose names start with ``_carray_``;
-the helpers here write and read those marks:
+writers store them as the format's own readers do (xarray's CF conventions for
+bools, datetimes and timedeltas in NetCDF and ds files: :func:`cf_encoded`;
+attribute values: :mod:`carray.attrpeers`) and refuse what has no such form.  One
+mark is carray's own, as no format has tables:
 
-``_carray_dtype``
-    The numpy dtype (``dtype.str``) of an array stored as another type: text as
-    variable-length strings, bools as int8 (NetCDF), datetimes and timedeltas as
-    int64.
-``_carray_json``
-    The names of attributes stored as JSON text (carray's plain JSON form, see
-    :mod:`carray.attrvalues`), as a JSON list: every value but text, Python ints
-    and floats, numeric numpy scalars and 1-d numeric arrays of 2 items or more.
-``_carray_numpy``
-    The names of int64 and float64 attributes set as numpy scalars (others of those
-    types read back as Python numbers), as a JSON list.
 ``_carray_table``
     On a group (NetCDF, Zarr) or a compound dataset (HDF5): the node is a table;
     JSON ``{"columns": [names in order], "dtypes": {name: [dtype, shape]}}``.
@@ -40,16 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
 from carray.dtypes import checked_dtype
-from carray.errors import FormatError
+from carray.errors import FormatError, UnstorableAttributeError, UnsupportedDTypeError
 from carray.params import CParams
 
-#: Attribute names the writers reserve (and the readers leave out of ``attrs``).
-MARK = "_carray_"
-DTYPE_ATTR = "_carray_dtype"
-JSON_ATTR = "_carray_json"
-NUMPY_ATTR = "_carray_numpy"
+#: The table mark (read, it is left out of a table's ``attrs``).
 TABLE_ATTR = "_carray_table"
 #: The dimension a table's columns share in formats that name dimensions.
 ROW_DIM = "row"
@@ -199,15 +184,7 @@ def as_objects(block: np.ndarray) -> np.ndarray:
     return out
 
 
-# -- marks ------------------------------------------------------------------------------------
-
-
-def stored_dtype(attrs: Mapping[str, Any], source: str) -> np.dtype | None:
-    """The dtype a ``_carray_dtype`` attribute names (None when there is none)."""
-    text = attrs.get(DTYPE_ATTR)
-    if text is None:
-        return None
-    return checked_dtype(str(text), source=f"{source}: {DTYPE_ATTR}")
+# -- blocks as carray dtypes and the table mark -------------------------------------------------
 
 
 def restore(block: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
@@ -249,93 +226,84 @@ def read_table_mark(value: Any, source: str) -> dict[str, np.dtype]:
 
 
 def own_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """``attrs`` without the ``_carray_`` marks."""
-    return {k: v for k, v in attrs.items() if not k.startswith(MARK)}
+    """``attrs`` without the table mark."""
+    return {k: v for k, v in attrs.items() if k != TABLE_ATTR}
 
 
-# -- attribute values in formats with typed attributes (NetCDF, HDF5) --------------------------
+# -- CF conventions for the types NetCDF and ds files lack (as xarray writes them) ------------
 
 
-def _native(value: Any) -> bool:
-    """Whether NetCDF and HDF5 attributes hold ``value`` as itself (and read it back so)."""
-    t = type(value)
-    if t is str or t is float:
-        return True
-    if t is int:
-        return -2**63 <= value < 2**63
-    if isinstance(value, np.generic) and not isinstance(value, np.bool_):
-        return value.dtype.kind in "iuf"
-    if isinstance(value, np.ndarray):
-        return value.ndim == 1 and value.size >= 2 and value.dtype.kind in "iuf"
-    return False
+#: CF's names of the datetime units xarray decodes (numpy's unit -> CF's).
+_CF_UNITS = {"D": "days", "h": "hours", "m": "minutes", "s": "seconds",
+             "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+_NP_UNITS = {cf: unit for unit, cf in _CF_UNITS.items()}
+CALENDAR = "proleptic_gregorian"
+_EPOCH = "1970-01-01"
+#: Attributes under which stored numbers are not the values themselves: such variables
+#: are read raw, as carray reads every foreign variable.
+_PACKING = ("scale_factor", "add_offset")
 
 
-def encode_typed_attrs(attrs: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Attributes as NetCDF or HDF5 store them: native values as themselves, the rest as
-    JSON text named in a ``_carray_json`` attribute (see the module docstring)."""
-    out: dict[str, Any] = {}
-    as_json, numpy = [], []
-    for name, value in attrs.items():
-        if _native(value):
-            out[name] = value
-            if isinstance(value, np.int64 | np.float64):
-                numpy.append(name)  # read back as Python numbers unless listed
-            continue
-        try:
-            out[name] = json.dumps(attrvalues.to_json(value), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: attribute {name!r} cannot be stored: {exc}") from None
-        as_json.append(name)
-    if as_json:
-        out[JSON_ATTR] = json.dumps(as_json)
-    if numpy:
-        out[NUMPY_ATTR] = json.dumps(numpy)
-    return out
+def cf_encoded(dtype: np.dtype, attrs: Mapping[str, Any], where: str
+               ) -> tuple[np.dtype, dict[str, Any]]:
+    """The dtype a format without bools, datetimes or timedeltas stores ``dtype`` as,
+    and the attributes that say what it was, as xarray writes them: bools as int8 with
+    ``dtype = "bool"``, datetimes as int64 counts of their unit ``since 1970-01-01``
+    with ``calendar = "proleptic_gregorian"``, timedeltas as int64 counts with
+    ``units`` and ``dtype = "timedelta64[<unit>]"``.
+
+    Raises
+    ------
+    UnsupportedDTypeError
+        Datetimes or timedeltas in units CF has no name for (weeks, months, years...).
+    UnstorableAttributeError
+        ``attrs`` already has one of the attributes that say the type.
+    """
+    stored: np.dtype
+    if dtype.kind == "b":
+        stored, extra = np.dtype("i1"), {"dtype": "bool"}
+    elif dtype.kind in "mM":
+        unit = np.datetime_data(dtype)[0]
+        if unit not in _CF_UNITS:
+            raise UnsupportedDTypeError(f"{where}: {dtype} values have no CF units; convert "
+                                        "them to days or a finer unit first")
+        stored = np.dtype("i8")
+        extra = {"units": f"{_CF_UNITS[unit]} since {_EPOCH}", "calendar": CALENDAR} \
+            if dtype.kind == "M" else {"units": _CF_UNITS[unit], "dtype": f"timedelta64[{unit}]"}
+    else:
+        return dtype, {}
+    clash = sorted(k for k in extra if k in attrs)
+    if clash:
+        raise UnstorableAttributeError(
+            f"{where}: attribute {clash[0]!r} has no place: {dtype} values are written as "
+            f"numbers with CF attributes {', '.join(extra)} of their own")
+    return stored, extra
 
 
-def _plain(value: Any, numpy: bool = False) -> Any:
-    """An attribute value as a NetCDF or HDF5 library returns it, as carray keeps it
-    (int64 and float64 scalars as Python numbers unless ``numpy``)."""
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind in "OUS":
-            items = [x.decode("utf-8", "backslashreplace") if isinstance(x, bytes) else x
-                     for x in value.ravel().tolist()]
-            return items[0] if value.size == 1 else items
-        return value
-    if isinstance(value, np.bytes_ | bytes):
-        return bytes(value).decode("utf-8", "backslashreplace")
-    if isinstance(value, np.str_):
-        return str(value)
-    if isinstance(value, np.int64 | np.float64) and not numpy:
-        return value.item()
-    return value
-
-
-def _listed(attrs: Mapping[str, Any], mark: str, source: str) -> list[str]:
-    text = attrs.get(mark)
-    if text is None:
-        return []
+def _is_epoch(text: str) -> bool:
+    ref = text.strip().removesuffix("Z").removesuffix("UTC").removesuffix("+00:00").strip()
     try:
-        names = json.loads(text)
-    except (ValueError, TypeError) as exc:
-        raise FormatError(f"bad {mark} attribute: {exc}", source) from None
-    if not isinstance(names, list):
-        raise FormatError(f"bad {mark} attribute: not a list of names", source)
-    return [str(n) for n in names]
+        return bool(np.datetime64(ref.replace(" ", "T")) == np.datetime64(_EPOCH))
+    except ValueError:
+        return False
 
 
-def decode_typed_attrs(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """Inverse of :func:`encode_typed_attrs`; ``_carray_`` marks left in (see
-    :func:`own_attrs`), other libraries' values kept as near as they are."""
-    numpy = set(_listed({k: _plain(v) for k, v in raw.items() if k == NUMPY_ATTR},
-                        NUMPY_ATTR, source))
-    attrs = {str(k): _plain(v, str(k) in numpy) for k, v in raw.items()}
-    decoded = {}
-    for name in _listed(attrs, JSON_ATTR, source):
-        if name in attrs:
-            try:
-                decoded[name] = json.loads(attrs[name])
-            except (ValueError, TypeError) as exc:
-                raise FormatError(f"attribute {name!r}: bad JSON: {exc}", source) from None
-    attrs.update(attrvalues.load_plain(decoded, source))
-    return attrs
+def cf_decoded(dtype: np.dtype, attrs: dict[str, Any]) -> tuple[np.dtype, dict[str, Any]]:
+    """Inverse of :func:`cf_encoded`: the dtype the stored ``dtype`` and ``attrs`` say the
+    values are, and the attributes left.  Datetimes counted from another date than
+    1970-01-01, and packed variables (``scale_factor``, ``add_offset``), stay numbers."""
+    if any(k in attrs for k in _PACKING):
+        return dtype, attrs
+    units = attrs.get("units")
+    if dtype == np.int8 and attrs.get("dtype") == "bool":
+        return np.dtype(bool), {k: v for k, v in attrs.items() if k != "dtype"}
+    if dtype != np.int64 or not isinstance(units, str):
+        return dtype, attrs
+    unit, since, ref = units.partition(" since ")
+    if since and attrs.get("calendar") == CALENDAR and unit in _NP_UNITS and _is_epoch(ref):
+        out = np.dtype(f"M8[{_NP_UNITS[unit]}]")
+        return out, {k: v for k, v in attrs.items() if k not in ("units", "calendar")}
+    if units in _NP_UNITS and attrs.get("dtype") == f"timedelta64[{_NP_UNITS[units]}]":
+        out = np.dtype(f"m8[{_NP_UNITS[units]}]")
+        return out, {k: v for k, v in attrs.items() if k not in ("units", "dtype")}
+    return dtype, attrs

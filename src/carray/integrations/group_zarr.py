@@ -6,11 +6,12 @@ its members are arrays and groups in sub-directories.  Written:
 * a carray group is a Zarr group, an array a Zarr array with the same chunks and a
   Blosc codec of the same codec, level and shuffle, its dims the array's
   ``dimension_names``;
-* attributes are in carray's plain JSON form (as :mod:`carray.integrations.zarr_arrays`
-  writes an array's), so every value reads back as it was set;
-* ``U`` text is stored as Zarr's variable-length ``string`` type (Zarr v3 has no
-  fixed-width text type in its specification) with ``_carray_dtype`` recording
-  the width; ``S`` text as zarr-python's ``null_terminated_bytes``;
+* attributes are as zarr-python and xarray write them
+  (:func:`carray.integrations.zarr_arrays.encode_attrs`: JSON values, ``_FillValue``
+  in xarray's form for the array's type); values JSON cannot hold are refused;
+* ``U`` and ``S`` text are zarr-python's fixed-width ``fixed_length_utf32`` and
+  ``null_terminated_bytes`` types (as xarray writes them), datetimes and timedeltas
+  its ``numpy.datetime64`` and ``numpy.timedelta64`` types;
 * a table is a group marked by the attribute ``_carray_table`` (its columns in
   order and their dtypes), each column an array of its own along ``row``.
 
@@ -30,11 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
 from carray.errors import FormatError
 from carray.integrations import zarr_arrays
 from carray.integrations.group_nodes import (
-    DTYPE_ATTR,
     ROW_DIM,
     TABLE_ATTR,
     ArrayNode,
@@ -48,7 +47,6 @@ from carray.integrations.group_nodes import (
     restore,
     row_step,
     sliced_rows,
-    stored_dtype,
     table_mark,
     text_width,
 )
@@ -70,7 +68,7 @@ def _quiet() -> Iterator[None]:
 
 
 def _array(z: Any, path: str, where: str) -> ArrayNode:
-    attrs = attrvalues.load_plain(dict(z.attrs), where)
+    attrs = zarr_arrays.decode_attrs(dict(z.attrs), z.dtype, where)
     shape = tuple(z.shape)
     vlen = z.dtype.kind in "OT"
     if not vlen and z.dtype.kind not in "biufcSUmM":
@@ -79,8 +77,7 @@ def _array(z: Any, path: str, where: str) -> ArrayNode:
     chunks = tuple(int(c) for c in z.chunks) if shape else None
     step = row_step(shape, 8 if vlen else z.dtype.itemsize, chunks[0] if chunks else None)
     base = sliced_rows(z.__getitem__, shape, step, lambda b: np.asarray(b))
-    carray_dtype = stored_dtype(attrs, where)
-    dtype = carray_dtype or (np.dtype(f"U{text_width(base())}") if vlen else z.dtype)
+    dtype = np.dtype(f"U{text_width(base())}") if vlen else z.dtype
 
     def rows() -> Iterator[np.ndarray]:
         for block in base():
@@ -117,7 +114,7 @@ def _table(grp: Any, path: str, attrs: dict[str, Any], where: str) -> TableNode:
 def _walk(grp: Any, path: str, source: str) -> Iterator[Node]:
     zarr = _zarr()
     where = f"{source}:/{path}"
-    attrs = attrvalues.load_plain(dict(grp.attrs), where)
+    attrs = zarr_arrays.decode_attrs(dict(grp.attrs), None, where)
     if TABLE_ATTR in attrs and path:
         yield _table(grp, path, attrs, where)
         return
@@ -162,7 +159,8 @@ class Writer:
     def add(self, node: Node, report: Callable[[int], None]) -> None:
         if isinstance(node, GroupNode):
             grp = self._group(node.path)
-            grp.attrs.update(zarr_arrays.encode_attrs(node.attrs))
+            grp.attrs.update(zarr_arrays.encode_attrs(node.attrs, None,
+                                                      f"group /{node.path}"))
         elif isinstance(node, ArrayNode):
             self._array(node, report)
         else:
@@ -172,20 +170,15 @@ class Writer:
                 chunks: tuple[int, ...] | None, cparams: Any, dims: tuple[str, ...] | None,
                 attrs: dict[str, Any]) -> Any:
         parent, _, name = path.rpartition("/")
-        if dtype.kind in "UOT":
-            if dtype.kind == "U":
-                attrs = {**attrs, DTYPE_ATTR: dtype.str}
-            dtype = np.dtype(str) if dtype.kind == "U" else dtype
-            stored: Any = str
-        else:
-            stored = dtype
+        stored: Any = str if dtype.kind in "OT" else dtype
+        encoded = zarr_arrays.encode_attrs(attrs, dtype, f"array /{path}")
         with _quiet():
             return self._group(parent).create_array(
                 name, shape=shape, dtype=stored,
                 chunks=tuple(max(int(c), 1) for c in chunks) if chunks and shape else "auto",
                 compressors=zarr_arrays.compressors_for(cparams),
                 dimension_names=list(dims) if dims else None,
-                attributes=zarr_arrays.encode_attrs(attrs))
+                attributes=encoded)
 
     def _array(self, node: ArrayNode, report: Callable[[int], None]) -> None:
         z = self._create(node.path, node.shape, node.dtype, node.chunks, node.cparams,
@@ -193,7 +186,7 @@ class Writer:
         at = 0
         with _quiet():
             for block in node.rows():
-                values = as_objects(block) if node.dtype.kind == "U" else block
+                values = block
                 if not node.shape:
                     z[()] = values
                 else:
@@ -204,7 +197,8 @@ class Writer:
     def _table(self, node: TableNode, report: Callable[[int], None]) -> None:
         grp = self._group(node.path)
         grp.attrs.update(zarr_arrays.encode_attrs(
-            {**node.attrs, TABLE_ATTR: json.loads(table_mark(node))}))
+            {**node.attrs, TABLE_ATTR: json.loads(table_mark(node))}, None,
+            f"table /{node.path}"))
         step = row_step((node.nrows,), 8)
         arrays = {}
         for name, dt in node.columns.items():
@@ -218,7 +212,7 @@ class Writer:
                 for name, dt in node.columns.items():
                     block = np.asarray(batch[name])
                     n = len(block)
-                    arrays[name][at:at + n] = as_objects(block) if dt.base.kind in "OUT" \
+                    arrays[name][at:at + n] = as_objects(block) if dt.base.kind in "OT" \
                         else block
                     report(block.nbytes if block.dtype.kind not in "OT" else 8 * block.size)
                 at += n
@@ -228,3 +222,65 @@ class Writer:
 
     def discard(self) -> None:
         zarr_arrays.settle()  # nothing Zarr still writes may land after the failure
+
+
+# -- what carray info, head and verify show -----------------------------------------------------
+
+
+def open_root(path: str, mode: str = "r", storage_options: dict | None = None) -> Any:
+    """The ``zarr.Group`` at ``path``, read-only (``mode`` is taken for the registry)."""
+    kwargs = {"storage_options": storage_options} if storage_options else {}
+    try:
+        return _zarr().open_group(store=path, mode="r", zarr_format=3, **kwargs)
+    except (FileNotFoundError, ValueError, TypeError, KeyError) as exc:
+        raise FormatError(f"not a readable Zarr v3 group: {exc}", path) from None
+
+
+def _arrays(grp: Any) -> Iterator[tuple[str, Any]]:
+    """``(path in the group, zarr.Array)`` of every array of ``grp`` and below, sorted."""
+    zarr = _zarr()
+    with _quiet():
+        members = sorted(grp.members(max_depth=None), key=lambda kv: kv[0])
+    return ((name, obj) for name, obj in members if isinstance(obj, zarr.Array))
+
+
+def info(path: str, storage_options: dict | None = None) -> dict:
+    """What ``carray info`` shows for a Zarr v3 group: every array (by its path in the
+    group) with its type, dims and shape, and the root group's attributes."""
+    root = open_root(path, "r", storage_options)
+    variables = []
+    for name, z in _arrays(root):
+        dims = getattr(z.metadata, "dimension_names", None) or ()
+        variables.append({"name": name, "type": str(z.dtype), "shape": list(z.shape),
+                          "dims": [str(d) for d in dims if d is not None],
+                          "attrs": zarr_arrays.decode_attrs(dict(z.attrs), z.dtype, name)})
+    return {"type": "zarr group", "variables": variables,
+            "attrs": zarr_arrays.decode_attrs(dict(root.attrs), None, path)}
+
+
+def head(path: str, rows: int, storage_options: dict | None = None) -> dict[str, Any]:
+    """The first ``rows`` rows of every array of a Zarr v3 group, by path."""
+    with _quiet():
+        return {name: np.asarray(z[:rows] if z.ndim else z[()])
+                for name, z in _arrays(open_root(path, "r", storage_options))}
+
+
+def verify(store: Any, path: str) -> Iterator[Any]:
+    """Every chunk of every array of the Zarr v3 group at ``path`` decoded
+    (:func:`carray.integrations.zarr_arrays.verify`, each problem naming its array)."""
+    from carray.problems import Problem
+
+    try:
+        root = open_root(store.url(path) if store.remote else path)
+        arrays = list(_arrays(root))
+    except (FormatError, ImportError, OSError) as exc:
+        yield Problem.from_error(exc, store.url(path))
+        return
+    for name, _ in arrays:
+        yield from zarr_arrays.verify(store, store.join(path, name))
+
+
+def is_zarr_group(store: Any, path: str) -> bool:
+    """Whether ``path`` holds a Zarr v3 group (its ``zarr.json`` says so)."""
+    doc = zarr_arrays.node_document(store, path)
+    return doc is not None and doc.get("node_type") == "group"

@@ -192,10 +192,14 @@ def csv_info(path: str, storage_options: dict | None = None) -> dict:
 
 
 def _numpy_type(arrow_type: Any) -> Any:
+    """The type a table column holds a CSV column's values as (a zoned timestamp as
+    pandas names it: ``datetime64[s, UTC]``)."""
     import pyarrow as pa
 
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return "str"
+    if pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None:
+        return f"datetime64[{arrow_type.unit}, {arrow_type.tz}]"
     return np.dtype(arrow_type.to_pandas_dtype()) if not pa.types.is_date(arrow_type) else \
         np.dtype("M8[D]")
 
@@ -337,10 +341,12 @@ def _write_csv(reader: Any, tmp: str, total: int, progress: Progress | None) -> 
         if pa.types.is_nested(field.type):
             raise UnsupportedDTypeError(f"column {field.name!r} ({field.type}) has more than "
                                         "one value per row: CSV holds one")
-    with pcsv.CSVWriter(tmp, reader.schema,
+    # Floats as text that reads back as floats (the schema of the batches written).
+    schema = table_csv.csv_ready(pa.RecordBatch.from_pylist([], schema=reader.schema)).schema
+    with pcsv.CSVWriter(tmp, schema,
                         write_options=pcsv.WriteOptions(quoting_style="needed")) as writer:
         for batch in _reported(reader, total, progress):
-            writer.write_batch(batch)
+            writer.write_batch(table_csv.csv_ready(batch))
 
 
 def _write_table(reader: Any, tmp: str, total: int, progress: Progress | None,

@@ -113,7 +113,7 @@ class DsDataStore(AbstractDataStore):
         for key, entry in self.header.items():
             if key.startswith(".") or entry.get(".size", []) is None:
                 continue
-            entry = ds.decode_attrs(entry, self.path)
+            entry = dict(entry)
             shape = tuple(entry.get(".size", []))
             named = entry.get(".dims")
             dims = tuple(default_dims(key, len(shape)) if named is None else named)
@@ -126,7 +126,7 @@ class DsDataStore(AbstractDataStore):
         return out
 
     def get_attrs(self) -> dict:
-        return ds.decode_attrs(self.header.get(".", {}), self.path)
+        return dict(self.header.get(".", {}))
 
     def get_dimensions(self) -> dict:
         sizes: dict[str, int] = {}
@@ -291,12 +291,38 @@ class CarrayBackendArray(BackendArray):
     def _raw_getitem(self, key: tuple) -> np.ndarray:
         with self._lock:  # one reader per open container
             source = self._open()
-            if self.dtype == object:
-                return np.asarray(source.read(key[0] if len(key) == 1 else key,
-                                              as_object=True), dtype=object)
             if all(isinstance(k, slice) for k in key) or len(key) <= 1:
-                return np.asarray(source[key])
-            return np.asarray(source.oindex[key])
+                values = source[key[0] if len(key) == 1 else key]
+            else:
+                values = source.oindex[key]
+            if callable(getattr(source, "codes", None)) and not np.ma.isMaskedArray(values):
+                # Decoded categories: where a code is missing the value is a placeholder.
+                values = np.ma.masked_array(values, ~source.valid(key[0]))
+            return _as_xarray_values(values, self.dtype)
+
+
+def _as_xarray_values(values: Any, dtype: np.dtype) -> np.ndarray:
+    """Values read from a carray or column as the variable's ``dtype``, missing ones
+    (masked, or decoded categories' missing codes) as NaN, NaT or None."""
+    if not np.ma.isMaskedArray(values):
+        return np.asarray(values).astype(dtype, copy=False)
+    missing = np.ma.getmaskarray(values)
+    out = np.ma.getdata(values).astype(dtype)
+    if not missing.any():
+        return out
+    out[missing] = None if dtype.kind == "O" else np.datetime64("NaT") \
+        if dtype.kind == "M" else np.timedelta64("NaT") if dtype.kind == "m" else np.nan
+    return out
+
+
+def _xarray_dtype(a: Any) -> np.dtype:
+    """The dtype xarray shows for a carray or column: text as objects, and, as for a
+    pandas column, integers and bools of a column missing some values as float64."""
+    if a.dtype.kind in "OT" or a.dtype == object:
+        return np.dtype(object)
+    if a.dtype.kind in "biu" and callable(getattr(a, "null_count", None)) and a.null_count():
+        return np.dtype(np.float64)
+    return np.dtype(a.dtype)
 
 
 def _dims(name: str, ndim: int, attrs: dict, first: str | None = None) -> tuple[str, ...]:
@@ -316,8 +342,7 @@ def _dims(name: str, ndim: int, attrs: dict, first: str | None = None) -> tuple[
 def _variable(path: str, column: str | None, name: str, a: Any, attrs: dict,
               storage_options: dict | None, first: str | None = None,
               version: str | None = None) -> xr.Variable:
-    is_strings = a.dtype.kind in "OT" or a.dtype == object
-    dtype = np.dtype(object) if is_strings else a.dtype
+    dtype = _xarray_dtype(a)
     dims = _dims(name, len(a.shape), attrs, first)
     lazy = indexing.LazilyIndexedArray(
         CarrayBackendArray(path, column, tuple(a.shape), dtype, storage_options, version))

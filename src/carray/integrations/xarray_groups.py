@@ -492,6 +492,9 @@ def _stored_encoding(var: xr.Variable, dtype: np.dtype, attrs: Mapping[str, Any]
     """The encoding that makes ``var`` come out as the stored numbers of its array."""
     enc = {k: attrs[k] for k in ("_FillValue", "missing_value", "scale_factor", "add_offset")
            if k in attrs}
+    if dtype.kind in "fc" and var.dtype.kind in "fc":
+        # Stored floats without a fill value hold NaN as itself: xarray adds none either.
+        enc.setdefault("_FillValue", None)
     if var.dtype.kind in "mM" or var.dtype == object and var.dtype.kind not in "US":
         enc.update({k: attrs[k] for k in ("units", "calendar") if k in attrs})
     if dtype.kind in "iufcmM" and not (var.dtype == bool and attrs.get("dtype") == "bool"):

@@ -7,11 +7,12 @@ describes, previews and verifies it, and converts to and from it
 (:func:`carray.convert.convert`); the chunk bytes are always the ``zarr``
 package's business.
 
-Attributes are written in carray's plain JSON form (:mod:`carray.attrvalues`):
-values JSON holds exactly as themselves, others (numpy scalars and arrays, NaN
-and infinities, complex numbers, datetimes, tuples, ...) as
-``{"__carray__": <typed value>}``, whose floats follow Zarr v3's fill values
-(``"NaN"``, ``"Infinity"``, ``"-Infinity"``, ``"0x..."`` bits).
+Attributes are written as zarr-python and xarray write them
+(:func:`carray.attrpeers.json_attrs`): numpy scalars as their values, arrays and
+tuples as lists, NaN as the ``NaN`` token, and ``_FillValue`` in xarray's form for
+the array's type (floats as the base64 text of their float64 bytes); values JSON has
+no form for (complex numbers, bytes, dates, sets) are refused.  Read back, a
+``_FillValue`` is a scalar of the array's type, the others what JSON gives.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
-from carray.errors import FormatError, UnstorableAttributeError
+from carray import attrpeers
+from carray.errors import FormatError
 from carray.params import CNAMES, CParams, Shuffle
 from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
@@ -147,15 +148,27 @@ def info(path: str, storage_options: dict | None = None) -> dict:
 
 
 def read_attrs(z: Any, source: str | None = None) -> dict[str, Any]:
-    """The attributes of the Zarr array ``z``, read back from carray's plain JSON form.
+    """The attributes of the Zarr array ``z`` (see the module doc).
 
     Raises
     ------
     FormatError
-        A marked value that does not decode, naming the array and the attribute.
+        A ``_FillValue`` that is not one of the array's type, naming the array.
     """
     where = source or str(getattr(z, "store_path", "") or getattr(z, "path", "zarr array"))
-    return attrvalues.load_plain(dict(z.attrs), where)
+    return decode_attrs(dict(z.attrs), z.dtype, where)
+
+
+def decode_attrs(raw: dict[str, Any], dtype: Any, where: str) -> dict[str, Any]:
+    """Attributes as stored in a Zarr node (``dtype``: the array's, None for a group)."""
+    attrs = dict(raw)
+    if dtype is not None and attrs.get("_FillValue") is not None:
+        try:
+            attrs["_FillValue"] = attrpeers.zarr_fill_from_json(attrs["_FillValue"],
+                                                                np.dtype(dtype), where)
+        except ValueError as exc:
+            raise FormatError(str(exc)) from None
+    return attrs
 
 
 def is_zarr(obj: Any) -> bool:
@@ -163,20 +176,21 @@ def is_zarr(obj: Any) -> bool:
     return type(obj).__module__.split(".")[0] == "zarr"
 
 
-def encode_attrs(attrs: dict) -> dict[str, Any]:
-    """Attributes as Zarr stores them: carray's plain JSON form.
+def encode_attrs(attrs: dict, dtype: Any = None, where: str = "Zarr array") -> dict[str, Any]:
+    """Attributes as zarr-python and xarray store them (see the module doc); ``dtype``,
+    an array's, types its ``_FillValue``.
 
     Raises
     ------
     UnstorableAttributeError
-        A value carray does not store, naming the attribute.
+        A value Zarr's JSON attributes cannot hold, or a ``_FillValue`` that is not a
+        value of ``dtype``, naming the attribute.
     """
-    out = {}
-    for key, value in attrs.items():
-        try:
-            out[attrvalues.check_name(key)] = attrvalues.to_json(value)
-        except UnstorableAttributeError as exc:
-            raise UnstorableAttributeError(f"attribute {key!r}: {exc}") from None
+    out = attrpeers.json_attrs(attrs, "Zarr")
+    if dtype is not None and "_FillValue" in attrs:
+        fill = attrpeers.fill_value_for(attrs["_FillValue"], np.dtype(dtype), where) \
+            if np.dtype(dtype).kind not in "OT" else str(attrs["_FillValue"])
+        out["_FillValue"] = attrpeers.zarr_fill_to_json(fill, np.dtype(dtype))
     return out
 
 
@@ -232,20 +246,22 @@ def compressors_for(cparams: Any) -> Any:
 def write_zarr(path: str, shape: tuple[int, ...], dtype: np.dtype,
                blocks: Iterable[tuple[int, np.ndarray]], *,
                chunks: tuple[int, ...] | None = None, cparams: Any = None,
-               attrs: dict | None = None, storage_options: dict | None = None) -> None:
+               attrs: dict | None = None, storage_options: dict | None = None,
+               fill_value: Any = None) -> None:
     """Write a new Zarr v3 array at ``path`` from ``(first row, rows)`` blocks.
 
     ``chunks`` default to Zarr's choice; ``cparams`` (a :class:`carray.CParams`)
     become a Blosc codec with the same codec, level and shuffle; ``attrs`` are
-    written by :func:`encode_attrs`.
+    written by :func:`encode_attrs`; ``fill_value`` is what Zarr reads for chunks never
+    written (the source's fill value; Zarr's default when None).
     """
     zarr = zarr_module()
     kwargs: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     z = zarr.create_array(store=path, shape=shape, dtype=dtype,
                           chunks=tuple(chunks) if chunks else "auto",
                           compressors=compressors_for(cparams),
-                          attributes=encode_attrs(dict(attrs or {})),
-                          overwrite=True, **kwargs)
+                          attributes=encode_attrs(dict(attrs or {}), dtype, path),
+                          fill_value=fill_value, overwrite=True, **kwargs)
     try:
         for start, block in blocks:
             z[start:start + len(block)] = block

@@ -158,7 +158,8 @@ def copy_to_zarr(source: Any, location: str, chunks: tuple[int, ...] | None, cpa
     kwargs: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     z = zarr.create_array(store=location, shape=source.shape, dtype=source.dtype,
                           chunks=chunks, compressors=compressors_for(cparams),
-                          attributes=encode_attrs(dict(attrs)), overwrite=True,
+                          attributes=encode_attrs(dict(attrs), source.dtype, location),
+                          overwrite=True,
                           fill_value=source.dflt, **kwargs)
     store, path = resolve(location, storage_options)
     target = ZarrChunks(z, store, path, node_document(store, path) or {})

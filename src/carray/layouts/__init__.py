@@ -176,6 +176,9 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
                 store=store, version=version, tag=tag, as_of=as_of,
                 versions=storage.get("versions"), member=storage.get("member"),
                 **({"grace": storage["grace"]} if "grace" in storage else {}))
+            # Where nothing is locked, how long another writer's unfinished commit is
+            # waited for before it is taken as abandoned (docs/spec/commit.md [C14]).
+            opened[0].versioned_dataset().decide_after = timeout_of(storage)
         else:
             opened = BcolzLayout.open(rootdir, readonly=readonly, fsync=fsync,
                                       allow_pickle=allow_pickle, store=store, verify=verify)

@@ -18,25 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from carray.codecs.blosc import MAX_BUFFERSIZE
 from carray.codecs.checksums import Checksum
-from carray.codecs.pages import ChunkDigests, npages
+from carray.codecs.pages import ChunkDigests
 from carray.errors import FormatError
 from carray.formats._b2frame_chunk import ZERO, special_offset
 from carray.formats._b2frame_digests import (
-    DIGEST_AT,
     NO_DIGESTS,
     NOT_STORED,
-    RECORD_NAME,
     Entry,
     FrameDigests,
-    build_value,
+    build_record,
     seal,
+    sealed_size,
     set_mark,
 )
 from carray.formats._b2frame_header import (
-    MAX_METALAYERS,
-    TRAILER_TAIL,
     build_nd_meta,
     build_trailer,
     patch_header,
@@ -208,48 +204,29 @@ class FrameCommits(FrameParts):
             return self._table.get(nchunk)
         return None
 
-    def _record_value(self, offsets: np.ndarray, vlmeta: dict[str, bytes],
-                      lookup: Lookup) -> bytes | None:
-        """The vlmeta value recording the digests of the chunks at ``offsets``, found by
-        ``lookup(nchunk, offset)`` (None when it does not fit: c-blosc2 rewrites at most
-        16 vlmeta entries, and a value is one Blosc2 chunk)."""
-        if len(vlmeta) >= MAX_METALAYERS:
-            return None
+    def _record_of(self, offsets: np.ndarray, lookup: Lookup) -> bytes:
+        """The record of the digests of the chunks at ``offsets``, found by
+        ``lookup(nchunk, offset)``, frame digest zero."""
         entries: list[Entry] = []
-        total = 0
         for i, off in enumerate(offsets.tolist()):
             found = lookup(i, off) if off >= 0 else None
             entries.append(NOT_STORED if off < 0 else found or NO_DIGESTS)
-            if found is not None:
-                total += npages(found.size, found.page)
-        if (total + len(entries)) * (self._ck.size + 4) >= MAX_BUFFERSIZE // 2:
-            return None
-        return build_value(entries, self._ck, self._page)
+        return build_record(entries, self._ck, self._page)
 
     def _index_and_trailer(self, offsets: np.ndarray, vlmeta: dict[str, bytes],
-                           lookup: Lookup | None = None) -> tuple[bytes, bytearray, int | None]:
-        """The offsets chunk and trailer of a commit of ``offsets``, and where the digest
-        of the frame goes in the trailer (None: no record); see :meth:`_sealed`.
-        ``lookup`` finds chunk digests (default: :meth:`_digests_of`)."""
+                           lookup: Lookup | None = None) -> tuple[bytes, bytes, bytes]:
+        """The offsets chunk, trailer and record (frame digest zero) of a commit of
+        ``offsets``; see :meth:`_sealed`.  ``lookup`` finds chunk digests (default:
+        :meth:`_digests_of`)."""
         index = offsets_chunk(offsets, self._cparams) if len(offsets) else b""
-        record = self._record_value(offsets, vlmeta, lookup or self._digests_of)
-        items = [(k, v) for k, v in vlmeta.items() if k != RECORD_NAME]
-        if record is not None:
-            items.append((RECORD_NAME, record))  # last: its value ends the value list
-        trailer = bytearray(build_trailer(items))
-        at = None if record is None else len(trailer) - TRAILER_TAIL - len(record) + DIGEST_AT
-        return index, trailer, at
+        record = self._record_of(offsets, lookup or self._digests_of)
+        return index, build_trailer(list(vlmeta.items())), record
 
-    def _sealed(self, header: bytearray, index: bytes, trailer: bytearray,
-                at: int | None) -> bytes:
-        """Mark ``header`` as carray's (when there is a record) and fill in the frame
-        digest, once the header's sizes are final; returns the trailer."""
-        set_mark(header, at is not None)
-        if at is None:
-            return bytes(trailer)
-        rest = bytearray(index) + trailer
-        seal(header, rest, len(index) + at, self._ck)
-        return bytes(rest[len(index):])
+    def _sealed(self, header: bytearray, index: bytes, trailer: bytes, record: bytes) -> bytes:
+        """Mark ``header`` as carray's and fill in the frame digest, once the header's
+        sizes are final; returns the trailer and the record after it."""
+        set_mark(header, True)
+        return trailer + seal(header, index + trailer, record, self._ck)
 
     def _forget_unreferenced(self) -> None:
         """Drop the digests of chunk versions neither the working nor the committed
@@ -271,8 +248,8 @@ class FrameCommits(FrameParts):
             # expects its trailer right after the header): replace the whole file.
             self._rewrite(header, offsets, vlmeta)
             return
-        index, trailer, at = self._index_and_trailer(offsets, vlmeta)
-        sizes: dict[str, Any] = dict(nbytes=nbytes, has_vlmeta=bool(vlmeta) or at is not None,
+        index, trailer, record = self._index_and_trailer(offsets, vlmeta)
+        sizes: dict[str, Any] = dict(nbytes=nbytes, has_vlmeta=bool(vlmeta),
                                      chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
         if not self.contiguous:
             if self.fsync:
@@ -284,8 +261,8 @@ class FrameCommits(FrameParts):
                 live = struct.unpack_from(">q", header, 39)[0]
             patch_header(header, frame_len=len(header) + len(index) + len(trailer), cbytes=live,
                          **sizes)
-            tail = self._sealed(header, index, trailer, at)
-            self.store.put(self._index_path, (header, index, tail), fsync=self.fsync)
+            end = self._sealed(header, index, trailer, record)
+            self.store.put(self._index_path, (header, index, end), fsync=self.fsync)
             if self.fsync:
                 self.store.sync_dir(self.path)
             self._pending.clear()
@@ -293,13 +270,14 @@ class FrameCommits(FrameParts):
             pos = self._end
             frame_len = pos + len(index) + len(trailer)
             patch_header(header, frame_len=frame_len, cbytes=pos - self._header_len, **sizes)
-            tail = self._sealed(header, index, trailer, at)
-            self._file().pwrite(index + tail, pos)
-            self._sync()  # chunks, offsets and trailer stored before the header says so
+            end = self._sealed(header, index, trailer, record)
+            self._file().pwrite(index + end, pos)
+            self._sync()  # chunks, offsets, trailer and record stored before the header
             self._file().pwrite(header, 0)  # the commit point
             self._sync()
-            self._data_end, self._end, self._frame_len = pos, frame_len, frame_len
-            self._tail = len(index) + len(trailer)
+            self._data_end, self._frame_len = pos, frame_len
+            self._end = pos + len(index) + len(end)  # new chunks go after the record
+            self._tail = len(index) + len(end)
         self._header = header
         self._committed = offsets
 
@@ -378,29 +356,29 @@ class FrameCommits(FrameParts):
         # Digests follow their chunks to where they are about to be.
         known = self._known_digests(offsets) | self._known_digests(self._offs[:self._n])
         back = {new: old for old, new in where.items()}
-        index, trailer, at = self._index_and_trailer(
+        index, trailer, record = self._index_and_trailer(
             packed, vlmeta, lambda i, off: known.get(back.get(off, -1)))
-        frame_len = pos = data_end + len(index) + len(trailer)
+        frame_len = data_end + len(index) + len(trailer)
+        after = pos = frame_len + sealed_size(record)  # the record, then chunks written since
         for i in np.flatnonzero(self._offs[:self._n] >= 0).tolist():
             pos = place(i, int(self._offs[i]), pos)
         patch_header(header, frame_len=frame_len, nbytes=len(offsets) * self._chunk_nbytes,
-                     cbytes=data_end - self._header_len,
-                     has_vlmeta=bool(vlmeta) or at is not None,
+                     cbytes=data_end - self._header_len, has_vlmeta=bool(vlmeta),
                      chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
-        tail = self._sealed(header, index, trailer, at)
+        end = self._sealed(header, index, trailer, record)
         old_fd = self._file()
 
         def parts() -> Iterator[bytes]:
             yield bytes(header)
             for start, size, new in moves:  # one chunk in memory at a time
-                if new == frame_len:
-                    yield index + tail
+                if new == after:
+                    yield index + end
                 data = old_fd.pread(size, start)
                 if len(data) != size:
                     raise FormatError(f"chunk at offset {start} truncated", self.path, start)
                 yield data
-            if pos == frame_len:  # nothing after the trailer
-                yield index + tail
+            if pos == after:  # nothing after the record
+                yield index + end
 
         if self.store.remote:
             old_fd.sync()  # else closing the retired handle would put its old bytes back
@@ -418,7 +396,7 @@ class FrameCommits(FrameParts):
         self._header, self._committed = header, packed
         self._data_end, self._frame_len = data_end, frame_len
         self._end = pos
-        self._tail = len(index) + len(trailer)
+        self._tail = len(index) + len(end)
 
     def _known_digests(self, offsets: np.ndarray) -> dict[int, ChunkDigests]:
         """The known digests of the chunks at ``offsets``, by offset."""

@@ -25,18 +25,10 @@ from carray.codecs.pages import PAGE_SIZE
 from carray.dtypes import checked_dtype
 from carray.errors import FormatError
 from carray.formats import _b2frame_chunk as _chunk
-from carray.formats._b2frame_digests import (
-    DIGEST_AT,
-    NOT_STORED,
-    RECORD_NAME,
-    build_value,
-    seal,
-    set_mark,
-)
+from carray.formats._b2frame_digests import NOT_STORED, build_record, seal, set_mark
 from carray.formats._b2frame_header import (
     MAGIC,
     SPARSE_INDEX,
-    TRAILER_TAIL,
     build_header,
     build_nd_meta,
     build_trailer,
@@ -227,16 +219,15 @@ class _ChunkFile:
 
 def new_frame_parts(meta: ArrayMeta, grid: NDGrid, contiguous: bool,
                     kind: str) -> tuple[bytes, bytes, bytes]:
-    """``(header, offsets chunk, trailer)`` of a new frame of ``meta`` whose chunks are
-    all zeros (not stored), with our ``carray`` metalayer and the record of digests
-    (:mod:`carray.formats._b2frame_digests`)."""
+    """``(header, offsets chunk, end)`` of a new frame of ``meta`` whose chunks are all
+    zeros (not stored), with our ``carray`` metalayer: ``end`` is the trailer and, after
+    the frame, the record of digests (:mod:`carray.formats._b2frame_digests`)."""
     dtype = np.dtype(meta.dtype)
     cp = meta.cparams
     n = grid.nchunks
     index = offsets_chunk(np.full(n, _chunk.special_offset(_chunk.ZERO), np.int64), cp) if n else b""
     checksum = get_checksum("adler32")
-    record = build_value([NOT_STORED] * n, checksum, PAGE_SIZE)
-    trailer = build_trailer([(RECORD_NAME, record)])
+    trailer = build_trailer([])
     filters, filters_meta = header_filters(dtype, cp)
     layers = [nd_layer(kind, grid.shape, grid.chunks, grid.blocks, dtype),
               (CARRAY_META, carray_meta(dtype, meta.dflt, meta.expectedlen, 0,
@@ -245,10 +236,9 @@ def new_frame_parts(meta: ArrayMeta, grid: NDGrid, contiguous: bool,
         frame_type=0 if contiguous else 1, nbytes=n * grid.chunk_nbytes, cbytes=0,
         typesize=dtype.itemsize, blocksize=grid.block_nbytes, chunksize=grid.chunk_nbytes,
         compcode=COMPCODES[cp.cname], clevel=cp.clevel, filters=filters,
-        filters_meta=filters_meta, has_vlmeta=True, metalayers=layers,
+        filters_meta=filters_meta, has_vlmeta=False, metalayers=layers,
         data_len=len(index), trailer_len=len(trailer))
     marked = bytearray(header)
     set_mark(marked, True)
-    rest = bytearray(index + trailer)
-    seal(marked, rest, len(rest) - TRAILER_TAIL - len(record) + DIGEST_AT, checksum)
-    return bytes(marked), index, bytes(rest[len(index):])
+    record = build_record([NOT_STORED] * n, checksum, PAGE_SIZE)
+    return bytes(marked), index, trailer + seal(marked, index + trailer, record, checksum)

@@ -108,6 +108,11 @@ class DataFiles:
     def url(self, key: Key) -> str:
         return self.store.url(self.path(key))
 
+    def known(self) -> list[Key]:
+        """The data files this object has opened or is writing (no listing)."""
+        with self._lock:
+            return sorted(set(self._filling) | set(self._files))
+
     def existing(self) -> list[Key]:
         """Every data file present (and those kept in memory)."""
         found = {k for n in self.store.listdir(self.dir) if (k := parse_name(n)) is not None}
@@ -271,7 +276,9 @@ class DataFiles:
             filling = self._filling.get(key)
             if filling is not None:
                 return filling.end
-            if key in self._files or self.store.isfile(self.path(key)):
+            # (object stores: a commit writes files of its own, new by their name)
+            if key in self._files or (not self.store.rewrites and
+                                      self.store.isfile(self.path(key))):
                 return self.file(key).size
             self._filling[key] = filling = Filling(self.store, self.path(key),
                                                    self.data_start(key),

@@ -111,7 +111,16 @@ class Filling:
         if before is not None:
             before.result()
         if self._stream is None:
-            self._store.put(self._path, parts, fsync=self._fsync)
+            if not self._store.rewrites:
+                self._store.put(self._path, parts, fsync=self._fsync)
+                return
+            # Object stores: a file of this commit's own, created only if absent (its name
+            # is a random generation: another writer's file of that name is refused).
+            if not self._store.put_if_absent(self._path, parts, fsync=self._fsync):
+                mine = b"".join(memoryview(p).cast("B") for p in parts)
+                if self._store.get(self._path) != mine:  # not ours, written before
+                    raise FileExistsError(f"{self._store.url(self._path)}: another writer's "
+                                          "file took this name; commit again")
             return
         self._stream.write(parts)
         if finish:

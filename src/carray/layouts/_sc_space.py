@@ -172,7 +172,9 @@ class SpaceKeeper:
         return self._gens.get(k, 0)
 
     def _new_own(self, k: int) -> int:
-        taken = {g for sk, g in self._files.existing() if sk == k}
+        # No listing (a request per commit on object stores): a generation another
+        # writer took already is refused when the file is created (only if absent).
+        taken = {g for sk, g in self._files.known() if sk == k}
         while True:
             g = _OWN_GENS + secrets.randbelow(2**31 - _OWN_GENS)
             if g not in taken:

@@ -12,6 +12,7 @@ import numpy as np
 
 from carray.versions import PAGE_ENTRIES, Entry, MemberState
 from carray.versions.dataset import VersionedDataset
+from carray.versions.index import page_slot
 
 Key = tuple[int, int]
 
@@ -37,7 +38,8 @@ def used_extents(dataset: VersionedDataset, member: str, superchunksize: int,
             st = m.member(member)
         except KeyError:
             continue
-        for p, ref in enumerate(st.pages):
+        numbers = range(len(st.pages)) if st.page_numbers is None else st.page_numbers.tolist()
+        for p, ref in zip(numbers, st.pages, strict=True):
             ident = (int(ref["seq"]), int(ref["off"]))
             if ident not in seen:  # versions share the pages they did not change
                 seen.add(ident)
@@ -64,9 +66,10 @@ def referrer(dataset: VersionedDataset, states: Sequence[tuple[int, MemberState]
     def refers(n: int, old: Entry) -> bool:
         p, i = divmod(n, PAGE_ENTRIES)
         for _, st in states:
-            if n < st.nchunks:
-                entry = pages.page(st.pages[p], min(PAGE_ENTRIES,
-                                                     st.nchunks - p * PAGE_ENTRIES))[i]
+            slot = page_slot(st.page_numbers, p) if n < st.nchunks else None
+            if slot is not None:  # (no reference: every chunk of the page is fill)
+                entry = pages.page(st.pages[slot], min(PAGE_ENTRIES,
+                                                        st.nchunks - p * PAGE_ENTRIES))[i]
                 if int(entry["gen"]) == old.gen and int(entry["off"]) == old.off:
                     return True
         return False

@@ -29,6 +29,7 @@ from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 from carray.versions import FILL, HAS_PAGES, Manifest, Repository
 from carray.versions.dataset import open_dataset
+from carray.versions.outcomes import COMMIT
 from carray.versions.repo import VERSIONS_DIR
 
 
@@ -61,11 +62,17 @@ def verify_dataset(store: Store, root: str, only: set[str] | None = None
     for seq in repo.seqs():
         try:
             manifest = repo.load(seq)
+            outcome = repo.outcomes.outcome(manifest)
         except CArrayError as exc:
             yield Problem.from_error(exc, repo.url(seq))
             continue
-        if not repo.committed(manifest):
-            continue  # a transaction over several datasets that never committed
+        if outcome is None:
+            yield Problem(repo.url(seq), "", f"version {manifest.id} was published by a "
+                          "transaction whose outcome is recorded nowhere (its record "
+                          f"{manifest.txn} is missing, and no marker): it does not count")
+            continue
+        if outcome != COMMIT:
+            continue  # a transaction that aborted: its next writer removes it
         ids.add(manifest.id)
         if not manifest.members or [m.name for m in manifest.members] == [""]:
             if only is None:
@@ -140,7 +147,7 @@ def _verify_chunks(layout: SuperchunkLayout, meta: Any, seen: set[Any]) -> Itera
     grid = meta.grid
     c_order = meta.blocks is None or geo.blocked_is_c_order(grid.ext_chunks, grid.blocks)
     missing: set[str] = set()  # files reported missing once, not once per chunk
-    for n in range(grid.nchunks):
+    for n in layout.stored_chunks():  # chunks of the fill value are stored nowhere
         for finding in _verify_chunk(layout, grid, n, c_order, seen):
             if isinstance(finding, Problem) and "is missing" in finding.what:
                 if finding.path in missing:

@@ -28,12 +28,12 @@ atomically, fsyncs the directory, and only then deletes the files no commit has
 referred to for ``GRACE`` seconds, or sooner once they pass both a quarter of the
 space the commit uses and ``GRACE_BYTES`` (readers of an older commit still read
 them; the rest go when the writer closes).  A writer killed at any point leaves the frame at
-its last commit; the next writer drops what it left behind (bytes past
-``frame_len``, orphan chunk files).
+its last commit; the next writer drops what it left behind (bytes past the frame and
+its record, orphan chunk files).
 
 Checks.  Every commit records the digest of each chunk carray wrote, of each 4 KiB
-page of it, and of the frame's header, offsets and trailer, in a vlmeta entry, and
-marks the header as carray's (:mod:`carray.formats._b2frame_digests`).  Whole-chunk
+page of it, and of the frame's header, offsets and trailer, in a record after the
+frame's end (where c-blosc2 never reads), and marks the header as carray's (:mod:`carray.formats._b2frame_digests`).  Whole-chunk
 reads check the chunk's digest, ranged reads the pages they fetch; frames another
 program wrote or changed since (their header lacks the mark) read unchecked.
 """
@@ -266,12 +266,13 @@ class B2ndLayout(FrameCommits, Layout):
             # renamed a rewritten file over the path since, whose offsets differ.
             self._fd = frame.take_handle() if self.readonly else \
                 self.store.open(self.path, "r+")
-            if not self.readonly and self._fd.size > hdr.frame_len:
+            end = hdr.frame_len + frame.record_len  # the frame, then carray's record
+            if not self.readonly and self._fd.size > end:
                 # Left by a writer killed before its commit: nothing committed is there.
-                self._fd.truncate(hdr.frame_len)
+                self._fd.truncate(end)
             self._data_end = hdr.header_len + hdr.cbytes  # where the offsets chunk starts
-            self._end = hdr.frame_len                     # where new chunks go
-            self._tail = hdr.frame_len - self._data_end   # offsets chunk + trailer
+            self._end = end                               # where new chunks go
+            self._tail = end - self._data_end             # offsets chunk, trailer, record
         else:
             self._committed_files = {int(o) for o in offsets[offsets >= 0]}
             self._unreferenced: dict[int, tuple[float, int]] = {}

@@ -223,6 +223,12 @@ class Layout(abc.ABC):
         Safe to call from any thread."""
         return None
 
+    def grow_absent(self, first: int, count: int, fill: bytes) -> bool:
+        """Record chunks ``first`` to ``first + count``, the next ones, as holding only
+        the fill value (``fill``: their special chunk) in constant time, storing nothing;
+        False when the layout records each chunk (then nothing is done)."""
+        return False
+
     @abc.abstractmethod
     def drop_chunks(self, first: int) -> int:
         """Forget chunks numbered ``first`` and above; returns the change in stored bytes."""

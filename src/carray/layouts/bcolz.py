@@ -6,8 +6,8 @@ Facts relied on (docs/formats/bcolz-dir.md):
   dtype, cparams, chunklen, expectedlen, dflt, in that key order),
   ``meta/sizes`` (JSON ``{"shape", "nbytes", "cbytes"}``, rewritten by every
   flush; ``shape[0]`` is the only authoritative length), ``__attrs__`` (a JSON
-  object: values in :mod:`carray.attrvalues`'s plain form) and ``data/__N.blp``
-  (N in decimal, no padding).
+  object of values as bcolz writes them; their exact types beside it, see
+  :mod:`._bcolz_attrs`) and ``data/__N.blp`` (N in decimal, no padding).
 * Every JSON file is ``json.dumps(obj, ensure_ascii=True)`` plus one newline;
   ``storage`` may hold the bare tokens ``NaN``/``Infinity`` in ``dflt``.
 * A chunk file is a 16-byte Bloscpack version-1 header (``b"blpk"``, u8 1, three
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel, attrvalues
+from carray import _parallel
 from carray.checkedjson import check_keys
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
@@ -70,6 +70,7 @@ from carray.errors import (
     ReadOnlyError,
     UnsafeDataError,
 )
+from carray.layouts import _bcolz_attrs
 from carray.layouts._bcolz_check import (
     SIZES_KEY,
     build_trailer,
@@ -742,24 +743,10 @@ class BcolzLayout(Layout):
         return self.store.stamp(self._source(nchunk))
 
     def load_attrs(self) -> dict[str, Any]:
-        path = self.store.join(self.rootdir, ATTRS_FILE)
-        try:
-            text = self.store.get(path)
-        except FileNotFoundError:
-            return {}
-        path = self.store.url(path)
-        if not text.strip():
-            return {}
-        attrs = load_json(text, path, what="__attrs__")
-        if not isinstance(attrs, dict):
-            raise FormatError("__attrs__ must hold a JSON object", path)
-        return attrvalues.load_plain(attrs, path)
+        return _bcolz_attrs.load(self.store, self.rootdir)
 
     def save_attrs(self, attrs: dict[str, Any]) -> None:
-        # Plain JSON where it is exact, as bcolz reads it; a marked typed value elsewhere.
-        plain = {attrvalues.check_name(k): attrvalues.to_json(v) for k, v in attrs.items()}
-        self.store.put(self.store.join(self.rootdir, ATTRS_FILE), _dumps(plain),
-                       fsync=self.fsync)
+        _bcolz_attrs.save(self.store, self.rootdir, attrs, self.fsync)
 
     def _close_files(self) -> None:
         with self._files_lock:

@@ -1,8 +1,10 @@
-"""Chunks kept in a Python list, compressed with Blosc2, and the versions of them.
+"""Chunks kept in memory, compressed with Blosc2, and the versions of them.
 
-A version in memory is the list of chunk objects at a commit (chunks are immutable
-bytes, so versions share every chunk they did not change) with the array's
-metadata; the same retention rules as on disk apply (:mod:`carray.versions`).
+Chunks are immutable bytes kept by number; runs of chunks holding only the fill
+value (:meth:`MemoryLayout.grow_absent`) are one special chunk shared by all of
+them, recorded in constant time.  A version in memory is the chunks at a commit
+(versions share every chunk they did not change) with the array's metadata; the
+same retention rules as on disk apply (:mod:`carray.versions`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,38 @@ from carray.versions.dataset import VersionInfo
 from carray.versions.repo import check_tag, kept_seqs, new_id
 
 
+class _Chunks:
+    """Chunks ``0 .. n-1``: those stored, by number, and the fill chunk of the others."""
+
+    def __init__(self, stored: dict[int, bytes] | None = None, n: int = 0,
+                 fill: bytes | None = None) -> None:
+        self.stored: dict[int, bytes] = dict(stored or {})
+        self.n = n
+        self.fill = fill
+
+    def __len__(self) -> int:
+        return self.n
+
+    def get(self, nchunk: int) -> bytes:
+        if not 0 <= nchunk < self.n:
+            raise IndexError(f"chunk {nchunk} out of range ({self.n} chunks)")
+        found = self.stored.get(nchunk)
+        if found is None:
+            assert self.fill is not None  # a chunk is stored, or in a run of fill chunks
+            return self.fill
+        return found
+
+    def snapshot(self, n: int) -> _Chunks:
+        """The first ``n`` chunks, as a version keeps them."""
+        return _Chunks({k: v for k, v in self.stored.items() if k < n}, min(n, self.n),
+                       self.fill)
+
+    def same(self, other: _Chunks) -> bool:
+        return self.n == other.n and self.fill is other.fill and \
+            self.stored.keys() == other.stored.keys() and \
+            all(v is other.stored[k] for k, v in self.stored.items())
+
+
 @dataclass(frozen=True)
 class _Kept:
     """One version of an array in memory."""
@@ -26,7 +60,7 @@ class _Kept:
     seq: int
     time: float
     message: str | None
-    chunks: tuple[bytes, ...]
+    chunks: _Chunks
     meta: ArrayMeta
     cbytes: int
     kind: str = "commit"
@@ -43,31 +77,39 @@ class MemoryLayout(Layout):
 
     def __init__(self) -> None:
         super().__init__(readonly=False)
-        self._chunks: list[bytes] = []
+        self._chunks = _Chunks()
         self._kept: list[_Kept] = []
         self._tags: dict[str, str] = {}
         self.keep: int | None = 1
 
     def read_chunk(self, nchunk: int) -> bytes:
-        return self._chunks[nchunk]
+        return self._chunks.get(nchunk)
 
     def special_chunk(self, nchunk: int) -> bytes | None:
-        chunk = self._chunks[nchunk]
+        chunk = self._chunks.get(nchunk)
         return chunk if special_code(chunk) else None
 
     def write_chunk(self, nchunk: int, data: bytes, digest: bytes | None = None) -> int:
-        if nchunk == len(self._chunks):
-            self._chunks.append(data)
-            return len(data)
-        if nchunk > len(self._chunks):
-            raise IndexError(f"chunk {nchunk} written before chunk {len(self._chunks)}")
-        delta = len(data) - len(self._chunks[nchunk])
-        self._chunks[nchunk] = data
-        return delta
+        chunks = self._chunks
+        if nchunk > chunks.n:
+            raise IndexError(f"chunk {nchunk} written before chunk {chunks.n}")
+        old = chunks.stored.get(nchunk)
+        chunks.stored[nchunk] = data
+        chunks.n = max(chunks.n, nchunk + 1)
+        return len(data) - (len(old) if old is not None else 0)
+
+    def grow_absent(self, first: int, count: int, fill: bytes) -> bool:
+        chunks = self._chunks
+        if first != chunks.n or (chunks.fill is not None and chunks.fill != fill):
+            return False
+        chunks.fill, chunks.n = fill, first + count
+        return True
 
     def drop_chunks(self, first: int) -> int:
-        removed = sum(len(c) for c in self._chunks[first:])
-        del self._chunks[first:]
+        chunks = self._chunks
+        gone = [k for k in chunks.stored if k >= first]
+        removed = sum(len(chunks.stored.pop(k)) for k in gone)
+        chunks.n = min(chunks.n, max(first, 0))
         return -removed
 
     # -- versions -------------------------------------------------------------------------
@@ -79,11 +121,10 @@ class MemoryLayout(Layout):
     def record_version(self, meta: ArrayMeta, cbytes: int, message: str | None = None,
                        kind: str = "commit") -> str:
         """Keep the chunks as they are now as a new version (unless nothing changed)."""
-        chunks = tuple(self._chunks[:meta.nchunks])
+        chunks = self._chunks.snapshot(meta.nchunks)
         last = self._kept[-1] if self._kept else None
         if last is not None and kind == "commit" and last.meta == meta and \
-                len(last.chunks) == len(chunks) and \
-                all(a is b for a, b in zip(last.chunks, chunks, strict=True)):
+                last.chunks.same(chunks):
             return last.id
         seq = last.seq + 1 if last is not None else 0
         self._kept.append(_Kept(new_id(seq), seq, time.time(), message, chunks, meta, cbytes,
@@ -125,7 +166,7 @@ class MemoryLayout(Layout):
 
     def restore(self, version: str) -> tuple[ArrayMeta, int]:
         old = self._find(version)
-        self._chunks = list(old.chunks)
+        self._chunks = old.chunks.snapshot(old.chunks.n)
         self.record_version(old.meta, old.cbytes, f"restore {version}", kind="restore")
         return old.meta, old.cbytes
 

@@ -92,8 +92,8 @@ def is_superchunk_dataset(path: str, store: Store = LOCAL) -> bool:
     try:
         with store.open(store.join(path, META_DIR, STORAGE_FILE)) as h:
             head = h.pread(4096, 0)
-    except OSError:
-        return False
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return False  # (a failing read raises: it tells nothing of the format)
     return f'"format": "{FORMAT_NAME}"'.encode() in head
 
 
@@ -146,7 +146,7 @@ class SuperchunkLayout(Layout):
         self._pending: tuple[ArrayMeta, int] | None = None
         self._committed: tuple[tuple[int, ...], int, Any] | None = None
         self._touched: set[int] = set()  # superchunks a commit changed (compatible files)
-        self._base_pages: np.ndarray | None = None  # a restored version's, until committed
+        self._base_pages: MemberState | None = None  # a restored version's, until committed
         self._alone = False  # a table's column opened on its own (keeps the table's length)
         #: What was changed in place since the last commit (what a rebase replays).
         self.edits = EditLog()
@@ -162,7 +162,7 @@ class SuperchunkLayout(Layout):
     def start_at(self, state: MemberState) -> ArrayMeta:
         """Open at ``state``, this member's record in the version held; its metadata."""
         dataset = self.dataset
-        view = IndexView(state.nchunks, state.pages, dataset.repo.pages)
+        view = IndexView(state.nchunks, state.pages, dataset.repo.pages, state.page_numbers)
         meta = self.meta_for(state.shape)
         if view.nchunks != meta.nchunks:
             raise FormatError(f"the version records {view.nchunks} chunks for shape "
@@ -247,6 +247,15 @@ class SuperchunkLayout(Layout):
     @property
     def nchunks(self) -> int:
         return int(self._index.nchunks)
+
+    def stored_chunks(self) -> Iterator[int]:
+        """Numbers of the chunks a reader's version stores (not the fill value), without
+        looking at pages of fill entries alone; every chunk number for a writer."""
+        index = self._index
+        if isinstance(index, IndexView):
+            yield from index.stored_chunks()
+        else:
+            yield from range(index.nchunks)
 
     def _entry(self, nchunk: int) -> Entry:
         e: Entry = self._index.entry(nchunk)
@@ -369,6 +378,15 @@ class SuperchunkLayout(Layout):
             self._stamps[nchunk] = _stamp(gen, off, data, tail[:self._dsize] if self._dsize
                                           else data[-min(16, len(data)):])
             return len(data) - old_cbytes
+
+    def grow_absent(self, first: int, count: int, fill: bytes) -> bool:
+        self._check_writable()
+        with self._lock:
+            if not self._absent or first != self._index.nchunks or \
+                    special_item(fill, self.info.dtype) != self._fill_item:
+                return False
+            self._index.resize(first + count)  # chunks past the end hold the fill value
+            return True
 
     def _set(self, nchunk: int, entry: Entry, old: Entry | None) -> None:
         assert self._keeper is not None
@@ -543,7 +561,8 @@ class SuperchunkLayout(Layout):
     def switch(self, state: MemberState) -> None:
         """Take ``state`` (a member of another version) as this layout's committed state;
         a writer's records the current one holds and ``state`` does not become free."""
-        view = IndexView(state.nchunks, state.pages, self.dataset.repo.pages)
+        view = IndexView(state.nchunks, state.pages, self.dataset.repo.pages,
+                         state.page_numbers)
         with self._lock:
             if self._keeper is not None:
                 current = self.working_index
@@ -553,7 +572,7 @@ class SuperchunkLayout(Layout):
                                      (view.entry(n).gen, view.entry(n).off) != (e.gen, e.off)):
                         self._keeper.replaced(n, e)
                 self._index = WorkingIndex(view)
-                self._base_pages = state.pages
+                self._base_pages = state
             else:
                 self._index = view
             self.records.forget()
@@ -597,21 +616,22 @@ class SuperchunkLayout(Layout):
         # The data syncs while the version's index pages are written (Staged.durable).
         durable = self.files.sync_later()
         attrs = self._stored_attrs
-        base = self.dataset.state(self.member_name)
-        base_pages = self._base_pages if self._base_pages is not None else \
-            base.pages if base is not None and self._legacy is None else \
-            np.zeros(0, dtype="u1")
+        base = self._base_pages if self._base_pages is not None else \
+            self.dataset.state(self.member_name) if self._legacy is None else None
         if self._legacy is not None:
             attrs = self._encode_attrs(self._attrs)
         return Staged(self.member_name, self.member_path, shape,
                       math.prod(shape) * meta.dtype.itemsize, cbytes, self._index.nchunks,
-                      self._index.changed_pages(), base_pages, attrs, durable)
+                      self._index.changed_pages(),
+                      base.pages if base is not None else np.zeros(0, dtype="u1"), attrs,
+                      durable, base.page_numbers if base is not None else None,
+                      self._index.filled_pages())
 
     def published(self, state: MemberState, seq: int) -> None:
         assert self._keeper is not None
         with self._lock:
             self._index.committed(IndexView(state.nchunks, state.pages,
-                                            self.dataset.repo.pages))
+                                            self.dataset.repo.pages, state.page_numbers))
             self._keeper.published(seq)
             self.records.forget()
             self._stored_attrs = state.attrs

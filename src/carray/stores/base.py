@@ -12,9 +12,11 @@ typed, for messages.
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from carray.errors import CArrayError, StorageError
@@ -255,6 +257,41 @@ def storage_error(exc: OSError, path: str) -> OSError:
     """What a store raises for ``exc`` met at ``path``: a :class:`StorageError` for
     failures of the storage itself (ENOSPC, EIO, ...), ``exc`` itself otherwise."""
     return exc if isinstance(exc, _KEPT) else StorageError.wrap(exc, path)
+
+
+@contextlib.contextmanager
+def writing_to(path: str) -> Iterator[None]:
+    """Failures of the storage met inside (a full disk, an I/O error, raised as a bare
+    ``OSError`` by a library that writes its own files: zarr, pyarrow, h5py...) as a
+    :class:`StorageError` naming ``path``, the file being made, and keeping the errno."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, _KEPT):
+            raise
+        inner = f" ({exc.filename})" if exc.filename and exc.filename != path else ""
+        error = StorageError(exc.errno, f"{exc.strerror or exc}{inner}", path)
+        raise error from exc
+
+
+def discard_partial(store: Store, path: str, settle: float = 0.1, tries: int = 30) -> bool:
+    """Remove what a failed write left at ``path``, never raising; whether it is gone.
+
+    A library writing on threads of its own (zarr) may still finish writes that were in
+    flight when another failed, recreating files: removed, the path must stay absent
+    for ``settle`` seconds, else it is removed again (``tries`` times at most)."""
+    for _ in range(tries):
+        try:
+            store.invalidate(path)
+            if store.exists(path):
+                store.rmtree(path)
+        except OSError:
+            pass  # a file written meanwhile: try again
+        time.sleep(settle)
+        store.invalidate(path)
+        if not store.exists(path):
+            return True
+    return False
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -191,6 +191,9 @@ class FsspecStore(Store):
         return data
 
     def open(self, path: str, mode: str = "r") -> FsspecHandle:
+        # The object's size as it is now: a listing cached by the file system may predate
+        # another process's put of it.
+        self.fs.invalidate_cache(path)
         return FsspecHandle(self, path, mode)
 
     @typed_errors

@@ -67,7 +67,7 @@ LOCK_SUFFIX = ".lock"
 #: Seconds a writer waits for another process's writer to close (``lock_timeout``).
 DEFAULT_TIMEOUT = 10.0
 # The longest sleep between two tries while waiting.
-_MAX_POLL = 0.05
+_MAX_POLL = 0.002
 
 
 def timeout_of(storage: Mapping[str, Any] | None) -> float:

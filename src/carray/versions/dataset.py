@@ -23,14 +23,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from carray.errors import ConflictError, ContainerNotFoundError, ReadOnlyError, VersionError
-from carray.versions.index import PAGE_ENTRIES, PAGEREF
+from carray.errors import (
+    ContainerNotFoundError,
+    NewerVersionError,
+    ReadOnlyError,
+    VersionError,
+    VersionTakenError,
+)
+from carray.stores.lock import DEFAULT_TIMEOUT
+from carray.versions.index import PAGEREF, npages
 from carray.versions.manifest import Manifest, MemberState
 from carray.versions.outcomes import ABORT, COMMIT
 from carray.versions.repo import (
     Hold,
     Repository,
-    SeqTaken,
     check_tag,
     kept_seqs,
     made_at,
@@ -41,19 +47,9 @@ from carray.versions.repo import (
 #: Times a seq may be found taken by versions that then abort, before giving up.
 _MAX_SETTLES = 100
 #: Seconds a writer on an object store waits for another writer's unfinished
-#: transaction before deciding it aborted (its owner is taken to be gone).
-DEFAULT_DECIDE_AFTER = 30.0
-
-
-class NewerVersion(ConflictError):
-    """Another writer published a version after the one this writer works on: its
-    container rebases its changes onto ``newer`` (:meth:`VersionedDataset.adopt_newer`)
-    and publishes again, or raises :class:`ConflictError` when they overlap."""
-
-    def __init__(self, url: str, newer: Manifest) -> None:
-        super().__init__(f"{url}: another writer committed version {newer.id} meanwhile; "
-                         "refresh and apply the changes again")
-        self.newer = newer
+#: transaction before deciding it aborted (its owner is taken to be gone): the stores'
+#: ``lock_timeout``.
+DEFAULT_DECIDE_AFTER = DEFAULT_TIMEOUT
 
 
 @dataclass
@@ -74,6 +70,31 @@ class Staged:
     base_pages: np.ndarray
     attrs: Any = field(default_factory=dict)
     durable: Callable[[], None] | None = None
+    #: The page numbers ``base_pages`` refer to (None: one per page from the first).
+    base_numbers: np.ndarray | None = None
+    #: Pages whose chunks now all hold the fill value: no reference for them.
+    filled: frozenset[int] = frozenset()
+
+
+def page_table(st: Staged, refs: Iterator[Any]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The page references of a staged member after its commit (``refs`` gives those of
+    its stored pages, in order), and their page numbers when not one per page (a
+    sparse table: the pages missing hold only fill entries)."""
+    top = npages(st.nchunks)
+    old = np.arange(len(st.base_pages), dtype=np.int64) if st.base_numbers is None \
+        else np.asarray(st.base_numbers, np.int64)
+    keep = old < top
+    replaced = sorted(st.filled | set(st.pages))
+    if replaced:
+        keep &= ~np.isin(old, replaced)
+    new = np.asarray(list(st.pages), np.int64)
+    base = np.asarray(st.base_pages) if len(st.base_pages) else np.zeros(0, PAGEREF)
+    table = np.concatenate([base[keep],
+                            np.array([next(refs) for _ in new], dtype=PAGEREF)])
+    numbers = np.concatenate([old[keep], new])
+    order = np.argsort(numbers, kind="stable")
+    table, numbers = table[order], numbers[order]
+    return table, None if len(numbers) == top else numbers
 
 
 @dataclass(frozen=True)
@@ -159,6 +180,7 @@ class VersionedDataset:
         self._hold = hold
         self.keep = keep
         self.decide_after = DEFAULT_DECIDE_AFTER
+        self._reclaimed_at = time.monotonic()  # (see _reclaim_due)
         self.meta: Any = dict(head.meta) if head is not None else {}
         self._members: dict[str, Member] = {}
         self._depth = 0
@@ -321,13 +343,9 @@ class VersionedDataset:
         refs = iter(self.repo.write_pages(seq, blobs))
         states: dict[str, MemberState] = {}
         for name, st in staged.items():
-            table = np.zeros(-(-st.nchunks // PAGE_ENTRIES), dtype=PAGEREF)
-            keep = min(len(table), len(st.base_pages))
-            table[:keep] = st.base_pages[:keep]
-            for p in st.pages:
-                table[p] = next(refs)
+            table, numbers = page_table(st, refs)
             states[name] = MemberState(name, st.path, st.shape, st.nbytes, st.cbytes,
-                                       st.nchunks, table, st.attrs)
+                                       st.nchunks, table, st.attrs, numbers)
         members = [states.pop(m.name, m) for m in (head.members if head else ())
                    if m.name not in self._dropped_members]
         members += list(states.values())
@@ -341,7 +359,7 @@ class VersionedDataset:
                     st.durable()
             self._publish_manifest(manifest)
         except BaseException as exc:  # published or not: the disk says
-            if isinstance(exc, NewerVersion) or not self.repo.holds(manifest):
+            if isinstance(exc, NewerVersionError) or not self.repo.holds(manifest):
                 self._staged = staged  # still to publish (rebased, or retried)
                 self._pending_message = message
                 raise
@@ -353,7 +371,7 @@ class VersionedDataset:
             member = self._members.get(name)
             if member is not None:
                 member.published(manifest.member(name), seq)
-        if reclaim:
+        if reclaim and self._reclaim_due():
             with contextlib.suppress(OSError):
                 self.reclaim(scan=False)
         if failure is not None:
@@ -364,19 +382,19 @@ class VersionedDataset:
         """Publish ``manifest`` at its seq; when another version holds it already, wait
         for that version's transaction to be decided (or decide it, see
         :meth:`_settle_taken`): aborted, the seq is free again; committed,
-        :class:`NewerVersion` tells the caller to rebase onto it."""
+        :class:`NewerVersionError` tells the caller to rebase onto it."""
         for _ in range(_MAX_SETTLES):
             try:
                 self.repo.publish(manifest)
                 return
-            except SeqTaken:
-                newer = self._settle_taken(manifest.seq)
+            except VersionTakenError as taken:
+                newer = self._settle_taken(manifest.seq, taken.taker)
                 if newer is not None:
-                    raise NewerVersion(self.repo.store.url(self.repo.root), newer) from None
+                    raise NewerVersionError(self.repo.store.url(self.repo.root), newer) from None
         raise VersionError(f"{self.repo.store.url(self.repo.root)}: version "
                            f"{manifest.seq} keeps being taken and given up")
 
-    def _settle_taken(self, seq: int) -> Manifest | None:
+    def _settle_taken(self, seq: int, taker: Manifest | None = None) -> Manifest | None:
         """The newest committed version once the version at ``seq`` (another writer's) is
         decided; None when it aborted (its seq is free again).  An undecided one is
         waited for, and decided as aborted when its owner cannot be at work any more:
@@ -385,10 +403,11 @@ class VersionedDataset:
         first_seen = time.monotonic()
         delay = 0.005
         while True:
-            try:
-                taker = self.repo.load(seq)
-            except VersionError:
-                return None  # dropped meanwhile: an aborted one its writer cleared
+            if taker is None:
+                try:
+                    taker = self.repo.load(seq)
+                except VersionError:
+                    return None  # dropped meanwhile: an aborted one its writer cleared
             gone = not self.repo.store.remote or \
                 time.monotonic() - first_seen >= self.decide_after
             outcome = self.repo.decide(taker, owner_gone=gone)
@@ -396,7 +415,9 @@ class VersionedDataset:
                 self.repo.drop_aborted(taker)
                 return None
             if outcome == COMMIT:
-                return self.repo.latest()
+                # Usually the newest: one look for a later one saves finding it again.
+                return taker if not self.repo.has_version(seq + 1) else self.repo.latest()
+            taker = None  # undecided: read it again after a while
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 
@@ -419,6 +440,18 @@ class VersionedDataset:
         self.head = newer
         self._known[newer.seq] = newer
         self._staged.clear()
+
+    def _reclaim_due(self) -> bool:
+        """Whether a commit reclaims now: always locally; on object stores, where a
+        replaced version stays ``grace`` seconds and reclaiming lists the versions,
+        once in a quarter of that (and at close)."""
+        if not self.repo.store.remote:
+            return True
+        now = time.monotonic()
+        if now - self._reclaimed_at < self.repo.grace / 4:
+            return False
+        self._reclaimed_at = now
+        return True
 
     def _now(self) -> float:
         """A new version's time: never before its parent's (``as_of`` searches by time),
@@ -561,7 +594,11 @@ class VersionedDataset:
 
     def tidy(self) -> None:
         """At a writer's close: drop the versions past the retention that readers held
-        (their readers may have closed since the last commit)."""
+        (their readers may have closed since the last commit), and let a writer's lease
+        go."""
+        if not self.readonly:
+            with contextlib.suppress(OSError):
+                self.repo.release_lease()
         if not self.readonly and not self.broken and self.keep is not None \
                 and self.head is not None and not self.in_transaction and len(self.repo.seqs()) > self.keep:
             self.reclaim()

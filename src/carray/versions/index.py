@@ -9,7 +9,10 @@ that holds only the fill value and is stored nowhere.
 Entries are kept in *pages* of :data:`PAGE_ENTRIES` chunks, each stored once (in the
 ``.ix`` file of the commit that changed it) and shared by every later version that
 did not change it, so a commit writes only the pages it changed, and a version is a
-table of references to pages (docs/formats/superchunk.md, "Index pages").
+table of references to pages (docs/formats/superchunk.md, "Index pages").  A page
+whose chunks all hold the fill value may have no reference at all (a *sparse* table
+lists the numbers of the pages it refers to), so an array of any length whose chunks
+were never written costs nothing to record.
 """
 
 from __future__ import annotations
@@ -148,6 +151,26 @@ class PageSource:
                 self._cache.popitem(last=False)
 
 
+def npages(nchunks: int) -> int:
+    """Pages ``nchunks`` entries take."""
+    return -(-nchunks // PAGE_ENTRIES)
+
+
+def page_slot(numbers: np.ndarray | None, p: int) -> int | None:
+    """Where page ``p``'s reference is in a table of pages ``numbers`` (None: a dense
+    table, page ``p`` at ``p``); None when the table has none (every chunk fill)."""
+    if numbers is None:
+        return p
+    i = int(np.searchsorted(numbers, p))
+    return i if i < len(numbers) and int(numbers[i]) == p else None
+
+
+def _fill_page_ro(n: int) -> np.ndarray:
+    page = fill_page(n)
+    page.flags.writeable = False
+    return page
+
+
 class IndexView:
     """The index of one array at one version: ``nchunks`` entries in pages.
 
@@ -156,18 +179,26 @@ class IndexView:
     nchunks : int
         Chunks the array has.
     pages : numpy.ndarray
-        One :data:`PAGEREF` per page (``ceil(nchunks / PAGE_ENTRIES)``).
+        :data:`PAGEREF` references: one per page (``ceil(nchunks / PAGE_ENTRIES)``), or
+        with ``numbers``, one per page listed there.
     source : PageSource
         Where pages are loaded from.
+    numbers : numpy.ndarray, optional
+        The sorted page numbers ``pages`` refer to (a sparse table): every other page
+        holds only fill entries.
     """
 
-    __slots__ = ("nchunks", "pages", "_source", "_last")
+    __slots__ = ("nchunks", "pages", "numbers", "_source", "_last")
 
-    def __init__(self, nchunks: int, pages: np.ndarray, source: PageSource | None) -> None:
-        if len(pages) != -(-nchunks // PAGE_ENTRIES):
+    def __init__(self, nchunks: int, pages: np.ndarray, source: PageSource | None,
+                 numbers: np.ndarray | None = None) -> None:
+        if numbers is None and len(pages) != npages(nchunks):
             raise FormatError(f"{len(pages)} index pages for {nchunks} chunks")
+        if numbers is not None and len(numbers) != len(pages):
+            raise FormatError(f"{len(numbers)} page numbers for {len(pages)} index pages")
         self.nchunks = nchunks
         self.pages = pages
+        self.numbers = numbers
         self._source = source
         self._last: tuple[int, np.ndarray] | None = None
 
@@ -180,11 +211,28 @@ class IndexView:
         last = self._last
         if last is not None and last[0] == p:
             return last[1]
-        assert self._source is not None
         n = min(PAGE_ENTRIES, self.nchunks - p * PAGE_ENTRIES)
-        page = self._source.page(self.pages[p], n)
+        slot = page_slot(self.numbers, p)
+        if slot is None:
+            page = _fill_page_ro(n)
+        else:
+            assert self._source is not None
+            page = self._source.page(self.pages[slot], n)
         self._last = (p, page)
         return page
+
+    def stored(self) -> Iterable[tuple[int, Any]]:
+        """``(page number, reference)`` of every page the table refers to."""
+        numbers = range(len(self.pages)) if self.numbers is None else self.numbers.tolist()
+        return zip(numbers, self.pages, strict=True)
+
+    def stored_chunks(self) -> Iterable[int]:
+        """The numbers of the chunks stored (not the fill value), ascending: pages without
+        a reference are skipped, so a sparse index costs what it stores."""
+        for p, _ in self.stored():
+            page = self.page(p)
+            for i in np.flatnonzero(page["off"] != FILL).tolist():
+                yield p * PAGE_ENTRIES + i
 
     def entry(self, n: int) -> Entry:
         if not 0 <= n < self.nchunks:
@@ -193,8 +241,8 @@ class IndexView:
         return Entry(*self.page(p)[i].tolist())
 
     def entries(self) -> Iterable[np.ndarray]:
-        """Every page's entries, in order."""
-        for p in range(len(self.pages)):
+        """Every page's entries, in order (every page of the index: for a dense one)."""
+        for p in range(npages(self.nchunks)):
             yield self.page(p)
 
 
@@ -222,7 +270,9 @@ class WorkingIndex:
             return page
         if (p + 1) * PAGE_ENTRIES <= self.base.nchunks:
             return self.base.page(p)
-        return self._writable_page(p)
+        if p * PAGE_ENTRIES < self.base.nchunks:
+            return self._writable_page(p)  # the committed last page, filled up
+        return _fill_page_ro(PAGE_ENTRIES)
 
     def entry(self, n: int) -> Entry:
         if not 0 <= n < self.nchunks:
@@ -318,14 +368,24 @@ class WorkingIndex:
 
     def changed_pages(self) -> dict[int, np.ndarray]:
         """Page number -> entries, for the pages a commit must store (cut to the length):
-        the pages changed, and those past the committed ones (chunks never set there hold
-        the fill value).  The others keep their committed references."""
+        the pages changed that hold a stored chunk.  Pages never set past the committed
+        ones, and changed pages of fill entries only (:meth:`filled_pages`), need no
+        reference; the others keep their committed ones."""
         out = {}
-        base_pages = len(self.base.pages)
-        for p in range(-(-self.nchunks // PAGE_ENTRIES)):
-            if p in self._changed or p >= base_pages:
-                out[p] = self.page(p)[:min(PAGE_ENTRIES, self.nchunks - p * PAGE_ENTRIES)]
+        top = npages(self.nchunks)
+        for p in sorted(self._changed):
+            if p < top:
+                page = self._changed[p][:min(PAGE_ENTRIES, self.nchunks - p * PAGE_ENTRIES)]
+                if (page["off"] != FILL).any():
+                    out[p] = page
         return out
+
+    def filled_pages(self) -> frozenset[int]:
+        """The changed pages whose chunks now all hold the fill value (their committed
+        references, if any, go)."""
+        top = npages(self.nchunks)
+        return frozenset(p for p, page in self._changed.items()
+                         if p < top and not (page["off"] != FILL).any())
 
     def committed(self, base: IndexView) -> None:
         """The changes are stored: ``base`` is the new committed view."""

@@ -16,7 +16,10 @@ transaction records without outcomes: :mod:`.repo`, :mod:`.outcomes`.)
 
 The JSON header holds ``id``, ``seq``, ``parent``, ``time`` (seconds since the epoch),
 ``message``, ``kind``, ``meta``, ``retention`` and ``members``: a list of
-``{"name", "path", "shape", "nbytes", "cbytes", "nchunks", "attrs"}``.
+``{"name", "path", "shape", "nbytes", "cbytes", "nchunks", "attrs"}``, with
+``"sparse_pages": k`` for a member whose table lists ``k`` pages only (the others hold
+fill entries alone): its table is then ``k`` int64 page numbers, ascending, and their
+``k`` references.
 """
 
 from __future__ import annotations
@@ -53,13 +56,25 @@ class MemberState:
     nbytes: int
     cbytes: int
     nchunks: int
-    pages: np.ndarray  # PAGEREF, one per page
+    pages: np.ndarray  # PAGEREF, one per page (or per page of ``page_numbers``)
     attrs: Any = field(default_factory=dict)  # as stored (typed JSON)
+    #: The pages ``pages`` refer to, ascending (None: one per page, all of them).
+    page_numbers: np.ndarray | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "shape": list(self.shape),
-                "nbytes": self.nbytes, "cbytes": self.cbytes, "nchunks": self.nchunks,
-                "attrs": self.attrs}
+        out = {"name": self.name, "path": self.path, "shape": list(self.shape),
+               "nbytes": self.nbytes, "cbytes": self.cbytes, "nchunks": self.nchunks,
+               "attrs": self.attrs}
+        if self.page_numbers is not None:
+            out["sparse_pages"] = len(self.page_numbers)
+        return out
+
+    def page_tables(self) -> bytes:
+        """The member's page table as the manifest stores it."""
+        refs = np.ascontiguousarray(self.pages, dtype=PAGEREF).tobytes()
+        if self.page_numbers is None:
+            return refs
+        return np.ascontiguousarray(self.page_numbers, "<i8").tobytes() + refs
 
     def replace(self, **changes: Any) -> MemberState:
         return replace(self, **changes)
@@ -100,7 +115,7 @@ class Manifest:
             header["txn"] = self.txn
         text = json.dumps(header, ensure_ascii=True, allow_nan=False).encode("ascii")
         parts = [_HEAD.pack(MAGIC, len(text)), text]
-        parts += [np.ascontiguousarray(m.pages, dtype=PAGEREF).tobytes() for m in self.members]
+        parts += [m.page_tables() for m in self.members]
         body = b"".join(parts)
         return body + crc32(body).to_bytes(_CRC, "little")
 
@@ -151,17 +166,30 @@ class Manifest:
             sizes = [m["nbytes"], m["cbytes"], m["nchunks"]]
             need(all(_is_int(x) and x >= 0 for x in sizes),
                  f"member {m['name']!r}: nbytes, cbytes and nchunks must be ints >= 0")
-            npages = -(-m["nchunks"] // PAGE_ENTRIES)
-            size = npages * PAGEREF.itemsize
+            top = -(-m["nchunks"] // PAGE_ENTRIES)
+            sparse = m.get("sparse_pages")
+            need(sparse is None or (_is_int(sparse) and 0 <= sparse <= top),
+                 f"member {m['name']!r}: sparse_pages must be an int of at most {top}")
+            count = top if sparse is None else sparse
+            size = count * (PAGEREF.itemsize + (8 if sparse is not None else 0))
             need(pos + size <= len(tables), f"member {m['name']!r}: page table runs past "
                  "the end")
-            pages = np.frombuffer(tables[pos:pos + size], dtype=PAGEREF).copy()
-            pos += size
+            numbers = None
+            if sparse is not None:
+                numbers = np.frombuffer(tables[pos:pos + 8 * count], "<i8").astype(np.int64)
+                need(bool(count == 0 or (numbers[0] >= 0 and numbers[-1] < top
+                                         and (np.diff(numbers) > 0).all())),
+                     f"member {m['name']!r}: page numbers not ascending below {top}")
+                pos += 8 * count
+            pages = np.frombuffer(tables[pos:pos + count * PAGEREF.itemsize],
+                                  dtype=PAGEREF).copy()
+            pos += count * PAGEREF.itemsize
             need(bool((pages["seq"] >= 0).all() and (pages["off"] >= 0).all()
                       and (pages["len"] > 0).all()),
                  f"member {m['name']!r}: impossible page references")
             members.append(MemberState(m["name"], m["path"], tuple(shape), m["nbytes"],
-                                       m["cbytes"], m["nchunks"], pages, m.get("attrs", {})))
+                                       m["cbytes"], m["nchunks"], pages, m.get("attrs", {}),
+                                       numbers))
         need(pos == len(tables), f"{len(tables) - pos} bytes after the page tables")
         return cls(h["id"], h["seq"], h["parent"], float(h["time"]), h["message"],
                    tuple(members), kind=str(h.get("kind", "commit")), meta=h.get("meta", {}),

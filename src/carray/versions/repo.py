@@ -6,7 +6,7 @@ A versioned dataset's directory holds ``versions/`` (docs/formats/superchunk.md,
 * ``NNNNNNNNNN.mf``: the manifest of version ``seq`` N (ten digits), immutable.
   Publishing a version is creating its manifest under that name, only if absent (a
   link locally; a conditional put on object stores): of two writers racing for one
-  seq exactly one wins, and the loser rebases (:class:`SeqTaken`).  The newest
+  seq exactly one wins, and the loser rebases (:class:`VersionTakenError`).  The newest
   manifest present that counts is the dataset's current version.
 * ``NNNNNNNNNN-TTTTTT.ix``: the index pages one commit attempt wrote (``TTTTTT`` a
   random token, so that racing writers never share a page file), immutable, kept
@@ -40,12 +40,12 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from carray.errors import (
-    ConflictError,
     ContainerNotFoundError,
     FormatError,
     LockError,
     TagExistsError,
     VersionError,
+    VersionTakenError,
 )
 from carray.stores import Store
 from carray.stores.base import storage_error
@@ -101,14 +101,6 @@ def page_file_seq(fid: int) -> int:
 def page_file_name(fid: int) -> str:
     seq, token = int(fid) & _SEQ_MASK, int(fid) >> SEQ_BITS
     return f"{seq:010d}.ix" if not token else f"{seq:010d}-{token:06x}.ix"
-
-
-class SeqTaken(ConflictError):
-    """Another version was published at the seq this writer wanted (it rebases)."""
-
-    def __init__(self, url: str, seq: int) -> None:
-        super().__init__(f"{url}: another writer published version {seq} first")
-        self.seq = seq
 
 
 def check_tag(name: str) -> str:
@@ -414,7 +406,7 @@ class Repository:
 
     def publish(self, manifest: Manifest) -> None:
         """Make ``manifest`` the newest version (the commit point): its manifest created
-        only if its seq is free (:class:`SeqTaken` otherwise); its pages must be written
+        only if its seq is free (:class:`VersionTakenError` otherwise); its pages must be written
         already."""
         store = self.store
         self._make_dir()
@@ -427,8 +419,10 @@ class Repository:
             if not self.holds(manifest):  # a lost answer to a put that took effect: ours
                 raise
             created = True
-        if not created and not self.holds(manifest):
-            raise SeqTaken(store.url(self.root), manifest.seq)
+        if not created:
+            found = self._found(manifest.seq)
+            if found is None or found.id != manifest.id:
+                raise VersionTakenError(store.url(self.root), manifest.seq, found)
         if self.fsync:
             store.sync_dir(self.dir)
         # A hint only: a lost or stale HEAD is corrected by looking for newer names.
@@ -456,12 +450,30 @@ class Repository:
                  "time": _now()}
         self.store.put(path, json.dumps(lease).encode(), fsync=False)
 
+    def release_lease(self) -> None:
+        """A writer closing lets its lease go (see :meth:`_lease`)."""
+        if self.store.conditional:
+            return
+        path = self.store.join(self.dir, LEASE_FILE)
+        with contextlib.suppress(FileNotFoundError, ValueError, UnicodeDecodeError):
+            held = json.loads(self.store.get(path))
+            if isinstance(held, dict) and held.get("writer") == self._writer:
+                self.store.delete(path)
+
     def holds(self, manifest: Manifest) -> bool:
         """Whether ``manifest`` is published (after a publish that raised)."""
+        found = self._found(manifest.seq)
+        return found is not None and found.id == manifest.id
+
+    def _found(self, seq: int) -> Manifest | None:
         try:
-            return self.load(manifest.seq).id == manifest.id
+            return self.load(seq)
         except (OSError, FormatError, VersionError):
-            return False
+            return None
+
+    def has_version(self, seq: int) -> bool:
+        """Whether a manifest of seq ``seq`` exists (counting or not)."""
+        return self.store.isfile(self._mf(seq))
 
     def drop(self, seq: int, superseded: float) -> bool:
         """Delete version ``seq``'s manifest unless a reader holds it (or, on object
@@ -596,6 +608,6 @@ def versions_iter(repo: Repository) -> Iterator[Manifest]:
             yield repo.load(seq)
 
 
-__all__ = ["DEFAULT_GRACE", "SEQ_BITS", "Hold", "Repository", "SeqTaken", "check_tag",
+__all__ = ["DEFAULT_GRACE", "SEQ_BITS", "Hold", "Repository", "check_tag",
            "kept_seqs", "new_id", "page_file_name", "page_file_seq", "seq_of",
            "versions_iter"]

@@ -22,8 +22,8 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from carray.errors import TransactionAbortedError
-from carray.versions.dataset import NewerVersion, VersionedDataset
+from carray.errors import NewerVersionError, TransactionAbortedError
+from carray.versions.dataset import VersionedDataset
 from carray.versions.outcomes import ABORT, COMMIT, TXN_DIR, Record, new_txn_id, relative
 
 
@@ -34,6 +34,14 @@ class Rebasing(Protocol):
         """Apply the container's pending changes on top of version ``newer`` (raising
         :class:`carray.errors.ConflictError` when they overlap its changes) and stage
         them again."""
+
+
+def rebase_and_stage(dataset: VersionedDataset, container: Any, newer: Any) -> None:
+    """Put ``container``'s pending changes on top of ``newer`` and stage them again for
+    ``dataset``'s next publish (held: nothing is published from here)."""
+    container.rebase(newer)
+    with dataset.held():
+        container.flush()
 
 
 def common_root(datasets: Sequence[VersionedDataset]) -> str:
@@ -75,7 +83,7 @@ def publish_together(datasets: Sequence[VersionedDataset], message: str | None,
             try:
                 changed[0].publish(message=message, kind=kind, force=True)
                 return True
-            except NewerVersion as newer:
+            except NewerVersionError as newer:
                 rebase(changed[0], newer.newer)
     store = changed[0].repo.store
     record = Record(store, store.join(base, TXN_DIR, new_txn_id()))
@@ -116,7 +124,7 @@ def _publish_one(ds: VersionedDataset, rel: str, message: str | None, kind: str,
         try:
             ds.publish(txn=rel, reclaim=False, message=message, kind=kind, force=True)
             return
-        except NewerVersion as newer:
+        except NewerVersionError as newer:
             rebase(ds, newer.newer)
             if describe is not None:
                 describe()
@@ -152,4 +160,4 @@ def _abort(record: Record, published: list[VersionedDataset], fsync: bool) -> No
             ds.reset_head()
 
 
-__all__ = ["common_root", "publish_together"]
+__all__ = ["common_root", "publish_together", "rebase_and_stage"]
