@@ -346,6 +346,34 @@ def test_sizes_print_in_bcolz_units():
 
 # -- object dtypes --------------------------------------------------------------------------
 
+@pytest.mark.parametrize("dtype", ["i8", "u1", "c16", "S3", "(2,)i4"])
+def test_quantize_of_items_that_are_not_floats_is_refused(tmp_path, dtype):
+    # bcolz: quantize on int arrays raises TypeError (it used to be recorded and ignored)
+    cparams = bcolz.cparams(quantize=3)
+    with pytest.raises(TypeError, match="quantize=3"):
+        bcolz.carray(np.zeros(10, dtype=dtype), cparams=cparams)
+    with pytest.raises(bcolz.UnsupportedDTypeError):
+        bcolz.zeros(10, dtype=dtype, cparams=cparams, rootdir=str(tmp_path / "q"))
+    assert not os.path.exists(tmp_path / "q")
+    kept = bcolz.carray(np.linspace(0, 1, 7, dtype="f4"), cparams=cparams)
+    np.testing.assert_allclose(kept[:], np.linspace(0, 1, 7), atol=1e-3)
+
+
+@pytest.mark.parametrize("where", ["memory", "bcolz", "superchunk"])
+@pytest.mark.parametrize("dtype", ["O,O", "u1,O", [("a", "i4"), ("b", "O", (2,))]])
+def test_records_holding_objects_are_refused(tmp_path, where, dtype):
+    # bcolz: records holding objects "must raise a type error exception, as they are not
+    # supported"; stored, their chunks would hold the objects' addresses.
+    rows = np.zeros(3, dtype=dtype)
+    kwargs = {} if where == "memory" else {"rootdir": str(tmp_path / "r"), "format": where}
+    with pytest.raises(bcolz.UnsupportedDTypeError, match="objects inside records"):
+        bcolz.carray(rows, **kwargs)
+    with pytest.raises(TypeError):
+        bcolz.carray([tuple(r) for r in rows.tolist()], dtype=rows.dtype, **kwargs)
+    assert not os.path.exists(tmp_path / "r")
+    assert bcolz.carray(rows, dtype=object)[1] == rows[1]  # one object per item: kept
+
+
 def test_object_arrays_on_disk_need_an_explicit_opt_in(tmp_path):
     # bcolz pickles every item; unpickling runs code, so carray asks for allow_pickle.
     with pytest.raises(bcolz.UnsupportedDTypeError):
@@ -574,3 +602,17 @@ def test_a_bcolz_table_flushes_after_every_change(tmp_path, monkeypatch):
         assert len(calls) > before  # flushed: bcolz reads it as it stands
         theirs = pytest.importorskip("bcolz").open(str(tmp_path / "t"), mode="r")
         assert theirs.names == t.names and len(theirs) == len(t) == 101
+
+
+def test_values_of_the_wrong_kind_name_the_array(tmp_path):
+    # bcolz: overwriting a column with wrong values raises ValueError
+    t = bcolz.ctable(np.zeros(2, dtype="i4,i8,f8"), rootdir=str(tmp_path / "t"))
+    with pytest.raises(ValueError, match=r"t\b.*cannot write dict values as int64") as info:
+        t["f1"] = {"a": 1, "b": 2}
+    assert isinstance(info.value, TypeError) and isinstance(info.value, bcolz.CArrayError)
+    a = bcolz.carray(np.arange(3.0))
+    with pytest.raises(bcolz.ValueConversionError, match="carray: cannot write str"):
+        a.append("abc")
+    with pytest.raises(bcolz.ValueConversionError):
+        a[0] = object()
+    assert t["f1"][:].tolist() == [0, 0] and a[:].tolist() == [0.0, 1.0, 2.0]

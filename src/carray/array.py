@@ -35,7 +35,12 @@ from carray.defaults import defaults
 from carray.dtypes import fitted_text
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
-from carray.errors import ContainerNotFoundError, FormatError, StorageError
+from carray.errors import (
+    ContainerNotFoundError,
+    FormatError,
+    StorageError,
+    ValueConversionError,
+)
 from carray.grid import NDGrid
 from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, ArrayMeta, default_format
@@ -552,7 +557,12 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def _typed(self, values: Any) -> np.ndarray:
         if self.dtype.kind in "US":
             return fitted_text(values, self.dtype, str(self.rootdir or "carray"))
-        return np.asarray(values, dtype=self.dtype)
+        try:
+            return np.asarray(values, dtype=self.dtype)
+        except (TypeError, ValueError) as exc:
+            raise ValueConversionError(f"{self.rootdir or 'carray'}: cannot write "
+                                       f"{type(values).__name__} values as {self.dtype} "
+                                       f"items ({exc})") from exc
 
     def _as_rows(self, array: Any) -> np.ndarray:
         arr = self._typed(array[:] if isinstance(array, carray) else array)

@@ -104,6 +104,12 @@ class UnsupportedDTypeError(CArrayError, TypeError):
     """The dtype cannot be stored in the requested format."""
 
 
+class ValueConversionError(CArrayError, ValueError, TypeError):
+    """A value written to an array cannot be converted to its item type (a dict to an
+    integer column, ``"abc"`` to a float): a ``ValueError`` and a ``TypeError``, as
+    numpy raises either."""
+
+
 class StorageError(CArrayError, OSError):
     """Reading or writing storage failed: disk full, I/O error, a store that refused.
 
@@ -294,6 +300,7 @@ __all__ = [
     "UnstorableAttributeError",
     "UnsupportedDTypeError",
     "UnsupportedOptionError",
+    "ValueConversionError",
     "VersionError",
     "VersionTakenError",
     "VersionsUnsupportedError",
