@@ -236,3 +236,25 @@ def test_dtypes_round_trip_on_nd_grids(tmp_path, dtype, where):
     assert a.dtype == want.dtype
     np.testing.assert_array_equal(a[:], want)
     np.testing.assert_array_equal(a[:, 3, 1:6], want[:, 3, 1:6])
+
+
+@pytest.mark.parametrize("fmt", [None, "superchunk", "b2nd", "bcolz"])
+def test_records_that_do_not_divide_a_block_read_back(fmt, tmp_path):
+    # 12-byte records: full chunks use Blosc blocks that must hold whole records.
+    a = np.ones(30_000, dtype="f4,f8")
+    rootdir = None if fmt is None else str(tmp_path / ("r.b2nd" if fmt == "b2nd" else "r"))
+    c = ca.carray(a, rootdir=rootdir, format=fmt)
+    assert np.array_equal(c[:], a)
+    if rootdir is not None:
+        c.close()
+        assert np.array_equal(ca.open(rootdir, mode="r")[:], a)
+
+
+@pytest.mark.parametrize("fmt", ["superchunk", "bcolz"])
+def test_raw_bytes_items_reopen(fmt, tmp_path):
+    # The default value of a void dtype is kept as latin-1 text, like bytes strings.
+    a = np.frombuffer(bytes(range(70)), dtype="V7")
+    c = ca.carray(a, rootdir=str(tmp_path / "v"), format=fmt, dflt=b"abcdefg")
+    c.close()
+    got = ca.open(str(tmp_path / "v"), mode="r")
+    assert got[:].tobytes() == a.tobytes() and got.dflt.tobytes() == b"abcdefg"

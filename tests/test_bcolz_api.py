@@ -182,6 +182,15 @@ def test_shuffle_constants():
     assert (bcolz.filters.NOSHUFFLE, bcolz.filters.SHUFFLE, bcolz.filters.BITSHUFFLE) == (0, 1, 2)
 
 
+def test_filters_maps_shuffle_codes_to_names():
+    # bcolz's filters: {NOSHUFFLE: "noshuffle", SHUFFLE: "shuffle", BITSHUFFLE: "bitshuffle"}
+    assert dict(bcolz.filters) == {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+    for code in bcolz.filters.keys():
+        a = bcolz.carray(np.arange(2000), cparams=bcolz.cparams(clevel=9, shuffle=code))
+        assert a.cparams.shuffle == code
+        np.testing.assert_array_equal(a[:], np.arange(2000))
+
+
 def test_filters_pipeline_names():
     cp = CParams(filters=[bcolz.filters.trunc_prec(10), bcolz.filters.BITSHUFFLE,
                           bcolz.filters.BYTEDELTA])

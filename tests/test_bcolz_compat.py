@@ -7,6 +7,8 @@ Each test follows what bcolz 1.2's documentation and docstrings say a call does
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -116,6 +118,13 @@ def test_purge_removes_the_data(tmp_path):
     bcolz.carray(np.arange(3)).purge()  # in memory: nothing to remove
 
 
+def test_purge_of_a_removed_directory_raises(tmp_path):
+    a = bcolz.arange(100, rootdir=str(tmp_path / "gone"))
+    shutil.rmtree(tmp_path / "gone")
+    with pytest.raises(FileNotFoundError, match="gone"):
+        a.purge()
+
+
 def test_purge_in_mode_r_is_refused(tmp_path):
     path = str(tmp_path / "p")
     bcolz.carray(np.arange(10), rootdir=path).close()
@@ -186,6 +195,103 @@ def test_eval_unknown_vm_is_refused():
         bcolz.eval("a + 1", user_dict={"a": np.arange(3)}, vm="cython")
 
 
+@pytest.mark.parametrize("vm", ["numexpr", "python", "dask", None])
+def test_eval_takes_numpy_and_dask_function_names(vm):
+    c = bcolz.carray(np.arange(1, 100))  # noqa: F841 - read by eval from this frame
+    d = np.arange(1.0, 100.0)  # noqa: F841
+    want = np.sin(np.arange(1, 100)) + 2 * np.log(np.arange(1.0, 100.0))
+    for text in ("np.sin(c) + 2 * np.log(d)", "da.sin(c) + 2 * da.log(d)"):
+        np.testing.assert_allclose(bcolz.eval(text, vm=vm)[:], want)
+
+
+@pytest.mark.parametrize("vm", ["numexpr", "python", "dask", None])
+def test_eval_ends_with_a_reduction_as_numexpr_allows(vm):
+    a = np.arange(60).reshape(3, 4, 5)
+    b = bcolz.arange(60).reshape((3, 4, 5))  # noqa: F841 - read by eval from this frame
+    assert bcolz.eval("sum(b)", vm=vm) == a.sum()
+    assert bcolz.eval("np.sum(b * 2)", vm=vm) == (a * 2).sum()
+    np.testing.assert_array_equal(bcolz.eval("sum(b, axis=1)", vm=vm)[:], a.sum(axis=1))
+    np.testing.assert_array_equal(bcolz.eval("prod(b + 1, axis=-1)", vm=vm,
+                                             out_flavor="numpy"), (a + 1).prod(axis=-1))
+    x = np.linspace(0, 1, 10_001)  # noqa: F841 - a 1-d operand, streamed the same way
+    assert bcolz.eval("sum(x * x)", vm=vm) == pytest.approx((np.linspace(0, 1, 10_001) ** 2).sum())
+
+
+def test_an_unknown_name_is_a_name_error():
+    t = bcolz.ctable(np.zeros(3, dtype="i4,f8"))
+    with pytest.raises(NameError, match="ppp"):
+        t["f1 * 4 >= ppp"]
+    with pytest.raises(NameError, match="qqq"):
+        bcolz.eval("qqq + 1")
+    with pytest.raises(bcolz.CArrayError):
+        t.where("f0 > zzz").__next__()
+
+
+# -- string keys: boolean expressions over the caller's variables ------------------------------
+
+def test_string_keys_select_and_assign(rootdir):
+    # "key: ... a string with a boolean expression: the elements where it is true"
+    a, b = np.arange(1000), np.arange(1, 1001)
+    c = bcolz.carray(a, chunklen=64, rootdir=rootdir)
+    d = b  # noqa: F841 - read from this frame by the key
+    np.testing.assert_array_equal(c["a + 2 * d - 3 > 900"], a[a + 2 * b - 3 > 900])
+    np.testing.assert_array_equal(c["c % 7 == 0"], a[a % 7 == 0])
+    c["a + 2 * d - 3 > 1000"] = 0
+    want = a.copy()
+    want[a + 2 * b - 3 > 1000] = 0
+    np.testing.assert_array_equal(c[:], want)
+    if rootdir is not None:
+        c.close()
+        np.testing.assert_array_equal(bcolz.open(rootdir, mode="r")[:], want)
+
+
+def test_string_keys_that_are_not_masks_are_refused():
+    c = bcolz.carray(np.arange(10))
+    other = np.arange(5)  # noqa: F841 - read from this frame by the key
+    with pytest.raises(bcolz.CArrayError, match="boolean expression"):
+        c["c + 1"]
+    with pytest.raises(bcolz.CArrayError, match="boolean expression"):
+        c["other > 1"] = 3
+    with pytest.raises(NameError, match="missing"):
+        c["missing > 1"]
+    np.testing.assert_array_equal(c[:], np.arange(10))
+
+
+# -- factories, sizes, trim ------------------------------------------------------------------
+
+@pytest.mark.parametrize("factory", ["zeros", "ones", "fill"])
+def test_factories_of_records_make_tables(rootdir, factory):
+    # bcolz: "out : carray or ctable", a ctable for a structured dtype
+    dt = np.dtype([("a", "i2"), ("b", "f8")])
+    args = (5, (3, 1.5)) if factory == "fill" else (5,)
+    t = getattr(bcolz, factory)(*args, dtype=dt, rootdir=rootdir, expectedlen=10_000)
+    assert isinstance(t, bcolz.ctable) and t.names == ["a", "b"] and t.dtype == dt
+    want = {"zeros": (0, 0.0), "ones": (1, 1.0), "fill": (3, 1.5)}[factory]
+    assert t[:].tolist() == [want] * 5
+    assert t.rootdir == rootdir
+    assert getattr(bcolz, factory)(0, *args[1:], dtype=dt).names == ["a", "b"]
+
+
+def test_sizeof_is_the_compressed_size(rootdir):
+    a = bcolz.carray(np.arange(100_000), rootdir=rootdir)
+    t = bcolz.ctable({"x": np.arange(1000), "y": np.arange(1000.0)}, rootdir=rootdir and
+                     rootdir + ".t")
+    assert a.__sizeof__() == a.cbytes < a.nbytes
+    assert sys.getsizeof(t) >= t.cbytes == t.__sizeof__()
+
+
+def test_trim_takes_whole_numbers_of_any_type(rootdir):
+    a = bcolz.arange(1e4, rootdir=rootdir)
+    a.trim(1e4 - 2)
+    assert a[:].tolist() == [0.0, 1.0]
+    t = bcolz.ctable({"x": np.arange(10)}, rootdir=rootdir and rootdir + ".t")
+    t.trim(np.int8(3))
+    assert len(t) == 7
+    for bad in (1.5, "2", None):
+        with pytest.raises(TypeError, match="whole number"):
+            a.trim(bad)
+
+
 # -- fromiter --------------------------------------------------------------------------------
 
 def test_fromiter_structured_dtype_gives_a_ctable(tmp_path):
@@ -220,6 +326,11 @@ def test_repr_as_bcolz_prints_it(tmp_path):
     assert int(text.splitlines()[3].rsplit(" ", 1)[1]) > 0  # blocksize of a stored chunk
 
 
+def test_repr_of_an_empty_array_has_no_ratio():
+    assert "ratio: nan" in repr(bcolz.carray(np.array([], dtype=object)))
+    assert "ratio: nan" in repr(bcolz.carray(np.array([], dtype="f8")))
+
+
 def test_str_of_a_long_array_shows_its_ends():
     assert str(bcolz.arange(5)) == "[0 1 2 3 4]"
     assert str(bcolz.arange(100_000)) == "[0 1 2 ..., 99997 99998 99999]"
@@ -235,10 +346,42 @@ def test_sizes_print_in_bcolz_units():
 
 # -- object dtypes --------------------------------------------------------------------------
 
-def test_object_arrays_need_an_explicit_opt_in(tmp_path):
+@pytest.mark.parametrize("dtype", ["i8", "u1", "c16", "S3", "(2,)i4"])
+def test_quantize_of_items_that_are_not_floats_is_refused(tmp_path, dtype):
+    # bcolz: quantize on int arrays raises TypeError (it used to be recorded and ignored)
+    cparams = bcolz.cparams(quantize=3)
+    with pytest.raises(TypeError, match="quantize=3"):
+        bcolz.carray(np.zeros(10, dtype=dtype), cparams=cparams)
+    with pytest.raises(bcolz.UnsupportedDTypeError):
+        bcolz.zeros(10, dtype=dtype, cparams=cparams, rootdir=str(tmp_path / "q"))
+    assert not os.path.exists(tmp_path / "q")
+    kept = bcolz.carray(np.linspace(0, 1, 7, dtype="f4"), cparams=cparams)
+    np.testing.assert_allclose(kept[:], np.linspace(0, 1, 7), atol=1e-3)
+
+
+@pytest.mark.parametrize("where", ["memory", "bcolz", "superchunk"])
+@pytest.mark.parametrize("dtype", ["O,O", "u1,O", [("a", "i4"), ("b", "O", (2,))]])
+def test_records_holding_objects_are_refused(tmp_path, where, dtype):
+    # bcolz: records holding objects "must raise a type error exception, as they are not
+    # supported"; stored, their chunks would hold the objects' addresses.
+    rows = np.zeros(3, dtype=dtype)
+    kwargs = {} if where == "memory" else {"rootdir": str(tmp_path / "r"), "format": where}
+    with pytest.raises(bcolz.UnsupportedDTypeError, match="objects inside records"):
+        bcolz.carray(rows, **kwargs)
+    with pytest.raises(TypeError):
+        bcolz.carray([tuple(r) for r in rows.tolist()], dtype=rows.dtype, **kwargs)
+    assert not os.path.exists(tmp_path / "r")
+    assert bcolz.carray(rows, dtype=object)[1] == rows[1]  # one object per item: kept
+
+
+def test_object_arrays_on_disk_need_an_explicit_opt_in(tmp_path):
     # bcolz pickles every item; unpickling runs code, so carray asks for allow_pickle.
     with pytest.raises(bcolz.UnsupportedDTypeError):
-        bcolz.carray(np.array([{"a": 1}, [2]], dtype=object))
+        bcolz.carray(np.array([{"a": 1}, [2]], dtype=object), rootdir=str(tmp_path / "n"))
+    assert not os.path.exists(tmp_path / "n")
+    # In memory the objects are kept as they are: nothing is pickled.
+    in_memory = bcolz.carray(np.array([{"a": 1}, [2]], dtype=object))
+    assert in_memory[0] == {"a": 1} and in_memory[1] == [2]
     path = str(tmp_path / "o")
     bcolz.carray([{"a": 1}], dtype=object, allow_pickle=True, rootdir=path).close()
     with pytest.raises(bcolz.UnsafeDataError):
@@ -420,3 +563,56 @@ def test_a_bad_fields_form_names_the_file(tmp_path, dtype):
         json.dump(storage, f)
     with pytest.raises(FormatError, match=r"storage: (dtype|dflt)"):
         bcolz.open(root, mode="r")[:]
+
+
+# -- ctable: pandas, flushes -------------------------------------------------------------------
+
+def test_todataframe_orient_index_makes_columns_rows():
+    # "columns: sequence of column labels, optional. Must be passed if orient='index'."
+    t = bcolz.ctable({"a": np.arange(3), "b": np.arange(3.0) * 2})
+    df = t.todataframe()
+    rows = t.todataframe(columns=["x", "y", "z"], orient="index")
+    assert list(rows.index) == ["a", "b"] and list(rows.columns) == ["x", "y", "z"]
+    np.testing.assert_array_equal(rows.to_numpy(), df.T.to_numpy())
+    assert list(t.todataframe(orient="index").columns) == [0, 1, 2]
+    with pytest.raises(ValueError):
+        t.todataframe(columns=["x"], orient="index")  # one label per row
+
+
+def test_auto_flush_is_false_in_memory():
+    # bcolz: "always false for in-memory tables", whatever was asked
+    assert not bcolz.ctable([np.empty(0, dtype="i8")], auto_flush=True).auto_flush
+
+
+def test_a_bcolz_table_flushes_after_every_change(tmp_path, monkeypatch):
+    calls = []
+    flush = bcolz.ctable.flush
+
+    def counting(self, *args, **kwargs):
+        calls.append(args)
+        return flush(self, *args, **kwargs)
+
+    monkeypatch.setattr(bcolz.ctable, "flush", counting)
+    t = bcolz.ctable(np.zeros(100, dtype="i4,f8"), chunklen=30, rootdir=str(tmp_path / "t"),
+                     format="bcolz")
+    for change in (lambda: t.append((1, 2.0)), lambda: t.addcol(np.arange(101), "c"),
+                   lambda: t.delcol("f1")):
+        before = len(calls)
+        change()
+        assert len(calls) > before  # flushed: bcolz reads it as it stands
+        theirs = pytest.importorskip("bcolz").open(str(tmp_path / "t"), mode="r")
+        assert theirs.names == t.names and len(theirs) == len(t) == 101
+
+
+def test_values_of_the_wrong_kind_name_the_array(tmp_path):
+    # bcolz: overwriting a column with wrong values raises ValueError
+    t = bcolz.ctable(np.zeros(2, dtype="i4,i8,f8"), rootdir=str(tmp_path / "t"))
+    with pytest.raises(ValueError, match=r"t\b.*cannot write dict values as int64") as info:
+        t["f1"] = {"a": 1, "b": 2}
+    assert isinstance(info.value, TypeError) and isinstance(info.value, bcolz.CArrayError)
+    a = bcolz.carray(np.arange(3.0))
+    with pytest.raises(bcolz.ValueConversionError, match="carray: cannot write str"):
+        a.append("abc")
+    with pytest.raises(bcolz.ValueConversionError):
+        a[0] = object()
+    assert t["f1"][:].tolist() == [0, 0] and a[:].tolist() == [0.0, 1.0, 2.0]

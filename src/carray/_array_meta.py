@@ -50,9 +50,16 @@ def new_meta(data: Any, dt: np.dtype, cparams: Any, dflt: Any, expectedlen: int 
     if base == np.dtype(object):
         raise UnsupportedDTypeError(
             "object arrays cannot be stored: their items would have to be pickled")
+    if base.hasobject:  # chunks would hold the objects' addresses, not the objects
+        raise UnsupportedDTypeError(
+            f"dtype {base} holds Python objects inside records; use dtype=object (one "
+            "object per item) or a table with an object column")
     if base.itemsize == 0 and base.kind in "SUV":
         raise UnsupportedDTypeError(f"dtype {base} has zero-size items")
     cp = resolve_cparams(cparams)
+    if cp.quantize and base.kind != "f":  # it would be ignored: refused, as bcolz does
+        raise UnsupportedDTypeError(f"quantize={cp.quantize} keeps significant digits of "
+                                    f"floating-point items; dtype {base} has none")
     length = len(data)
     expected = int(expectedlen) if expectedlen is not None else \
         (length or DEFAULT_EXPECTEDLEN)

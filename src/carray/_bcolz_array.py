@@ -1,5 +1,6 @@
 """The rest of bcolz's carray API: ``reshape``, the leftover (the last partial chunk of
-rows, kept decoded), and ``repr``/``str`` printed as bcolz prints them.
+rows, kept decoded), string keys (``a["x > 3"]``), and ``repr``/``str`` printed as bcolz
+prints them.
 
 Functions of a carray's public API, which :class:`carray.array.carray` calls.
 """
@@ -11,6 +12,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from carray.compute.parse import Expression, caller_scope
+from carray.compute.strings import expression
+from carray.errors import IndexingError
 
 if TYPE_CHECKING:
     from carray.params import CParams
@@ -89,6 +94,28 @@ def reshape(a: Any, newshape: Any, **kwargs: Any) -> Any:
     return out
 
 
+def expression_mask(a: Any, text: str, depth: int) -> Any:
+    """A string key of ``a``: a boolean expression over the variables where the user
+    indexed (``depth`` frames above the caller), as a lazy mask of ``a``'s shape
+    (bcolz's ``a["b > 3"]``).
+
+    Raises
+    ------
+    ExpressionError
+        The expression cannot be parsed, or names an unknown variable.
+    IndexingError
+        Its value is not a boolean array of ``a``'s shape.
+    """
+    mask = expression(Expression.parse(text).tree, caller_scope(depth + 1))
+    if getattr(mask, "dtype", None) != np.dtype(bool) or \
+            tuple(getattr(mask, "shape", ())) != tuple(a.shape):
+        raise IndexingError(f"a string key is a boolean expression of the array's shape "
+                            f"{tuple(a.shape)}; {text!r} gives "
+                            f"{getattr(mask, 'dtype', type(mask).__name__)} of shape "
+                            f"{getattr(mask, 'shape', ())}")
+    return mask
+
+
 def _flat_blocks(a: Any) -> Iterator[np.ndarray]:
     if not a.shape:
         yield np.asarray(a[()], dtype=a.dtype).reshape(1)
@@ -118,9 +145,10 @@ def _blocksize(a: Any) -> int:
 def described(a: Any) -> str:
     """``repr(a)``, as bcolz prints it."""
     shape = f"({a.shape[0]},)" if a.ndim == 1 else str(a.shape)
+    ratio = a.nbytes / a.cbytes if a.cbytes else math.nan  # nothing stored: no ratio
     lines = [f"carray({shape}, {a.dtype})",
              f"  nbytes := {bcolz_size(a.nbytes)}; cbytes := {bcolz_size(a.cbytes)}; "
-             f"ratio: {a.cratio:.2f}",
+             f"ratio: {ratio:.2f}",
              f"  cparams := {bcolz_cparams(a.cparams)}"]
     chunksize = math.prod(a.chunks) * a.dtype.itemsize
     if a.blocks is None:

@@ -168,3 +168,18 @@ class BcolzTable(TableStorage):
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    def on_handover(self, yield_writing: Callable[[str], None]) -> None:
+        """Have ``yield_writing(reason)`` (the table's) called when a later writable open
+        of this process takes writing over (see :mod:`carray.stores.lock`)."""
+        if self._lock is not None:
+            self._lock.on_handover(yield_writing)
+
+    def reader(self) -> BcolzTable:
+        """This directory's storage for a reader (mode 'r'), which replaces this one: its
+        lock (passed on to another handle by then) is no longer this storage's."""
+        owner = self._owner()
+        assert owner is not None  # the table asks, and so is alive
+        self.release()
+        return BcolzTable(self.store, self.root, "r", self.fsync, owner, self._nested,
+                          storage_options=self._storage_options)

@@ -25,6 +25,22 @@ def skip_and_limit(blocks: Iterable, skip: int, limit: int | None) -> Iterator[A
             return
 
 
+def whole_count(value: Any, what: str) -> int:
+    """``value`` as an int: an integer, or a float holding a whole number (bcolz takes
+    ``a.trim(1e4)``).
+
+    Raises
+    ------
+    TypeError
+        Anything else (a fraction, a string, None).
+    """
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
+
+
 def quantize(data: np.ndarray, digits: int) -> np.ndarray:
     """Keep ``digits`` significant decimal digits (bcolz's lossy quantize)."""
     exp = np.ceil(np.log2(10.0 ** digits))

@@ -21,6 +21,7 @@ from carray import rechunk as rechunking
 from carray._array_meta import fortran_meta, new_meta, object_items, object_meta, wants_objects
 from carray._indexer import Indexer, is_int, plain
 from carray._order import check_order, stored_ckey, stored_okey
+from carray._util import whole_count
 from carray.attrs import Attrs
 from carray.compute import ComputeMixin, masks, register_array_type
 from carray.container import (
@@ -30,10 +31,16 @@ from carray.container import (
     refuse_own_source,
     version_asked,
 )
+from carray.defaults import defaults
 from carray.dtypes import fitted_text
 from carray.engine import ArrayEngine
 from carray.engine.chunkstats import ChunkStats, of_values
-from carray.errors import ContainerNotFoundError, FormatError, StorageError
+from carray.errors import (
+    ContainerNotFoundError,
+    FormatError,
+    StorageError,
+    ValueConversionError,
+)
 from carray.grid import NDGrid
 from carray.keys import CoordKey, OrthoKey, coordinate_key, needs_coordinates, orthogonal_key
 from carray.layouts import FORMATS, ArrayMeta, default_format
@@ -96,7 +103,8 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         (creating refuses to overwrite); 'w' replaces what is there (see
         :func:`carray.open`).  An earlier version opens with 'r' (the default then).
     allow_pickle : bool
-        Allow opening bcolz ``object`` arrays, whose items are pickles.
+        Allow storing and opening bcolz ``object`` arrays, whose items are pickles (an
+        array of objects in memory needs no opt-in: it keeps the objects themselves).
     fsync : bool
         Make flushed data durable with fsync (default True).
     storage_options : dict, optional
@@ -150,11 +158,15 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         self._storage_options = storage_options
         store, path = resolve(rootdir, storage_options) if rootdir is not None \
             else (LOCAL, None)
-        objects = allow_pickle and wants_objects(array.dtype if isinstance(array, (carray, np.ndarray)) else None, dtype)
+        # In memory the objects are kept as they are: only files hold pickles.
+        objects = (allow_pickle or rootdir is None) and \
+            wants_objects(array.dtype if isinstance(array, (carray, np.ndarray)) else None, dtype)
         if format is None:
-            # '.b2nd' paths are frames; pickled objects live in bcolz directories only.
+            # '.b2nd' paths are frames; pickled objects live in bcolz directories only; a
+            # table's column takes its table's format, never the process-wide default.
+            stored = rootdir is not None and "member" not in self._storage
             format = "bcolz" if objects and rootdir is not None else \
-                default_format(rootdir)  # noqa: A001
+                default_format(rootdir, defaults.format if stored else None)  # noqa: A001
         if rootdir is not None and array is None and path is not None and store.exists(path):
             engine = ArrayEngine.open(path, store=store, mode=mode, fsync=fsync,
                                       allow_pickle=allow_pickle, storage=self._storage, at=at)
@@ -222,6 +234,7 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def _attach(self, engine: ArrayEngine) -> None:
         self._engine = engine
         engine.on_takeover(self.abandon)  # a later mode='w' open here closes this handle
+        engine.on_handover(self._yield_writing)  # a later bcolz open here takes writing
         self._attrs = Attrs(engine, self._mode)
         self._zones = ZoneMap.attach(engine)
 
@@ -257,6 +270,15 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
                                       allow_pickle=self._engine.objects is not None,
                                       storage=self._storage,
                                       at=None if held is None else {"version": held}))
+
+    def _yield_writing(self, reason: str) -> None:
+        """Flush, then go on reading only (mode 'r'): a later writable open of this process
+        took writing over (bcolz directories: see :mod:`carray.stores.lock`); a write
+        raises :class:`~carray.errors.ReadOnlyError` saying ``reason``."""
+        self.flush()
+        self._mode = "r"
+        self.reopen()  # the lock is no longer this handle's: releasing it does nothing
+        self._engine.refuse_writes(reason)
 
     def _held_version(self) -> str | None:
         """The version a reader holds (None: a writer, or an array without versions)."""
@@ -323,6 +345,10 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def cbytes(self) -> int:
         """Compressed size in bytes: stored chunks, plus rows not compressed yet."""
         return self._engine.cbytes
+
+    def __sizeof__(self) -> int:
+        """What ``sys.getsizeof`` reports: the compressed size, as bcolz reports it."""
+        return self.cbytes
 
     @property
     def cratio(self) -> float:
@@ -483,8 +509,8 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
         return read()
 
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str):
-            raise TypeError("string (expression) keys need a ctable; use carray.eval")
+        if isinstance(key, str):  # bcolz's: a boolean expression over the caller's names
+            key = _bcolz_array.expression_mask(self, key, 1)
         if not isinstance(key, (int, slice, tuple)) and masks.is_mask_key(self, key):
             return masks.select(self, key)  # numpy's N-d boolean mask, streamed
         key = plain(key)
@@ -531,7 +557,12 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
     def _typed(self, values: Any) -> np.ndarray:
         if self.dtype.kind in "US":
             return fitted_text(values, self.dtype, str(self.rootdir or "carray"))
-        return np.asarray(values, dtype=self.dtype)
+        try:
+            return np.asarray(values, dtype=self.dtype)
+        except (TypeError, ValueError) as exc:
+            raise ValueConversionError(f"{self.rootdir or 'carray'}: cannot write "
+                                       f"{type(values).__name__} values as {self.dtype} "
+                                       f"items ({exc})") from exc
 
     def _as_rows(self, array: Any) -> np.ndarray:
         arr = self._typed(array[:] if isinstance(array, carray) else array)
@@ -576,6 +607,8 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._engine.check_writable()
+        if isinstance(key, str):  # bcolz's: a boolean expression over the caller's names
+            key = _bcolz_array.expression_mask(self, key, 1)
         if not isinstance(key, (int, slice, tuple)) and masks.is_mask_key(self, key) and \
                 self._engine.objects is None:
             masks.assign(self, key, value)
@@ -622,6 +655,7 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows (a negative count grows the array)."""
+        nitems = whole_count(nitems, "nitems")
         if nitems > len(self):
             raise ValueError(f"cannot trim {nitems} rows from a carray of {len(self)}")
         self.resize(len(self) - nitems)
@@ -688,6 +722,9 @@ class carray(Container, ComputeMixin):  # noqa: N801 - bcolz's name
             store.rmtree(path)
         elif store.exists(path):
             store.delete(path)
+        else:
+            raise ContainerNotFoundError(f"{self._rootdir}: nothing to delete (removed "
+                                         "already)")
 
     def free_cachemem(self) -> None:
         """Drop the decoded-chunk cache."""

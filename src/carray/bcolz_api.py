@@ -38,8 +38,10 @@ detect_number_of_cores = _threads.detect_number_of_cores
 #: The marker files that make a directory a ctable or a carray (any layout).
 
 
-class filters:  # noqa: N801 - bcolz's module-level name
-    """Names for ``CParams(shuffle=...)`` and the entries of ``CParams(filters=[...])``.
+class _Filters(dict):
+    """bcolz's ``filters``: its shuffle codes mapped to their names (``{0: 'noshuffle',
+    1: 'shuffle', 2: 'bitshuffle'}``), with names for ``CParams(shuffle=...)`` and the
+    entries of ``CParams(filters=[...])`` as attributes.
 
     ``NOSHUFFLE``, ``SHUFFLE`` and ``BITSHUFFLE`` are bcolz's shuffle codes (also
     top-level constants); the others name Blosc2 filters for a pipeline, e.g.
@@ -57,6 +59,9 @@ class filters:  # noqa: N801 - bcolz's module-level name
     def trunc_prec(bits: int) -> tuple[str, int]:
         """The filter keeping ``bits`` mantissa bits of each float (lossy)."""
         return ("trunc_prec", bits)
+
+
+filters = _Filters({NOSHUFFLE: "noshuffle", SHUFFLE: "shuffle", BITSHUFFLE: "bitshuffle"})
 
 
 def _dataset_kind(path: str) -> str | None:

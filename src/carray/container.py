@@ -353,3 +353,7 @@ class TableBase(Container):
     @property
     def cbytes(self) -> int:
         return sum(c.cbytes for c in self.cols.values())
+
+    def __sizeof__(self) -> int:
+        """What ``sys.getsizeof`` reports: the compressed size, as bcolz reports it."""
+        return self.cbytes

@@ -1,4 +1,4 @@
-"""Process-wide defaults: the compression new arrays get, and how ``eval`` runs.
+"""Process-wide defaults: the compression and format new arrays get, and how ``eval`` runs.
 
 bcolz kept these on a module-level ``defaults`` object that users change by
 assignment (``bcolz.defaults.out_flavor = "numpy"``), for a block of code
@@ -27,6 +27,8 @@ from carray.params import CParams
 VMS = (None, "numexpr", "python", "dask")
 #: What ``eval`` returns: a carray (``"bcolz"`` is bcolz's name for it) or a numpy array.
 OUT_FLAVORS = ("carray", "bcolz", "numpy")
+#: Layouts new stored arrays and tables may get by default (None: carray's own).
+DEFAULT_FORMATS = (None, "superchunk", "bcolz")
 
 
 def _check_vm(vm: Any) -> str | None:
@@ -39,6 +41,12 @@ def _check_out_flavor(flavor: Any) -> str:
     if flavor not in OUT_FLAVORS:
         raise ValueError(f"out_flavor must be one of {OUT_FLAVORS}, got {flavor!r}")
     return flavor
+
+
+def _check_format(fmt: Any) -> str | None:
+    if fmt not in DEFAULT_FORMATS:
+        raise ValueError(f"format must be one of {DEFAULT_FORMATS}, got {fmt!r}")
+    return fmt
 
 
 class Defaults:
@@ -55,9 +63,15 @@ class Defaults:
         ``eval_vm`` is the same setting under bcolz's name.
     out_flavor : {'carray', 'bcolz', 'numpy'}
         What :func:`carray.eval` returns. ``eval_out_flavor`` is bcolz's name.
+    format : {None, 'superchunk', 'bcolz'}
+        The layout of a new stored array or table created without ``format=``: None
+        (the default) is carray's own ('superchunk' arrays, versioned tables);
+        'bcolz' writes bcolz 1.x directories, which keep bcolz's habits (tables flush
+        after every change, several handles of one process may open one directory:
+        see :mod:`carray.stores.lock`).  Paths ending in ``.b2nd`` stay Blosc2 frames.
     """
 
-    __slots__ = ("_cparams", "_out_flavor", "_vm")
+    __slots__ = ("_cparams", "_format", "_out_flavor", "_vm")
 
     def __init__(self) -> None:
         self.reset()
@@ -67,6 +81,7 @@ class Defaults:
         self._cparams = CParams()
         self._vm: str | None = None
         self._out_flavor = "carray"
+        self._format: str | None = None
 
     @property
     def cparams(self) -> Mapping[str, Any]:
@@ -100,17 +115,25 @@ class Defaults:
     eval_vm = vm
     eval_out_flavor = out_flavor
 
-    def snapshot(self) -> tuple[CParams, str | None, str]:
-        """Every setting, for :meth:`restore`."""
-        return self._cparams, self._vm, self._out_flavor
+    @property
+    def format(self) -> str | None:
+        return self._format
 
-    def restore(self, state: tuple[CParams, str | None, str]) -> None:
+    @format.setter
+    def format(self, value: str | None) -> None:
+        self._format = _check_format(value)
+
+    def snapshot(self) -> tuple[CParams, str | None, str, str | None]:
+        """Every setting, for :meth:`restore`."""
+        return self._cparams, self._vm, self._out_flavor, self._format
+
+    def restore(self, state: tuple[CParams, str | None, str, str | None]) -> None:
         """Put back settings taken by :meth:`snapshot`."""
-        self._cparams, self._vm, self._out_flavor = state
+        self._cparams, self._vm, self._out_flavor, self._format = state
 
     def __repr__(self) -> str:
         return (f"defaults(cparams={self._cparams!r}, vm={self._vm!r}, "
-                f"out_flavor={self._out_flavor!r})")
+                f"out_flavor={self._out_flavor!r}, format={self._format!r})")
 
 
 #: The one set of defaults every array and evaluation reads.
@@ -151,7 +174,8 @@ def cparams_from_defaults(**fields: Any) -> CParams:
 
 @contextlib.contextmanager
 def defaults_ctx(cparams: CParams | Mapping[str, Any] | None = None, vm: str | None = None,
-                 out_flavor: str | None = None) -> Iterator[Defaults]:
+                 out_flavor: str | None = None,
+                 format: str | None = None) -> Iterator[Defaults]:  # noqa: A002
     """Change some defaults for the duration of a ``with`` block.
 
     Parameters
@@ -162,6 +186,8 @@ def defaults_ctx(cparams: CParams | Mapping[str, Any] | None = None, vm: str | N
         The evaluator of :func:`carray.eval` inside the block.
     out_flavor : {'carray', 'bcolz', 'numpy'}, optional
         What :func:`carray.eval` returns inside the block.
+    format : {'superchunk', 'bcolz'}, optional
+        The layout of stored arrays and tables created inside the block.
 
     Every setting is checked before any is changed, and all are restored on
     leaving the block, also when it raises.
@@ -172,6 +198,7 @@ def defaults_ctx(cparams: CParams | Mapping[str, Any] | None = None, vm: str | N
         _check_vm(vm)
     if out_flavor is not None:
         _check_out_flavor(out_flavor)
+    _check_format(format)
     with _ctx_lock:
         saved = defaults.snapshot()
         if new_cp is not None:
@@ -180,6 +207,8 @@ def defaults_ctx(cparams: CParams | Mapping[str, Any] | None = None, vm: str | N
             defaults.vm = vm
         if out_flavor is not None:
             defaults.out_flavor = out_flavor
+        if format is not None:
+            defaults.format = format
     try:
         yield defaults
     finally:

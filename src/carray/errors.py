@@ -55,6 +55,10 @@ class ExpressionError(CArrayError, ValueError):
     """A query expression cannot be parsed, or names something unknown."""
 
 
+class UnknownNameError(ExpressionError, NameError):
+    """An expression names a variable that is neither a column nor in scope."""
+
+
 class BroadcastError(CArrayError, ValueError):
     """Operands of an expression have shapes that do not broadcast together."""
 
@@ -98,6 +102,12 @@ class UnsafeDataError(CArrayError, ValueError, TypeError):
 
 class UnsupportedDTypeError(CArrayError, TypeError):
     """The dtype cannot be stored in the requested format."""
+
+
+class ValueConversionError(CArrayError, ValueError, TypeError):
+    """A value written to an array cannot be converted to its item type (a dict to an
+    integer column, ``"abc"`` to a float): a ``ValueError`` and a ``TypeError``, as
+    numpy raises either."""
 
 
 class StorageError(CArrayError, OSError):
@@ -285,10 +295,12 @@ __all__ = [
     "TagExistsError",
     "TimeValueError",
     "TransactionAbortedError",
+    "UnknownNameError",
     "UnsafeDataError",
     "UnstorableAttributeError",
     "UnsupportedDTypeError",
     "UnsupportedOptionError",
+    "ValueConversionError",
     "VersionError",
     "VersionTakenError",
     "VersionsUnsupportedError",

@@ -22,7 +22,6 @@ where its threads pay off, and only where it gives numpy's answer.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -34,9 +33,9 @@ from carray.array import carray
 from carray.compute import kleene
 from carray.compute.kernel import same_chunks, select_chunk
 from carray.compute.ops import evaluate_numpy, numexpr_text, walk
-from carray.compute.parse import Expression
+from carray.compute.parse import Expression, caller_scope
 from carray.compute.prune import Bounds, may_match
-from carray.errors import ExpressionError
+from carray.errors import ExpressionError, UnknownNameError
 
 try:
     import numexpr
@@ -56,14 +55,6 @@ _UNPLANNED = object()
 
 
 # -- evaluation over blocks -------------------------------------------------------------------
-
-
-def caller_scope(depth: int) -> dict[str, Any]:
-    """Variables visible where the user called us (locals over globals), as bcolz does."""
-    frame = sys._getframe(depth + 1)
-    scope = dict(frame.f_globals)
-    scope.update(frame.f_locals)
-    return scope
 
 
 class BlockEvaluator:
@@ -101,7 +92,7 @@ class BlockEvaluator:
                     self.columns[name] = value if hasattr(value, "read_rows") \
                         else kleene.operand(value)
             else:
-                raise ExpressionError(f"{name!r} in {self.expr.text!r} is neither a column "
+                raise UnknownNameError(f"{name!r} in {self.expr.text!r} is neither a column "
                                       "nor a variable")
         lengths = {len(c) for c in self.columns.values()}
         if len(lengths) > 1:

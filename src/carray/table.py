@@ -34,6 +34,7 @@ from carray._missing_table import (
 )
 from carray._portable_table import PortableTable
 from carray._table_bcolz import BcolzTable, bcolz_text
+from carray._util import whole_count
 from carray.array import carray
 from carray.attrs import Attrs
 from carray.container import (
@@ -43,7 +44,7 @@ from carray.container import (
     refuse_own_source,
     version_asked,
 )
-from carray.defaults import resolve_cparams
+from carray.defaults import defaults, resolve_cparams
 from carray.errors import (
     ColumnNotFoundError,
     ContainerExistsError,
@@ -152,6 +153,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                  tag: str | None = None, as_of: Any = None,
                  _storage: TableStorage | None = None) -> None:
         self._format = format  # None: versioned, or 'bcolz'
+        self._readonly_reason: str | None = None  # why mode 'r', when not asked for
         self._options = dict(storage or {})  # {"versions": N}: commits kept
         self._given = _storage  # a nested column's: a view of its table's storage
         self._storage: TableStorage = MemoryTable()
@@ -187,6 +189,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if exists and mode == "a":
             raise ContainerExistsError(f"{self._rootdir}: already exists; open it without "
                                        "columns, or pass mode='w' to replace it")
+        if self._format is None and self._rootdir is not None and self._given is None:
+            self._format = defaults.format  # a new stored table: the process-wide default
         try:
             self._create(columns, names)
         except BaseException:
@@ -206,6 +210,8 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             self._storage = self._new_storage()
             if isinstance(self._storage, VersionedTable):
                 self._storage.own(self)
+            elif isinstance(self._storage, BcolzTable) and self._given is None:
+                self._storage.on_handover(self._yield_writing)
         # A new table is its first version (or, in bcolz's format, __rootdirs__ is written
         # last); a column of a table (nested, nullable) is part of its table's next one.
         with self._storage.batch(publish=self._given is None):
@@ -218,6 +224,14 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 self._storage.columns_changed(self)  # last: the table exists from here on
         if isinstance(self._storage, VersionedTable) and self._given is None:
             _open_tables.add(self)
+        elif self._given is None:
+            self._flush_as_bcolz()
+
+    def _flush_as_bcolz(self) -> None:
+        """A bcolz table with ``auto_flush`` flushes after every change, its columns' too
+        (a versioned table published that change as a version already)."""
+        if self.auto_flush and isinstance(self._storage, BcolzTable):
+            self.flush()
 
     def _new_storage(self) -> TableStorage:
         """The storage of a new table at ``rootdir`` (replacing what is there: mode 'w')."""
@@ -311,8 +325,10 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 self._store, self._path, self._mode, self._fsync, at,
                 self._options.get("versions"), self, NestedColumn, self._storage_options,
                 self.abandon, timeout_of(self._options))
-            if not readonly and isinstance(self._storage, BcolzTable) and self._upgrade(lock):
-                return
+            if not readonly and isinstance(self._storage, BcolzTable):
+                if self._upgrade(lock):
+                    return
+                self._storage.on_handover(self._yield_writing)
         self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
         if isinstance(self._storage, VersionedTable):
             self._storage.own(self)
@@ -498,10 +514,13 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
 
     @property
     def auto_flush(self) -> bool:
-        """Whether every change becomes a version (is flushed) at once."""
+        """Whether every change becomes a version (is flushed) at once (never in memory,
+        where nothing is flushed)."""
+        if self._rootdir is None:
+            return False
         if self._auto_flush is not None:
             return self._auto_flush
-        return self._rootdir is not None and self._format == "bcolz"
+        return self._format == "bcolz"
 
     # -- reading --------------------------------------------------------------------------
 
@@ -627,7 +646,19 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def _writable(self) -> None:
         self._check_open()
         if self._mode == "r":
-            raise ReadOnlyError(f"{self._rootdir or 'ctable'}: opened in mode 'r'")
+            raise ReadOnlyError(self._readonly_reason or
+                                f"{self._rootdir or 'ctable'}: opened in mode 'r'")
+
+    def _yield_writing(self, reason: str) -> None:
+        """Flush, then go on reading only: a later writable open of this process took
+        writing over (bcolz tables: see :mod:`carray.stores.lock`)."""
+        assert isinstance(self._storage, BcolzTable)
+        self.flush()
+        self.close_columns(flush=False)  # flushed just now
+        self._storage = self._storage.reader()
+        self._mode, self._readonly_reason = "r", reason
+        self._attrs = Attrs(self._storage.attrs_layout(), self._mode)
+        self.open_columns()
 
     def append(self, rows: Any) -> None:
         """Append rows: a structured array or record, a list of columns (arrays or scalars),
@@ -733,6 +764,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 self._len = len(col)
             if self._rootdir is not None:
                 self._storage.columns_changed(self)
+        self._flush_as_bcolz()
 
     def delcol(self, name: str | None = None, pos: int | None = None,
                keep: bool = False) -> None:
@@ -755,6 +787,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 self._storage.column_dropped(self, name, col, keep)
             if not self._cols:
                 self._len = 0
+        self._flush_as_bcolz()
 
     def resize(self, nitems: int) -> None:
         """Grow (with each column's default) or shrink every column to ``nitems`` rows."""
@@ -781,6 +814,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
 
     def trim(self, nitems: int) -> None:
         """Remove the last ``nitems`` rows."""
+        nitems = whole_count(nitems, "nitems")
         if nitems > self._len:
             raise ValueError(f"cannot trim {nitems} rows from a table of {self._len}")
         self.resize(self._len - nitems)

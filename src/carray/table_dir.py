@@ -64,8 +64,10 @@ def open_storage(store: Store, root: str, mode: str, fsync: bool, at: dict[str, 
         raise FormatError(f"not a table directory (no {TABLE_FILE} or {ROOTDIRS})",
                           store.url(root))
     readonly = mode == "r"
+    # bcolz tables keep bcolz's habit: a second writable handle takes writing over.
+    bcolz = is_bcolz_table(root, store) and not is_versioned_table(root, store)
     lock = None if readonly else WriteLock.acquire(store, root, on_takeover=on_takeover,
-                                                   timeout=timeout)
+                                                   hand_over=bcolz, timeout=timeout)
     try:
         if is_versioned_table(root, store):
             table = VersionedTable.open(store, root, readonly, fsync, lock, at, versions)

@@ -288,10 +288,11 @@ def pandas_columns(table: Any, names: list[str], lo: int, hi: int) -> dict[str, 
 
 def todataframe(table: Any, columns: list[str] | None = None, orient: str = "columns",
                 strings: str = "object"):
-    """A pandas DataFrame from a ctable, column by column (``orient='index'`` transposes)."""
+    """A pandas DataFrame from a ctable, column by column.  ``orient='index'`` transposes,
+    as bcolz does: every column becomes a row, and ``columns`` labels the table's rows."""
     import pandas as pd
 
-    names = table.column_names(columns)
+    names = table.column_names(None if orient == "index" else columns)
     data = {}
     for n in names:
         col = table.cols[n]
@@ -312,7 +313,10 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
             data[n] = col[:]
     df = pd.DataFrame(data, columns=names, copy=False)
     if orient == "index":
-        return df.T
+        rows = df.T
+        if columns is not None:
+            rows.columns = list(columns)  # one label per row of the table
+        return rows
     if orient != "columns":
         raise ValueError(f"orient must be 'columns' or 'index', got {orient!r}")
     return df

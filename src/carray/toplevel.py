@@ -12,6 +12,8 @@ import numpy as np
 
 from carray import registry
 from carray.array import carray
+from carray.compute.parse import Reduction
+from carray.compute.reduce import reduce
 from carray.compute.strings import expression as lazy_expression
 from carray.compute.strings import wants_lazy
 from carray.defaults import defaults
@@ -38,23 +40,40 @@ def _shape_and_dtype(shape: int | tuple[int, ...], dtype: Any) -> tuple[int, np.
 
 
 def fill(shape: int | tuple[int, ...], dflt: Any = None, dtype: Any = float,
-         **kwargs: Any) -> carray:
-    """A carray of ``shape`` filled with ``dflt``; other arguments as for :class:`carray`."""
+         **kwargs: Any) -> carray | ctable:
+    """A carray of ``shape`` filled with ``dflt``; other arguments as for :class:`carray`.
+
+    A structured ``dtype`` makes a ctable with one column per field, as bcolz does (and
+    as :func:`fromiter` does).
+    """
     n, dt = _shape_and_dtype(shape, dtype)
     kwargs.setdefault("expectedlen", n)
+    if dt.names and not dt.subdtype:
+        return _table_fill(n, dflt, dt, kwargs)
     a = carray(np.empty(0, dtype=dt), dflt=dflt, **kwargs)
     if n:
         a.resize(n)
     return a
 
 
-def zeros(shape: int | tuple[int, ...], dtype: Any = float, **kwargs: Any) -> carray:
-    """A carray of zeros."""
+def _table_fill(n: int, dflt: Any, dt: np.dtype, kwargs: dict) -> ctable:
+    """A ctable of ``n`` rows of ``dflt`` (a record of ``dt``; None: zeros)."""
+    record = np.zeros((), dtype=dt) if dflt is None else np.asarray(dflt, dtype=dt)
+    table_args = {k: kwargs.pop(k) for k in ("rootdir", "mode", "auto_flush", "format",
+                                             "storage", "storage_options", "fsync")
+                  if k in kwargs}
+    names = list(dt.names or ())
+    columns = [fill(n, record[name][()], dt[name], **kwargs) for name in names]
+    return ctable(columns, names=names, **kwargs, **table_args)
+
+
+def zeros(shape: int | tuple[int, ...], dtype: Any = float, **kwargs: Any) -> carray | ctable:
+    """A carray of zeros (a ctable for a structured ``dtype``)."""
     return fill(shape, None, dtype, **kwargs)
 
 
-def ones(shape: int | tuple[int, ...], dtype: Any = float, **kwargs: Any) -> carray:
-    """A carray of ones."""
+def ones(shape: int | tuple[int, ...], dtype: Any = float, **kwargs: Any) -> carray | ctable:
+    """A carray of ones (a ctable for a structured ``dtype``)."""
     base = np.dtype(dtype)
     return fill(shape, np.ones((), dtype=base.base)[()], dtype, **kwargs)
 
@@ -152,11 +171,20 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
     out_flavor : {'carray', 'numpy'}
         The result's type (default ``carray.defaults.out_flavor``); other keyword
         arguments go to the result carray.
+
+    Notes
+    -----
+    As in numexpr, the expression may end with a reduction, ``sum(...)`` or
+    ``prod(...)``, of all items or along an ``axis`` (``"sum(x * y, axis=1)"``),
+    whatever the ``vm``: a scalar, or an array of the remaining axes.
     """
     vm = defaults.vm if vm is None else vm
     out_flavor = defaults.out_flavor if out_flavor is None else out_flavor
     scope = caller_scope(1)
     scope.update(user_dict or {})
+    reduction = Reduction.parse(expression)
+    if reduction is not None:
+        return _eval_reduction(reduction, scope, out_flavor, kwargs)
     parsed = Expression.parse(expression)
     if vm == "dask":
         return _eval_dask(parsed, scope, out_flavor, kwargs)
@@ -165,6 +193,17 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
         return np.asarray(lazy) if out_flavor == "numpy" else lazy.compute(**kwargs)
     ev = BlockEvaluator(parsed, {}, scope, vm=vm, blen=blen, prune=False)
     return collect_result(ev, out_flavor, kwargs)
+
+
+def _eval_reduction(reduction: Reduction, scope: dict, out_flavor: str, kwargs: dict) -> Any:
+    """``eval`` of an expression ending with a reduction, streamed over the chunks."""
+    value = lazy_expression(reduction.inner.tree, scope)
+    if not hasattr(value, "shape"):  # scalars only
+        value = np.asarray(value)
+    result = reduce(reduction.op, value, axis=reduction.axis)
+    if np.ndim(result) == 0 or out_flavor == "numpy":
+        return result
+    return carray(result, **kwargs)
 
 
 def _eval_dask(parsed: Expression, scope: dict, out_flavor: str, kwargs: dict) -> Any:

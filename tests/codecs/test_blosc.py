@@ -263,3 +263,21 @@ def test_compress2_on_one_thread_gives_a_chunk_that_decodes_the_same():
     out = np.empty_like(data)
     blosc.decompress_into(one, out)
     np.testing.assert_array_equal(out, data)
+
+
+@pytest.mark.parametrize("itemsize", [3, 7, 12, 20])
+@pytest.mark.parametrize("nthreads", [1, None])
+def test_compress2_blocks_hold_whole_items(itemsize, nthreads):
+    # Compressible records whose size does not divide the 16 KiB default block: libblosc2
+    # shuffles a block that is not a whole number of items wrongly.
+    n = 65536 // itemsize * 4 + 5
+    raw = (np.arange(n * itemsize, dtype=np.uint64) // 97 % 251).astype(np.uint8)
+    items = raw.view(f"V{itemsize}")
+    chunk = blosc.compress2(items, itemsize, CParams(), nthreads=nthreads)
+    assert blosc.read_header(chunk).blocksize % itemsize == 0
+    out = np.empty_like(raw)
+    blosc.decompress_into(chunk, out)
+    assert out.tobytes() == raw.tobytes()
+    with blosc.Decoder() as decoder:
+        decoder.decompress_into(chunk, out)
+    assert out.tobytes() == raw.tobytes()

@@ -107,6 +107,10 @@ def compress2(data: np.ndarray, typesize: int, cparams: CParams,
         raise CodecError(f"a chunk of {data.nbytes} bytes exceeds Blosc's 2 GiB limit")
     if blocksize is None:
         blocksize = default_blocksize(cparams.cname)
+    if blocksize and typesize > 1 and blocksize % typesize:
+        # libblosc2 (2.x) shuffles a block whose size is not a multiple of the typesize
+        # wrongly: the chunk then decodes to other values than were compressed.
+        blocksize = max(blocksize - blocksize % typesize, typesize)
     filters, filters_meta = blosc2_filters(cparams)
     if len(filters) > 2:
         # libblosc2 (3.3) uses the source as scratch space once a pipeline passes

@@ -12,6 +12,9 @@ and zone-map pruning) sees one small set of nodes:
   numexpr knows only the latter;
 * a chained comparison ``a < b < c`` becomes ``(a < b) & (b < c)``;
 * ``isin(x, [...])`` becomes ``x in [...]``;
+* a function called through numpy's or dask.array's usual module names
+  (``np.sin(x)``, ``numpy.log(x)``, ``da.exp(x)``, as bcolz's evaluators took them)
+  becomes the function of that name;
 * chains of ``and``, ``or``, ``&``, ``|`` and ``^`` become balanced trees (as deep
   as the log of their length), so thousands of alternatives evaluate; an expression
   that still nests more than :data:`MAX_DEPTH` levels is an :class:`ExpressionError`;
@@ -22,7 +25,9 @@ and zone-map pruning) sees one small set of nodes:
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 from carray.compute.ops import CMPOPS, FUNCTIONS, MEMBERSHIP
 from carray.errors import ExpressionError
@@ -30,14 +35,20 @@ from carray.errors import ExpressionError
 _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Constant,
             ast.Call, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.List, ast.Tuple)
 _LITERALS = (int, float, complex, str, bytes, bool)
+# Module names whose functions are the expression functions of the same names.
+_FUNCTION_MODULES = frozenset({"np", "numpy", "da"})
 
 
 class Normalise(ast.NodeTransformer):
-    """``and``/``or``/``not`` to ``&``/``|``/``~``, chained comparisons split, and
-    ``isin(x, [...])`` as ``x in [...]``."""
+    """``and``/``or``/``not`` to ``&``/``|``/``~``, chained comparisons split,
+    ``isin(x, [...])`` as ``x in [...]`` and ``np.sin(x)`` as ``sin(x)``."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id in _FUNCTION_MODULES and func.attr in FUNCTIONS:
+            node.func = ast.copy_location(ast.Name(id=func.attr, ctx=ast.Load()), func)
         if isinstance(node.func, ast.Name) and node.func.id == "isin":
             if len(node.args) != 2 or node.keywords:
                 raise ExpressionError("isin takes two arguments, as in "
@@ -238,4 +249,61 @@ def _is_used_as_value(tree: ast.AST, name: str) -> bool:
                for n in ast.walk(tree))
 
 
-__all__ = ["MAX_DEPTH", "Expression", "Normalise", "literal"]
+#: Reductions an expression may end with, as numexpr allows them (``sum(x * y, axis=1)``).
+REDUCTIONS = ("sum", "prod")
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """An expression whose last operation is a reduction: ``op(inner, axis=axis)``."""
+
+    op: str
+    inner: Expression
+    axis: int | None
+
+    @classmethod
+    def parse(cls, text: str) -> Reduction | None:
+        """``text`` as a reduction of an expression, or None when it does not end with one.
+
+        Raises
+        ------
+        ExpressionError
+            The reduction is called with other arguments than an expression and an
+            integer ``axis``.
+        """
+        try:
+            call = ast.parse(text.strip(), mode="eval").body if isinstance(text, str) else None
+        except SyntaxError:
+            return None  # Expression.parse says what is wrong
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if \
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+            func.value.id in _FUNCTION_MODULES else None
+        if name not in REDUCTIONS:
+            return None
+        axes = list(call.args[1:]) + [k.value for k in call.keywords if k.arg == "axis"]
+        others = [k.arg for k in call.keywords if k.arg != "axis"]
+        if len(call.args) < 1 or len(axes) > 1 or others:
+            raise ExpressionError(f"{name} takes an expression and an axis, as in "
+                                  f"\"{name}(x, axis=0)\", in {text!r}")
+        axis: int | None = None
+        if axes:
+            ok, value = literal(axes[0])
+            if not ok or not isinstance(value, int) or isinstance(value, bool):
+                raise ExpressionError(f"the axis of {name} must be an integer, in {text!r}")
+            axis = value
+        return cls(name, Expression.parse(ast.unparse(call.args[0])), axis)
+
+
+def caller_scope(depth: int) -> dict[str, Any]:
+    """Variables visible where the user called us (locals over globals), as bcolz does:
+    ``depth`` frames above the caller of this function."""
+    frame = sys._getframe(depth + 1)
+    scope = dict(frame.f_globals)
+    scope.update(frame.f_locals)
+    return scope
+
+
+__all__ = ["MAX_DEPTH", "REDUCTIONS", "Expression", "Normalise", "Reduction", "caller_scope", "literal"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from carray.compute.ops import FUNCTIONS, walk
 from carray.compute.protocols import ComputeMixin, LazyExpr
-from carray.errors import ExpressionError
+from carray.errors import UnknownNameError
 
 __all__ = ["FUNCTIONS", "expression", "wants_lazy"]
 
@@ -40,7 +40,7 @@ def expression(tree: ast.AST, names: Mapping[str, Any],
     """
     def lookup(name: str) -> Any:
         if name not in names:
-            raise ExpressionError(f"{name!r} is not a known variable")
+            raise UnknownNameError(f"{name!r} is not a known variable")
         return names[name]
 
     return walk(tree, lookup, _apply, functions)

@@ -101,6 +101,7 @@ class ArrayEngine:
         self._replay: replay.Replay | None = None  # a rebase not applied whole yet
         self._closed = False
         self._closed_by: str | None = None  # why a takeover closed it (see abandon)
+        self._readonly_reason: str | None = None  # why a reader refuses writes, if not its mode
 
     @classmethod
     def create(cls, path: str | None, meta: ArrayMeta, *, store: Store, format: str | None,  # noqa: A002
@@ -328,6 +329,8 @@ class ArrayEngine:
         if self._closed_by is not None:
             raise HandleClosedError(self._closed_by)
         if self._mode == "r":
+            if self._readonly_reason is not None:
+                raise ReadOnlyError(self._readonly_reason)
             pinned = self._layout.pinned_version
             raise ReadOnlyError(f"{self.describe()}: opened in mode 'r'" if pinned is None
                                 else f"{self.describe()}: version {pinned} is read-only (open "
@@ -769,6 +772,17 @@ class ArrayEngine:
         takes the dataset over (see :mod:`carray.stores.lock`); nothing without a lock."""
         if self._layout.write_lock is not None:
             self._layout.write_lock.on_takeover(close)
+
+    def on_handover(self, yield_writing: Callable[[str], None]) -> None:
+        """Have ``yield_writing(reason)`` called when a later writable open of this process
+        takes writing over (bcolz directories only: see :mod:`carray.stores.lock`)."""
+        if self._layout.write_lock is not None and self._layout.hands_over:
+            self._layout.write_lock.on_handover(yield_writing)
+
+    def refuse_writes(self, reason: str) -> None:
+        """Make every later write raise :class:`ReadOnlyError` saying ``reason`` (a reader
+        that was a writer until another handle took writing over)."""
+        self._readonly_reason = reason
 
     def abandon(self, reason: str) -> None:
         """Close without recording anything, for a later ``mode='w'`` open of this process

@@ -18,7 +18,7 @@ from carray.array import carray
 from carray.compute import LazyExpr
 from carray.compute.ops import walk
 from carray.compute.parse import Expression
-from carray.errors import ExpressionError
+from carray.errors import UnknownNameError
 
 
 def evaluate(expr: Expression, scope: Mapping[str, Any]) -> Any:
@@ -42,7 +42,7 @@ def evaluate(expr: Expression, scope: Mapping[str, Any]) -> Any:
 
     def lookup(name: str) -> Any:
         if name not in scope:
-            raise ExpressionError(f"{name!r} in {expr.text!r} is not a known variable")
+            raise UnknownNameError(f"{name!r} in {expr.text!r} is not a known variable")
         if name not in wrapped:
             value = scope[name]
             if isinstance(value, carray):

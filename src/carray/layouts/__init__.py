@@ -62,11 +62,13 @@ def sniff_layout(path: str, store: Store = LOCAL) -> LayoutKind | None:
     return None
 
 
-def default_format(rootdir: str | os.PathLike[str] | None) -> str:
-    """The layout a new array at ``rootdir`` gets when no ``format`` is asked for."""
+def default_format(rootdir: str | os.PathLike[str] | None, preferred: str | None = None) -> str:
+    """The layout a new array at ``rootdir`` gets when no ``format`` is asked for: a Blosc2
+    frame for a ``.b2nd`` path, else ``preferred`` (``carray.defaults.format``) or
+    'superchunk'."""
     if rootdir is not None and os.fspath(rootdir).endswith(B2ND_EXTENSION):
         return "b2nd"
-    return "superchunk"
+    return preferred or "superchunk"
 
 
 def create_layout(rootdir: str | os.PathLike[str] | None, meta: ArrayMeta, *,
@@ -158,7 +160,8 @@ def open_layout(rootdir: str | os.PathLike[str], *, readonly: bool, fsync: bool 
     readonly = readonly or pinned
     # Taken before anything is read: opening for writing may recover an interrupted commit.
     # A member of a dataset of several arrays (a table's column) is locked with it.
-    lock = WriteLock.acquire(store, rootdir, take_over=take_over, timeout=timeout_of(storage)) \
+    lock = WriteLock.acquire(store, rootdir, take_over=take_over,
+                             hand_over=kind.cls.hands_over, timeout=timeout_of(storage)) \
         if not readonly and storage.get("lock", True) and storage.get("member") is None \
         else None
     opened: tuple[Layout, ArrayMeta, int]

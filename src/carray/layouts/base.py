@@ -139,6 +139,9 @@ class Layout(abc.ABC):
 
     #: The writer's lock (see :mod:`carray.stores.lock`), held until :meth:`close`.
     write_lock: WriteLock | None = None
+    #: True when a later writable open of this process takes writing over from a handle
+    #: of this layout instead of being refused (bcolz directories, as bcolz allows).
+    hands_over: bool = False
     #: True when :meth:`savepoint` / :meth:`rollback` undo chunk writes themselves (the
     #: engine then keeps no copies of the chunks an operation replaces).
     savepoints: bool = False

@@ -214,7 +214,7 @@ def decode_dflt(value: Any, dtype: np.dtype, path: str) -> np.ndarray:
     def typed(v: Any, dt: np.dtype) -> Any:
         if dt.names:
             return tuple(typed(x, dt[n]) for x, n in zip(v, dt.names, strict=True))
-        if dt.kind == "S" and isinstance(v, str):
+        if dt.kind in "SV" and isinstance(v, str):  # bytes are kept as latin-1 text
             return v.encode("latin-1")
         if dt.kind == "c" and isinstance(v, list):
             return complex(*v)
@@ -256,6 +256,7 @@ class BcolzLayout(Layout):
     blosc1 = True
     in_memory = False
     rows_only = True
+    hands_over = True  # bcolz lets a process open a directory several times
     concurrent_reads = True  # each read opens, reads and closes its own file
     unit_chunks = 1  # one file per chunk
 

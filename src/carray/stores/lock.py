@@ -19,6 +19,17 @@ open goes on.  A dataset inside another one that a handle of this process holds
 changes: it gets ``LockError`` at once while an older writable handle of this
 process exists (waiting for it would wait for ourselves).
 
+bcolz directories (arrays and tables in bcolz's format) keep bcolz's habit of several
+handles of one process on one directory, writing one at a time: a writable open
+*hands writing over*.  The older handle (registered with
+:meth:`WriteLock.on_handover`) is flushed, so the new one starts from everything it
+wrote, and goes on as a reader (mode 'r', seeing what its successor flushes); its
+lock passes to the new handle without being let go, so no other process can take it
+in between.  A write through the older handle then raises
+:class:`carray.errors.ReadOnlyError` saying so.  carray's own layout keeps one
+writable handle per process: two would allocate space in the same files without
+knowing of each other.
+
 The lock is ``flock`` on the dataset directory itself (no extra file), or, for a
 single-file dataset, on ``<file>.lock`` beside it, removed again on release.
 Each lock opens its own file description, so two handles of one process exclude
@@ -84,9 +95,11 @@ class WriteLock:
         self._key = key
         # Held weakly: the lock must not keep its handle alive (the handle holds the lock).
         self._closer: weakref.WeakMethod[Callable[[str], None]] | None = None
+        self._yielder: weakref.WeakMethod[Callable[[str], None]] | None = None
 
     @classmethod
     def acquire(cls, store: Store, path: str, *, take_over: bool = False,
+                hand_over: bool = False,
                 on_takeover: Callable[[str], None] | None = None,
                 timeout: float | None = None) -> WriteLock | None:
         """A new lock on ``path`` in ``store``, or None where nothing can be locked.
@@ -96,6 +109,10 @@ class WriteLock:
         take_over : bool
             For a ``mode='w'`` open: close this process's handles holding the lock
             (those registered with :meth:`on_takeover`) and take it.
+        hand_over : bool
+            For a writable open of a bcolz directory: the handle of this process holding
+            the lock, if it registered with :meth:`on_handover`, is flushed and left
+            reading, and its lock passes to the caller (see the module doc).
         on_takeover : callable, optional
             Registered with :meth:`on_takeover` on the new lock.
         timeout : float, optional
@@ -118,6 +135,8 @@ class WriteLock:
             lock = _take(path)
             if lock is None and take_over and _close_holders(path):
                 lock = _take(path)
+            if lock is None and hand_over:
+                lock = _hand_over(path)
             if lock is None and _held_here(path):
                 # The holder may be a handle of ours that only a cycle keeps alive.
                 gc.collect()
@@ -150,6 +169,39 @@ class WriteLock:
         when a later ``mode='w'`` open of this process takes the dataset over; it must
         close the handle without flushing and release this lock."""
         self._closer = weakref.WeakMethod(close)
+
+    def on_handover(self, yield_writing: Callable[[str], None]) -> None:
+        """Have ``yield_writing(reason)`` (a bound method of the handle holding this lock)
+        called when a later writable open of this process asks for the dataset with
+        ``hand_over``: it must flush the handle and leave it reading, without releasing
+        this lock (which is no longer the handle's by then: see :meth:`_pass_on`)."""
+        self._yielder = weakref.WeakMethod(yield_writing)
+
+    def _pass_on(self) -> WriteLock | None:
+        """This lock, passed to a new owner after the handle holding it yielded writing
+        (None: no live handle registered with :meth:`on_handover`).  The flock stays held
+        throughout; this object is left empty, so its handle's release does nothing."""
+        yield_writing = self._yielder() if self._yielder is not None and self.held else None
+        if yield_writing is None or self._fd is None:
+            return None
+        successor = WriteLock(self.path, self._fd, self._file, self._key)
+        self._swap(successor)
+        try:
+            yield_writing(f"{self.path}: a later open of this process took writing over (this "
+                          "handle flushed first and now only reads); write through the "
+                          "newer handle, or open the dataset again")
+        except BaseException:
+            successor._swap(self)  # not yielded (a failed flush): the holder keeps writing
+            raise
+        return successor
+
+    def _swap(self, successor: WriteLock) -> None:
+        """Move the held flock from this object to ``successor``."""
+        with _registry_lock:
+            successor._fd, self._fd = self._fd, None
+            holders = _holders.setdefault(self._key, weakref.WeakSet())
+            holders.discard(self)
+            holders.add(successor)
 
     def _take_over(self) -> bool:
         """Close the handle holding this lock (True), if one registered and is alive."""
@@ -238,6 +290,19 @@ def _close_holders(path: str) -> bool:
     for lock in holders:
         closed = lock._take_over() or closed
     return closed
+
+
+def _hand_over(path: str) -> WriteLock | None:
+    """The lock on ``path`` that a handle of this process held, passed on after that
+    handle yielded writing (see :meth:`WriteLock.on_handover`); None when none would."""
+    key = _key_of(path)
+    with _registry_lock:
+        holders = list(_holders.get(key, ())) if key is not None else []
+    for lock in holders:
+        passed = lock._pass_on()
+        if passed is not None:
+            return passed
+    return None
 
 
 def _take(path: str) -> WriteLock | None:

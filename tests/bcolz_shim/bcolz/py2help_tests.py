@@ -1,0 +1,3 @@
+"""The mock class bcolz's tests import."""
+
+from unittest.mock import Mock  # noqa: F401
