@@ -81,37 +81,37 @@ def missing_from_all(code: str) -> set[str]:
     return {name.lower().replace("_", "-") for name in needs(code)} - extra("all")
 
 
-def _memory_files() -> dict:
-    """fsspec's in-memory file system (shared by the whole process), or an empty dict."""
+def _memory_fs():
+    """fsspec's in-memory file system class (its files and directories are shared by the
+    whole process), or None."""
     try:
         from fsspec.implementations.memory import MemoryFileSystem
     except ImportError:
-        return {}
-    return MemoryFileSystem.store
+        return None
+    return MemoryFileSystem
 
 
 def run_examples(blocks: list[tuple[int, str]], source: Path) -> None:
     """Run ``blocks`` in order in one namespace, in the current directory, as a reader
     pasting them one after another would; skip when an optional package is missing.
 
-    A failure's traceback names ``source`` and the line of the file. What the examples wrote to fsspec's
-    memory file system is removed, and the carray objects they left open are closed,
-    so their files are released before the directory goes.
+    A failure's traceback names ``source`` and the line in it. The carray objects the
+    examples left open are closed, so their files are released before the directory
+    goes, then what they wrote to fsspec's memory file system is removed.
     """
     for _, code in blocks:
         for name in needs(code):
             pytest.importorskip(name, reason=f"the example needs {name}, an optional package")
     namespace: dict = {"__name__": "__example__"}
-    memory = _memory_files()
-    before = set(memory)
+    memory = _memory_fs()
+    files_before = set(memory.store) if memory else set()
+    dirs_before = set(memory.pseudo_dirs) if memory else set()
     try:
         for line, code in blocks:
             # Blank lines in front keep the line numbers of tracebacks those of the file.
             compiled = compile("\n" * (line - 1) + code, str(source), "exec")
             exec(compiled, namespace)  # noqa: S102 - running the docs' own examples is the test
     finally:
-        for key in set(memory) - before:
-            memory.pop(key, None)
         for value in list(namespace.values()):
             close = getattr(value, "close", None)
             if callable(close) and type(value).__module__.startswith("carray"):
@@ -119,3 +119,7 @@ def run_examples(blocks: list[tuple[int, str]], source: Path) -> None:
                     close()
                 except Exception:  # noqa: BLE001 - already failed or closed; not the test
                     pass
+        if memory:  # what the examples wrote to memory:// goes with them
+            for key in set(memory.store) - files_before:
+                memory.store.pop(key, None)
+            memory.pseudo_dirs[:] = [d for d in memory.pseudo_dirs if d in dirs_before]
