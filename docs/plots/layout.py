@@ -41,12 +41,13 @@ for ci in range(nchunks[0]):
 ax.add_patch(Rectangle((0, 0), cols, rows, fill=False, edgecolor="black", linewidth=1.2,
                        linestyle="--"))
 ax.plot([0, cols], [row + 0.5, row + 0.5], color="#c1121f", linewidth=2)
-ax.text(ccol * nchunks[1] + 0.5, row + 0.8, "a[9, :]", color="#c1121f", fontsize=10)
-ax.set_xlim(-0.5, 41)
-ax.set_ylim(25, -0.5)
+padded = (-(-rows // brow) * brow, -(-cols // bcol) * bcol)   # the stored extent
+ax.text(padded[1] + 0.5, row + 0.8, "a[9, :]", color="#c1121f", fontsize=10)
+ax.set_xlim(-0.5, padded[1] + 6)
+ax.set_ylim(padded[0] + 0.5, -0.5)
 ax.set_aspect("equal")
-ax.set_xticks(np.arange(0, 37, ccol // 2))
-ax.set_yticks(np.arange(0, 25, brow))
+ax.set_xticks(np.arange(0, padded[1] + 1, bcol))
+ax.set_yticks(np.arange(0, padded[0] + 1, brow))
 ax.set_xlabel("axis 1")
 ax.set_ylabel("axis 0")
 ax.set_title(f"shape {a.shape}, chunks {a.chunks}, blocks {a.blocks}: "
