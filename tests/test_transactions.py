@@ -357,9 +357,6 @@ def test_verify_names_a_version_whose_outcome_is_recorded_nowhere_C13(tmp_path):
     assert verify_path(f"{root}/a")[0] == []
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: an append inside a transaction that raises "
-                   "stays in an array whose stored chunks all hold the fill value, and the "
-                   "next flush commits it")
 def test_a_transaction_that_raises_undoes_an_append_to_an_array_of_fill_values(tmp_path):
     a = ca.carray(np.zeros(10), rootdir=str(tmp_path / "a"), mode="w")
     with pytest.raises(RuntimeError):

@@ -348,3 +348,21 @@ def test_engine_tells_fill_chunks_apart(tmp_path):
     engine = a.engine
     assert engine.chunk_fill(0) is None
     assert [int(engine.chunk_fill(n)) for n in (1, 2, 3)] == [4, 4, 4]
+
+
+@pytest.mark.parametrize("grow_to", [2, 7, 5000])
+@pytest.mark.parametrize("cut_to", [0, 1, 3])
+def test_a_cut_then_a_growth_reads_the_fill_value_not_the_committed_chunks(tmp_path, cut_to,
+                                                                          grow_to):
+    """Shrinking below committed chunks and growing again (no commit between) shows the
+    fill value in the regrown rows, before and after the commit."""
+    root = str(tmp_path / "a")
+    a = ca.carray(np.arange(1, 4001), chunklen=2, rootdir=root, mode="w")
+    a.resize(cut_to)
+    a.resize(grow_to)
+    expected = np.zeros(grow_to, dtype=np.int64)
+    kept = min(cut_to, grow_to)
+    expected[:kept] = np.arange(1, kept + 1)
+    np.testing.assert_array_equal(a[:], expected)
+    a.close()
+    np.testing.assert_array_equal(ca.open(root, mode="r")[:], expected)

@@ -475,8 +475,7 @@ class SuperchunkLayout(Layout):
         with self._lock:
             for key in self._keeper.discard():  # this commit's own files: nothing else's
                 self.files.delete(key)
-            self._index = WorkingIndex(IndexView(state.nchunks, state.pages,
-                                                 self.dataset.repo.pages))
+            self._index = WorkingIndex(self._view_of(state))
             self.records.forget()
             self._stamps.clear()
             self._attrs = self._decode_attrs(state.attrs)
@@ -502,27 +501,34 @@ class SuperchunkLayout(Layout):
     def chunks_between(self, old: MemberState, new: MemberState) -> set[int]:
         """The chunks whose records differ between two states of this member (chunks
         only one of them has included)."""
-        pages = self.dataset.repo.pages
-        changed = set(range(min(old.nchunks, new.nchunks), max(old.nchunks, new.nchunks)))
-        for p in range(-(-min(old.nchunks, new.nchunks) // PAGE_ENTRIES)):
-            a, b = old.pages[p], new.pages[p]
-            if (int(a["seq"]), int(a["off"])) == (int(b["seq"]), int(b["off"])):
+        va, vb = self._view_of(old), self._view_of(new)
+        common = min(old.nchunks, new.nchunks)
+        changed = set(range(common, max(old.nchunks, new.nchunks)))
+        refs_a, refs_b = dict(va.stored()), dict(vb.stored())
+        for p in sorted(set(refs_a) | set(refs_b)):  # a page neither stores is all fill
+            if p * PAGE_ENTRIES >= common:
+                break
+            a, b = refs_a.get(p), refs_b.get(p)
+            if a is not None and b is not None and \
+                    (int(a["seq"]), int(a["off"])) == (int(b["seq"]), int(b["off"])):
                 continue  # one stored page both versions share
-            n = min(PAGE_ENTRIES, old.nchunks - p * PAGE_ENTRIES,
-                    new.nchunks - p * PAGE_ENTRIES)
-            ea = pages.page(a, min(PAGE_ENTRIES, old.nchunks - p * PAGE_ENTRIES))[:n]
-            eb = pages.page(b, min(PAGE_ENTRIES, new.nchunks - p * PAGE_ENTRIES))[:n]
+            n = min(PAGE_ENTRIES, common - p * PAGE_ENTRIES)
+            ea, eb = va.page(p)[:n], vb.page(p)[:n]
             diff = (ea["off"] != eb["off"]) | (ea["gen"] != eb["gen"]) | \
                 (ea["cbytes"] != eb["cbytes"])
             changed.update(int(i) + p * PAGE_ENTRIES for i in np.flatnonzero(diff))
         return changed
 
+    def _view_of(self, state: MemberState) -> IndexView:
+        return IndexView(state.nchunks, state.pages, self.dataset.repo.pages,
+                         state.page_numbers)
+
     def rebase_index(self, newer: MemberState) -> None:
         """Take ``newer`` (a state whose chunks are this one's committed ones: another
         writer changed no chunk) as what the working index changes apply to."""
-        view = IndexView(newer.nchunks, newer.pages, self.dataset.repo.pages)
+        view = self._view_of(newer)
         with self._lock:
-            self.working_index.base = view
+            self.working_index.rebase(view)
             self._base_pages = None
             self._committed = (tuple(newer.shape), newer.cbytes, newer.attrs)
 
@@ -561,8 +567,7 @@ class SuperchunkLayout(Layout):
     def switch(self, state: MemberState) -> None:
         """Take ``state`` (a member of another version) as this layout's committed state;
         a writer's records the current one holds and ``state`` does not become free."""
-        view = IndexView(state.nchunks, state.pages, self.dataset.repo.pages,
-                         state.page_numbers)
+        view = self._view_of(state)
         with self._lock:
             if self._keeper is not None:
                 current = self.working_index
@@ -630,8 +635,7 @@ class SuperchunkLayout(Layout):
     def published(self, state: MemberState, seq: int) -> None:
         assert self._keeper is not None
         with self._lock:
-            self._index.committed(IndexView(state.nchunks, state.pages,
-                                            self.dataset.repo.pages, state.page_numbers))
+            self._index.committed(self._view_of(state))
             self._keeper.published(seq)
             self.records.forget()
             self._stored_attrs = state.attrs

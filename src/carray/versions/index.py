@@ -249,8 +249,9 @@ class IndexView:
 class WorkingIndex:
     """A writer's index: the committed :class:`IndexView` plus the pages changed since.
 
-    Chunks past the committed ones that were never set hold the fill value.  Changes
-    can be undone back to a :meth:`savepoint`.
+    Chunks past the committed ones that were never set hold the fill value, and so do
+    those the index was cut below since (a cut and a growth read fill, never the
+    committed records).  Changes can be undone back to a :meth:`savepoint`.
     """
 
     def __init__(self, base: IndexView) -> None:
@@ -258,19 +259,27 @@ class WorkingIndex:
         self.nchunks = base.nchunks
         self._changed: dict[int, np.ndarray] = {}
         self._undo: list[tuple[int, Entry | None, int]] | None = None
+        self._horizon = base.nchunks  # chunks past it never read the base's records
 
     @property
     def changed(self) -> bool:
-        return bool(self._changed) or self.nchunks != self.base.nchunks
+        return bool(self._changed) or self.nchunks != self.base.nchunks or \
+            self._horizon < self.base.nchunks
+
+    def rebase(self, base: IndexView) -> None:
+        """Take ``base`` as the committed view the changes apply to (the chunks they
+        did not change are the same in both)."""
+        self.base = base
+        self._horizon = min(self._horizon, base.nchunks)
 
     def page(self, p: int) -> np.ndarray:
         """Entries of page ``p`` as they are now (full pages; those past the end unset)."""
         page = self._changed.get(p)
         if page is not None:
             return page
-        if (p + 1) * PAGE_ENTRIES <= self.base.nchunks:
+        if (p + 1) * PAGE_ENTRIES <= self._horizon:
             return self.base.page(p)
-        if p * PAGE_ENTRIES < self.base.nchunks:
+        if p * PAGE_ENTRIES < self._horizon:
             return self._writable_page(p)  # the committed last page, filled up
         return _fill_page_ro(PAGE_ENTRIES)
 
@@ -280,7 +289,7 @@ class WorkingIndex:
         p, i = divmod(n, PAGE_ENTRIES)
         page = self._changed.get(p)
         if page is None:
-            if n >= self.base.nchunks:
+            if n >= self._horizon:
                 return FILL_ENTRY
             page = self.base.page(p)
         return Entry(*page[i].tolist())
@@ -290,8 +299,8 @@ class WorkingIndex:
         if page is None:
             page = fill_page()
             lo = p * PAGE_ENTRIES
-            if lo < self.base.nchunks:
-                old = self.base.page(p)
+            if lo < self._horizon:
+                old = self.base.page(p)[:self._horizon - lo]
                 page[:len(old)] = old
             self._changed[p] = page
         return page
@@ -334,6 +343,7 @@ class WorkingIndex:
             lo += 1
         for p in [p for p in self._changed if p >= lo]:
             del self._changed[p]
+        self._horizon = min(self._horizon, nchunks)
 
     # -- savepoints ------------------------------------------------------------------------
 
@@ -384,13 +394,18 @@ class WorkingIndex:
         """The changed pages whose chunks now all hold the fill value (their committed
         references, if any, go)."""
         top = npages(self.nchunks)
-        return frozenset(p for p, page in self._changed.items()
-                         if p < top and not (page["off"] != FILL).any())
+        filled = {p for p, page in self._changed.items()
+                  if p < top and not (page["off"] != FILL).any()}
+        # Whole committed pages past a cut: a growth since shows them as fill.
+        filled.update(p for p, _ in self.base.stored() if p < top and
+                      p * PAGE_ENTRIES >= self._horizon and p not in self._changed)
+        return frozenset(filled)
 
     def committed(self, base: IndexView) -> None:
         """The changes are stored: ``base`` is the new committed view."""
         self.base = base
         self.nchunks = base.nchunks
+        self._horizon = base.nchunks
         self._changed.clear()
         if self._undo is not None:
             self._undo = []
