@@ -51,6 +51,10 @@ def _array_step(a, rng: np.random.Generator) -> None:
         a.resize(max(0, n + int(rng.integers(-60, 40))))
 
 
+#: Wide enough for every value a step writes (a longer one is refused, never cut).
+TEXT = "U8"
+
+
 def _table_step(t, rng: np.random.Generator) -> None:
     n = len(t)
     kind = rng.integers(0, 4)
@@ -74,7 +78,7 @@ def create(root: str, kind: str) -> None:
     """The data set every trial starts from (flushed: step 0)."""
     init = np.arange(100, dtype=np.int64)
     if kind.startswith("table"):
-        ca.ctable({"i": init, "f": init * 0.5, "s": [f"s{x}" for x in init]},
+        ca.ctable({"i": init, "f": init * 0.5, "s": np.array([f"s{x}" for x in init], dtype=TEXT)},
                   rootdir=root, mode="w", chunklen=32,
                   format="bcolz" if kind == "table-bcolz" else None).close()
     else:
@@ -91,7 +95,7 @@ def run_steps(root: str, kind: str, seed: int, report=None, steps: int = STEPS) 
     table = kind.startswith("table")
     if root is None:
         init = np.arange(100, dtype=np.int64)
-        obj = ca.ctable({"i": init, "f": init * 0.5, "s": [f"s{x}" for x in init]},
+        obj = ca.ctable({"i": init, "f": init * 0.5, "s": np.array([f"s{x}" for x in init], dtype=TEXT)},
                         chunklen=32) if table else ca.carray(init, chunklen=32)
     else:
         obj = ca.ctable(rootdir=root, mode="a") if table else \

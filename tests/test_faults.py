@@ -126,7 +126,9 @@ def test_array_failure_at_every_operation(tmp_path, monkeypatch, layout, op):
 
 def _table(root, n=50, fmt=None, auto_flush=True):
     t = ca.ctable({"i": np.arange(n), "f": np.arange(n) * 0.5,
-                   "s": np.array([f"r{k}" for k in range(n)], dtype=object)},
+                   # bcolz's text is fixed-width: wide enough for every edit below
+                   "s": np.array([f"r{k}" for k in range(n)],
+                                 dtype=object if fmt is None else "U8")},
                   rootdir=str(root), mode="w", chunklen=16, format=fmt)
     t.close()
     return ca.ctable(rootdir=str(root), mode="a", auto_flush=auto_flush)

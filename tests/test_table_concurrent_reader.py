@@ -92,7 +92,8 @@ def _read_all(t) -> int:
 def test_a_table_reader_sees_whole_states_while_a_writer_edits(tmp_path, fmt, auto_flush):
     root = str(tmp_path / "t")
     x = np.arange(N)
-    s = np.array([f"s{v}" for v in x], dtype=object)  # a variable-length string column
+    # A variable-length string column; bcolz's is fixed-width, as wide as the writes.
+    s = np.array([f"s{v}" for v in x], dtype=object if fmt is None else "U12")
     ca.ctable({"x": x, "y": x * 2.0, "s": s}, rootdir=root,
               chunklen=32, format=fmt).close()
     reader = ca.ctable(rootdir=root, mode="r")

@@ -9,17 +9,32 @@ import pytest
 
 import carray as ca
 from carray import registry
+from carray import table as table_module
 from carray.problems import tally
 
 
 @pytest.fixture
-def table(tmp_path):
+def table(tmp_path, monkeypatch):
+    """A bcolz table (the tests damage bcolz chunk files) with a variable-length string
+    column, as carray wrote text into bcolz tables before it stored it fixed-width as
+    bcolz does: such tables are still read and verified."""
+    monkeypatch.setattr(table_module, "bcolz_text", lambda values, where: values)
     root = tmp_path / "t"
     t = ca.ctable({"a": np.arange(10), "s": np.array(["x", "yy"] * 5, dtype=object)},
-                  rootdir=root, format="bcolz")  # the tests damage bcolz chunk files
+                  rootdir=root, format="bcolz")
     t.attrs["k"] = 1
     t.close()
+    monkeypatch.undo()
+    assert (root / "s" / "__vlstring__").exists()
     return root
+
+
+def test_a_bcolz_table_of_text_today_checks_its_fixed_width_column(tmp_path):
+    root = tmp_path / "t"
+    ca.ctable({"a": np.arange(10), "s": np.array(["x", "yy"] * 5, dtype=object)},
+              rootdir=root, format="bcolz").close()
+    assert not (root / "s" / "__vlstring__").exists()
+    assert _verify(root) == ([], 2)
 
 
 def _verify(root):
