@@ -11,6 +11,18 @@ import pytest
 from carray.stores.local import LocalHandle
 
 
+@pytest.fixture(autouse=True)
+def _empty_memory_filesystem():
+    """fsspec's ``memory://`` is one store for the whole process, and looking a path up
+    scans every key in it: what a test leaves there is emptied after it, so that tests
+    late in a run do not pay for every earlier one."""
+    yield
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    MemoryFileSystem.store.clear()
+    MemoryFileSystem.pseudo_dirs[:] = [""]
+
+
 @pytest.fixture
 def frozen_gc():
     """Objects alive before the test are left out of garbage collections while it runs:
