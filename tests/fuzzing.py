@@ -151,7 +151,7 @@ def _mutate_json(data: bytes, rng: random.Random) -> bytes | None:
             container[key] = rng.choice(_JSON_VALUES)
     try:
         if checked and isinstance(obj, dict):
-            from carray.checkedjson import dumps_checked
+            from carray.core.checkedjson import dumps_checked
 
             return dumps_checked(obj)
         return json.dumps(obj).encode()

@@ -11,27 +11,18 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
 
 # Bottom to top: a module may import from its own layer and the layers below it.
 LAYERS: list[set[str]] = [
-    {"errors", "problems", "params", "_util", "safejson", "checkedjson", "dtypes", "_fileio",
-     "defaults", "_html", "attrvalues", "attrpack", "_tempnames", "attrpeers"},
+    {"errors", "core"},
     {"stores"},
-    {"codecs", "_parallel"},
-    {"geometry", "grid", "keys", "shapes", "chunkio"},
-    {"formats", "layouts", "versions"},
+    {"codecs"},
+    {"chunks", "attrs"},
+    {"formats", "versions"},
+    {"layouts"},
     {"engine"},
-    {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
-     "table_columns", "tables_interop", "query", "compute", "_table_verify",
-     "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
-     "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
-     "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
-     "table_index", "index_planner", "_index_build", "_index_kinds",
-     "table_missing", "table_nullable", "_missing_table", "column_functions",
-     "category_column", "category_values", "category_query", "table_categories", "timezones",
-     "table_day", "table_csv", "membership",
-     "table_analysis", "table_groupby", "_group_kernels", "table_sort",
-     "transfer", "concat", "rechunk", "rechunk_plan", "table_rebase",
-     "group_rebase"},
-    {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
-     "group_copy", "__init__"},
+    {"compute"},
+    {"array"},
+    {"table"},
+    {"groups"},
+    {"api", "registry", "compat", "integrations", "cli", "testing", "__init__"},
 ]
 
 # Upward calls on purpose, each imported inside the one function that needs it.
@@ -39,7 +30,7 @@ ALLOWED_UPWARD = {
     # ``carray.to_dask()`` / ``ctable.to_dask()``: conveniences over the dask reader, which
     # knows containers only by their public API.
     ("array", "integrations"),
-    ("_portable_table", "integrations"),
+    ("table", "integrations"),
 }
 
 

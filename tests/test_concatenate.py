@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import transfer
+from carray.array import transfer
 from carray.engine.moves import StoredChunks
 from carray.layouts.superchunk import SuperchunkLayout
 

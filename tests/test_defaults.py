@@ -1,11 +1,11 @@
-"""carray.defaults: how a new array's ``cparams`` argument resolves against the defaults."""
+"""carray.core.defaults: how a new array's ``cparams`` argument resolves against the defaults."""
 
 from __future__ import annotations
 
 import pytest
 
-from carray.defaults import defaults, defaults_ctx, resolve_cparams
-from carray.params import CParams
+from carray.core.defaults import defaults, defaults_ctx, resolve_cparams
+from carray.core.params import CParams
 
 
 @pytest.fixture(autouse=True)

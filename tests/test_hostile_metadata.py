@@ -21,10 +21,10 @@ from metafiles import edit_meta
 import carray as ca
 from carray import registry
 from carray.codecs import blosc, ranged
+from carray.core.params import CParams
 from carray.errors import CArrayError, FormatError, UnsafeDataError
 from carray.formats import b2frame, ds
 from carray.formats._blp_frame import array_spec
-from carray.params import CParams
 
 DATA = Path(__file__).parent / "data"
 HOSTILE_DTYPES = ["[('a', 'O'), ('b', '<i8')]", "T", "O", "('O', (2,))",

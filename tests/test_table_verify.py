@@ -9,7 +9,7 @@ import pytest
 
 import carray as ca
 from carray import registry
-from carray.problems import tally
+from carray.core.problems import tally
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ import pytest
 
 import carray as ca
 import carray.layouts._sc_filling as filling
-from carray._tempnames import is_temporary, parse
 from carray.errors import StorageError
+from carray.stores.tempnames import is_temporary, parse
 
 SC = 4  # chunks per superchunk file
 CHUNK = 64

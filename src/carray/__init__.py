@@ -2,8 +2,24 @@
 
 from importlib import metadata as _metadata
 
-from carray.array import Attrs, carray
-from carray.bcolz_api import (
+from carray.api import (
+    arange,
+    eval,
+    fill,
+    fromiter,
+    iterblocks,
+    ones,
+    open,
+    open_array,
+    open_table,
+    prune,
+    transaction,
+    zeros,
+)
+from carray.array.array import Attrs, carray
+from carray.array.concat import concatenate
+from carray.codecs.threads import detect_number_of_cores, get_nthreads
+from carray.compat.bcolz import (
     blosc_compressor_list,
     blosc_set_nthreads,
     blosc_version,
@@ -12,11 +28,14 @@ from carray.bcolz_api import (
     set_nthreads,
     walk,
 )
-from carray.category_column import CategoryColumn
-from carray.category_values import categorical
-from carray.codecs.threads import detect_number_of_cores, get_nthreads
-from carray.concat import concatenate
-from carray.defaults import cparams, defaults, defaults_ctx
+from carray.core.defaults import cparams, defaults, defaults_ctx
+from carray.core.params import (
+    BITSHUFFLE,
+    NOSHUFFLE,
+    SHUFFLE,
+    CParams,
+    Shuffle,
+)
 from carray.errors import (
     AlignmentError,
     AllNaNError,
@@ -56,32 +75,13 @@ from carray.errors import (
     VersionTakenError,
 )
 from carray.formats import bloscpack, ds
-from carray.group_copy import copy_group
-from carray.groups import Group, group, open_group
-from carray.params import (
-    BITSHUFFLE,
-    NOSHUFFLE,
-    SHUFFLE,
-    CParams,
-    Shuffle,
-)
-from carray.table import ctable
-from carray.table_nullable import NullableColumn
-from carray.toplevel import (
-    arange,
-    eval,
-    fill,
-    fromiter,
-    iterblocks,
-    ones,
-    open,
-    open_array,
-    open_table,
-    prune,
-    transaction,
-    zeros,
-)
-from carray.vlstring import StringColumn
+from carray.groups.group import Group, group, open_group
+from carray.integrations.group_copy import copy_group
+from carray.table.columns.category import CategoryColumn
+from carray.table.columns.category_values import categorical
+from carray.table.columns.nullable import NullableColumn
+from carray.table.columns.strings import StringColumn
+from carray.table.table import ctable
 
 try:
     # The version is written once, in pyproject.toml, and read from the installed metadata.

@@ -22,26 +22,26 @@ from typing import Any, Literal
 
 import numpy as np
 
-from carray._table_verify import verify_table
-from carray.array import carray
+from carray.array.array import carray
+from carray.core.params import CNAMES, CParams, Shuffle
+from carray.core.problems import Checked, Finding, Problem, guarded
 from carray.errors import CArrayError, ContainerNotFoundError, FormatError, VersionsUnsupportedError
 from carray.formats import _b2frame_verify, _blp_verify, _ds_verify
 from carray.formats._b2frame_header import SPARSE_INDEX
 from carray.formats._blp_frame import MAGIC as BLP_MAGIC
 from carray.formats._ds_header import MAGIC as DS_MAGIC
 from carray.formats._ds_header import unescape
-from carray.group_store import is_group
-from carray.groups import Group, open_group
+from carray.groups.group import Group, open_group
+from carray.groups.store import is_group
 from carray.integrations import group_zarr, table_files, zarr_arrays
 from carray.layouts import LAYOUTS, LayoutKind, sniff_layout
 from carray.layouts._b2frame_meta import cparams_of as frame_cparams
 from carray.layouts.bcolz import META_DIR, STORAGE_FILE
-from carray.params import CNAMES, CParams, Shuffle
-from carray.problems import Checked, Finding, Problem, guarded
 from carray.stores import Store, is_url, resolve
-from carray.table import ctable
-from carray.table_day import index_facts, value_facts
-from carray.table_store import ROOTDIRS, is_ctable
+from carray.table.day import index_facts, value_facts
+from carray.table.store import ROOTDIRS, is_ctable
+from carray.table.table import ctable
+from carray.table.verify import verify_table
 
 Kind = Literal["array", "table", "dataset", "file", "group"]
 Location = str | os.PathLike
@@ -69,8 +69,8 @@ class Format:
         ``open(path, mode, storage_options) -> object``: a carray, ctable, numpy
         array or dict of variables.
     verify : callable
-        ``verify(store, path)`` yields :class:`~carray.problems.Problem` and
-        :class:`~carray.problems.Checked` findings.
+        ``verify(store, path)`` yields :class:`~carray.core.problems.Problem` and
+        :class:`~carray.core.problems.Checked` findings.
     info : callable
         ``info(path, storage_options) -> dict``: a JSON-able description.
     head : callable
@@ -79,7 +79,7 @@ class Format:
     remote : bool
         Whether paths may be URLs (``s3://...``).
     writable : bool
-        Whether :func:`carray.convert.convert` can write it.
+        Whether :func:`carray.integrations.convert.convert` can write it.
     container : bool
         Whether ``open`` gives a carray or ctable (what :func:`carray.open` returns).
     """

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carray import geometry as geo
+from carray.chunks import geometry as geo
 from carray.errors import (
     CArrayError,
     ContainerExistsError,

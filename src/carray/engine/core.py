@@ -23,8 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
-from carray.chunkio import ChunkIO, OpenChunk
+from carray.chunks.grid import NDGrid, gather, gather_blocked, plan
+from carray.chunks.io import ChunkIO, OpenChunk
+from carray.chunks.keys import CoordKey, OrthoKey
+from carray.chunks.shapes import result_array
+from carray.codecs import parallel as _parallel
+from carray.core.params import CParams
 from carray.engine import replay
 from carray.engine.boxes import BoxReader, is_box
 from carray.engine.closed import Closed
@@ -43,12 +47,8 @@ from carray.errors import (
     ReadOnlyError,
     UnsupportedDTypeError,
 )
-from carray.grid import NDGrid, gather, gather_blocked, plan
-from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
-from carray.params import CParams
-from carray.shapes import result_array
 from carray.stores import Store
 from carray.versions import rebase as rebasing
 from carray.versions.history import History

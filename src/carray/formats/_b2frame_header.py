@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from carray.dtypes import checked_dtype
+from carray.chunks.geometry import B2ND_MAX_DIM, CATERVA_MAX_DIM
+from carray.core.dtypes import checked_dtype
 from carray.errors import FormatError
-from carray.geometry import B2ND_MAX_DIM, CATERVA_MAX_DIM
 
 MAGIC = b"\x9e\xa8b2frame\x00"
 FIXED_HEADER = 87
@@ -318,7 +318,7 @@ def parse_nd_meta(raw: bytes, kind: str, path, offset: int | None) -> NDMeta:
 def parse_dtype(raw: bytes, path, offset) -> np.dtype:
     """A NumPy dtype from its b2nd string: ``dtype.str`` or a literal descr (never eval).
 
-    Checked by :func:`carray.dtypes.checked_dtype`: object items and variable-size
+    Checked by :func:`carray.core.dtypes.checked_dtype`: object items and variable-size
     kinds raise :class:`~carray.errors.UnsafeDataError`.  A sub-array type (``'1f8'``)
     is refused: writers record scalar or record items, the array's axes in its shape.
     """

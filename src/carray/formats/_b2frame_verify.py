@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import CArrayError
 from carray.formats.b2frame import Frame
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
 

@@ -20,11 +20,13 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from carray import attrpack
-from carray import geometry as geo
+from carray.attrs import pack as attrpack
+from carray.chunks import geometry as geo
+from carray.chunks.shapes import default_blocks, default_chunks_blocks
 from carray.codecs.blosc import BLOSC2_HEADER, compress2
 from carray.codecs.checksums import get_checksum
 from carray.codecs.pages import PAGE_SIZE, ChunkDigests
+from carray.core.params import FILTER_CODES, CParams
 from carray.errors import ContainerExistsError, UnsupportedDTypeError
 from carray.formats import _b2frame_chunk as _chunk
 from carray.formats._b2frame_digests import (
@@ -40,8 +42,6 @@ from carray.formats._b2frame_header import (
     build_nd_meta,
     build_trailer,
 )
-from carray.params import FILTER_CODES, CParams
-from carray.shapes import default_blocks, default_chunks_blocks
 from carray.stores import Store, resolve
 from carray.stores.staging import remove_quietly, staged
 
@@ -76,7 +76,7 @@ def pack_value(value: Any) -> bytes:
 
 def encode_vlmeta(value: Any, cparams: CParams) -> bytes:
     """A vlmeta entry as python-blosc2's ``vlmeta[k] = v`` stores it: msgpack
-    (:mod:`carray.attrpack`), then a Blosc2 chunk of typesize 1.
+    (:mod:`carray.attrs.pack`), then a Blosc2 chunk of typesize 1.
 
     Raises
     ------
@@ -134,7 +134,7 @@ def write_array(array, path: str | os.PathLike, *, chunks=None, blocks=None,
         existing frame there is replaced.
     chunks, blocks : tuple of int, optional
         Chunk and block shapes; the defaults are carray's
-        (:func:`carray.shapes.default_chunks_blocks`).
+        (:func:`carray.chunks.shapes.default_chunks_blocks`).
     cparams : CParams or dict, optional
         Codec, level and shuffle (``quantize`` is not supported here).
     contiguous : bool

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from carray.codecs.checksums import CHECKSUMS, Checksum, get_checksum
-from carray.dtypes import checked_dtype
+from carray.core.dtypes import checked_dtype
+from carray.core.safejson import load_json
 from carray.errors import ChecksumError, FormatError
-from carray.safejson import load_json
 
 MAGIC = b"blpk"
 FORMAT_VERSION = 3

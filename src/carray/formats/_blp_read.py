@@ -16,8 +16,8 @@ from typing import Any
 import blosc as _blosc1
 import numpy as np
 
-from carray import _parallel
 from carray.codecs import blosc
+from carray.codecs import parallel as _parallel
 from carray.codecs.threads import get_nthreads
 from carray.errors import ChecksumError, CodecError, CodecUnavailableError, FormatError
 from carray.formats._blp_frame import (

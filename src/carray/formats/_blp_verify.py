@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import CArrayError
 from carray.formats._blp_read import BlpFile
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
 

@@ -12,8 +12,8 @@ from typing import Literal
 
 import numpy as np
 
+from carray.core.safejson import load_json
 from carray.errors import FormatError
-from carray.safejson import load_json
 from carray.stores import Handle
 
 MAGIC = b"ds-"

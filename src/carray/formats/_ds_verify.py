@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import CArrayError
 from carray.formats._ds_header import unescape
 from carray.formats._ds_read import Reader
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
 

@@ -28,13 +28,13 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from carray._fileio import exchange, fsync_path, rename_noreplace
-from carray._parallel import in_background
-from carray._tempnames import temporary_name
+from carray.codecs.parallel import in_background
 from carray.formats._writeback import WriteBack
 from carray.stores.base import storage_error
+from carray.stores.files import exchange, fsync_path, rename_noreplace
 from carray.stores.local import LOCAL
 from carray.stores.staging import sweep_directory
+from carray.stores.tempnames import temporary_name
 
 #: Groups of parts, each written with one ``writev`` call: a chunk and its digest, say.
 Parts = Iterable[Sequence[Any]]

@@ -21,8 +21,8 @@ from __future__ import annotations
 import errno
 from concurrent.futures import Future
 
-from carray._fileio import start_writeback as start_write
-from carray._parallel import background, submit
+from carray.codecs.parallel import background, submit
+from carray.stores.files import start_writeback as start_write
 
 #: Bytes written between two requests to start the write-back.
 STEP = 4 << 20

@@ -3,8 +3,8 @@ and caterva 0.7 frames, read and written without python-blosc2's frame code.
 
 Format facts relied on (docs/formats/b2frame.md, docs/formats/blosc2-chunk.md);
 byte-level details are in :mod:`._b2frame_header`, chunk checks in
-:mod:`._b2frame_chunk`, index math in :mod:`carray.geometry`; region reads go
-through carray's own chunk reader (:class:`carray.chunkio.ChunkIO`):
+:mod:`._b2frame_chunk`, index math in :mod:`carray.chunks.geometry`; region reads go
+through carray's own chunk reader (:class:`carray.chunks.io.ChunkIO`):
 
 * A contiguous frame is ``header | chunk 0 | chunk 1 | ... | offsets chunk |
   trailer``. Chunk *i* starts at ``header_len + offset[i]``; the offsets chunk
@@ -35,11 +35,15 @@ import msgpack
 import numpy as np
 from numpy.typing import DTypeLike
 
-from carray import attrpack
-from carray import geometry as geo
-from carray.chunkio import ChunkIO, ChunkReader
+from carray.attrs import pack as attrpack
+from carray.chunks import geometry as geo
+from carray.chunks.grid import NDGrid, plan
+from carray.chunks.io import ChunkIO, ChunkReader
+from carray.chunks.keys import orthogonal_key
+from carray.chunks.shapes import default_chunks_blocks
 from carray.codecs.blosc import BLOSC2_HEADER, read_header
 from carray.codecs.pages import ChunkDigests
+from carray.core.params import CParams
 from carray.errors import ContainerNotFoundError, FormatError, UnsafeDataError
 from carray.formats import _b2frame_chunk as _chunk
 from carray.formats._b2frame_digests import FrameDigests, is_marked, read_record
@@ -57,10 +61,6 @@ from carray.formats._b2frame_write import (
     _copy_dtype,
     write_array,
 )
-from carray.grid import NDGrid, plan
-from carray.keys import orthogonal_key
-from carray.params import CParams
-from carray.shapes import default_chunks_blocks
 from carray.stores import Handle, Location, Store, resolve
 
 __all__ = ["Frame", "decode_vlmeta", "default_chunks_blocks",
@@ -82,7 +82,7 @@ def _unpack(raw: bytes) -> Any:
 
 def decode_vlmeta(raw: bytes, where: str) -> Any:
     """One vlmeta value as python-blosc2 stores it: a Blosc2 chunk of a msgpack value
-    (:mod:`carray.attrpack`).
+    (:mod:`carray.attrs.pack`).
 
     Checked before decoding (``where`` names the file and entry in errors);
     values that are not msgpack come back as raw bytes.
@@ -531,7 +531,7 @@ class Frame:
         """``array[key]``, decoding only the chunks (and, inside them, the blocks) the
         selection touches.
 
-        Keys are those of a carray (:func:`carray.keys.orthogonal_key`): ints,
+        Keys are those of a carray (:func:`carray.chunks.keys.orthogonal_key`): ints,
         slices with any step, ``...``, ``None``, and per axis an int array or a
         1-d mask (every axis indexed on its own).
         """

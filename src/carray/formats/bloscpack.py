@@ -50,6 +50,7 @@ import numpy as np
 
 from carray.codecs import blosc
 from carray.codecs.checksums import get_checksum
+from carray.core.params import CParams, Shuffle
 from carray.errors import CodecError, FormatError, UnsupportedDTypeError
 from carray.formats._blp_frame import (
     HEADER_SIZE,
@@ -83,7 +84,6 @@ from carray.formats._blp_stream import (
     open_npy,
 )
 from carray.formats._blp_write import put_blp, put_stream
-from carray.params import CParams, Shuffle
 from carray.stores import resolve
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "DEFAULT_CPARAMS", "DEFAULT_TYPESIZE", "MAX_RATIO",

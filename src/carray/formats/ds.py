@@ -31,7 +31,7 @@ reads it; the byte-level details were checked against files that package wrote):
   sum of the ``.len`` before it), keys with default JSON separators and ASCII escapes.
 * Attribute values are written as ds-format writes them (numpy values as Python values,
   arrays and tuples as lists, NaN as ``NaN``); values JSON has no form for are refused
-  (:mod:`carray.attrpeers`, docs/formats/ds.md).
+  (:mod:`carray.attrs.peers`, docs/formats/ds.md).
 
 What ds-format 5.0.2 gets wrong, and what this module does about it:
 
@@ -76,7 +76,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from carray import attrpeers
+from carray.attrs import peers as attrpeers
 from carray.errors import UnstorableAttributeError, UnsupportedDTypeError
 from carray.formats._ds_header import (
     LAYOUT_KEYS,
@@ -233,7 +233,7 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
 
 
 def encode_attrs(attrs: Mapping, where: str, keep_layout: bool = True) -> dict:
-    """Attributes as ds-format writes them (:func:`carray.attrpeers.json_value`: numpy
+    """Attributes as ds-format writes them (:func:`carray.attrs.peers.json_value`: numpy
     values as their Python values, arrays and tuples as lists, NaN as ``NaN``).
 
     Raises

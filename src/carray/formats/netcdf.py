@@ -32,14 +32,14 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from carray._fileio import fsync_path
-from carray._tempnames import temporary_name
-from carray.dtypes import checked_dtype
+from carray.core.dtypes import checked_dtype
 from carray.errors import FormatError
 from carray.formats import ds
 from carray.formats._ds_header import NUMERIC_TYPES
 from carray.formats._ds_read import apply_outer, normalize_index
 from carray.formats._local_write import write_bytes
+from carray.stores.files import fsync_path
+from carray.stores.tempnames import temporary_name
 
 __all__ = ["Reader", "StreamWriter", "read", "read_header", "write"]
 

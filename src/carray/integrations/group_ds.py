@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from carray.attrpeers import fill_value_for
+from carray.attrs.peers import fill_value_for
 from carray.errors import UnstorableAttributeError, UnsupportedDTypeError
 from carray.formats import ds
 from carray.formats._ds_header import NUMERIC_TYPES, escape, unescape

@@ -277,7 +277,7 @@ class CarrayBackendArray(BackendArray):
             if self.version is None:
                 opened = registry.open_any(self.path, "r", self.storage_options)
             else:
-                from carray.toplevel import open as open_container
+                from carray.api import open as open_container
 
                 opened = open_container(self.path, "r", storage_options=self.storage_options,
                                         version=self.version)
@@ -361,7 +361,7 @@ class CarrayDataStore(AbstractDataStore):
     def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
                  at: dict[str, Any] | None = None) -> None:
         from carray import registry
-        from carray.toplevel import open as open_container
+        from carray.api import open as open_container
 
         self.path = os.fspath(path)
         self.storage_options = storage_options

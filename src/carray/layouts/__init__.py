@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from carray.core.problems import Finding
 from carray.errors import ContainerExistsError, FormatError, VersionsUnsupportedError
 from carray.layouts import _b2frame_verify, _bcolz_verify, _superchunk_verify, superchunk_open
 from carray.layouts._superchunk_meta import read_member_note
@@ -27,7 +28,6 @@ from carray.layouts.base import ArrayMeta, Layout
 from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
 from carray.layouts.memory import MemoryLayout
 from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
-from carray.problems import Finding
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock, timeout_of
 

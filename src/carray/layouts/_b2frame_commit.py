@@ -20,6 +20,7 @@ import numpy as np
 
 from carray.codecs.checksums import Checksum
 from carray.codecs.pages import ChunkDigests
+from carray.core.params import CParams
 from carray.errors import FormatError
 from carray.formats._b2frame_chunk import ZERO, special_offset
 from carray.formats._b2frame_digests import (
@@ -40,7 +41,6 @@ from carray.formats._b2frame_header import (
 from carray.formats._b2frame_write import offsets_chunk
 from carray.layouts._b2frame_meta import CARRAY_META, carray_meta
 from carray.layouts.base import ArrayMeta, ChunkReader
-from carray.params import CParams
 from carray.stores import Handle, Store
 
 #: Seconds a sparse frame's chunk file no commit refers to any more is kept for readers

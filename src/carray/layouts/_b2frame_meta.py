@@ -20,9 +20,12 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from carray.chunks.geometry import CATERVA_MAX_DIM
+from carray.chunks.grid import NDGrid
 from carray.codecs.checksums import get_checksum
 from carray.codecs.pages import PAGE_SIZE
-from carray.dtypes import checked_dtype
+from carray.core.dtypes import checked_dtype
+from carray.core.params import FILTER_CODES, CParams, Shuffle
 from carray.errors import FormatError
 from carray.formats import _b2frame_chunk as _chunk
 from carray.formats._b2frame_digests import NOT_STORED, build_record, seal, set_mark
@@ -35,10 +38,7 @@ from carray.formats._b2frame_header import (
     dtype_string,
 )
 from carray.formats._b2frame_write import COMPCODES, offsets_chunk
-from carray.geometry import CATERVA_MAX_DIM
-from carray.grid import NDGrid
 from carray.layouts.base import ArrayMeta
-from carray.params import FILTER_CODES, CParams, Shuffle
 from carray.stores import LOCAL, Store
 
 #: Name of our own metalayer: ``{"version": 1, "dflt": <item bytes>, "expectedlen":

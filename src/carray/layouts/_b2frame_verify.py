@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from carray.codecs import blosc
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import CArrayError
 from carray.layouts.b2frame import B2ndLayout
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
 

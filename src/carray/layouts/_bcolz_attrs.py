@@ -3,7 +3,7 @@ beside it.
 
 ``__attrs__`` holds a JSON object of the attributes as bcolz itself writes them
 (Python's ``json``: numpy scalars as their values, tuples and arrays as lists, NaN as
-the ``NaN`` token; :func:`carray.attrpeers.json_attrs`), so bcolz shows each value as
+the ``NaN`` token; :func:`carray.attrs.peers.json_attrs`), so bcolz shows each value as
 it would have stored it.  Values JSON has no form for (complex numbers, bytes, dates,
 sets) are refused when set, as bcolz refuses them.
 
@@ -20,9 +20,10 @@ import json
 import struct
 from typing import Any
 
-from carray import attrpeers, attrvalues
+from carray.attrs import peers as attrpeers
+from carray.attrs import values as attrvalues
+from carray.core.safejson import load_json
 from carray.errors import FormatError, UnstorableAttributeError
-from carray.safejson import load_json
 from carray.stores import Store
 
 ATTRS_FILE = "__attrs__"

@@ -29,7 +29,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from carray._tempnames import is_temporary
+from carray.stores.tempnames import is_temporary
 
 JOURNAL_FILE = "journal"
 STAGED_SUFFIX = ".staged"

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 import numpy as np
 
 from carray.codecs import blosc
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import CArrayError, FormatError
 from carray.layouts.base import ArrayMeta
 from carray.layouts.bcolz import CHUNK_HEADER_SIZE, DATA_DIR, BcolzLayout
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
 _CHUNK_FILE = re.compile(r"__(\d+)\.blp")

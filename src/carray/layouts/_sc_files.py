@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
+from carray.codecs import parallel as _parallel
 from carray.codecs.checksums import Checksum
 from carray.errors import FormatError
 from carray.formats._blp_frame import (

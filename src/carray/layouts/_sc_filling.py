@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from carray import _parallel
+from carray.codecs import parallel as _parallel
 from carray.stores import Store
 
 #: Bytes of records gathered before they are sent to the file being written.

@@ -7,7 +7,7 @@
 * ``meta/attrs``: user attributes, each stored with its type (and dtype for
   numpy values), e.g. ``{"value": 23.5, "type": "scalar", "dtype": "<f4"}``
   (docs/formats/attributes.md, "The typed form"); the encoding is
-  :mod:`carray.attrvalues`'s typed form.
+  :mod:`carray.attrs.values`'s typed form.
 * ``meta/journal``: a redo log of the byte writes one commit makes to
   superchunk files that the last committed state still references.
 """
@@ -25,20 +25,20 @@ from typing import Any
 
 import numpy as np
 
-from carray.checkedjson import check_keys, dumps_checked, load_checked, require_digest
 from carray.codecs.blosc import MAX_BUFFERSIZE
 from carray.codecs.pipeline import check_blosc1_filters
-from carray.dtypes import checked_shape
+from carray.core.checkedjson import check_keys, dumps_checked, load_checked, require_digest
+from carray.core.dtypes import checked_shape
+from carray.core.params import CNAMES, FILTER_CODES, CParams
 from carray.errors import FormatError
 from carray.layouts.bcolz import decode_dflt, encode_dflt, parse_dtype
-from carray.params import CNAMES, FILTER_CODES, CParams
 from carray.stores import Store
 
 FORMAT_NAME = "carray-superchunk"
 DATA_DIR, META_DIR = "data", "meta"
 STORAGE_FILE, SIZES_FILE, ATTRS_FILE = "storage", "sizes", "attrs"
 JOURNAL_FILE = "journal"
-#: 4 checksums ``meta/storage`` and ``meta/member`` (:mod:`carray.checkedjson`); 3 keeps
+#: 4 checksums ``meta/storage`` and ``meta/member`` (:mod:`carray.core.checkedjson`); 3 keeps
 #: versions (manifests and index pages in ``versions/``) and page digests; 2 added
 #: ``blockshape`` (chunks stored block by block); 1 and 2 are read and upgraded.
 FORMAT_VERSION = 4

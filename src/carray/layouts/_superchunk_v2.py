@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
+from carray.attrs import values as attrvalues
 from carray.codecs import blosc
+from carray.core.safejson import load_json
 from carray.errors import FormatError
 from carray.layouts._sc_files import DataFiles, file_name
 from carray.layouts._superchunk_meta import (
@@ -29,7 +30,6 @@ from carray.layouts._superchunk_meta import (
     Sizes,
 )
 from carray.layouts.bcolz import read_json
-from carray.safejson import load_json
 from carray.stores import Store
 from carray.versions.index import ENTRY, FILL, PAGE_ENTRIES, PAGEREF, Entry, fill_page
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from carray import geometry as geo
+from carray.chunks import geometry as geo
+from carray.chunks.grid import NDGrid
 from carray.codecs import blosc
 from carray.codecs.pages import page_digests
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import CArrayError, FormatError
-from carray.grid import NDGrid
 from carray.layouts import superchunk_open
 from carray.layouts._superchunk_meta import (
     META_DIR,
@@ -25,7 +26,6 @@ from carray.layouts._superchunk_meta import (
     read_member_note,
 )
 from carray.layouts.superchunk import SuperchunkLayout
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 from carray.versions import FILL, HAS_PAGES, Manifest, Repository
 from carray.versions.dataset import open_dataset

@@ -50,9 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
-from carray import geometry as geo
-from carray._tempnames import is_temporary, temporary_name
+from carray.attrs import values as attrvalues
+from carray.chunks import geometry as geo
+from carray.chunks.grid import NDGrid
 from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, ChunkBytes, read_header
 from carray.codecs.checksums import get_checksum
 from carray.codecs.pages import PAGE_SIZE, ChunkDigests
@@ -66,7 +66,6 @@ from carray.formats import _b2frame_chunk as _chunk
 from carray.formats._b2frame_header import SPARSE_INDEX, build_trailer
 from carray.formats._b2frame_write import encode_vlmeta, special_code_of
 from carray.formats.b2frame import Frame, decode_vlmeta
-from carray.grid import NDGrid
 from carray.layouts._b2frame_commit import DEAD_SHARE, FrameCommits
 from carray.layouts._b2frame_meta import (
     CARRAY_META,
@@ -82,6 +81,7 @@ from carray.layouts._b2frame_plugins import frame_decoded
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, clear_for_create
 from carray.stores import LOCAL, Handle, Store
 from carray.stores.staging import remove_quietly
+from carray.stores.tempnames import is_temporary, temporary_name
 
 __all__ = ["DEAD_SHARE", "B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
@@ -641,7 +641,7 @@ class B2ndLayout(FrameCommits, Layout):
 
     def load_attrs(self) -> dict[str, Any]:
         """The frame's vlmeta, decoded as python-blosc2 does (msgpack values), carray's
-        own typed values included (:mod:`carray.attrpack`)."""
+        own typed values included (:mod:`carray.attrs.pack`)."""
         return {name: decode_vlmeta(raw, f"{self._index_path} (vlmeta {name!r})")
                 for name, raw in self._vlmeta.items()}
 

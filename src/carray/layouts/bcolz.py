@@ -49,14 +49,14 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
-from carray.checkedjson import check_keys
 from carray.codecs import blosc
+from carray.codecs import parallel as _parallel
 from carray.codecs.blosc import ChunkBytes
 from carray.codecs.checksums import get_checksum
 from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.codecs.pipeline import check_blosc1_filters
-from carray.dtypes import (
+from carray.core.checkedjson import check_keys
+from carray.core.dtypes import (
     MAX_DESCR_CHARS,
     MAX_DESCR_DEPTH,
     MAX_ITEMSIZE,
@@ -64,6 +64,8 @@ from carray.dtypes import (
     checked_shape,
     parse_descr,
 )
+from carray.core.params import CNAMES, CParams
+from carray.core.safejson import load_json
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
@@ -81,8 +83,6 @@ from carray.layouts._bcolz_check import (
 )
 from carray.layouts._bcolz_journal import JOURNAL_FILE, Journal, is_leftover, staged_name
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, Sidecars, clear_for_create
-from carray.params import CNAMES, CParams
-from carray.safejson import load_json
 from carray.stores import LOCAL, Handle, Store
 
 DATA_DIR, META_DIR = "data", "meta"
@@ -172,7 +172,7 @@ def parse_dtype(text: Any, path: str, allow_pickle: bool = False) -> np.dtype:
     """``str(dtype)`` as bcolz writes it, including the repr of structured dtypes, and
     the fields form carray writes for them (see :func:`storage_dtype`).
 
-    Checked by :func:`carray.dtypes.checked_dtype`; ``allow_pickle`` admits only
+    Checked by :func:`carray.core.dtypes.checked_dtype`; ``allow_pickle`` admits only
     bcolz's own object arrays (plain ``object``, one pickle per chunk file).  A
     sub-array type is refused: rows of several items are recorded in the shape.
     """

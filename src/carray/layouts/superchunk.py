@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues
+from carray.attrs import values as attrvalues
 from carray.codecs import blosc
 from carray.codecs.checksums import Checksum, crc32, get_checksum
 from carray.codecs.fill import special_item
 from carray.codecs.pages import npages, page_digests
-from carray.dtypes import checked_shape
+from carray.core.dtypes import checked_shape
 from carray.errors import (
     FormatError,
     ReadOnlyError,
