@@ -263,7 +263,7 @@ def _readers(kind: str, path: Path) -> list[Callable[[], object]]:
     if kind in ("bcolz", "table", "superchunk"):
         return [lambda: _read_container(path)]
     if kind in ("b2nd", "caterva"):
-        from carray.formats import b2frame
+        from carray.layouts.b2nd import frame as b2frame
 
         def frame() -> None:
             with b2frame.read_frame(p) as f:

@@ -71,3 +71,37 @@ def test_imports_point_down(path):
     upward = [t for t in _imports(path) if _layer_of(t) > mine
               and (top, t) not in ALLOWED_UPWARD]
     assert not upward, f"carray/{rel} (layer {mine}) imports upward: {sorted(upward)}"
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.joinpath(*name.split(".")[1:])
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_private_modules_and_names_stay_in_their_package(path):
+    """``_name`` modules are their package's own: no other package imports them."""
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = ("carray", *rel.parts)
+    mine = ".".join(parts[:-1])
+    reaching = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+            continue
+        if not node.module.startswith("carray"):
+            continue
+        targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names
+                                   if _is_module(f"{node.module}.{a.name}")]
+        for target in targets:
+            private = [i for i, p in enumerate(target.split(".")) if p.startswith("_")
+                       and not p.startswith("__")]
+            if private:
+                owner = ".".join(target.split(".")[:private[0]])
+                if not (mine + ".").startswith(owner + "."):
+                    reaching.append(target)
+    assert not reaching, f"carray/{rel}.py imports private modules of other packages: {reaching}"
+
+
+def test_the_package_root_holds_a_handful_of_modules():
+    root = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert root == ["__init__", "api", "errors", "registry", "testing"]

@@ -18,7 +18,7 @@ from carray.chunks.io import ChunkIO
 from carray.chunks.shapes import CacheSizes, default_blocks
 from carray.codecs.blosc import Decoder
 from carray.engine import writer as engine_writer
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.layouts.superchunk.layout import SuperchunkLayout
 
 WHERE = ["memory", "disk"]
 

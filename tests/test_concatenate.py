@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import carray as ca
 from carray.array import transfer
 from carray.engine.moves import StoredChunks
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.layouts.superchunk.layout import SuperchunkLayout
 
 DTYPES = ["i1", "u2", "i4", "f4", "f8", "c8", "?"]
 _names = itertools.count()

@@ -177,9 +177,9 @@ class _FailingWrites:
 
 
 def _layout_class(fmt: str):
-    from carray.layouts.b2frame import B2ndLayout
-    from carray.layouts.bcolz import BcolzLayout
-    from carray.layouts.superchunk import SuperchunkLayout
+    from carray.layouts.b2nd.layout import B2ndLayout
+    from carray.layouts.bcolz.layout import BcolzLayout
+    from carray.layouts.superchunk.layout import SuperchunkLayout
     return {"superchunk": SuperchunkLayout, "bcolz": BcolzLayout, "b2nd": B2ndLayout}[fmt]
 
 

@@ -31,8 +31,8 @@ import pytest
 
 import carray as ca
 from carray.errors import StorageError
-from carray.formats.b2frame import write_array
 from carray.integrations.convert import convert, read_any
+from carray.layouts.b2nd.frame import write_array
 from carray.stores.tempnames import is_temporary, temporary_name
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from carray.errors import FormatError
-from carray.formats import _blp_stream as stream
 from carray.formats import bloscpack as bp
-from carray.formats._blp_read import nworkers
+from carray.formats.bloscpack import stream
+from carray.formats.bloscpack.read import nworkers
 from carray.stores.tempnames import is_temporary
 
 ARRAYS = {

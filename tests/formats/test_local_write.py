@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from carray.errors import StorageError
-from carray.formats import _local_write as lw
+from carray.formats import local_write as lw
 from carray.stores import files as _fileio
 from carray.stores.tempnames import HOST, Temporary, is_temporary, parse, temporary_name
 

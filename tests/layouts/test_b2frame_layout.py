@@ -29,11 +29,11 @@ from carray.errors import (
     FormatError,
     ReadOnlyError,
 )
-from carray.formats._b2frame_digests import RECORD_NAME
-from carray.formats.b2frame import read_array, read_frame
 from carray.layouts import FORMATS, create_layout, open_layout
-from carray.layouts import b2frame as b2l
-from carray.layouts.b2frame import B2ndLayout
+from carray.layouts.b2nd import layout as b2l
+from carray.layouts.b2nd.digests import RECORD_NAME
+from carray.layouts.b2nd.frame import read_array, read_frame
+from carray.layouts.b2nd.layout import B2ndLayout
 from carray.layouts.base import ArrayMeta
 from carray.stores.local import LocalStore
 from carray.stores.tempnames import is_temporary, temporary_name
@@ -606,7 +606,7 @@ _WRITER = """
 import sys
 import numpy as np
 from carray.codecs import blosc
-from carray.layouts import b2frame
+from carray.layouts.b2nd import layout as b2frame
 from carray.layouts.base import ArrayMeta
 from carray.core.params import CParams
 

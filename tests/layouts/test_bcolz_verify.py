@@ -11,7 +11,7 @@ import pytest
 import carray as ca
 from carray.core.problems import tally
 from carray.errors import ChecksumError
-from carray.layouts._bcolz_verify import verify
+from carray.layouts.bcolz.verify import verify
 from carray.stores import LOCAL
 
 

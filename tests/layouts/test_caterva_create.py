@@ -11,8 +11,8 @@ import pytest
 
 import carray as ca
 from carray.core.params import CParams
-from carray.formats.b2frame import Frame
 from carray.layouts import FORMATS
+from carray.layouts.b2nd.frame import Frame
 
 DATA = Path(__file__).parent.parent / "data" / "caterva"
 

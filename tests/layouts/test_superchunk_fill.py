@@ -9,7 +9,7 @@ import pytest
 
 import carray as ca
 from carray.codecs import parallel as _parallel
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.layouts.superchunk.layout import SuperchunkLayout
 from carray.stores.local import LocalHandle, LocalStore, LocalStream
 
 

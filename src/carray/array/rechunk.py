@@ -41,7 +41,7 @@ from carray.core.params import CParams
 from carray.engine.units import UnitWriter
 from carray.errors import ContainerExistsError, UnsupportedDTypeError, UnsupportedOptionError
 from carray.layouts import default_format
-from carray.layouts.superchunk import default_superchunksize
+from carray.layouts.superchunk.layout import default_superchunksize
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.staging import remove_quietly, staged
 from carray.stores.tempnames import temporary_name

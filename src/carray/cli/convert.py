@@ -117,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @clean_errors
 def run(args: argparse.Namespace) -> int:
-    from carray.integrations.convert import _is_dataset, is_table_conversion
+    from carray.integrations.convert import is_dataset_path, is_table_conversion
     from carray.integrations.group_files import is_group_conversion
 
     storage = args.storage_options
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             convert(args.src, args.dst, args.to, overwrite=args.force, progress=report,
                     storage_options=storage)
         return 0
-    if _is_dataset(args.src, None):
+    if is_dataset_path(args.src, None):
         _refuse(array_options, "only array conversions take these; this one converts a "
                                "dataset")
         if not args.force and _exists(args.dst, storage):

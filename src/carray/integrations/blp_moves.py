@@ -25,9 +25,9 @@ from carray.codecs import parallel as _parallel
 from carray.core.params import CParams
 from carray.engine.moves import ChunkFormat
 from carray.errors import ChecksumError, FormatError
-from carray.formats._blp_frame import array_spec
-from carray.formats._blp_read import BlpFile, ChunkSpan
-from carray.formats.blp_chunks import write_chunks
+from carray.formats.bloscpack.chunks import write_chunks
+from carray.formats.bloscpack.frame import array_spec
+from carray.formats.bloscpack.read import BlpFile, ChunkSpan
 
 
 class BlpChunks:

@@ -31,7 +31,7 @@ from carray.array.array import carray
 from carray.array.container import close_or_discard
 from carray.core.params import CParams
 from carray.errors import ContainerExistsError, UnsupportedOptionError
-from carray.formats._local_write import write_file
+from carray.formats.local_write import write_file
 from carray.integrations import blp_moves, zarr_arrays, zarr_moves
 from carray.integrations.table_files import table_format_for
 from carray.integrations.zarr_arrays import cparams_of
@@ -647,7 +647,7 @@ def _table_side(path: str, name: str, kind: str) -> tuple[str, DatasetFormat | N
 # -- both -------------------------------------------------------------------------------------
 
 
-def _is_dataset(path: str | os.PathLike, to: str | None) -> bool:
+def is_dataset_path(path: str | os.PathLike, to: str | None) -> bool:
     """Whether ``path`` (or the format ``to``) is a dataset: by what is stored at an
     existing path, else by the name or the extension."""
     if to is not None:
@@ -697,7 +697,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = Non
             path = os.path.abspath(os.fspath(dst))
             with staged(LOCAL, path, overwrite=True) as staging:
                 writer.write(staging.tmp, dataset, **options)
-    elif _is_dataset(dst, to):
+    elif is_dataset_path(dst, to):
         raise ValueError(f"cannot convert {os.fspath(src)} to {os.fspath(dst)}: one is a "
                          f"dataset (.ds, .nc) and the other an array "
                          f"({src_format.description})")

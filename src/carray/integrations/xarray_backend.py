@@ -32,7 +32,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from carray.formats import ds
-from carray.formats._ds_header import NUMERIC_TYPES, default_dims
+from carray.formats.ds.header import NUMERIC_TYPES, default_dims
 
 __all__ = ["CarrayBackendArray", "CarrayBackendEntrypoint", "DsBackendArray",
            "DsBackendEntrypoint", "DsDataStore", "to_ds"]

@@ -37,7 +37,7 @@ from carray.errors import (
     NewerVersionError,
     VersionsUnsupportedError,
 )
-from carray.layouts._bcolz_attrs import TYPED_FILE as TYPED_ATTRS_FILE
+from carray.layouts.bcolz.attrs import TYPED_FILE as TYPED_ATTRS_FILE
 from carray.layouts.memory import MemoryLayout
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock

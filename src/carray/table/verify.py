@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from carray.core.problems import Checked, Finding, Problem, tally
 from carray.errors import CArrayError
 from carray.layouts import sniff_layout
-from carray.layouts._superchunk_verify import verify_dataset
-from carray.layouts.bcolz import ATTRS_FILE, BcolzLayout, read_json
+from carray.layouts.bcolz.layout import ATTRS_FILE, BcolzLayout, read_json
+from carray.layouts.superchunk.verify import verify_dataset
 from carray.stores import Store
 from carray.table.columns.strings import MARKER, StringColumn, check_string_marker, is_string_column
 from carray.table.store import (

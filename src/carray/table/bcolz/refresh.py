@@ -37,7 +37,7 @@ from carray.array.array import carray
 from carray.array.expression import caller_scope
 from carray.errors import FormatError, StorageError
 from carray.layouts import sniff_layout
-from carray.layouts.bcolz import read_json
+from carray.layouts.bcolz.layout import read_json
 from carray.stores import LOCAL, Store
 from carray.table.bcolz.undo import (
     COMMITS_FILE,

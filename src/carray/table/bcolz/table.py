@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from carray.errors import UnsupportedDTypeError
-from carray.layouts.bcolz import BcolzLayout
+from carray.layouts.bcolz.layout import BcolzLayout
 from carray.stores import Store
 from carray.stores.lock import WriteLock
 from carray.table.bcolz import refresh
