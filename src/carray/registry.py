@@ -280,13 +280,6 @@ def _table_info(path: str, storage_options: dict | None) -> dict:
         return describe_table(t)
 
 
-def _edges(n: int, rows: int) -> np.ndarray:
-    """Row numbers to show of ``n`` rows: all when few, else ``rows`` from each end."""
-    if n <= 2 * rows:
-        return np.arange(n)
-    return np.concatenate([np.arange(rows), np.arange(n - rows, n)])
-
-
 def _array_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:
     with _open_array(path, "r", storage_options) as a:
         return {"value": _take(a, rows)}

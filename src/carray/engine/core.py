@@ -492,16 +492,6 @@ class ArrayEngine:
                 out[pos] = buf[offsets]
         return out.reshape(ckey.out_shape)
 
-    def iter_chunks(self) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-        """``(region, items)`` for every chunk in C order over the grid; ``items`` is a
-        fresh array of the chunk's valid shape (the tail's chunks included)."""
-        grid = self.grid
-        for nchunk in range(grid.nchunks):
-            box = grid.chunk_slices(grid.chunk_coords(nchunk))
-            axes = tuple(range(s.start, s.stop) for s in box)
-            okey = OrthoKey(self.shape, axes, (), (), tuple(len(a) for a in axes))
-            yield box, self.read(okey)
-
     def read_stored(self, nchunk: int) -> bytes:
         """Stored chunk ``nchunk`` as the layout holds it (compressed)."""
         self._w.settle()

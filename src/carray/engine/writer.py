@@ -337,10 +337,6 @@ class Writer:
             self._store_row(self._nfull, self._tail[:nleft], rows=nleft)
         self._tail_dirty = False
 
-    def drop_tail(self) -> None:
-        """Stop keeping the tail decoded (its rows must be stored)."""
-        self._tail = None
-
     def _release_big_tail(self) -> None:
         if self._tail is not None and self._tail.nbytes > TAIL_BUDGET and self.per_row > 1:
             self.flush_tail()
