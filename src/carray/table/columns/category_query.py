@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from carray.compute.ops import SWAPPED
 from carray.compute.parse import Expression, literal
 from carray.errors import ExpressionError
 from carray.table.columns.category import CategoryColumn
 from carray.table.columns.category_values import decode
 
-_FLIPPED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE,
-            ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+_FLIPPED = SWAPPED
 _ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _NEGATED = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
             ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE}

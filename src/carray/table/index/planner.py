@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from carray.compute import kleene
-from carray.compute.ops import coerce
+from carray.compute.ops import SWAPPED, coerce
 from carray.compute.parse import Expression, literal
 from carray.errors import ExpressionError
 from carray.table.columns.kinds import read_any, read_valid
@@ -35,7 +35,8 @@ RANDOM_ROW_COST = 64
 _STEP = 1 << 16
 #: Result rows read one by one rather than gathered.
 _FEW = 32
-_FLIPPED = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq}
+# An index answers every comparison but ``!=``.
+_FLIPPED = {op: swapped for op, swapped in SWAPPED.items() if op is not ast.NotEq}
 
 
 @dataclass
