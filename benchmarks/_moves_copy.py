@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import carray as ca
-from carray import transfer
+from carray.array import transfer
 
 CPARAMS = ca.CParams(cname="zstd", clevel=5, shuffle=ca.SHUFFLE)
 

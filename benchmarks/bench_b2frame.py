@@ -28,7 +28,7 @@ import numpy as np
 from _common import median_time
 
 import carray as ca
-from carray.formats.b2frame import read_array, read_frame, write_array
+from carray.layouts.b2nd.frame import read_array, read_frame, write_array
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -69,14 +69,14 @@ def source(nitems: int, chunk_items: int):
 
 def superchunk_items(chunk_items: int) -> int:
     """Items per superchunk file with carray's default superchunk size."""
-    from carray.layouts.superchunk import default_superchunksize
+    from carray.layouts.superchunk.layout import default_superchunksize
 
     return chunk_items * default_superchunksize(chunk_items * 8)
 
 
 def write_ours(darr, url: str, options: dict | None, chunk_items: int) -> None:
     import carray as ca
-    from carray.layouts.superchunk import default_superchunksize
+    from carray.layouts.superchunk.layout import default_superchunksize
 
     # carray's default files (about 16 MB of chunks each); the source's blocks are
     # rechunked to whole files so that each task writes its own.

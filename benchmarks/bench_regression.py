@@ -70,7 +70,7 @@ def child(kind: str, size_mb: int, shape: tuple[int, ...], repeat: int) -> dict:
         return out
     import bench_slicing as bs
 
-    from carray.shapes import default_chunks_blocks
+    from carray.chunks.shapes import default_chunks_blocks
 
     chunks, blocks = default_chunks_blocks(shape, bs.ITEMSIZE)
     blocks = tuple(min(b, c) for b, c in zip(blocks, chunks, strict=True))

@@ -4,7 +4,7 @@ Workload: one float64 3-D array (default (368, 368, 368), ~400 MB; ``--quick``:
 (184, 184, 184), ~50 MB) holding a smooth, non-separable sum of sines plus a
 little noise, quantised to 1/256 (compresses ~2.8x), generated slab by slab.
 Every library stores it with the SAME chunk shape -- carray's default,
-``carray.shapes.default_chunks_blocks(shape, 8)`` -- and the same codec (lz4,
+``carray.chunks.shapes.default_chunks_blocks(shape, 8)`` -- and the same codec (lz4,
 clevel 5, byte shuffle by default; ``--cname``, ``--clevel``) with two Blosc
 threads. Configurations:
 
@@ -51,7 +51,7 @@ carray whole-chunk decode >= 10x a single-element read.
 Run: ``python benchmarks/bench_slicing.py [--quick] [--repeat N] [--shape 368,368,368]
 [--cname lz4] [--clevel 5] [--cold] [--where memory|disk|both] [--chunks C,C,C
 --blocks B,B,B]`` (``--chunks/--blocks`` only to override carray's defaults, or
-when ``carray.shapes.default_chunks_blocks`` cannot be loaded). ``BENCH_TMP``
+when ``carray.chunks.shapes.default_chunks_blocks`` cannot be loaded). ``BENCH_TMP``
 chooses where the disk arrays go (default: the system temp dir).
 Writes ``benchmarks/results/bench_slicing.{json,md}`` (``--quick``:
 ``bench_slicing_quick.{json,md}``).
@@ -114,9 +114,9 @@ def load_carray():
 
 def load_default_chunks_blocks():
     """carray's default chunk and block rule, and where it came from."""
-    from carray.shapes import default_chunks_blocks
+    from carray.chunks.shapes import default_chunks_blocks
 
-    return default_chunks_blocks, "carray.shapes"
+    return default_chunks_blocks, "carray.chunks.shapes"
 
 
 # -- data and positions -----------------------------------------------------------------------

@@ -151,7 +151,7 @@ def _mutate_json(data: bytes, rng: random.Random) -> bytes | None:
             container[key] = rng.choice(_JSON_VALUES)
     try:
         if checked and isinstance(obj, dict):
-            from carray.checkedjson import dumps_checked
+            from carray.core.checkedjson import dumps_checked
 
             return dumps_checked(obj)
         return json.dumps(obj).encode()
@@ -263,7 +263,7 @@ def _readers(kind: str, path: Path) -> list[Callable[[], object]]:
     if kind in ("bcolz", "table", "superchunk"):
         return [lambda: _read_container(path)]
     if kind in ("b2nd", "caterva"):
-        from carray.formats import b2frame
+        from carray.layouts.b2nd import frame as b2frame
 
         def frame() -> None:
             with b2frame.read_frame(p) as f:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from carray.checkedjson import dumps_checked, load_checked
+from carray.core.checkedjson import dumps_checked, load_checked
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 ``keys`` draws orthogonal keys (one entry per axis: int, slice with any step,
 list, int array, 1-d mask; Ellipsis, newaxis, short forms) together with the
 positions each axis must pick, and ``reference`` answers them the slow, obvious
-way, one axis at a time, never through ``carray.keys``.  ``numpy_keys`` draws
+way, one axis at a time, never through ``carray.chunks.keys``.  ``numpy_keys`` draws
 keys for numpy's own advanced indexing (broadcast index arrays, N-d masks).
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from carray.grid import NDGrid
+from carray.chunks.grid import NDGrid
 
 
 @st.composite

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray.chunkio import ChunkIO
+from carray.chunks.io import ChunkIO
 
 C0 = 16
 SETTINGS = settings(max_examples=40, deadline=None,

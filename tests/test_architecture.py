@@ -11,27 +11,18 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "carray"
 
 # Bottom to top: a module may import from its own layer and the layers below it.
 LAYERS: list[set[str]] = [
-    {"errors", "problems", "params", "_util", "safejson", "checkedjson", "dtypes", "_fileio",
-     "defaults", "_html", "attrvalues", "attrpack", "_tempnames", "attrpeers"},
+    {"errors", "core"},
     {"stores"},
-    {"codecs", "_parallel"},
-    {"geometry", "grid", "keys", "shapes", "chunkio"},
-    {"formats", "layouts", "versions"},
+    {"codecs"},
+    {"chunks", "attrs"},
+    {"formats", "versions"},
+    {"layouts"},
     {"engine"},
-    {"zonemap", "attrs", "container", "array", "_rows", "_portable", "vlstring", "table",
-     "table_columns", "tables_interop", "query", "compute", "_table_verify",
-     "_bcolz_array", "_order", "hdf5", "nested", "_table_txn", "table_query",
-     "_table_refresh", "table_store", "_table_bcolz", "table_history", "_array_meta",
-     "_indexer", "table_rows", "table_dir", "_portable_table", "groups", "group_store",
-     "table_index", "index_planner", "_index_build", "_index_kinds",
-     "table_missing", "table_nullable", "_missing_table", "column_functions",
-     "category_column", "category_values", "category_query", "table_categories", "timezones",
-     "table_day", "table_csv", "membership",
-     "table_analysis", "table_groupby", "_group_kernels", "table_sort",
-     "transfer", "concat", "rechunk", "rechunk_plan", "table_rebase",
-     "group_rebase"},
-    {"toplevel", "registry", "convert", "bcolz_api", "integrations", "cli", "testing",
-     "group_copy", "__init__"},
+    {"compute"},
+    {"array"},
+    {"table"},
+    {"groups"},
+    {"api", "registry", "compat", "integrations", "cli", "testing", "__init__"},
 ]
 
 # Upward calls on purpose, each imported inside the one function that needs it.
@@ -39,7 +30,7 @@ ALLOWED_UPWARD = {
     # ``carray.to_dask()`` / ``ctable.to_dask()``: conveniences over the dask reader, which
     # knows containers only by their public API.
     ("array", "integrations"),
-    ("_portable_table", "integrations"),
+    ("table", "integrations"),
 }
 
 
@@ -80,3 +71,37 @@ def test_imports_point_down(path):
     upward = [t for t in _imports(path) if _layer_of(t) > mine
               and (top, t) not in ALLOWED_UPWARD]
     assert not upward, f"carray/{rel} (layer {mine}) imports upward: {sorted(upward)}"
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.joinpath(*name.split(".")[1:])
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_private_modules_and_names_stay_in_their_package(path):
+    """``_name`` modules are their package's own: no other package imports them."""
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = ("carray", *rel.parts)
+    mine = ".".join(parts[:-1])
+    reaching = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+            continue
+        if not node.module.startswith("carray"):
+            continue
+        targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names
+                                   if _is_module(f"{node.module}.{a.name}")]
+        for target in targets:
+            private = [i for i, p in enumerate(target.split(".")) if p.startswith("_")
+                       and not p.startswith("__")]
+            if private:
+                owner = ".".join(target.split(".")[:private[0]])
+                if not (mine + ".").startswith(owner + "."):
+                    reaching.append(target)
+    assert not reaching, f"carray/{rel}.py imports private modules of other packages: {reaching}"
+
+
+def test_the_package_root_holds_a_handful_of_modules():
+    root = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert root == ["__init__", "api", "errors", "registry", "testing"]

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.chunkio import ChunkIO
+from carray.chunks.grid import NDGrid
+from carray.chunks.io import ChunkIO
+from carray.chunks.shapes import CacheSizes, default_blocks
 from carray.codecs.blosc import Decoder
 from carray.engine import writer as engine_writer
-from carray.grid import NDGrid
-from carray.layouts.superchunk import SuperchunkLayout
-from carray.shapes import CacheSizes, default_blocks
+from carray.layouts.superchunk.layout import SuperchunkLayout
 
 WHERE = ["memory", "disk"]
 

@@ -1,5 +1,5 @@
-"""Attribute values: checked when set, and exact through every encoding (carray.attrvalues,
-carray.attrpack) and in memory."""
+"""Attribute values: checked when set, and exact through every encoding (carray.attrs.values,
+carray.attrs.pack) and in memory."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import attrpack
-from carray.attrvalues import (
+from carray.attrs import pack as attrpack
+from carray.attrs.values import (
     MARKER,
     decode_typed,
     display,

@@ -12,10 +12,10 @@ from attr_values import assert_same, json_attr_dicts
 from hypothesis import HealthCheck, given, settings
 
 import carray as ca
-from carray.attrpeers import json_value
-from carray.convert import convert
+from carray.attrs.peers import json_value
 from carray.errors import UnstorableAttributeError
 from carray.formats import ds
+from carray.integrations.convert import convert
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

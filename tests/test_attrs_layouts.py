@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import carray as ca
 from carray.errors import UnstorableAttributeError
-from carray.formats._b2frame_digests import RECORD_NAME
+from carray.layouts.b2nd.digests import RECORD_NAME
 
 blosc2 = pytest.importorskip("blosc2", reason="blosc2 is a test dependency")
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import carray as bcolz
-from carray.defaults import default_cparams
+from carray.core.defaults import default_cparams
+from carray.core.params import CParams
 from carray.errors import LockError
-from carray.params import CParams
 
 
 @pytest.fixture(autouse=True)

@@ -337,7 +337,7 @@ def test_str_of_a_long_array_shows_its_ends():
 
 
 def test_sizes_print_in_bcolz_units():
-    from carray._bcolz_array import bcolz_size
+    from carray.array.bcolz_methods import bcolz_size
 
     assert bcolz_size(80) == "80"
     assert bcolz_size(16384) == "16.00 KB"

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray.chunkio import ChunkIO
+from carray.chunks.io import ChunkIO
 from carray.compute import stats
+from carray.compute.zonemap import _crc
 from carray.engine import chunkstats
 from carray.errors import VersionError, VersionsUnsupportedError
-from carray.zonemap import _crc
 
 DTYPES = ["bool", "int8", "int32", "int64", "uint16", "uint64", "float32", "float64"]
 OPS = ["sum", "mean", "var", "std", "min", "max", "count_nonzero", "any", "all"]

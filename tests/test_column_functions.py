@@ -1,5 +1,5 @@
 """numpy's functions and ufuncs on table columns with missing values
-(carray.column_functions): against pandas' nullable dtypes, and numpy's masked arrays
+(carray.table.columns.functions): against pandas' nullable dtypes, and numpy's masked arrays
 where pandas has no answer."""
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import transfer
+from carray.array import transfer
 from carray.engine.moves import StoredChunks
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.layouts.superchunk.layout import SuperchunkLayout
 
 DTYPES = ["i1", "u2", "i4", "f4", "f8", "c8", "?"]
 _names = itertools.count()

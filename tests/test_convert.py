@@ -11,8 +11,8 @@ import pytest
 
 import carray as ca
 from carray.cli.main import main
-from carray.convert import convert, convert_array
 from carray.errors import ContainerExistsError
+from carray.integrations.convert import convert, convert_array
 
 DATA = Path(__file__).parent / "data"
 

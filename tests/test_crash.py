@@ -27,7 +27,7 @@ import pytest
 import carray as ca
 
 # "superchunk-files": a new superchunk file every 4 chunks, sent to disk a few records at a
-# time on the background threads (carray.layouts._sc_filling) while the writer goes on.
+# time on the background threads (carray.layouts.superchunk.filling) while the writer goes on.
 KINDS = ["superchunk", "superchunk-files", "bcolz", "b2nd", "table", "table-bcolz"]
 SPILL_BYTES = 300
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
@@ -125,7 +125,7 @@ _CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
     from test_crash import SPILL_BYTES, run_steps
-    import carray.layouts._sc_filling as filling
+    import carray.layouts.superchunk.filling as filling
     filling.SPILL_BYTES = SPILL_BYTES  # files written a few records at a time
     print("start", flush=True)
     run_steps(sys.argv[1], sys.argv[2], int(sys.argv[3]), lambda k: print(k, flush=True))

@@ -1,4 +1,4 @@
-"""carray.defaults: how a new array's ``cparams`` argument resolves against the defaults,
+"""carray.core.defaults: how a new array's ``cparams`` argument resolves against the defaults,
 and the format new stored arrays and tables get."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.defaults import defaults, defaults_ctx, resolve_cparams
-from carray.params import CParams
+from carray.core.defaults import defaults, defaults_ctx, resolve_cparams
+from carray.core.params import CParams
 
 
 @pytest.fixture(autouse=True)

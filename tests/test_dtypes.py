@@ -1,11 +1,11 @@
-"""carray.dtypes: every dtype read from a file is parsed literally and checked."""
+"""carray.core.dtypes: every dtype read from a file is parsed literally and checked."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from carray.dtypes import MAX_DESCR_CHARS, MAX_ITEMSIZE, checked_dtype, parse_descr
+from carray.core.dtypes import MAX_DESCR_CHARS, MAX_ITEMSIZE, checked_dtype, parse_descr
 from carray.errors import CArrayError, FormatError, UnsafeDataError
 
 
@@ -92,7 +92,7 @@ def test_never_evaluates():
 
 
 def test_shapes_are_bounded():
-    from carray.dtypes import checked_shape
+    from carray.core.dtypes import checked_shape
 
     assert checked_shape([3, 4], itemsize=8, source="f") == (3, 4)
     assert checked_shape([], itemsize=8, source="f") == ()

@@ -76,9 +76,9 @@ def test_each_error_subclasses_a_builtin(name):
 
 
 def test_old_import_paths_still_work():
-    from carray._group_kernels import GroupByError
     from carray.codecs._libcheck import LibraryFallbackWarning
     from carray.compute.nanreduce import AllNaNError
+    from carray.table.analysis.groupby_kernels import GroupByError
 
     assert GroupByError is carray.GroupByError and AllNaNError is carray.AllNaNError
     assert LibraryFallbackWarning is carray.LibraryFallbackWarning

@@ -23,8 +23,8 @@ import pytest
 from metafiles import edit_meta, read_meta, write_meta
 
 import carray as ca
-from carray.checkedjson import dumps_checked, load_checked
 from carray.cli.verify import verify_path
+from carray.core.checkedjson import dumps_checked, load_checked
 from carray.errors import CArrayError, ChecksumError, FormatError
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"

@@ -102,7 +102,7 @@ def _doc(obj, checked: bool = False) -> bytes:
     """A generated document; ``checked``: with a valid checksum, as carray writes the
     file (so the reader's checks of its content are reached)."""
     if checked and isinstance(obj, dict) and "crc32" not in obj:
-        from carray.checkedjson import dumps_checked
+        from carray.core.checkedjson import dumps_checked
 
         return dumps_checked(obj)
     return (json.dumps(obj) + "\n").encode()

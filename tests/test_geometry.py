@@ -1,11 +1,11 @@
-"""The core chunk/block geometry (carray.geometry)."""
+"""The core chunk/block geometry (carray.chunks.geometry)."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from carray import geometry as geo
+from carray.chunks import geometry as geo
 
 
 @pytest.mark.parametrize("ndim", [0, 1, 2, 3, 5])

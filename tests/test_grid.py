@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import grids, keys, reference
 
-from carray.grid import NDGrid, deblock, gather, plan, reblock, scatter
-from carray.keys import orthogonal_key
+from carray.chunks.grid import NDGrid, deblock, gather, plan, reblock, scatter
+from carray.chunks.keys import orthogonal_key
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""Groups to and from NetCDF-4, HDF5, Zarr v3 groups and ds files (carray.convert)."""
+"""Groups to and from NetCDF-4, HDF5, Zarr v3 groups and ds files (carray.integrations.convert)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 import zarr
 
 import carray as ca
-from carray.convert import convert
 from carray.errors import (
     ContainerExistsError,
     ContainerNotFoundError,
@@ -21,6 +20,7 @@ from carray.errors import (
     UnsupportedDTypeError,
 )
 from carray.integrations import group_files, group_nodes
+from carray.integrations.convert import convert
 
 #: Attribute values every group format holds (JSON, NetCDF and HDF5 attributes).
 GROUP_ATTRS = {

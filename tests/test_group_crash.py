@@ -20,8 +20,8 @@ from kill_points import REAL, WRITERS, count_calls, in_child, points, run_driver
 
 import carray as ca
 from carray import registry
+from carray.core.problems import tally
 from carray.errors import StorageError
-from carray.problems import tally
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 POINTS = None if SOAK else 12

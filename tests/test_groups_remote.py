@@ -8,7 +8,7 @@ import pytest
 
 import carray as ca
 import carray.versions.dataset
-from carray.group_store import TXN_DIR
+from carray.groups.store import TXN_DIR
 from carray.stores import resolve
 from carray.versions import Repository, seq_of
 

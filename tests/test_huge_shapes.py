@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 import carray as ca
 from carray import registry
+from carray.chunks.shapes import MAX_FILLED_CHUNKS, MAX_VISITED_CHUNKS
+from carray.core.problems import tally
 from carray.errors import CArrayError, ShapeError
-from carray.problems import tally
-from carray.shapes import MAX_FILLED_CHUNKS, MAX_VISITED_CHUNKS
 
 #: Seconds an operation that needs nothing per chunk may take (a slow CI machine).
 QUICK = 2.0

@@ -11,8 +11,8 @@ from hypothesis.extra import numpy as hnp
 from strategies import keys, numpy_keys, reference
 
 import carray as ca
+from carray.chunks.keys import coordinate_key, needs_coordinates, orthogonal_key, select
 from carray.errors import CArrayError, IndexingError
-from carray.keys import coordinate_key, needs_coordinates, orthogonal_key, select
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

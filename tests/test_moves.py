@@ -1,4 +1,4 @@
-"""Copies and conversions that move stored chunks as bytes (carray.transfer): every pair of
+"""Copies and conversions that move stored chunks as bytes (carray.array.transfer): every pair of
 formats round-trips, the chunks that can move do (and are checked on the way), the
 others are decoded, and a failure leaves no destination and the source as it was."""
 
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray import transfer
+from carray.array import transfer
 from carray.cli.main import main
-from carray.convert import convert, convert_array
 from carray.engine.moves import StoredChunks
 from carray.errors import ChecksumError
+from carray.integrations.convert import convert, convert_array
 
 FORMATS = {"superchunk": "", "bcolz": ".bcolz", "b2nd": ".b2nd"}
 CP = ca.CParams(cname="zstd", clevel=5)
@@ -177,9 +177,9 @@ class _FailingWrites:
 
 
 def _layout_class(fmt: str):
-    from carray.layouts.b2frame import B2ndLayout
-    from carray.layouts.bcolz import BcolzLayout
-    from carray.layouts.superchunk import SuperchunkLayout
+    from carray.layouts.b2nd.layout import B2ndLayout
+    from carray.layouts.bcolz.layout import BcolzLayout
+    from carray.layouts.superchunk.layout import SuperchunkLayout
     return {"superchunk": SuperchunkLayout, "bcolz": BcolzLayout, "b2nd": B2ndLayout}[fmt]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.nested import NestedColumn
+from carray.table.columns.nested import NestedColumn
 
 INNER = np.dtype([("sc1", "i4"), ("sc3", "f8")])
 ROW = np.dtype([("a", "i8"), ("b", INNER)])

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from carray import _parallel
+from carray.codecs import parallel as _parallel
 
 
 def test_pipeline_keeps_order_and_uses_workers():

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import table_query
-from carray.query import Expression, evaluate_numpy
+from carray.array.expression import Expression, evaluate_numpy
+from carray.table import query as table_query
 
 SETTINGS = settings(max_examples=120, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow,
@@ -237,7 +237,7 @@ def test_pruning_never_loses_a_match(pred, n, chunklen, sort, seed):
 
 
 def test_blocks_are_decoded_in_groups_of_consecutive_runs():
-    from carray.query import _runs
+    from carray.array.expression import _runs
 
     assert _runs([0, 1, 2, 3, 4, 7, 8, 10], 2) == [[0, 1], [2, 3], [4], [7, 8], [10]]
     assert _runs([], 4) == []

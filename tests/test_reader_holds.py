@@ -53,8 +53,8 @@ def _retries() -> list[int]:
     """Count, in this process, every read that starts again: an array reopened after a
     file changed under it, a table's view loaded again, a version found dropped while
     being opened."""
-    from carray import _table_refresh
-    from carray.array import carray
+    from carray.array.array import carray
+    from carray.table.bcolz import refresh as _table_refresh
     from carray.versions.repo import Repository
 
     count = [0]

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import rechunk as rechunking
+from carray.array import rechunk as rechunking
+from carray.array.rechunk_plan import parse_size, pass_memory, plan
 from carray.errors import (
     ChecksumError,
     ContainerExistsError,
@@ -24,7 +25,6 @@ from carray.errors import (
     UnsupportedDTypeError,
     UnsupportedOptionError,
 )
-from carray.rechunk_plan import parse_size, pass_memory, plan
 from carray.stores import local as local_store
 
 DTYPES = ["f8", "f4", "i4", "u1", "i8", "c8", "?", "M8[s]"]

@@ -9,8 +9,8 @@ import pytest
 
 import carray as ca
 from carray import registry
+from carray.core.problems import tally
 from carray.errors import ContainerNotFoundError, FormatError
-from carray.problems import tally
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,4 +1,4 @@
-"""carray.safejson: JSON metadata parsed with bounded nesting, failures typed."""
+"""carray.core.safejson: JSON metadata parsed with bounded nesting, failures typed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from carray.core.safejson import MAX_DEPTH, json_depth, load_json
 from carray.errors import FormatError
-from carray.safejson import MAX_DEPTH, json_depth, load_json
 
 
 @pytest.mark.parametrize("text, depth", [
@@ -72,7 +72,7 @@ def test_brackets_inside_strings_do_not_count():
 
 
 def test_small_documents_skip_the_depth_measure(monkeypatch):
-    import carray.safejson as safejson
+    import carray.core.safejson as safejson
 
     def never(text):
         raise AssertionError("measured a document that cannot be too deep")

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carray.dtypes import MAX_NBYTES
+from carray.chunks.grid import NDGrid
+from carray.chunks.shapes import CacheSizes, cpu_cache_sizes, default_blocks, default_chunks_blocks
+from carray.core.dtypes import MAX_NBYTES
 from carray.errors import ShapeError
-from carray.grid import NDGrid
-from carray.shapes import CacheSizes, cpu_cache_sizes, default_blocks, default_chunks_blocks
 
 SHAPES = st.lists(st.integers(0, 3000), min_size=1, max_size=6).map(tuple) | st.lists(
     st.sampled_from([0, 1, 2, 3, 7, 10**4, 10**6, 10**9]), min_size=1, max_size=8).map(tuple)

@@ -13,16 +13,17 @@ from hypothesis import strategies as st
 from table_places import reopen
 
 import carray as ca
-from carray import registry, table_query
-from carray.category_column import CategoryColumn
+from carray import registry
+from carray.core.problems import tally
 from carray.errors import (
     ExpressionError,
     FormatError,
     ReadOnlyError,
     UnsupportedDTypeError,
 )
-from carray.problems import tally
-from carray.table_columns import categories_of, read_any, read_codes
+from carray.table import query as table_query
+from carray.table.columns.category import CategoryColumn
+from carray.table.columns.kinds import categories_of, read_any, read_codes
 
 pd = pytest.importorskip("pandas", reason="pandas: the categorical round trips")
 pa = pytest.importorskip("pyarrow", reason="pyarrow: dictionary arrays")
@@ -105,9 +106,9 @@ def test_parquet_dictionary_columns_stay_categorical(tmp_path):
 
 
 def test_carray_convert_keeps_categories_and_zones_through_parquet(tmp_path, monkeypatch):
-    from carray.convert import convert  # noqa: PLC0415 - only this test converts
+    from carray.integrations.convert import convert  # noqa: PLC0415 - only this test converts
 
-    monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 4)  # batches, each a dictionary
+    monkeypatch.setattr("carray.table.interop.STREAM_ROWS", 4)  # batches, each a dictionary
     n = 10
     src = pd.DataFrame({
         "c": pd.Categorical(["UA", None, "AA", "DL", "UA"] * 2, categories=["UA", "AA", "DL"],

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import table_columns
 from carray.errors import ContainerExistsError, FormatError, UnsupportedDTypeError
+from carray.table.columns import kinds as table_columns
 
 
 def frame(n: int = 200) -> pd.DataFrame:
@@ -271,7 +271,7 @@ def test_round_trips_match_pandas(tmp_path_factory, rows, block):
 
 
 def test_missing_values_are_written_as_empty_fields(tmp_path, monkeypatch):
-    from carray import table_csv
+    from carray.table import csv as table_csv
 
     t = ca.ctable({"n": np.array([1, 0, 3]), "s": np.array(["a", "", "c"], dtype=object)})
     valid = {"n": np.array([True, False, True]), "s": np.array([True, False, True])}

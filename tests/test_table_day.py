@@ -9,10 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import membership, table_columns
 from carray.compute.parse import Expression
 from carray.compute.prune import Bounds, may_match
 from carray.errors import ExpressionError
+from carray.table.columns import kinds as table_columns
+from carray.table.columns import membership
 
 WHERE = ["memory", "disk"]
 

@@ -1,6 +1,6 @@
 """ctable.groupby, unique and value_counts: against pandas (hypothesis) and polars, in
 memory and on disk, with missing values and categories read through the contract of
-:mod:`carray.table_columns` (a fake of it here until the real columns exist)."""
+:mod:`carray.table.columns.kinds` (a fake of it here until the real columns exist)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import table_groupby
-from carray._group_kernels import GroupByError
+from carray.table.analysis import groupby as table_groupby
+from carray.table.analysis.groupby_kernels import GroupByError
 
 AGGS = ["count", "size", "sum", "mean", "min", "max", "std", "var", "first", "last",
         "nunique"]
@@ -215,7 +215,7 @@ def fake_contract(monkeypatch):
         fake = registry.get(id(col))
         return None if fake is None else fake.categories
 
-    from carray import table_sort
+    from carray.table.analysis import sort as table_sort
     for module in (table_groupby, table_sort):
         for name, fn in (("read_valid", read_valid), ("read_codes", read_codes),
                          ("categories_of", categories_of)):

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray import _index_build, index_planner, table_index
 from carray.errors import IndexUnsupportedError, ReadOnlyError
+from carray.table.index import build as _index_build
+from carray.table.index import methods as table_index
+from carray.table.index import planner as index_planner
 
 pd = pytest.importorskip("pandas", reason="pandas: queries are compared with it")
 

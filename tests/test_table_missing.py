@@ -8,8 +8,8 @@ import pytest
 
 import carray as ca
 from carray.errors import UnsupportedDTypeError
-from carray.table_columns import null_count, read_any, read_valid
-from carray.table_nullable import NullableColumn
+from carray.table.columns.kinds import null_count, read_any, read_valid
+from carray.table.columns.nullable import NullableColumn
 
 pd = pytest.importorskip("pandas", reason="pandas is a test dependency")
 pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
@@ -224,9 +224,9 @@ def test_arrow_nulls_of_every_type_round_trip(where):
 
 
 def test_parquet_round_trip_with_nulls(tmp_path, monkeypatch):
-    from carray.convert import convert
+    from carray.integrations.convert import convert
 
-    monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 3)  # several row groups
+    monkeypatch.setattr("carray.table.interop.STREAM_ROWS", 3)  # several row groups
     # The first row group has no nulls in 'x': the column gains validity on a later one.
     arrow = pa.table({"x": pa.array([1, 2, 3, None, 5, 6, 7]),
                       "s": pa.array(["a", None, "c", "d", "e", None, "g"])})
@@ -323,7 +323,7 @@ def test_query_results_keep_missing_values(where):
 
 
 def test_verify_a_table_with_missing_values(tmp_path):
-    from carray.problems import Problem
+    from carray.core.problems import Problem
     from carray.registry import verify
 
     root = str(tmp_path / "t")
@@ -364,7 +364,7 @@ def test_rows_set_with_missing_values(where):
 
 
 def test_queries_over_missing_values_on_worker_threads(monkeypatch):
-    monkeypatch.setattr("carray.query._GROUP_BYTES", 1 << 14)  # many groups: threaded
+    monkeypatch.setattr("carray.array.expression._GROUP_BYTES", 1 << 14)  # many groups: threaded
     rng = np.random.default_rng(9)
     n = 40_000
     x = np.ma.masked_array(rng.random(n), mask=rng.random(n) < 0.3)
@@ -427,7 +427,7 @@ def test_columns_answering_for_themselves_are_read_through_the_contract():
 
 
 def test_zone_maps_skip_blocks_of_columns_with_missing_values():
-    from carray.table_query import evaluator
+    from carray.table.query import evaluator
 
     n = 20_000
     x = np.ma.masked_array(np.arange(n, dtype=float), mask=np.arange(n) % 7 == 0)

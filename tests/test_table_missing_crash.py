@@ -64,7 +64,7 @@ def _write(root: str, counting: bool = False) -> int:
 
 
 def _kill_and_check(root: str) -> dict:
-    from carray.problems import Problem
+    from carray.core.problems import Problem
     from carray.registry import verify
 
     with ca.ctable(rootdir=root, mode="r") as r:

@@ -112,7 +112,7 @@ def test_pandas_and_arrow_round_trips(columns):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_nullable_series, min_size=1, max_size=3))
 def test_parquet_round_trips(tmp_path_factory, columns):
-    from carray.convert import convert
+    from carray.integrations.convert import convert
 
     pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet is a test dependency")
     n = min(len(c) for c in columns)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray._table_refresh import committed_view, open_columns
-from carray._table_txn import COMMITS_FILE, TXN_FILE, Record
 from carray.stores import LOCAL
+from carray.table.bcolz.refresh import committed_view, open_columns
+from carray.table.bcolz.undo import COMMITS_FILE, TXN_FILE, Record
 
 N = 60
 # Every kill point with CARRAY_SOAK=1; in CI every fourth column flush, every fifth rename.
@@ -101,7 +101,7 @@ def _states(op: str) -> list[dict]:
 DRIVER = textwrap.dedent("""
     import json, os, shutil, signal, sys
     import carray as ca
-    from carray.array import carray
+    from carray.array.array import carray
     from test_table_refresh import _change
     pristine, work, op, hook, auto_flush, stride = sys.argv[1:7]
     killed = []

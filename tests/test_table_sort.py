@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import table_sort
-from carray._group_kernels import GroupByError
+from carray.table.analysis import sort as table_sort
+from carray.table.analysis.groupby_kernels import GroupByError
 
 WORDS = ["", "a", "b", "ab", "é", "zz", "a\x00", "B", "aa"]
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from table_places import reopen
 
 import carray as ca
-from carray.timezones import ZONE_ATTR
+from carray.table.columns.timezones import ZONE_ATTR
 
 pd = pytest.importorskip("pandas", reason="pandas: datetime64[ns, tz] columns")
 pa = pytest.importorskip("pyarrow", reason="pyarrow: timestamp(unit, tz) columns")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray._table_txn import TXN_FILE, Record
+from carray.table.bcolz.undo import TXN_FILE, Record
 
 # Every file operation (slow); in CI every fifth.
 EVERY = os.environ.get("CARRAY_SOAK") == "1"

@@ -9,8 +9,8 @@ import pytest
 
 import carray as ca
 from carray import registry
-from carray import table as table_module
-from carray.problems import tally
+from carray.core.problems import tally
+from carray.table import table as table_module
 
 
 @pytest.fixture

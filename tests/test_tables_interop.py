@@ -117,7 +117,7 @@ def mixed(tmp_path):
 
 def test_pa_table_reads_the_c_stream(mixed, monkeypatch):
     pa = pytest.importorskip("pyarrow", reason="pyarrow is a test dependency")
-    monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 1000)
+    monkeypatch.setattr("carray.table.interop.STREAM_ROWS", 1000)
     reader = pa.RecordBatchReader.from_stream(mixed)
     batches = list(reader)
     assert [b.num_rows for b in batches] == [1000] * 10 + [7]  # a batch at a time

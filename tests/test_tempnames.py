@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from carray._tempnames import HOST, Temporary, is_temporary, owner_gone, parse, temporary_name
+from carray.stores.tempnames import HOST, Temporary, is_temporary, owner_gone, parse, temporary_name
 
 
 def test_a_temporary_name_is_hidden_beside_its_target_and_says_who_writes_it(tmp_path):

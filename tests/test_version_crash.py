@@ -40,10 +40,10 @@ import pytest
 from kill_points import REAL, WRITERS, count_calls, in_child, points, run_driver
 
 import carray as ca
-from carray._tempnames import parse
 from carray.cli.verify import verify_path
 from carray.errors import StorageError
 from carray.stores import LOCAL
+from carray.stores.tempnames import parse
 from carray.versions.repo import Repository
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"

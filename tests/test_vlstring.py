@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import vlstring
 from carray.errors import HandleClosedError
-from carray.vlstring import STRING_DTYPE, StringColumn
+from carray.table.columns import strings as vlstring
+from carray.table.columns.strings import STRING_DTYPE, StringColumn
 
 TEXT = ["", "a", "héllo wörld", "日本語", "x\x00", "\x00", "tab\tnewline\n", "z" * 300,
         "emoji 🎉"]

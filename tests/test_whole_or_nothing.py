@@ -1,7 +1,7 @@
 """Every operation that makes a new dataset or file makes it whole or not at all.
 
 Copies, conversions to every output format, exports and rechunks are built under a
-temporary name (:mod:`carray._tempnames`) and moved into place at the end
+temporary name (:mod:`carray.stores.tempnames`) and moved into place at the end
 (:mod:`carray.stores.staging`).  Here each one meets
 
 * ENOSPC from the ``at``-th write on (the disk is full until the test ends) and EIO at
@@ -30,10 +30,10 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray._tempnames import is_temporary, temporary_name
-from carray.convert import convert, read_any
 from carray.errors import StorageError
-from carray.formats.b2frame import write_array
+from carray.integrations.convert import convert, read_any
+from carray.layouts.b2nd.frame import write_array
+from carray.stores.tempnames import is_temporary, temporary_name
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 POINTS = None if SOAK else 5  # injection points per operation (None: every one)
@@ -140,7 +140,7 @@ def _convert(source: str, overwrite: bool | None = True) -> Callable[[str, str],
 
 def _rechunk_in_two_passes(root: str, path: str) -> object:
     """A rechunk through an intermediate array (a plan of two passes)."""
-    from carray import rechunk as module
+    from carray.array import rechunk as module
 
     real = module.plan
     module.plan = functools.partial(real, min_passes=2)

@@ -1,5 +1,5 @@
 """New superchunk files written on the background threads while the writer goes on
-(carray.layouts._sc_filling), and what a commit syncs.
+(carray.layouts.superchunk.filling), and what a commit syncs.
 
 * a failure on the background threads (a full disk, a failed sync) reaches the caller
   at the flush that needs the file; the committed state stays readable and nothing
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import carray as ca
-import carray.layouts._sc_filling as filling
-from carray._tempnames import is_temporary, parse
+import carray.layouts.superchunk.filling as filling
 from carray.errors import StorageError
+from carray.stores.tempnames import is_temporary, parse
 
 SC = 4  # chunks per superchunk file
 CHUNK = 64
@@ -306,7 +306,7 @@ def test_a_failed_sync_of_a_new_array_reaches_its_first_commit(tmp_path, monkeyp
 def test_threads_read_many_files_at_once_while_handles_are_recycled(tmp_path, monkeypatch):
     """Reads of a file happen outside the files' lock: a handle being read is never the
     one closed to open another (few handles kept open here, many files)."""
-    import carray.layouts._sc_files as sc_files
+    import carray.layouts.superchunk.files as sc_files
 
     monkeypatch.setattr(sc_files, "_OPEN_FILES", 3)
     data = _data(CHUNK * 40, 9)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.zonemap import ZoneMap
+from carray.compute.zonemap import ZoneMap
 
 
 @pytest.fixture

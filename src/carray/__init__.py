@@ -2,8 +2,24 @@
 
 from importlib import metadata as _metadata
 
-from carray.array import Attrs, carray
-from carray.bcolz_api import (
+from carray.api import (
+    arange,
+    eval,
+    fill,
+    fromiter,
+    iterblocks,
+    ones,
+    open,
+    open_array,
+    open_table,
+    prune,
+    transaction,
+    zeros,
+)
+from carray.array.array import Attrs, carray
+from carray.array.concat import concatenate
+from carray.codecs.threads import detect_number_of_cores, get_nthreads
+from carray.compat.bcolz import (
     blosc_compressor_list,
     blosc_set_nthreads,
     blosc_version,
@@ -12,11 +28,14 @@ from carray.bcolz_api import (
     set_nthreads,
     walk,
 )
-from carray.category_column import CategoryColumn
-from carray.category_values import categorical
-from carray.codecs.threads import detect_number_of_cores, get_nthreads
-from carray.concat import concatenate
-from carray.defaults import cparams, defaults, defaults_ctx
+from carray.core.defaults import cparams, defaults, defaults_ctx
+from carray.core.params import (
+    BITSHUFFLE,
+    NOSHUFFLE,
+    SHUFFLE,
+    CParams,
+    Shuffle,
+)
 from carray.errors import (
     AlignmentError,
     AllNaNError,
@@ -58,32 +77,13 @@ from carray.errors import (
     VersionTakenError,
 )
 from carray.formats import bloscpack, ds
-from carray.group_copy import copy_group
-from carray.groups import Group, group, open_group
-from carray.params import (
-    BITSHUFFLE,
-    NOSHUFFLE,
-    SHUFFLE,
-    CParams,
-    Shuffle,
-)
-from carray.table import ctable
-from carray.table_nullable import NullableColumn
-from carray.toplevel import (
-    arange,
-    eval,
-    fill,
-    fromiter,
-    iterblocks,
-    ones,
-    open,
-    open_array,
-    open_table,
-    prune,
-    transaction,
-    zeros,
-)
-from carray.vlstring import StringColumn
+from carray.groups.group import Group, group, open_group
+from carray.integrations.group_copy import copy_group
+from carray.table.columns.category import CategoryColumn
+from carray.table.columns.category_values import categorical
+from carray.table.columns.nullable import NullableColumn
+from carray.table.columns.strings import StringColumn
+from carray.table.table import ctable
 
 try:
     # The version is written once, in pyproject.toml, and read from the installed metadata.
@@ -95,6 +95,8 @@ except _metadata.PackageNotFoundError:  # a source tree put on sys.path, never i
 _DASK_NAMES = ("from_dask", "store", "ctable_from_dask")
 # xarray too: from_xarray loads carray.integrations.xarray_groups on first use.
 _XARRAY_NAMES = ("from_xarray",)
+# Conversions between formats load their readers and writers on first use.
+_CONVERT_NAMES = ("convert", "convert_array", "convert_table")
 
 
 def __getattr__(name: str):
@@ -106,13 +108,17 @@ def __getattr__(name: str):
         from carray.integrations import xarray_groups
 
         return getattr(xarray_groups, name)
+    if name in _CONVERT_NAMES:
+        from carray.integrations import convert
+
+        return getattr(convert, name)
     raise AttributeError(f"module 'carray' has no attribute {name!r}")
 
 
 __all__ = [
     "BITSHUFFLE", "NOSHUFFLE", "SHUFFLE",
     "Attrs", "CategoryColumn", "CParams", "Group", "NullableColumn", "Shuffle", "StringColumn",
-    "arange", "bloscpack", "carray", "categorical", "concatenate", "copy_group", "cparams", "ctable", "ds",
+    "arange", "bloscpack", "convert", "convert_array", "convert_table", "carray", "categorical", "concatenate", "copy_group", "cparams", "ctable", "ds",
     "eval", "detect_number_of_cores", "fill", "fromiter",
     "get_nthreads", "group", "iterblocks", "ones", "open", "open_array", "open_group", "open_table", "prune", "transaction", "set_nthreads",
     "zeros",

@@ -22,26 +22,28 @@ from typing import Any, Literal
 
 import numpy as np
 
-from carray._table_verify import verify_table
-from carray.array import carray
+from carray.array.array import carray
+from carray.core.params import CNAMES, CParams, Shuffle
+from carray.core.problems import Checked, Finding, Problem, guarded
 from carray.errors import CArrayError, ContainerNotFoundError, FormatError, VersionsUnsupportedError
-from carray.formats import _b2frame_verify, _blp_verify, _ds_verify
-from carray.formats._b2frame_header import SPARSE_INDEX
-from carray.formats._blp_frame import MAGIC as BLP_MAGIC
-from carray.formats._ds_header import MAGIC as DS_MAGIC
-from carray.formats._ds_header import unescape
-from carray.group_store import is_group
-from carray.groups import Group, open_group
+from carray.formats.bloscpack import verify as _blp_verify
+from carray.formats.bloscpack.frame import MAGIC as BLP_MAGIC
+from carray.formats.ds import verify as _ds_verify
+from carray.formats.ds.header import MAGIC as DS_MAGIC
+from carray.formats.ds.header import unescape
+from carray.groups.group import Group, open_group
+from carray.groups.store import is_group
 from carray.integrations import group_zarr, table_files, zarr_arrays
 from carray.layouts import LAYOUTS, LayoutKind, sniff_layout
-from carray.layouts._b2frame_meta import cparams_of as frame_cparams
-from carray.layouts.bcolz import META_DIR, STORAGE_FILE
-from carray.params import CNAMES, CParams, Shuffle
-from carray.problems import Checked, Finding, Problem, guarded
+from carray.layouts.b2nd import frame_verify as _b2frame_verify
+from carray.layouts.b2nd.header import SPARSE_INDEX
+from carray.layouts.b2nd.meta import cparams_of as frame_cparams
+from carray.layouts.bcolz.layout import META_DIR, STORAGE_FILE
 from carray.stores import Store, is_url, resolve
-from carray.table import ctable
-from carray.table_day import index_facts, value_facts
-from carray.table_store import ROOTDIRS, is_ctable
+from carray.table.day import index_facts, value_facts
+from carray.table.store import ROOTDIRS, is_ctable
+from carray.table.table import ctable
+from carray.table.verify import verify_table
 
 Kind = Literal["array", "table", "dataset", "file", "group"]
 Location = str | os.PathLike
@@ -69,8 +71,8 @@ class Format:
         ``open(path, mode, storage_options) -> object``: a carray, ctable, numpy
         array or dict of variables.
     verify : callable
-        ``verify(store, path)`` yields :class:`~carray.problems.Problem` and
-        :class:`~carray.problems.Checked` findings.
+        ``verify(store, path)`` yields :class:`~carray.core.problems.Problem` and
+        :class:`~carray.core.problems.Checked` findings.
     info : callable
         ``info(path, storage_options) -> dict``: a JSON-able description.
     head : callable
@@ -79,7 +81,7 @@ class Format:
     remote : bool
         Whether paths may be URLs (``s3://...``).
     writable : bool
-        Whether :func:`carray.convert.convert` can write it.
+        Whether :func:`carray.integrations.convert.convert` can write it.
     container : bool
         Whether ``open`` gives a carray or ctable (what :func:`carray.open` returns).
     """
@@ -153,7 +155,7 @@ class Probe:
         """``"b2nd"``, ``"caterva"`` or ``"schunk"`` for a Blosc2 frame, else None."""
         if self.layout != "b2nd":
             return None
-        from carray.formats.b2frame import Frame
+        from carray.layouts.b2nd.frame import Frame
 
         try:
             with Frame((self.store, self.path)) as frame:
@@ -276,13 +278,6 @@ def describe_table(t: ctable) -> dict:
 def _table_info(path: str, storage_options: dict | None) -> dict:
     with _open_table(path, "r", storage_options) as t:
         return describe_table(t)
-
-
-def _edges(n: int, rows: int) -> np.ndarray:
-    """Row numbers to show of ``n`` rows: all when few, else ``rows`` from each end."""
-    if n <= 2 * rows:
-        return np.arange(n)
-    return np.concatenate([np.arange(rows), np.arange(n - rows, n)])
 
 
 def _array_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:
@@ -477,7 +472,7 @@ def _ds_info(path: str, storage_options: dict | None) -> dict:
 
 
 def _ds_head(path: str, rows: int, storage_options: dict | None) -> dict[str, Any]:
-    from carray.formats._ds_read import Reader
+    from carray.formats.ds.reader import Reader
 
     out = {}
     with Reader(path, storage_options) as reader:  # one open, one header for every variable
@@ -519,7 +514,7 @@ def _verify_nc(store: Store, path: str) -> Iterator[Finding]:
 def describe_dataset(header: dict, fmt: str) -> dict:
     """A ds-shaped header (variable -> attributes with ``.dims``/``.size``/``.type``) as
     the facts ``carray info`` shows."""
-    from carray.formats._ds_header import default_dims, unescape
+    from carray.formats.ds.header import default_dims, unescape
 
     variables = []
     for key, entry in header.items():

@@ -169,7 +169,7 @@ def test_convert_info_and_verify_on_urls(tmp_path, remote_root, capsys):
 def test_verify_names_the_url_of_a_damaged_chunk(capsys):
     import uuid
 
-    from carray.layouts import superchunk_open
+    from carray.layouts.superchunk import opening as superchunk_open
     from carray.stores import resolve
 
     url = f"memory://cli-{uuid.uuid4().hex}/d"

@@ -114,7 +114,7 @@ def test_debug_shows_the_traceback(tmp_path, capsys):
 
 
 def test_ctrl_c_exits_130_leaving_nothing(samples, tmp_path, capsys, monkeypatch):
-    import carray.convert as conv
+    import carray.integrations.convert as conv
 
     def interrupted(source, progress):
         raise KeyboardInterrupt

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from carray.cli.main import main
-from carray.convert import read_any
 from carray.formats import ds
+from carray.integrations.convert import read_any
 
 netCDF4 = pytest.importorskip("netCDF4", reason="netCDF4 is the 'netcdf' extra (CI has it)")
 

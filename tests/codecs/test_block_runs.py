@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from carray.chunkio import ChunkReader
+from carray.chunks.io import ChunkReader
 from carray.codecs import blosc
-from carray.params import CParams
+from carray.core.params import CParams
 
 BS = 4096  # bytes per block: 512 int64 items
 N = 64 * 512  # 64 blocks

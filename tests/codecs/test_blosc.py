@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from carray.codecs import blosc, ranged
+from carray.core.params import CParams
 from carray.errors import CodecUnavailableError, FormatError
-from carray.params import CParams
 
 DATA = Path(__file__).parent.parent / "data" / "blosc_chunks"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())["fixtures"]
@@ -193,7 +193,7 @@ def test_ranged_read_falls_back_for_delta_filtered_chunks():
 
 
 def _ranged(chunk: bytes, memo: dict | None):
-    from carray.chunkio import ChunkReader
+    from carray.chunks.io import ChunkReader
 
     reads = []
 

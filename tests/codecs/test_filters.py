@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from carray.codecs import blosc
+from carray.core.params import BITSHUFFLE, NOSHUFFLE, SHUFFLE, CParams
 from carray.errors import CodecError
-from carray.params import BITSHUFFLE, NOSHUFFLE, SHUFFLE, CParams
 
 F = blosc2.Filter
 PIPELINES = [

@@ -45,7 +45,7 @@ def test_package_level_functions_drive_the_codec_setting(restore_threads):
 
 
 def test_params_module_holds_data_only():
-    import carray.params as params
+    import carray.core.params as params
 
     assert not hasattr(params, "set_nthreads")
     assert not hasattr(params, "get_nthreads")

@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
-from carray import table_query
 from carray.compute.ops import evaluate_numpy
 from carray.compute.parse import Expression
 from carray.compute.prune import Bounds, may_match
 from carray.compute.strings import expression
+from carray.table import query as table_query
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -101,7 +101,7 @@ def test_membership_and_isnan_skip_chunks():
 
 
 def test_datetime_bounds_prune_by_date():
-    # carray.zonemap leaves datetimes out today; the logic is right where bounds exist.
+    # carray.compute.zonemap leaves datetimes out today; the logic is right where bounds exist.
     starts = np.array(["2013-05-01", "2013-06-01", "2013-07-01", "NaT"], "M8[D]")
     stops = np.array(["2013-05-31", "2013-06-30", "2013-07-31", "NaT"], "M8[D]")
     b = Bounds(starts, stops, np.array([False, False, True, True]), np.ones(4, bool))

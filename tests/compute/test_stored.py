@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import carray as ca
-from carray import geometry as geo
+from carray.chunks import geometry as geo
 from carray.codecs.threads import get_nthreads, set_nthreads
 from carray.compute.reduce import numpy_reduce
 from carray.compute.stored import StoredChunk, padding_identity, stored_plan

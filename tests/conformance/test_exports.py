@@ -16,9 +16,9 @@ from hypothesis.extra import numpy as hnp
 
 import carray as ca
 from carray import registry
-from carray.convert import convert
+from carray.core.problems import tally
 from carray.errors import UnstorableAttributeError, UnsupportedDTypeError
-from carray.problems import tally
+from carray.integrations.convert import convert
 
 xr = pytest.importorskip("xarray")
 netCDF4 = pytest.importorskip("netCDF4")

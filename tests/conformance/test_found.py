@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import carray as ca
-from carray._group_kernels import GroupByError
+from carray.table.analysis.groupby_kernels import GroupByError
 
 from .tables import TIMEOUT
 
@@ -140,7 +140,7 @@ def test_arrow_streams_are_table_sources():
 
 
 def test_converting_a_table_to_csv_writes_floats_as_floats(tmp_path):
-    from carray.convert import convert_table
+    from carray.integrations.convert import convert_table
 
     root = str(tmp_path / "t.ctable")
     ca.ctable({"f": [1.0, 2.0, np.nan]}, rootdir=root).close()

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from carray.column_functions import MissingAwareArray
+from carray.table.columns.functions import MissingAwareArray
 
 from .tables import SETTINGS, TIMEOUT, canon, each_place, tables
 

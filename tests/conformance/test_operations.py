@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from carray._group_kernels import GroupByError
+from carray.table.analysis.groupby_kernels import GroupByError
 
 from .tables import (
     CATEGORIES,

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 
 import carray as ca
-from carray.convert import convert_table
+from carray.integrations.convert import convert_table
 
 from .tables import (
     KINDS,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.convert import convert
 from carray.errors import ShapeError, StorageError
+from carray.integrations.convert import convert
 
 xr = pytest.importorskip("xarray")
 pytest.importorskip("netCDF4")
@@ -105,7 +105,7 @@ _FULL_DISK = textwrap.dedent("""
     import os, resource, signal, sys
     import numpy as np
     import carray as ca
-    from carray.convert import convert
+    from carray.integrations.convert import convert
     from carray.errors import StorageError
 
     kind = sys.argv[1]

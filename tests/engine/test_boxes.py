@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import carray as ca
+from carray.chunks.keys import orthogonal_key
 from carray.codecs.blosc import Decoder
 from carray.engine import boxes
 from carray.engine import core as engine_core
-from carray.keys import orthogonal_key
 
 WHERE = ["memory", "superchunk", "b2nd"]
 SHAPE, CHUNKS, BLOCKS = (23, 19, 17), (8, 7, 6), (3, 4, 2)

@@ -43,8 +43,8 @@ class FailOnce:
 
 def _layout_classes():
     from carray.layouts import B2ndLayout, MemoryLayout
-    from carray.layouts.bcolz import BcolzLayout
-    from carray.layouts.superchunk import SuperchunkLayout
+    from carray.layouts.bcolz.layout import BcolzLayout
+    from carray.layouts.superchunk.layout import SuperchunkLayout
 
     return [MemoryLayout, SuperchunkLayout, BcolzLayout, B2ndLayout]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray import geometry as geo
+from carray.chunks import geometry as geo
 
 
 def _chunk(x: np.ndarray, coords, chunks, ext) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 from test_core import WHERE, _layout_classes, make
 
 import carray as ca
-from carray import _parallel
+from carray.codecs import parallel as _parallel
 from carray.engine.handoff import Handoff
 
 

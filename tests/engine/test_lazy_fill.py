@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.chunkio import ChunkIO
+from carray.chunks.io import ChunkIO
 from carray.codecs import blosc
 from carray.errors import FormatError
-from carray.layouts import superchunk_open
-from carray.layouts.b2frame import B2ndLayout
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.layouts.b2nd.layout import B2ndLayout
+from carray.layouts.superchunk import opening as superchunk_open
+from carray.layouts.superchunk.layout import SuperchunkLayout
 
 blosc2 = pytest.importorskip("blosc2", reason="blosc2 is a test dependency")
 
@@ -248,8 +248,8 @@ def test_a_lost_file_of_stored_chunks_is_an_error_not_fill(tmp_path):
 
 
 def test_verify_accepts_absent_chunks_and_reports_lost_files(tmp_path):
-    from carray.layouts._superchunk_verify import verify
-    from carray.problems import Problem
+    from carray.core.problems import Problem
+    from carray.layouts.superchunk.verify import verify
     from carray.stores import LOCAL
 
     root = tmp_path / "w.carray"

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carray import geometry as geo
+from carray.chunks import geometry as geo
 from carray.errors import (
     CArrayError,
     ContainerExistsError,
     FormatError,
     UnsupportedDTypeError,
 )
-from carray.formats._b2frame_digests import RECORD_NAME
-from carray.formats.b2frame import (
+from carray.layouts.b2nd.digests import RECORD_NAME
+from carray.layouts.b2nd.frame import (
     default_chunks_blocks,
     read_array,
     read_frame,
@@ -595,7 +595,7 @@ def test_nd_metalayer_is_msgpack_with_fixed_width_ints(shape, data):
     # writes; the bytes must still be msgpack that decodes to the same values.
     import msgpack
 
-    from carray.formats._b2frame_header import build_nd_meta
+    from carray.layouts.b2nd.header import build_nd_meta
 
     chunks = [data.draw(st.integers(1, 2**20)) for _ in shape]
     blocks = [data.draw(st.integers(1, c)) for c in chunks]

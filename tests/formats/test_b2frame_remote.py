@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from carray.errors import ContainerExistsError
-from carray.formats import _b2frame_write
-from carray.formats.b2frame import read_array, read_frame, write_array
+from carray.layouts.b2nd import write as _b2frame_write
+from carray.layouts.b2nd.frame import read_array, read_frame, write_array
 from carray.stores import resolve
 
 pytest.importorskip("fsspec", reason="fsspec is the 'remote' extra (CI has it)")

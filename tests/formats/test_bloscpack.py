@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import carray
+from carray.core.params import CParams
 from carray.errors import ChecksumError, FormatError, UnsupportedDTypeError
-from carray.formats import _blp_frame as frame
 from carray.formats import bloscpack as bp
-from carray.params import CParams
+from carray.formats.bloscpack import frame
 
 DATA = Path(__file__).parent.parent / "data" / "bloscpack"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())

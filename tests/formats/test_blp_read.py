@@ -9,7 +9,7 @@ import pytest
 import carray
 from carray.errors import ChecksumError
 from carray.formats import bloscpack as bp
-from carray.formats._blp_read import BlpFile
+from carray.formats.bloscpack.read import BlpFile
 
 
 @pytest.fixture

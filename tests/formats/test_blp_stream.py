@@ -10,11 +10,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from carray._tempnames import is_temporary
 from carray.errors import FormatError
-from carray.formats import _blp_stream as stream
 from carray.formats import bloscpack as bp
-from carray.formats._blp_read import nworkers
+from carray.formats.bloscpack import stream
+from carray.formats.bloscpack.read import nworkers
+from carray.stores.tempnames import is_temporary
 
 ARRAYS = {
     "c_f8": np.linspace(0, 1, 50_000).reshape(500, 100),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from carray.formats import _blp_write, _local_write
 from carray.formats import bloscpack as bp
-from carray.formats._blp_frame import OFFSET_SIZE
+from carray.formats import local_write as _local_write
+from carray.formats.bloscpack import write as _blp_write
+from carray.formats.bloscpack.frame import OFFSET_SIZE
 from carray.stores import LOCAL, resolve
 
 CHUNKS = [(b"A" * 10, b"1234"), (b"B" * 7, b"5678"), (b"C" * 3, b"90ab")]

@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carray.errors import FormatError, UnsupportedDTypeError
-from carray.formats import _ds_header, _local_write, ds
-from carray.formats._ds_read import Reader
+from carray.formats import ds
+from carray.formats import local_write as _local_write
+from carray.formats.ds import header as _ds_header
+from carray.formats.ds.reader import Reader
 
 DATA = Path(__file__).parent.parent / "data" / "ds"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())

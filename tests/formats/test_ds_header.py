@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from carray.errors import FormatError
-from carray.formats import _ds_header, ds
+from carray.formats import ds
+from carray.formats.ds import header as _ds_header
 
 
 @pytest.fixture(autouse=True)

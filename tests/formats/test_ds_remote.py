@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from carray.errors import FormatError
-from carray.formats import _ds_header, ds
+from carray.formats import ds
+from carray.formats.ds import header as _ds_header
 from carray.stores import resolve
 
 pytest.importorskip("fsspec", reason="fsspec is the 'remote' extra (CI has it)")

@@ -20,12 +20,14 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from carray import _fileio
-from carray._tempnames import is_temporary
 from carray.errors import ChecksumError, StorageError
-from carray.formats import _local_write, _writeback, ds, merge
 from carray.formats import bloscpack as bp
-from carray.formats._ds_stream import StreamWriter
+from carray.formats import ds, merge
+from carray.formats import local_write as _local_write
+from carray.formats import writeback as _writeback
+from carray.formats.ds.stream import StreamWriter
+from carray.stores import files as _fileio
+from carray.stores.tempnames import is_temporary
 
 LINUX = sys.platform.startswith("linux")
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from carray import _fileio
-from carray._tempnames import HOST, Temporary, is_temporary, parse, temporary_name
 from carray.errors import StorageError
-from carray.formats import _local_write as lw
+from carray.formats import local_write as lw
+from carray.stores import files as _fileio
+from carray.stores.tempnames import HOST, Temporary, is_temporary, parse, temporary_name
 
 LINUX = sys.platform.startswith("linux")
 

@@ -11,7 +11,7 @@ import pytest
 from carray.cli.main import main
 from carray.errors import UnsupportedDTypeError
 from carray.formats import ds, merge
-from carray.formats._ds_read import Reader
+from carray.formats.ds.reader import Reader
 from carray.formats.merge import merge_files
 
 

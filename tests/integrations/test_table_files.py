@@ -12,8 +12,8 @@ import carray as ca  # noqa: E402
 from carray import registry  # noqa: E402
 from carray.cli._ui import human  # noqa: E402
 from carray.cli.main import main  # noqa: E402
-from carray.convert import convert  # noqa: E402
 from carray.integrations import table_files  # noqa: E402
+from carray.integrations.convert import convert  # noqa: E402
 
 N = 5_003
 
@@ -42,7 +42,7 @@ def _same(a: dict, b: dict) -> None:
 
 
 def test_parquet_round_trip_in_batches(table, tmp_path, monkeypatch):
-    monkeypatch.setattr("carray.tables_interop.STREAM_ROWS", 1000)  # several row groups
+    monkeypatch.setattr("carray.table.interop.STREAM_ROWS", 1000)  # several row groups
     convert(table, tmp_path / "t.parquet")
     f = pq.ParquetFile(tmp_path / "t.parquet")
     assert f.metadata.num_rows == N and f.metadata.num_row_groups == 6

@@ -11,7 +11,8 @@ import pytest
 xr = pytest.importorskip("xarray", reason="xarray is the 'xarray' extra (CI has it)")
 
 from carray import registry  # noqa: E402
-from carray.formats import _ds_header, ds  # noqa: E402
+from carray.formats import ds  # noqa: E402
+from carray.formats.ds import header as _ds_header  # noqa: E402
 from carray.integrations.xarray_backend import (  # noqa: E402
     DsBackendArray,
     DsBackendEntrypoint,

@@ -12,9 +12,9 @@ zarr = pytest.importorskip("zarr", reason="zarr is the 'zarr' extra")
 import carray as ca  # noqa: E402
 from carray import registry  # noqa: E402
 from carray.cli.main import main  # noqa: E402
-from carray.convert import convert  # noqa: E402
+from carray.core.problems import Problem, tally  # noqa: E402
 from carray.errors import UnstorableAttributeError  # noqa: E402
-from carray.problems import Problem, tally  # noqa: E402
+from carray.integrations.convert import convert  # noqa: E402
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_a_zarr_group_is_not_an_array(tmp_path):
 
 
 def test_interrupted_conversion_leaves_nothing(values, tmp_path, monkeypatch):
-    from carray import convert as convert_module
+    from carray.integrations import convert as convert_module
 
     def stop(source, progress):  # one block written, then Ctrl-C
         yield 0, np.asarray(source[:100])

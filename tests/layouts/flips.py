@@ -16,9 +16,9 @@ import numpy as np
 
 import carray as ca
 from carray import registry
-from carray.convert import convert
+from carray.core.problems import tally
 from carray.errors import CArrayError
-from carray.problems import tally
+from carray.integrations.convert import convert
 
 #: XORed into the damaged byte, one after the other over the bytes of a sweep: every
 #: bit, a low one, a high one, a middle one.

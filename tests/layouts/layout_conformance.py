@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from carray.codecs import blosc, ranged
+from carray.core.params import CParams
 from carray.layouts.base import ArrayMeta, Layout
-from carray.params import CParams
 
 CHUNKLEN = 100
 

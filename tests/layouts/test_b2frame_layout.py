@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from layout_conformance import CHUNKLEN, PersistentLayoutConformance, meta, snapshot
 
-from carray._tempnames import is_temporary, temporary_name
+from carray.chunks.grid import deblock, reblock
 from carray.codecs import blosc, ranged
+from carray.core.params import CParams
 from carray.errors import (
     CArrayError,
     ChecksumError,
@@ -28,15 +29,14 @@ from carray.errors import (
     FormatError,
     ReadOnlyError,
 )
-from carray.formats._b2frame_digests import RECORD_NAME
-from carray.formats.b2frame import read_array, read_frame
-from carray.grid import deblock, reblock
 from carray.layouts import FORMATS, create_layout, open_layout
-from carray.layouts import b2frame as b2l
-from carray.layouts.b2frame import B2ndLayout
+from carray.layouts.b2nd import layout as b2l
+from carray.layouts.b2nd.digests import RECORD_NAME
+from carray.layouts.b2nd.frame import read_array, read_frame
+from carray.layouts.b2nd.layout import B2ndLayout
 from carray.layouts.base import ArrayMeta
-from carray.params import CParams
 from carray.stores.local import LocalStore
+from carray.stores.tempnames import is_temporary, temporary_name
 
 DATA = Path(__file__).parent.parent / "data"
 CP = CParams(cname="zstd", clevel=3)
@@ -606,9 +606,9 @@ _WRITER = """
 import sys
 import numpy as np
 from carray.codecs import blosc
-from carray.layouts import b2frame
+from carray.layouts.b2nd import layout as b2frame
 from carray.layouts.base import ArrayMeta
-from carray.params import CParams
+from carray.core.params import CParams
 
 m = ArrayMeta(np.dtype("i8"), (64, 64), (16, 16), (8, 8))
 lay = b2frame.B2ndLayout.open(sys.argv[1])[0]

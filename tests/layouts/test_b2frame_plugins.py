@@ -15,7 +15,7 @@ import carray as ca
 from carray.codecs import blosc
 from carray.codecs.pipeline import plugin_names
 from carray.errors import CodecUnavailableError, FormatError
-from carray.formats.b2frame import Frame
+from carray.layouts.b2nd.frame import Frame
 
 DATA = np.linspace(0, 1, 20_000).reshape(100, 200)
 PLUGINS = {

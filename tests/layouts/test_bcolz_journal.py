@@ -11,7 +11,7 @@ import pytest
 
 import carray as ca
 from carray.cli.verify import verify_path
-from carray.layouts._bcolz_journal import Journal, is_leftover, staged_name
+from carray.layouts.bcolz.journal import Journal, is_leftover, staged_name
 
 _WRITERS = ("write", "pwrite", "fsync", "replace", "rename", "unlink", "ftruncate")
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import carray as ca
+from carray.core.problems import tally
 from carray.errors import ChecksumError
-from carray.layouts._bcolz_verify import verify
-from carray.problems import tally
+from carray.layouts.bcolz.verify import verify
 from carray.stores import LOCAL
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray.formats.b2frame import Frame
+from carray.core.params import CParams
 from carray.layouts import FORMATS
-from carray.params import CParams
+from carray.layouts.b2nd.frame import Frame
 
 DATA = Path(__file__).parent.parent / "data" / "caterva"
 

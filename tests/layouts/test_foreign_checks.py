@@ -13,12 +13,12 @@ import pytest
 
 import carray as ca
 from carray import registry
+from carray.core.problems import tally
 from carray.errors import CArrayError, ChecksumError, FormatError
-from carray.formats._b2frame_digests import RECORD_NAME, is_marked
-from carray.formats.b2frame import read_frame
-from carray.layouts._bcolz_check import SIZES_KEY, TRAILER_MAGIC
-from carray.layouts.bcolz import CHUNK_HEADER_SIZE
-from carray.problems import tally
+from carray.layouts.b2nd.digests import RECORD_NAME, is_marked
+from carray.layouts.b2nd.frame import read_frame
+from carray.layouts.bcolz.check import SIZES_KEY, TRAILER_MAGIC
+from carray.layouts.bcolz.layout import CHUNK_HEADER_SIZE
 
 bcolz = pytest.importorskip("bcolz", reason="bcolz-zipline 1.13.0 has wheels only for "
                             "Python < 3.13")

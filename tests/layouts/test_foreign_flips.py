@@ -17,8 +17,8 @@ import pytest
 from flips import Tally, expected, sweep
 
 import carray as ca
-from carray.formats.b2frame import read_frame, write_array
-from carray.layouts.bcolz import CHUNK_HEADER_SIZE
+from carray.layouts.b2nd.frame import read_frame, write_array
+from carray.layouts.bcolz.layout import CHUNK_HEADER_SIZE
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 # Every byte of a dataset takes minutes: the per-test timeout is for CI's sample.
@@ -126,7 +126,7 @@ def test_b2nd_flips(tmp_path, name, data, kw):
 
 @pytest.mark.parametrize("contiguous", [True, False], ids=["file", "sparse"])
 def test_write_array_flips(tmp_path, contiguous):
-    """Frames ``carray.formats.b2frame.write_array`` writes carry the same record."""
+    """Frames ``carray.layouts.b2nd.frame.write_array`` writes carry the same record."""
     data = _RNG.integers(0, 9, (23, 30, 17)).astype("f4")
     path = tmp_path / "w.b2nd"
     write_array(data, path, chunks=(10, 12, 9), blocks=(4, 5, 3), contiguous=contiguous,

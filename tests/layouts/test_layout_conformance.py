@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from layout_conformance import LayoutConformance, PersistentLayoutConformance
 
-from carray.layouts.bcolz import BcolzLayout
+from carray.layouts.bcolz.layout import BcolzLayout
 from carray.layouts.memory import MemoryLayout
 
 

@@ -11,8 +11,8 @@ import pytest
 from metafiles import read_meta, write_meta
 
 import carray as ca
+from carray.core.params import CParams
 from carray.errors import CodecError, FormatError
-from carray.params import CParams
 
 F = blosc2.Filter
 # (carray's pipeline, python-blosc2's filters, filters_meta)

@@ -14,9 +14,9 @@ import fsspec
 import pytest
 from layout_conformance import CHUNKLEN, PersistentLayoutConformance
 
-from carray.layouts import superchunk_open
-from carray.layouts.b2frame import B2ndLayout
-from carray.layouts.bcolz import BcolzLayout
+from carray.layouts.b2nd.layout import B2ndLayout
+from carray.layouts.bcolz.layout import BcolzLayout
+from carray.layouts.superchunk import opening as superchunk_open
 from carray.stores.fsspec import FsspecStore
 
 _ids = itertools.count()

@@ -26,8 +26,8 @@ from carray.cli.main import main as cli_main
 from carray.cli.verify import verify_path
 from carray.codecs import blosc
 from carray.errors import ChecksumError, CodecError, FormatError, ReadOnlyError
-from carray.formats._blp_frame import CHECKSUMS
-from carray.layouts import superchunk_open
+from carray.formats.bloscpack.frame import CHECKSUMS
+from carray.layouts.superchunk import opening as superchunk_open
 
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 
@@ -618,7 +618,7 @@ def test_verify_bcolz_directory(tmp_path, capsys):
 def test_journal_of_a_format_2_directory_replayed_or_discarded(tmp_path):
     import shutil
 
-    from carray.layouts._superchunk_meta import Journal
+    from carray.layouts.superchunk.meta import Journal
 
     root = tmp_path / "a"
     shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "data", "carray_v2",

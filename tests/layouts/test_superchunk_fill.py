@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import carray as ca
-from carray import _parallel
-from carray.layouts.superchunk import SuperchunkLayout
+from carray.codecs import parallel as _parallel
+from carray.layouts.superchunk.layout import SuperchunkLayout
 from carray.stores.local import LocalHandle, LocalStore, LocalStream
 
 

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 import carray as ca
-from carray.problems import tally
+from carray.core.problems import tally
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 

@@ -474,7 +474,7 @@ def _replacements(tmp_path, kind: str, path: str) -> dict:
     """Everything that replaces the dataset at ``path``, by name."""
     import xarray as xr
 
-    from carray.convert import convert
+    from carray.integrations.convert import convert
 
     source = str(tmp_path / "elsewhere")
     ca.carray(np.arange(5), rootdir=source, mode="w").close()
@@ -502,7 +502,7 @@ def _replacements(tmp_path, kind: str, path: str) -> dict:
 @pytest.mark.parametrize("kind", WAITERS)
 def test_mode_w_leaves_a_dataset_another_process_writes_untouched(tmp_path, monkeypatch, kind):
     # docs/spec/commit.md [C7]
-    from carray._tempnames import is_temporary
+    from carray.stores.tempnames import is_temporary
 
     monkeypatch.setattr(lock_module, "DEFAULT_TIMEOUT", 0.2)
     path = _make_any(tmp_path, kind)

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from carray import registry
+from carray.core.problems import Finding, Problem
 from carray.errors import CArrayError, ContainerNotFoundError
-from carray.groups import Group, open_group
-from carray.problems import Finding, Problem
+from carray.groups.group import Group, open_group
 from carray.stores import is_url, resolve
 from carray.versions import Repository
 from carray.versions.outcomes import COMMIT

@@ -4,7 +4,7 @@ Arrays: carray directories, bcolz 1.x directories, ``.b2nd`` frames and ``.npy``
 files; datasets: ``.ds`` and ``.nc``; groups: carray groups, NetCDF-4, HDF5, Zarr v3
 groups and flat ``.ds`` files (:mod:`carray.integrations.group_files`).  Either side may be an fsspec URL
 (``s3://bucket/x``; ``.npy`` and ``.nc`` stay local), with ``--storage-option``
-for its file system.  The work is :func:`carray.convert.convert`; this module
+for its file system.  The work is :func:`carray.integrations.convert.convert`; this module
 parses options and draws the progress bar.
 """
 
@@ -14,7 +14,9 @@ import argparse
 
 from carray.cli._ui import progress
 from carray.cli.main import add_storage_options
-from carray.convert import (
+from carray.core.params import CParams
+from carray.errors import ContainerExistsError, UnsupportedOptionError
+from carray.integrations.convert import (
     ARRAY_FORMATS,
     FORMATS,
     convert,
@@ -23,9 +25,7 @@ from carray.convert import (
     read_any,
     write_any,
 )
-from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations.table_files import TABLE_EXTENSIONS
-from carray.params import CParams
 from carray.stores import resolve
 
 __all__ = ["clean_errors", "format_for", "read_any", "register", "write_any"]
@@ -117,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @clean_errors
 def run(args: argparse.Namespace) -> int:
-    from carray.convert import _is_dataset, is_table_conversion
+    from carray.integrations.convert import is_dataset_path, is_table_conversion
     from carray.integrations.group_files import is_group_conversion
 
     storage = args.storage_options
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             convert(args.src, args.dst, args.to, overwrite=args.force, progress=report,
                     storage_options=storage)
         return 0
-    if _is_dataset(args.src, None):
+    if is_dataset_path(args.src, None):
         _refuse(array_options, "only array conversions take these; this one converts a "
                                "dataset")
         if not args.force and _exists(args.dst, storage):
@@ -183,7 +183,7 @@ def _cparams(args: argparse.Namespace, storage: dict | None) -> CParams | None:
     input's as it is)."""
     if not args.codec and args.clevel is None:
         return None
-    from carray.convert import close_array, open_array, source_cparams
+    from carray.integrations.convert import close_array, open_array, source_cparams
 
     src = open_array(args.src, storage)
     try:

@@ -109,7 +109,7 @@ def _table_tour(root: Path, signal: np.ndarray, rng: np.random.Generator,
 def _cube_tour(where: Path, rows: int, rng: np.random.Generator, _timed: _Timer) -> None:
     """An N-d array of frames: chunks and blocks along every axis, slices along each,
     then the same array as a python-blosc2 frame."""
-    from carray.convert import convert
+    from carray.integrations.convert import convert
 
     frames = max(16, rows // 20_000)
     t, y, x = np.ogrid[:frames, :256, :256]

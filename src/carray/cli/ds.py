@@ -17,7 +17,7 @@ import numpy as np
 
 from carray.cli.convert import clean_errors, format_for, read_any, write_any
 from carray.formats import ds
-from carray.formats._ds_header import default_dims
+from carray.formats.ds.header import default_dims
 from carray.formats.merge import merge_files
 
 _FSYNC_HELP = ("have OUT on stable storage before returning (a .ds file is not synced "

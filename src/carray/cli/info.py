@@ -10,10 +10,11 @@ import argparse
 import json
 from typing import Any
 
-from carray import attrvalues, registry
+from carray import registry
+from carray.attrs import values as attrvalues
 from carray.cli._ui import human, print_fields, print_table
 from carray.cli.main import add_storage_options
-from carray.convert import options_for
+from carray.integrations.convert import options_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

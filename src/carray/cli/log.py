@@ -11,11 +11,11 @@ import argparse
 import json
 
 from carray import registry
+from carray.api import open as open_any
 from carray.cli._ui import human, print_table
 from carray.cli.main import add_storage_options
-from carray.convert import options_for
-from carray.groups import Group, open_group
-from carray.toplevel import open as open_any
+from carray.groups.group import Group, open_group
+from carray.integrations.convert import options_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

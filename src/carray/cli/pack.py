@@ -17,8 +17,8 @@ from typing import Any
 from carray.cli._ui import progress
 from carray.cli.convert import clean_errors
 from carray.codecs.checksums import CHECKSUMS
+from carray.core.params import CNAMES
 from carray.formats import bloscpack
-from carray.params import CNAMES
 
 _SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2, "0": 0, "1": 1, "2": 2}
 

@@ -19,7 +19,7 @@ from carray import registry
 from carray.cli._groups import head_group, split_member
 from carray.cli._ui import cell, print_table, summary
 from carray.cli.main import add_storage_options
-from carray.convert import options_for
+from carray.integrations.convert import options_for
 from carray.stores import is_url
 
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from carray import registry
 from carray.cli._ui import progress
 from carray.cli.main import add_storage_options
-from carray.convert import options_for
+from carray.core.problems import Finding, Problem, tally
 from carray.errors import CArrayError
-from carray.problems import Finding, Problem, tally
+from carray.integrations.convert import options_for
 
 
 def findings(path: str, storage_options: dict | None = None) -> Iterator[Finding]:

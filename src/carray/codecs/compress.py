@@ -14,8 +14,8 @@ import numpy as np
 
 from carray.codecs import _encoder
 from carray.codecs.pipeline import blosc2_filters, check_blosc1_filters
+from carray.core.params import CParams
 from carray.errors import CodecError
-from carray.params import CParams
 
 BLOSC2_HEADER = 32
 MAX_BUFFERSIZE = 2**31 - 1 - BLOSC2_HEADER

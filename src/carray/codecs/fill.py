@@ -10,7 +10,7 @@ decode them like any chunk.
 carray writes them for chunks that only hold an array's fill value: layouts
 that know the value without storing anything (the superchunk layout, Blosc2
 frames) record such chunks in their index instead, and reads fill the output
-without decoding (:meth:`carray.chunkio.ChunkIO.fill_of`).
+without decoding (:meth:`carray.chunks.io.ChunkIO.fill_of`).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import os
 
 import numpy as np
 
+from carray.core.params import FILTER_CODES, CParams
 from carray.errors import CodecError, CodecUnavailableError
-from carray.params import FILTER_CODES, CParams
 
 _HEADER = 32  # an extended Blosc2 header
 

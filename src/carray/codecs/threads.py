@@ -1,7 +1,7 @@
 """How many threads the Blosc libraries use: one process-wide setting.
 
 The count is kept here, in the codec layer that applies it, so the parameter
-dataclasses in ``carray.params`` stay plain data.
+dataclasses in ``carray.core.params`` stay plain data.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The carray class, handed to the compute layer once by :mod:`carray.array`.
+"""The carray class, handed to the compute layer once by :mod:`carray.array.array`.
 
 The compute layer sits below the ``carray`` facade in the import graph (the
 facade inherits its operators), so it cannot import the class; the facade
@@ -20,7 +20,7 @@ def register_array_type(cls: type) -> None:
 def array_type() -> type:
     """The registered carray class."""
     if not _ARRAY_TYPE:
-        raise RuntimeError("carray.compute used before carray.array registered its class")
+        raise RuntimeError("carray.compute used before carray.array.array registered its class")
     return _ARRAY_TYPE[0]
 
 

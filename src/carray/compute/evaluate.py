@@ -2,7 +2,7 @@
 writing an expression's values out (to numpy, or to a new carray).
 
 Chunks are visited in C order over a chunk grid: they are read and evaluated
-on worker threads (:mod:`carray._parallel`; decoding and numpy release the
+on worker threads (:mod:`carray.codecs.parallel`; decoding and numpy release the
 GIL) a few chunks ahead of the caller and handed back in order, so what is
 built from them is the same whatever the thread count, and only those few
 chunks are decoded at once.  Written to disk (:func:`compute`), chunks are also
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
-from carray import geometry as geo
+from carray.chunks import geometry as geo
+from carray.codecs import parallel as _parallel
 from carray.compute._types import array_type, is_carray
 from carray.compute.expr import Expr
 from carray.compute.stored import stored_plan
@@ -94,7 +94,7 @@ def waves(items: Iterable[Any], fn: Callable[[Any], Any], threaded: bool = True,
 
     Threaded, ``fn`` runs on the worker threads, a window of a few items ahead of the
     caller, which consumes each result (merges it, writes it) while later ones are
-    computed (:func:`carray._parallel.pipeline`), at most ``ahead`` items per worker:
+    computed (:func:`carray.codecs.parallel.pipeline`), at most ``ahead`` items per worker:
     no thread waits for a whole wave of items to finish.
     """
     if not threaded or _parallel.workers() <= 1 or _parallel.in_worker():

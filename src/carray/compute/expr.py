@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
+from carray.chunks.keys import orthogonal_key
+from carray.codecs import parallel as _parallel
 from carray.compute._types import is_carray
 from carray.errors import BroadcastError, UnsupportedDTypeError
-from carray.keys import orthogonal_key
 
 try:
     import numexpr
@@ -308,7 +308,7 @@ class Expr:
 
     def selection(self, key: Any) -> tuple[tuple[Any, ...], Any]:
         """``key`` normalised: per-axis slices or index arrays, and what finishes the result
-        (the :class:`carray.keys.OrthoKey`)."""
+        (the :class:`carray.chunks.keys.OrthoKey`)."""
         okey = orthogonal_key(key, self._shape)
         sel = tuple(_as_slice(a) if isinstance(a, range) else a for a in okey.axes)
         return sel, okey

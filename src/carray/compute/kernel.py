@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
+from carray.codecs import parallel as _parallel
 
 #: Bytes of operand values decoded at once per thread: well inside a core's L2 cache
 #: (1 MiB here), large enough that the Python work per piece is a small share.

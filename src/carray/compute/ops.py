@@ -127,6 +127,12 @@ CMPOPS: dict[type, Any] = {
     ast.Eq: np.equal, ast.NotEq: np.not_equal,
 }
 MEMBERSHIP: dict[type, bool] = {ast.In: False, ast.NotIn: True}  # -> IsIn's ``invert``
+#: Each comparison with its operands swapped (``3 < x`` is ``x > 3``).
+SWAPPED: dict[type, type] = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE,
+                             ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+#: Each comparison's operator as written.
+SYMBOLS: dict[type, str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+                            ast.Eq: "==", ast.NotEq: "!="}
 
 
 # -- literals meeting operands ---------------------------------------------------------------

@@ -297,7 +297,7 @@ class ComputeMixin:
         -------
         numpy.ndarray of bool
             Of this array's shape, computed a block at a time
-            (:mod:`carray.membership`).
+            (:mod:`carray.table.columns.membership`).
         """
         return _METHODS["isin"](self, values, invert)
 

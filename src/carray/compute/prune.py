@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from carray.compute.ops import CMPOPS, MEMBERSHIP, coerce
+from carray.compute.ops import CMPOPS, MEMBERSHIP, SWAPPED, SYMBOLS, coerce
 from carray.compute.parse import literal
 
 #: (may be true somewhere, may be false somewhere), one entry per block.
@@ -64,10 +64,9 @@ class Fact:
 Describe = Callable[[Any], "Fact | None"]
 BoundsOf = Callable[[Any], "Bounds | None"]
 
-_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-           ast.NotEq: "!="}
-#: The comparison with its operands swapped (``3 < x`` is ``x > 3``).
-FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_SYMBOL = SYMBOLS
+#: The comparison with its operands swapped, by symbol (``3 < x`` is ``x > 3``).
+FLIP = {SYMBOLS[op]: SYMBOLS[swapped] for op, swapped in SWAPPED.items()}
 
 
 def tri(node: Any, describe: Describe, bounds_of: BoundsOf, n: int) -> Tri:

@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from carray.chunks.shapes import MAX_VISITED_CHUNKS
 from carray.compute import stats, zones
 from carray.compute._types import is_carray
 from carray.compute.evaluate import grid_shape, plan_chunks, regions, threaded_for, values_at, waves
 from carray.compute.expr import Expr, as_operand, leaf_selection
 from carray.compute.stored import StoredChunk, padding_identity, stored_plan
 from carray.errors import BroadcastError, ShapeError, UnsupportedDTypeError
-from carray.shapes import MAX_VISITED_CHUNKS
 
 NO_VALUE: Any = np._NoValue  # numpy's "argument not given"
 

@@ -3,7 +3,7 @@
 Every numeric carray keeps, per chunk, the statistics of its items
 (:mod:`carray.engine.chunkstats`: count, min, max, NaN count, non-zero count,
 sum, float sum and the sum of squared deviations), worked out when the chunk
-is written and kept in its zone map (:mod:`carray.zonemap`).  When every
+is written and kept in its zone map (:mod:`carray.compute.zonemap`).  When every
 chunk in whole runs of chunk rows has trusted statistics, :func:`whole` merges
 them with those of the last, partial run (worked out from the decoded tail
 the array keeps in memory) and :func:`answer` gives ``sum``, ``mean``,

@@ -2,7 +2,7 @@
 in C order.
 
 A stored chunk holds its blocks one after another, each block in C order, and
-edge chunks are padded to whole blocks (:mod:`carray.grid`).  Putting a decoded
+edge chunks are padded to whole blocks (:mod:`carray.chunks.grid`).  Putting a decoded
 chunk back in C order costs about half as much again as decoding it, yet an
 elementwise expression does not care where its items sit as long as every
 operand has them in the same place, and a reduction over every axis does not
@@ -10,7 +10,7 @@ care about the order at all.  So when every carray operand has the same shape,
 chunks and blocks, a chunk is
 
 * decoded whole, in stored order, into this thread's scratch buffers
-  (:func:`carray._parallel.scratch`: no allocation, no page faults per chunk);
+  (:func:`carray.codecs.parallel.scratch`: no allocation, no page faults per chunk);
 * evaluated elementwise there, node by node, each result written over a buffer
   no longer needed (one pass over the chunk per node, no new arrays);
 * handed to the reduction as a :class:`StoredChunk`, whose padding the reducer
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
-from carray import geometry as geo
+from carray.chunks import geometry as geo
+from carray.codecs import parallel as _parallel
 from carray.compute._types import is_carray
 from carray.compute.expr import Expr, is_scalar
 from carray.compute.kernel import PIECE_BYTES, RUN_BYTES, Program

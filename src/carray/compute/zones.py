@@ -1,6 +1,6 @@
 """Zone maps in reductions: chunks whose min/max summaries settle the answer are not read.
 
-Two uses of the per-chunk summaries of 1-d numeric carrays (:mod:`carray.zonemap`):
+Two uses of the per-chunk summaries of 1-d numeric carrays (:mod:`carray.compute.zonemap`):
 
 * ``min``/``max`` of a whole 1-d carray take the bounds of every summarised
   chunk as they are and decode only the chunks without a summary (the last,

@@ -2,7 +2,7 @@
 
 A *box* is a selection that picks one ascending run of positions on every axis
 (ints and unit-step slices): ``a[i]``, ``a[:, j, :]``, ``a[2:12, 5:15, :10]``.
-Inside a chunk stored block after block (see :mod:`carray.grid`) a box touches
+Inside a chunk stored block after block (see :mod:`carray.chunks.grid`) a box touches
 a box of blocks, which in the chunk's block order is a few runs of
 consecutive blocks.  Per chunk this module
 
@@ -28,11 +28,11 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from carray import _parallel
-from carray import geometry as geo
-from carray.chunkio import ChunkIO
-from carray.grid import NDGrid
-from carray.keys import OrthoKey
+from carray.chunks import geometry as geo
+from carray.chunks.grid import NDGrid
+from carray.chunks.io import ChunkIO
+from carray.chunks.keys import OrthoKey
+from carray.codecs import parallel as _parallel
 
 # One straight stretch of an axis: (blocks of the box, positions inside a block,
 # positions in the output, (blocks, items per block)).

@@ -2,7 +2,7 @@
 
 For every chunk of a numeric array (kinds b, i, u, f) the writer works out, on
 the thread that compresses the chunk, what whole-array reductions need
-(:mod:`carray.compute.stats`) and what query pruning needs (:mod:`carray.zonemap`):
+(:mod:`carray.compute.stats`) and what query pruning needs (:mod:`carray.compute.zonemap`):
 
 * ``count``: the chunk's items inside the array (never the padding of an edge chunk);
 * ``lo``/``hi``: minimum and maximum, NaN ignored (NaN only when every item is NaN);

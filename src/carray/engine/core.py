@@ -23,8 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
-from carray.chunkio import ChunkIO, OpenChunk
+from carray.chunks.grid import NDGrid, gather, gather_blocked, plan
+from carray.chunks.io import ChunkIO, OpenChunk
+from carray.chunks.keys import CoordKey, OrthoKey
+from carray.chunks.shapes import result_array
+from carray.codecs import parallel as _parallel
+from carray.core.params import CParams
 from carray.engine import replay
 from carray.engine.boxes import BoxReader, is_box
 from carray.engine.closed import Closed
@@ -43,12 +47,8 @@ from carray.errors import (
     ReadOnlyError,
     UnsupportedDTypeError,
 )
-from carray.grid import NDGrid, gather, gather_blocked, plan
-from carray.keys import CoordKey, OrthoKey
 from carray.layouts import create_layout, open_layout
 from carray.layouts.base import ArrayMeta, Layout
-from carray.params import CParams
-from carray.shapes import result_array
 from carray.stores import Store
 from carray.versions import rebase as rebasing
 from carray.versions.history import History
@@ -494,16 +494,6 @@ class ArrayEngine:
                 decode_for(io, grid, nchunk, offsets, buf)
                 out[pos] = buf[offsets]
         return out.reshape(ckey.out_shape)
-
-    def iter_chunks(self) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-        """``(region, items)`` for every chunk in C order over the grid; ``items`` is a
-        fresh array of the chunk's valid shape (the tail's chunks included)."""
-        grid = self.grid
-        for nchunk in range(grid.nchunks):
-            box = grid.chunk_slices(grid.chunk_coords(nchunk))
-            axes = tuple(range(s.start, s.stop) for s in box)
-            okey = OrthoKey(self.shape, axes, (), (), tuple(len(a) for a in axes))
-            yield box, self.read(okey)
 
     def read_stored(self, nchunk: int) -> bytes:
         """Stored chunk ``nchunk`` as the layout holds it (compressed)."""

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from carray.core.params import CParams
 from carray.layouts.base import ArrayMeta
-from carray.params import CParams
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from carray import _parallel
+from carray.codecs import parallel as _parallel
 from carray.engine.chunkstats import ChunkStats
 
 # What a compressing thread returns: the compressed chunk, its digest for the layout

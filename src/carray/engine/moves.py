@@ -10,7 +10,7 @@ whole chunks after the stored rows, compressed here or handed over as bytes,
 all under one transaction of the writer).
 
 Whether bytes may move is decided by :meth:`ChunkFormat.move_refused`; which chunks
-move is the caller's plan (:mod:`carray.transfer`).
+move is the caller's plan (:mod:`carray.array.transfer`).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from carray.chunkio import ChunkIO
+from carray.chunks.grid import NDGrid, deblock
+from carray.chunks.io import ChunkIO
 from carray.codecs import blosc
 from carray.codecs.blosc import ChunkBytes
+from carray.core.params import CParams
 from carray.engine.description import ArrayDescription
 from carray.engine.writer import Writer
 from carray.errors import FormatError
-from carray.grid import NDGrid, deblock
 from carray.layouts.base import Layout
-from carray.params import CParams
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from carray.chunkio import ChunkIO
-from carray.grid import NDGrid
-from carray.keys import CoordKey
+from carray.chunks.grid import NDGrid
+from carray.chunks.io import ChunkIO
+from carray.chunks.keys import CoordKey
 
 
 def point_groups(grid: NDGrid, ckey: CoordKey) -> Iterator[

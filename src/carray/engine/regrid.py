@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from carray.chunkio import ChunkIO
+from carray.chunks.grid import NDGrid, deblock, reblock
+from carray.chunks.io import ChunkIO
+from carray.chunks.shapes import MAX_FILLED_CHUNKS
 from carray.errors import ShapeError
-from carray.grid import NDGrid, deblock, reblock
 from carray.layouts.base import Layout
-from carray.shapes import MAX_FILLED_CHUNKS
 
 
 def regrid(layout: Layout, io: ChunkIO, old: NDGrid, new: NDGrid, dflt: np.ndarray,

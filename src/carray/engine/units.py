@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from carray.chunkio import ChunkIO
-from carray.grid import NDGrid
+from carray.chunks.grid import NDGrid
+from carray.chunks.io import ChunkIO
 from carray.layouts.base import Layout
 
 

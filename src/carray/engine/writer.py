@@ -26,8 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
-from carray.chunkio import ChunkIO
+from carray.chunks.grid import NDGrid, deblock, plan, scatter
+from carray.chunks.io import ChunkIO
+from carray.chunks.keys import CoordKey, OrthoKey
+from carray.chunks.shapes import check_fill_count, check_memory
+from carray.codecs import parallel as _parallel
 from carray.engine import chunkstats
 from carray.engine.chunkstats import ChunkStats
 from carray.engine.description import ArrayDescription
@@ -35,10 +38,7 @@ from carray.engine.handoff import Encoded, Handoff
 from carray.engine.points import point_groups
 from carray.engine.regrid import regrid
 from carray.engine.txn import ChunkListener
-from carray.grid import NDGrid, deblock, plan, scatter
-from carray.keys import CoordKey, OrthoKey
 from carray.layouts.base import Layout
-from carray.shapes import check_fill_count, check_memory
 
 #: Chunks of the fill value added at once whose statistics listeners (zone maps) are
 #: told one by one; past it they hear of the run alone, which costs nothing per chunk.
@@ -336,10 +336,6 @@ class Writer:
             nleft = self.nleft
             self._store_row(self._nfull, self._tail[:nleft], rows=nleft)
         self._tail_dirty = False
-
-    def drop_tail(self) -> None:
-        """Stop keeping the tail decoded (its rows must be stored)."""
-        self._tail = None
 
     def _release_big_tail(self) -> None:
         if self._tail is not None and self._tail.nbytes > TAIL_BUDGET and self.per_row > 1:

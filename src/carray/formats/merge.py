@@ -3,9 +3,9 @@
 :func:`merge_files` writes what ``ds.write(out, ds.merge([ds.read(p) for p in inputs],
 dim))`` would, without holding any input, or the result, in memory: each variable is
 read from every input and written to the output a block of rows (about
-:data:`BLOCK_BYTES`) at a time (:meth:`carray.formats._ds_read.Reader.iter_rows`,
+:data:`BLOCK_BYTES`) at a time (:meth:`carray.formats.ds.reader.Reader.iter_rows`,
 :meth:`carray.formats.netcdf.Reader.iter_rows`), and written by a streaming writer
-(:class:`carray.formats._ds_stream.StreamWriter`,
+(:class:`carray.formats.ds.stream.StreamWriter`,
 :class:`carray.formats.netcdf.StreamWriter`).
 
 As in :func:`carray.formats.ds.merge`, variables with the dimension are joined along it
@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from carray.errors import UnsupportedDTypeError
-from carray.formats import _ds_read, netcdf
-from carray.formats._ds_header import NUMERIC_TYPES, STRING_TYPES, default_dims, unescape
-from carray.formats._ds_stream import StreamWriter as DsWriter
+from carray.formats import netcdf
+from carray.formats.ds import reader as _ds_read
+from carray.formats.ds.header import NUMERIC_TYPES, STRING_TYPES, default_dims, unescape
+from carray.formats.ds.stream import StreamWriter as DsWriter
 
 __all__ = ["BLOCK_BYTES", "merge_files"]
 

@@ -32,14 +32,14 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from carray._fileio import fsync_path
-from carray._tempnames import temporary_name
-from carray.dtypes import checked_dtype
+from carray.core.dtypes import checked_dtype
 from carray.errors import FormatError
 from carray.formats import ds
-from carray.formats._ds_header import NUMERIC_TYPES
-from carray.formats._ds_read import apply_outer, normalize_index
-from carray.formats._local_write import write_bytes
+from carray.formats.ds.header import NUMERIC_TYPES
+from carray.formats.ds.reader import apply_outer, normalize_index
+from carray.formats.local_write import write_bytes
+from carray.stores.files import fsync_path
+from carray.stores.tempnames import temporary_name
 
 __all__ = ["Reader", "StreamWriter", "read", "read_header", "write"]
 
@@ -187,7 +187,7 @@ def read(path: PathLike, variables: Iterable[str] | str | None = None,
     variables : list of str, optional
         Variables to read (default: all of the root group).
     sel : dict, optional
-        ``{dim: key}`` as for :func:`carray.formats.ds.read`; netCDF4 reads only the
+        ``{dim: key}`` as for :func:`carray.formats.ds.reader`; netCDF4 reads only the
         selected hyperslab (index arrays read the span between their ends).
 
     Returns
@@ -423,7 +423,7 @@ class StreamWriter:
             shape: list[int] | None, blocks: Iterable, *, maybe_missing: bool,
             strlen: int = 1) -> None:
         """Write the variable ``key`` from ``blocks`` (its rows in order, as for
-        :meth:`carray.formats._ds_stream.StreamWriter.add`); ``strlen`` is the longest of
+        :meth:`carray.formats.ds.stream.StreamWriter.add`); ``strlen`` is the longest of
         a ``str`` variable's byte strings."""
         netCDF4, name = _netcdf4(), ds.unescape(key)
         attrs = {k: v for k, v in attrs.items() if not k.startswith(".")}

@@ -17,15 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel, registry, transfer
+from carray import registry
+from carray.array import transfer
+from carray.chunks.grid import NDGrid
 from carray.codecs import blosc
+from carray.codecs import parallel as _parallel
+from carray.core.params import CParams
 from carray.engine.moves import ChunkFormat
 from carray.errors import ChecksumError, FormatError
-from carray.formats._blp_frame import array_spec
-from carray.formats._blp_read import BlpFile, ChunkSpan
-from carray.formats.blp_chunks import write_chunks
-from carray.grid import NDGrid
-from carray.params import CParams
+from carray.formats.bloscpack.chunks import write_chunks
+from carray.formats.bloscpack.frame import array_spec
+from carray.formats.bloscpack.read import BlpFile, ChunkSpan
 
 
 class BlpChunks:
@@ -70,7 +72,7 @@ class BlpChunks:
 
 
 class BlpSource:
-    """A Bloscpack array file as a source of :func:`carray.transfer.fill`."""
+    """A Bloscpack array file as a source of :func:`carray.array.transfer.fill`."""
 
     order = "C"
 
@@ -96,7 +98,7 @@ class BlpSource:
 
 
 def source_of(values: Any, location: str, storage_options: dict | None) -> BlpSource | None:
-    """The Bloscpack file at ``location`` (whose items :func:`carray.convert.open_array`
+    """The Bloscpack file at ``location`` (whose items :func:`carray.integrations.convert.open_array`
     gave as ``values``) as a source whose chunks may move; None when it is not a
     Bloscpack file of a C-ordered array chunked by whole rows."""
     if not location or os.path.splitext(location.rstrip("/"))[1].lower() != ".blp" or \

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from carray.array import carray
+from carray.array.array import carray
+from carray.chunks.grid import NDGrid
 from carray.errors import AlignmentError
-from carray.grid import NDGrid
 from carray.integrations.dask_read import _Source, table_to_dask, to_dask
-from carray.table import ctable
+from carray.table.table import ctable
 
 # A chunk length picked so a table's partitions cover whole chunks is accepted
 # down to this fraction of the default; below it, appending is the better deal.
@@ -322,7 +322,7 @@ def _empty_frame(ddf: Any) -> Any:
 
 def _write_partition(df: Any, specs: list[tuple], start: int) -> list[int]:
     """Write the whole units of every column held by one partition starting at row ``start``."""
-    from carray.tables_interop import normalise_columns
+    from carray.table.interop import normalise_columns
 
     values = dict(normalise_columns(df, None))
     return [_write_block(values[name], source, meta, (start,), units)

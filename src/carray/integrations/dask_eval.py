@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from carray.array import carray
+from carray.array.array import carray
 from carray.compute import LazyExpr
 from carray.compute.ops import walk
 from carray.compute.parse import Expression

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from carray.attrpeers import fill_value_for
+from carray.attrs.peers import fill_value_for
 from carray.errors import UnstorableAttributeError, UnsupportedDTypeError
 from carray.formats import ds
-from carray.formats._ds_header import NUMERIC_TYPES, escape, unescape
-from carray.formats._ds_read import Reader
-from carray.formats._ds_stream import StreamWriter
+from carray.formats.ds.header import NUMERIC_TYPES, escape, unescape
+from carray.formats.ds.reader import Reader
+from carray.formats.ds.stream import StreamWriter
 from carray.integrations.group_nodes import (
     ArrayNode,
     GroupNode,

@@ -28,7 +28,7 @@ Each file holds what the format's own library writes, read back as that library
 (and xarray) reads it: bools, datetimes and timedeltas in NetCDF and ds files as
 xarray encodes them (:func:`carray.integrations.group_nodes.cf_encoded`), in HDF5
 and Zarr as h5py and zarr-python store them; attribute values as
-:mod:`carray.attrpeers` says; ``U`` text as variable-length strings in NetCDF and
+:mod:`carray.attrs.peers` says; ``U`` text as variable-length strings in NetCDF and
 HDF5 (read back as wide as its longest value).  What a format has no form for
 (float16 and complex arrays in NetCDF and ds, bools or dicts as NetCDF attributes,
 dates in JSON attributes) is refused when written, naming it.  A table's group
@@ -46,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from carray import registry, transfer
+from carray import registry
+from carray.array import transfer
 from carray.errors import ContainerExistsError, UnsupportedOptionError
 from carray.integrations import zarr_arrays
 from carray.integrations.group_nodes import (
@@ -135,7 +136,7 @@ def dest_kind(dst: str | os.PathLike, to: str | None = None, source: str | None 
 
 def is_group_conversion(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None,
                         storage_options: dict | None = None) -> bool:
-    """Whether :func:`carray.convert.convert` of ``src`` to ``dst`` is a group's: the
+    """Whether :func:`carray.integrations.convert.convert` of ``src`` to ``dst`` is a group's: the
     source is a group (carray, Zarr or HDF5), or a dataset going to a group format,
     or something else asked to become a carray group or an HDF5 file (which
     :func:`convert_group` then refuses, saying why)."""
@@ -353,7 +354,7 @@ def convert_group(src: str | os.PathLike, dst: str | os.PathLike, to: str | None
     """Copy a group between a carray group, NetCDF-4, HDF5, a Zarr v3 group and ds.
 
     Between carray groups, each array's chunks move as their stored bytes where
-    they can (:mod:`carray.transfer`); the result says, by member path, how many
+    they can (:mod:`carray.array.transfer`); the result says, by member path, how many
     moved and how many were decoded (empty for other formats).
 
     Parameters

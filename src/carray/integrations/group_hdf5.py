@@ -11,7 +11,7 @@ Written:
   text of characters); datetimes and timedeltas are h5py's opaque types tagged with
   their numpy dtype, which h5py reads back as such; ``S`` text, bools (h5py's enum),
   float16 and complex numbers are stored as themselves;
-* attributes are what h5py writes (:func:`carray.attrpeers.hdf5_attrs`), a
+* attributes are what h5py writes (:func:`carray.attrs.peers.hdf5_attrs`), a
   ``_FillValue`` of the dataset's type; others are refused;
 * a table is a 1-d compound dataset, a field per column (text as variable-length
   UTF-8 strings, N-d cells as array fields), marked ``_carray_table``.
@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from carray.attrpeers import fill_value_for, hdf5_attrs, native_attrs
+from carray.attrs.peers import fill_value_for, hdf5_attrs, native_attrs
+from carray.core.params import CParams, Shuffle
 from carray.errors import FormatError, UnstorableAttributeError
 from carray.integrations.group_nodes import (
     TABLE_ATTR,
@@ -52,7 +53,6 @@ from carray.integrations.group_nodes import (
     table_mark,
     text_width,
 )
-from carray.params import CParams, Shuffle
 
 #: The attribute holding an array's dimension names.
 DIMS_ATTR = "_ARRAY_DIMENSIONS"

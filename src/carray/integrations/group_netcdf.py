@@ -14,7 +14,7 @@ Written (NETCDF4 format):
   bools, datetimes and timedeltas are numbers with the attributes xarray writes
   (:func:`carray.integrations.group_nodes.cf_encoded`); float16 and complex arrays,
   which NetCDF has no type for, are refused;
-* attributes are what netCDF4 writes (:func:`carray.attrpeers.netcdf_attrs`): text,
+* attributes are what netCDF4 writes (:func:`carray.attrs.peers.netcdf_attrs`): text,
   numbers and lists of them; others are refused;
 * a table is a sub-group marked ``_carray_table``, its columns variables along the
   group's dimension ``row`` (a column of N-d cells along ``row`` and
@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from carray.attrpeers import fill_value_for, native_attrs, netcdf_attrs
+from carray.attrs.peers import fill_value_for, native_attrs, netcdf_attrs
+from carray.core.params import CParams, Shuffle
 from carray.errors import FormatError, UnstorableAttributeError, UnsupportedDTypeError
 from carray.integrations.group_nodes import (
     ROW_DIM,
@@ -59,7 +60,6 @@ from carray.integrations.group_nodes import (
     table_mark,
     text_width,
 )
-from carray.params import CParams, Shuffle
 
 
 def _netcdf4() -> Any:

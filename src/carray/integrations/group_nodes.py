@@ -9,7 +9,7 @@ consecutive row blocks, so any reader feeds any writer a block of rows at a time
 Foreign formats cannot hold every carray type or attribute value as itself.  The
 writers store them as the format's own readers do (xarray's CF conventions for
 bools, datetimes and timedeltas in NetCDF and ds files: :func:`cf_encoded`;
-attribute values: :mod:`carray.attrpeers`) and refuse what has no such form.  One
+attribute values: :mod:`carray.attrs.peers`) and refuse what has no such form.  One
 mark is carray's own, as no format has tables:
 
 ``_carray_table``
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from carray.dtypes import checked_dtype
+from carray.core.dtypes import checked_dtype
+from carray.core.params import CParams
 from carray.errors import FormatError, UnstorableAttributeError, UnsupportedDTypeError
-from carray.params import CParams
 
 #: The table mark (read, it is left out of a table's ``attrs``).
 TABLE_ATTR = "_carray_table"
@@ -77,7 +77,7 @@ class ArrayNode:
         The source's block shape (a carray's), kept by carray destinations.
     source : carray, or None
         The source array when it is a carray: carray destinations move its stored
-        chunks (:mod:`carray.transfer`) instead of reading ``rows``.
+        chunks (:mod:`carray.array.transfer`) instead of reading ``rows``.
     """
 
     path: str

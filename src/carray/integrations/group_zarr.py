@@ -268,7 +268,7 @@ def head(path: str, rows: int, storage_options: dict | None = None) -> dict[str,
 def verify(store: Any, path: str) -> Iterator[Any]:
     """Every chunk of every array of the Zarr v3 group at ``path`` decoded
     (:func:`carray.integrations.zarr_arrays.verify`, each problem naming its array)."""
-    from carray.problems import Problem
+    from carray.core.problems import Problem
 
     try:
         root = open_root(store.url(path) if store.remote else path)

@@ -1,9 +1,9 @@
-"""Tables to and from Parquet files (through pyarrow), CSV files (:mod:`carray.table_csv`)
+"""Tables to and from Parquet files (through pyarrow), CSV files (:mod:`carray.table.csv`)
 and ``.ds``/``.nc`` datasets.
 
 A conversion is a source of Arrow record batches and a sink that takes them, so
 a table moves a batch of rows at a time: a ctable streams its rows through
-:func:`carray.tables_interop.arrow_batches`, a Parquet file through its row
+:func:`carray.table.interop.arrow_batches`, a Parquet file through its row
 groups, a CSV file a block of its text at a time.  Datasets hold whole variables, so a dataset side is read or written
 whole: its 1-d variables along one dimension are the table's columns (the
 dimension is called ``row`` when carray writes it).
@@ -22,13 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrvalues, table_csv, tables_interop
-from carray.container import close_or_discard
+from carray.array.container import close_or_discard
+from carray.attrs import values as attrvalues
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import FormatError, UnsupportedDTypeError
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
-from carray.table import ctable
-from carray.tables_interop import arrow_batches
+from carray.table import csv as table_csv
+from carray.table import interop as tables_interop
+from carray.table.interop import arrow_batches
+from carray.table.table import ctable
 
 #: Parquet's magic, at the start and at the end of every file.
 PARQUET_MAGIC = b"PAR1"
@@ -244,7 +246,7 @@ def _parquet_batches(path: str) -> tuple[Any, int, None, dict]:
         attrs = json.loads((schema.metadata or {}).get(ATTRS_KEY, b"{}"))
     except ValueError:
         attrs = {}
-    # Written in carray's plain JSON form (carray.attrvalues): read back exactly.
+    # Written in carray's plain JSON form (carray.attrs.values): read back exactly.
     attrs = attrvalues.load_plain(attrs, f"{path} ({ATTRS_KEY.decode()})") \
         if isinstance(attrs, dict) else {}
     batches = f.iter_batches(batch_size=tables_interop.STREAM_ROWS)  # looked up now: tunable
@@ -410,7 +412,7 @@ def convert_table(src: str, src_format: str, dst: str, dst_format: str, *,
     writing ``tmp`` (on ``store``) for the caller to rename to ``key``.
 
     ``src_format``/``dst_format`` are ``"ctable"``, ``"parquet"``, ``"csv"`` or ``"dataset"``
-    (then ``dataset_format`` is the :class:`carray.convert.DatasetFormat` of that side).
+    (then ``dataset_format`` is the :class:`carray.integrations.convert.DatasetFormat` of that side).
     """
     if src_format == "ctable":
         reader, total, opened, attrs = _table_batches(src, storage_options)

@@ -32,7 +32,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from carray.formats import ds
-from carray.formats._ds_header import NUMERIC_TYPES, default_dims
+from carray.formats.ds.header import NUMERIC_TYPES, default_dims
 
 __all__ = ["CarrayBackendArray", "CarrayBackendEntrypoint", "DsBackendArray",
            "DsBackendEntrypoint", "DsDataStore", "to_ds"]
@@ -277,7 +277,7 @@ class CarrayBackendArray(BackendArray):
             if self.version is None:
                 opened = registry.open_any(self.path, "r", self.storage_options)
             else:
-                from carray.toplevel import open as open_container
+                from carray.api import open as open_container
 
                 opened = open_container(self.path, "r", storage_options=self.storage_options,
                                         version=self.version)
@@ -361,7 +361,7 @@ class CarrayDataStore(AbstractDataStore):
     def __init__(self, path: str | os.PathLike, storage_options: dict | None = None,
                  at: dict[str, Any] | None = None) -> None:
         from carray import registry
-        from carray.toplevel import open as open_container
+        from carray.api import open as open_container
 
         self.path = os.fspath(path)
         self.storage_options = storage_options

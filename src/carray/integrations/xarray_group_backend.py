@@ -30,7 +30,7 @@ __all__ = ["GroupBackendArray", "GroupBackendEntrypoint", "GroupDataStore", "is_
 
 def is_group(obj: Any) -> bool:
     """Whether ``obj`` is an open carray Group."""
-    from carray.groups import Group
+    from carray.groups.group import Group
 
     return isinstance(obj, Group)
 
@@ -275,7 +275,7 @@ def _is_group_dir(path: str) -> bool:
     """Whether the local directory ``path`` holds a group (its marker file)."""
     if not os.path.isdir(path):
         return False
-    from carray.group_store import is_group
+    from carray.groups.store import is_group
     from carray.stores import resolve
 
     try:

@@ -35,7 +35,8 @@ import numpy as np
 import xarray as xr
 from xarray import conventions
 
-from carray.attrvalues import normalise
+from carray.attrs.values import normalise
+from carray.core.params import CParams
 from carray.errors import ContainerNotFoundError, UnstorableAttributeError
 from carray.integrations.xarray_group_backend import (
     GroupBackendArray,
@@ -43,7 +44,6 @@ from carray.integrations.xarray_group_backend import (
     GroupDataStore,
     is_group,
 )
-from carray.params import CParams
 from carray.stores import resolve
 from carray.stores.staging import staged
 

@@ -4,11 +4,11 @@ A Zarr v3 array is a directory (or a prefix on an object store) holding a
 ``zarr.json`` document whose ``zarr_format`` is 3 and ``node_type`` is
 ``"array"``, and one object per chunk.  carray recognises it by that document,
 describes, previews and verifies it, and converts to and from it
-(:func:`carray.convert.convert`); the chunk bytes are always the ``zarr``
+(:func:`carray.integrations.convert.convert`); the chunk bytes are always the ``zarr``
 package's business.
 
 Attributes are written as zarr-python and xarray write them
-(:func:`carray.attrpeers.json_attrs`): numpy scalars as their values, arrays and
+(:func:`carray.attrs.peers.json_attrs`): numpy scalars as their values, arrays and
 tuples as lists, NaN as the ``NaN`` token, and ``_FillValue`` in xarray's form for
 the array's type (floats as the base64 text of their float64 bytes); values JSON has
 no form for (complex numbers, bytes, dates, sets) are refused.  Read back, a
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from carray import attrpeers
+from carray.attrs import peers as attrpeers
+from carray.core.params import CNAMES, CParams, Shuffle
+from carray.core.problems import Checked, Finding, Problem
 from carray.errors import FormatError
-from carray.params import CNAMES, CParams, Shuffle
-from carray.problems import Checked, Finding, Problem
 from carray.stores import Store
 
 #: The document at the root of every Zarr v3 node.

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel, transfer
+from carray.array import transfer
+from carray.chunks.grid import NDGrid
 from carray.codecs import blosc
+from carray.codecs import parallel as _parallel
+from carray.core.params import CParams
 from carray.engine.moves import ChunkFormat
 from carray.errors import FormatError
-from carray.grid import NDGrid
 from carray.integrations.zarr_arrays import cparams_of, node_document, zarr_module
-from carray.params import CParams
 from carray.stores import Store, resolve
 
 
@@ -108,7 +109,7 @@ class ZarrChunks:
 
 
 class ZarrSource:
-    """A Zarr array as a source of :func:`carray.transfer.fill` (its chunks move)."""
+    """A Zarr array as a source of :func:`carray.array.transfer.fill` (its chunks move)."""
 
     order = "C"
 

@@ -19,15 +19,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from carray.core.problems import Finding
 from carray.errors import ContainerExistsError, FormatError, VersionsUnsupportedError
-from carray.layouts import _b2frame_verify, _bcolz_verify, _superchunk_verify, superchunk_open
-from carray.layouts._superchunk_meta import read_member_note
-from carray.layouts.b2frame import B2ndLayout, is_b2nd_frame
+from carray.layouts.b2nd import verify as _b2frame_verify
+from carray.layouts.b2nd.layout import B2ndLayout, is_b2nd_frame
 from carray.layouts.base import ArrayMeta, Layout
-from carray.layouts.bcolz import BcolzLayout, is_bcolz_carray
+from carray.layouts.bcolz import verify as _bcolz_verify
+from carray.layouts.bcolz.layout import BcolzLayout, is_bcolz_carray
 from carray.layouts.memory import MemoryLayout
-from carray.layouts.superchunk import SuperchunkLayout, is_superchunk_dataset
-from carray.problems import Finding
+from carray.layouts.superchunk import opening as superchunk_open
+from carray.layouts.superchunk import verify as _superchunk_verify
+from carray.layouts.superchunk.layout import SuperchunkLayout, is_superchunk_dataset
+from carray.layouts.superchunk.meta import read_member_note
 from carray.stores import LOCAL, Store
 from carray.stores.lock import WriteLock, timeout_of
 

@@ -11,21 +11,21 @@ from typing import Any
 
 import numpy as np
 
-from carray import _parallel
-from carray._tempnames import temporary_name
-from carray.chunkio import ChunkReader as ChunkReader  # re-exported: layouts build them
+from carray.chunks.grid import NDGrid
+from carray.chunks.io import ChunkReader as ChunkReader  # re-exported: layouts build them
+from carray.chunks.shapes import row_chunk_tail
+from carray.codecs import parallel as _parallel
 from carray.codecs.blosc import ChunkBytes
+from carray.core.params import CParams
 from carray.errors import (
     CArrayError,
     ContainerExistsError,
     ReadOnlyError,
     VersionsUnsupportedError,
 )
-from carray.grid import NDGrid
-from carray.params import CParams
-from carray.shapes import row_chunk_tail
 from carray.stores import LOCAL, Store, staging
 from carray.stores.lock import WriteLock
+from carray.stores.tempnames import temporary_name
 
 # Sidecar files are named by their kind and a number (``zonemap_000003.npy``).
 _SIDECAR_NAME = re.compile(r"[a-z][a-z0-9]*_\d{6}\.npy")
@@ -42,7 +42,7 @@ class ArrayMeta:
     shape : tuple of int
         The array's shape; the first axis is the one ``append`` grows.
     chunks : tuple of int
-        The chunk shape (see :class:`carray.grid.NDGrid`).
+        The chunk shape (see :class:`carray.chunks.grid.NDGrid`).
     blocks : tuple of int or None
         The block shape: each chunk is stored as its blocks one after another,
         each block one Blosc block.  None stores a chunk in plain C order and

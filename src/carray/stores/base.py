@@ -179,7 +179,7 @@ class Store(abc.ABC):
 
         What it returns has ``write(parts)``, ``commit()`` (the object appears whole,
         durable with ``fsync``) and ``abort()`` (nothing appears), as
-        :class:`carray._fileio.StreamedFile`; use it from one thread at a time.
+        :class:`carray.stores.files.StreamedFile`; use it from one thread at a time.
         """
         return None
 

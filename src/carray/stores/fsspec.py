@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from carray._fileio import atomic_create
-from carray._tempnames import temporary_name
 from carray.stores.base import Handle, Parts, Store, iter_parts, typed_errors
+from carray.stores.files import atomic_create
+from carray.stores.tempnames import temporary_name
 
 #: Bytes of recently read ranges kept per store, and the largest range kept.
 CACHE_BYTES = 32 * 2**20

@@ -7,7 +7,8 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
-from carray._fileio import (
+from carray.stores.base import Handle, Parts, Store, storage_error, typed_errors
+from carray.stores.files import (
     StreamedFile,
     atomic_create,
     atomic_write,
@@ -17,7 +18,6 @@ from carray._fileio import (
     preadv_into,
     pwrite_all,
 )
-from carray.stores.base import Handle, Parts, Store, storage_error, typed_errors
 
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _typed = typed_errors

@@ -1,5 +1,5 @@
 """New datasets and files made whole or not at all: built under a temporary name
-beside the target (:mod:`carray._tempnames`), then moved into place in one step.
+beside the target (:mod:`carray.stores.tempnames`), then moved into place in one step.
 
 :func:`staged` is what every operation that makes a new dataset or file uses (copies,
 conversions, exports, rechunks...):
@@ -29,11 +29,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from carray._fileio import exchange, fsync_path, rename_noreplace
-from carray._tempnames import owner_gone, parse, temporary_name
 from carray.errors import CArrayError, ContainerExistsError, StorageError
 from carray.stores.base import Store
+from carray.stores.files import exchange, fsync_path, rename_noreplace
 from carray.stores.lock import LOCK_SUFFIX, WriteLock
+from carray.stores.tempnames import owner_gone, parse, temporary_name
 
 #: Failures that say something about the caller's input, raised as they are.
 _KEPT = (CArrayError, FileNotFoundError, FileExistsError, IsADirectoryError,
@@ -42,7 +42,7 @@ _KEPT = (CArrayError, FileNotFoundError, FileExistsError, IsADirectoryError,
 
 def sweep(store: Store, path: str) -> None:
     """Remove the temporaries of ``path``'s name beside it whose writer is gone (see
-    :func:`carray._tempnames.owner_gone`); never raises."""
+    :func:`carray.stores.tempnames.owner_gone`); never raises."""
     sweep_directory(store, store.dirname(path), store.basename(path))
 
 

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from carray.codecs.checksums import crc32
+from carray.core.safejson import load_json
 from carray.errors import ChecksumError, FormatError
-from carray.safejson import load_json
 from carray.versions.index import PAGE_ENTRIES, PAGEREF
 
 #: Written since page files carry tokens and transactions record their outcome: a

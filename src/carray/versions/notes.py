@@ -17,8 +17,8 @@ import struct
 from typing import Any
 
 from carray.codecs.checksums import crc32
+from carray.core.safejson import load_json
 from carray.errors import ChecksumError, FormatError
-from carray.safejson import load_json
 
 #: A transaction's record (``.carray-transactions/ID``).
 RECORD_MAGIC = b"CATXREC1"

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from carray.chunks.grid import NDGrid
+from carray.chunks.keys import CoordKey, OrthoKey
 from carray.errors import ConflictError
-from carray.grid import NDGrid
-from carray.keys import CoordKey, OrthoKey
 
 Box = tuple[tuple[int, int], ...]  # per axis: [lo, hi) in items
 

@@ -70,7 +70,7 @@ _OK = re.compile(r"(\d{10})\.ok")
 SEQ_BITS = 40
 _SEQ_MASK = (1 << SEQ_BITS) - 1
 _TOKENS = 1 << 23
-# A name ending in ".tmp" is a tag file being written (carray._fileio.atomic_write).
+# A name ending in ".tmp" is a tag file being written (carray.stores.files.atomic_write).
 _ID = re.compile(r"[0-9a-f]{16,}")
 _TAG = re.compile(r"(?!.*\.tmp$)[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 #: Seconds a replaced version stays readable on object stores (no locks there).

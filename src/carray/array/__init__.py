@@ -1,0 +1,1 @@
+"""The N-d array container, ``carray``: indexing, slicing, rechunking and copies."""

@@ -1,0 +1,1 @@
+"""User attributes: the ``attrs`` mapping and the encodings of attribute values."""

@@ -1,0 +1,1 @@
+"""Chunk and block geometry: grids, keys, shapes and chunk I/O."""

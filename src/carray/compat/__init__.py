@@ -1,0 +1,1 @@
+"""Compatibility with other libraries' APIs (bcolz's module functions)."""

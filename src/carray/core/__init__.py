@@ -1,0 +1,1 @@
+"""What every layer shares: parameters, defaults, dtypes, checked JSON, problems."""

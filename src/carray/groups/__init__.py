@@ -1,0 +1,1 @@
+"""Groups: named arrays and tables with dimensions, versioned together."""

@@ -1,0 +1,1 @@
+"""bcolz 1.x directories: ``meta/``, ``data/`` and the undo journal."""

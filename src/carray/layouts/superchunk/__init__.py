@@ -1,0 +1,1 @@
+"""carray's own layout: superchunk files, index pages and versions."""

@@ -1,0 +1,1 @@
+"""The column table, ``ctable``: its storage, rows, queries and conversions."""

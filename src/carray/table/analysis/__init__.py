@@ -1,0 +1,1 @@
+"""Table analysis: group-by, sorting and summaries."""

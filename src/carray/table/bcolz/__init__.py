@@ -1,0 +1,1 @@
+"""Tables in bcolz's directory layout: undo journal and refresh."""

@@ -1,0 +1,1 @@
+"""Column kinds: plain, strings, categories, nullable, nested, zoned."""

@@ -1,0 +1,1 @@
+"""Table indexes: building, kinds and the query planner."""
