@@ -1,7 +1,7 @@
 """A model of versions, and arrays, tables and groups driven against it step by step:
 appends, edits, resizes, commits, transactions (some raising), tags, untags, prunes,
-restores, copies of the directory and reopens, on disk and in ``memory://`` (moto's
-S3 too under CARRAY_SOAK=1). After every step the handle shows the model's pending
+restores, copies of the directory and reopens, on disk, in ``memory://`` and on moto's
+S3 server (fewer steps there; more under CARRAY_SOAK=1). After every step the handle shows the model's pending
 state and every kept version reads back as it was committed
 (docs/spec/commit.md [C10] [C12] [C15] [C16] [C17] [C18])."""
 
@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,12 +63,15 @@ class Model:
 class Versions(RuleBasedStateMachine):
     kind = "array"
     where = "disk"
+    s3: Any = None  # the session's S3 endpoint, for where == "s3"
 
     def __init__(self) -> None:
         super().__init__()
         self.tmp = tempfile.mkdtemp()
+        name = f"sm-{uuid.uuid4().hex}"
         self.url = os.path.join(self.tmp, "d") if self.where == "disk" else \
-            f"memory://sm-{uuid.uuid4().hex}"
+            self.s3.url(name) if self.where == "s3" else f"memory://{name}"
+        self.options = self.s3.storage_options if self.where == "s3" else None
         self.copies = 0
 
     def teardown(self) -> None:
@@ -81,12 +85,13 @@ class Versions(RuleBasedStateMachine):
     def _create(self, values: np.ndarray) -> None:
         keep = {"versions": "all", **self._grace()}
         if self.kind == "array":
-            ca.carray(values, chunklen=4, rootdir=self.url, mode="w", storage=keep).close()
+            ca.carray(values, chunklen=4, rootdir=self.url, mode="w", storage=keep,
+                      storage_options=self.options).close()
         elif self.kind == "table":
             ca.ctable({"x": values}, rootdir=self.url, mode="w", chunklen=4,
-                      storage=keep).close()
+                      storage=keep, storage_options=self.options).close()
         else:
-            g = ca.group(self.url, mode="w", storage=keep)
+            g = ca.group(self.url, mode="w", storage=keep, storage_options=self.options)
             g.create_array("x", values, chunks=(4,))
             g.close()
 
@@ -96,10 +101,12 @@ class Versions(RuleBasedStateMachine):
         return {} if self.where == "disk" else {"grace": 0}
 
     def _open(self, url: str | None = None, **at):
+        options = None if url else self.options
         if self.kind == "group":
             return ca.open_group(url or self.url, mode="r" if at else "a",
-                                 storage=self._grace(), **at)
-        return ca.open(url or self.url, mode="r" if at else "a", storage=self._grace(), **at)
+                                 storage=self._grace(), storage_options=options, **at)
+        return ca.open(url or self.url, mode="r" if at else "a", storage=self._grace(),
+                       storage_options=options, **at)
 
     def _array(self, h):
         return h if self.kind == "array" else h["x"]
@@ -246,18 +253,23 @@ class Versions(RuleBasedStateMachine):
             at.close()
 
 
-def _settings() -> settings:
+def _settings(where: str) -> settings:
+    if where == "s3":  # every step is requests to a server: fewer of them
+        return settings(max_examples=20 if SOAK else 2, stateful_step_count=20 if SOAK else 10,
+                        deadline=None, suppress_health_check=list(HealthCheck))
     return settings(max_examples=100 if SOAK else 10, stateful_step_count=30 if SOAK else 15,
                     deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def _machine(kind: str, where: str) -> type[Versions]:
-    return type(f"Versions_{kind}_{where}", (Versions,), {"kind": kind, "where": where})
+def _machine(kind: str, where: str, s3: Any = None) -> type[Versions]:
+    return type(f"Versions_{kind}_{where}", (Versions,),
+                {"kind": kind, "where": where, "s3": s3})
 
 
-@pytest.mark.parametrize("where", ["disk", "memory"])
+@pytest.mark.parametrize("where", ["disk", "memory", "s3"])
 @pytest.mark.parametrize("kind", ["array", "table", "group"])
-def test_versions_follow_the_model(kind, where):
-    machine = _machine(kind, where)
-    machine.TestCase.settings = _settings()
+def test_versions_follow_the_model(kind, where, request):
+    s3 = request.getfixturevalue("s3") if where == "s3" else None
+    machine = _machine(kind, where, s3)
+    machine.TestCase.settings = _settings(where)
     machine.TestCase().runTest()
