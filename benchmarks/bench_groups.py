@@ -62,7 +62,7 @@ import carray as ca
 RESULTS = Path(__file__).parent / "results"
 CASES = ("write", "append", "open", "read")
 VARS = ("temp", "pres", "u", "v")
-CNAME, CLEVEL = "lz4", 5  # carray's default compression (carray.core.defaults.cparams)
+CNAME, CLEVEL = "lz4", 5  # carray's default compression (carray.defaults.cparams)
 
 
 def _check_codec() -> None:

@@ -165,11 +165,11 @@ def eval(expression: str, user_dict: dict | None = None, vm: str | None = None, 
         also ``"x in [1, 2]"``, ``"name == b'abc'"`` and, on datetime64 operands,
         ``"day >= '2013-06-01'"`` (see :mod:`carray.compute.ops`).
     vm : {None, 'numexpr', 'python', 'dask'}
-        The evaluator (default ``carray.core.defaults.vm``: None picks per expression);
+        The evaluator (default ``carray.defaults.vm``: None picks per expression);
         'dask' evaluates with dask's arrays (the carray operands read region by region
         by dask's scheduler), as bcolz did; it needs dask installed.
     out_flavor : {'carray', 'numpy'}
-        The result's type (default ``carray.core.defaults.out_flavor``); other keyword
+        The result's type (default ``carray.defaults.out_flavor``); other keyword
         arguments go to the result carray.
 
     Notes

@@ -458,7 +458,8 @@ def _frame_info(path: str, storage_options: dict | None) -> dict:
 def _dataset_module(name: str) -> Any:
     import importlib
 
-    return importlib.import_module(f"carray.formats.{name}")
+    module = "carray.layouts.b2nd.frame" if name == "b2frame" else f"carray.formats.{name}"
+    return importlib.import_module(module)
 
 
 def _open_ds(path: str, mode: str, storage_options: dict | None) -> dict:

@@ -80,7 +80,7 @@ def tohdf5(table: Any, filepath: str | os.PathLike, nodepath: str = "/ctable",
         the new file is written under a temporary name (for 'a', a copy of the old
         one) and put in place whole, so a failure leaves the old file as it was.
     cparams : CParams or dict, optional
-        Compression level and Blosc codec (default: ``carray.core.defaults.cparams``).
+        Compression level and Blosc codec (default: ``carray.defaults.cparams``).
     cname : str, optional
         Any PyTables compressor (``'zlib'``, ``'blosc:zstd'``, ...) instead of Blosc
         with ``cparams``' codec.

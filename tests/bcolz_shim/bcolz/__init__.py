@@ -3,14 +3,14 @@
 Only :mod:`tests.test_bcolz_suite` puts this directory first on ``sys.path``, in a
 child process.  Every name is carray's public API; the module-level flags are the
 ones bcolz's tests read to decide what to skip.  New stored arrays and tables are
-bcolz directories, as bcolz writes them (``carray.core.defaults.format``).
+bcolz directories, as bcolz writes them (``carray.defaults.format``).
 """
 
 import importlib.util
 
 from carray import *  # noqa: F403 - the whole bcolz-compatible API
 from carray import __version__, defaults_ctx, eval, filters, iterblocks  # noqa: F401
-from carray.core import defaults
+from carray import defaults
 
 defaults.format = "bcolz"
 

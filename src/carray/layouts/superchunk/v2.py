@@ -31,7 +31,7 @@ from carray.layouts.superchunk.meta import (
     Sizes,
 )
 from carray.stores import Store
-from carray.versions.index import ENTRY, FILL, PAGE_ENTRIES, PAGEREF, Entry, fill_page
+from carray.versions.index import ENTRY, FILL, PAGE_ENTRIES, PAGEREF, Entry, fill_page, npages
 
 #: An entry a reader must refuse: a chunk a format-2 dataset claims but has no offset for.
 DAMAGED = -2
@@ -121,6 +121,11 @@ class LegacyIndex:
         self._dsize = dsize
         self._patches = patches
         self._tables: dict[int, np.ndarray] = {}
+
+    def stored(self) -> Iterator[tuple[int, None]]:
+        """``(page number, None)`` for every page: a format-2 index has no page files,
+        any page may hold stored chunks."""
+        return ((p, None) for p in range(npages(self.nchunks)))
 
     def _read(self, k: int, n: int, offset: int) -> bytes:
         data = self._files.pread((k, 0), n, offset)
