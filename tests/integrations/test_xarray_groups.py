@@ -504,7 +504,7 @@ def test_lazy_variables_pickle_without_an_open_handle(tmp_path):
     while not isinstance(inner, GroupBackendArray):
         inner = inner.array
     state = pickle.loads(pickle.dumps(inner))
-    assert state._array is None and state.source._root is None
+    assert not state.is_open and state.source._root is None
 
 
 def test_datasets_pickle_and_compute_elsewhere(tmp_path):

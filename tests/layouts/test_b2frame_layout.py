@@ -587,7 +587,8 @@ def test_killed_writer_leaves_last_commit(tmp_path, monkeypatch, contiguous):
         again, m_again, _ = B2ndLayout.open(path)
         if not contiguous:
             files = {f for f in os.listdir(path) if f.endswith(".chunk")}
-            used = {b2l.chunk_file_name(int(o)) for o in again._committed if o >= 0}
+            with read_frame(path) as frame:
+                used = {b2l.chunk_file_name(int(o)) for o in frame.offsets_array() if o >= 0}
             assert files == used and not [f for f in os.listdir(path) if is_temporary(f)]
         else:
             with read_frame(path) as frame:  # the frame, then carray's record

@@ -1,8 +1,10 @@
 """xarray backend for ds files: ``xarray.open_dataset("x.ds")`` and :func:`to_ds`.
 
-Variables stay lazy: each is a :class:`DsBackendArray` that, when indexed, reads just the
-selected part of the file through :func:`carray.formats.ds.read_variable` (outer indexing,
-so xarray hands it slices, ints and index arrays per dimension).
+Variables stay lazy: each is a :class:`DsBackendArray` (a
+:class:`~carray.integrations.xarray_arrays.LazyBackendArray`) that, when indexed, reads
+just the selected part of the file through :func:`carray.formats.ds.read_variable` (outer
+indexing, so xarray hands it slices, ints and index arrays per dimension).  The arrays
+of carray containers, :class:`CarrayBackendArray`, open their container on first read.
 
 How ds features appear in xarray:
 
@@ -20,19 +22,20 @@ How ds features appear in xarray:
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
-from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
+from xarray.backends import AbstractDataStore, BackendEntrypoint
 from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from carray.formats import ds
 from carray.formats.ds.header import NUMERIC_TYPES, default_dims
+from carray.integrations.xarray_arrays import LazyBackendArray
 
 __all__ = ["CarrayBackendArray", "CarrayBackendEntrypoint", "DsBackendArray",
            "DsBackendEntrypoint", "DsDataStore", "to_ds"]
@@ -44,24 +47,27 @@ _INT_FILLS = {
 }
 
 
-class DsBackendArray(BackendArray):
-    """One variable of a ds file, read on indexing. Holds only the path and the name (no
-    open file), so it pickles and can be shipped to dask workers."""
+class DsBackendArray(LazyBackendArray):
+    """One variable of a ds file, read on indexing.  Each read opens and closes the file
+    (no file stays open), so reads run at once from several threads."""
+
+    concurrent_reads = True
 
     def __init__(self, path: str, key: str, shape: tuple[int, ...], dtype: np.dtype,
                  fill=None) -> None:
+        super().__init__(shape, dtype)
         self.path = path
         self.key = key
-        self.shape = shape
-        self.dtype = dtype
         self.fill = fill  # value standing for masked elements (None: strings)
 
-    def __getitem__(self, key: indexing.ExplicitIndexer):
-        return indexing.explicit_indexing_adapter(
-            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_getitem)
+    def _arguments(self) -> tuple:
+        return self.path, self.key, self.shape, self.dtype, self.fill
 
-    def _raw_getitem(self, key: tuple) -> np.ndarray:
-        data = ds.read_variable(self.path, self.key, key)
+    def _open(self) -> Callable[[tuple], Any]:
+        return functools.partial(ds.read_variable, self.path, self.key)
+
+    def _read(self, opened: Callable[[tuple], Any], key: tuple) -> np.ndarray:
+        data = opened(key)
         if isinstance(data, np.ma.MaskedArray):
             if data.dtype == np.bool_:
                 data = np.ma.MaskedArray(data.astype(np.int8), mask=np.ma.getmask(data))
@@ -243,62 +249,44 @@ DIM_ATTRS = ("dims", "_ARRAY_DIMENSIONS")
 ROW_DIM = "row"
 
 
-class CarrayBackendArray(BackendArray):
-    """One carray, or one column of a table, read on indexing (outer indexing: a slice,
-    an int or an index array per axis; carray reads only the chunks and blocks touched).
-
-    Holds the location and opens the container on first use, once per process, so it
-    pickles (the open handle is not part of the pickle) and dask can ship it.
+class CarrayBackendArray(LazyBackendArray):
+    """One carray, or one column of a table, read on indexing (carray reads only the
+    chunks and blocks touched); one reader at a time per open container.
     """
 
     def __init__(self, path: str, column: str | None, shape: tuple[int, ...],
                  dtype: np.dtype, storage_options: dict | None = None,
                  version: str | None = None) -> None:
+        super().__init__(shape, dtype)
         self.path, self.column = path, column
-        self.shape, self.dtype = shape, dtype
         self.storage_options = storage_options
         self.version = version  # the version described: read at it, never at a newer one
-        self._source: Any = None
-        self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_source"], state["_lock"] = None, None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    def _arguments(self) -> tuple:
+        return (self.path, self.column, self.shape, self.dtype, self.storage_options,
+                self.version)
 
     def _open(self) -> Any:
-        if self._source is None:
-            from carray import registry
+        from carray import registry
 
-            if self.version is None:
-                opened = registry.open_any(self.path, "r", self.storage_options)
-            else:
-                from carray.api import open as open_container
+        if self.version is None:
+            opened = registry.open_any(self.path, "r", self.storage_options)
+        else:
+            from carray.api import open as open_container
 
-                opened = open_container(self.path, "r", storage_options=self.storage_options,
-                                        version=self.version)
-            self._source = opened if self.column is None else opened.cols[self.column]
-        return self._source
+            opened = open_container(self.path, "r", storage_options=self.storage_options,
+                                    version=self.version)
+        return opened if self.column is None else opened.cols[self.column]
 
-    def __getitem__(self, key: indexing.ExplicitIndexer):
-        return indexing.explicit_indexing_adapter(
-            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_getitem)
-
-    def _raw_getitem(self, key: tuple) -> np.ndarray:
-        with self._lock:  # one reader per open container
-            source = self._open()
-            if all(isinstance(k, slice) for k in key) or len(key) <= 1:
-                values = source[key[0] if len(key) == 1 else key]
-            else:
-                values = source.oindex[key]
-            if callable(getattr(source, "codes", None)) and not np.ma.isMaskedArray(values):
-                # Decoded categories: where a code is missing the value is a placeholder.
-                values = np.ma.masked_array(values, ~source.valid(key[0]))
-            return _as_xarray_values(values, self.dtype)
+    def _read(self, opened: Any, key: tuple) -> np.ndarray:
+        if all(isinstance(k, slice) for k in key) or len(key) <= 1:
+            values = opened[key[0] if len(key) == 1 else key]
+        else:
+            values = opened.oindex[key]
+        if callable(getattr(opened, "codes", None)) and not np.ma.isMaskedArray(values):
+            # Decoded categories: where a code is missing the value is a placeholder.
+            values = np.ma.masked_array(values, ~opened.valid(key[0]))
+        return _as_xarray_values(values, self.dtype)
 
 
 def _as_xarray_values(values: Any, dtype: np.dtype) -> np.ndarray:

@@ -2,7 +2,8 @@
 on carray groups.
 
 Every array of a group (tables are left out) is a lazy variable, indexed through
-:class:`GroupBackendArray` (outer indexing: carray reads only the chunks and blocks a
+:class:`GroupBackendArray` (a :class:`~carray.integrations.xarray_arrays.LazyBackendArray`;
+outer indexing: carray reads only the chunks and blocks a
 selection touches) and decoded by xarray (``mask_and_scale``, ``decode_times``,
 ``decode_coords``... as for NetCDF).  Dimension names are the arrays' ``dims``; the
 group's attributes are the Dataset's.  The handle shows one group version: the newest,
@@ -21,9 +22,11 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
+from xarray.backends import AbstractDataStore, BackendEntrypoint
 from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
+
+from carray.integrations.xarray_arrays import LazyBackendArray
 
 __all__ = ["GroupBackendArray", "GroupBackendEntrypoint", "GroupDataStore", "is_group"]
 
@@ -68,39 +71,26 @@ class _Source:
             return self._root
 
 
-class GroupBackendArray(BackendArray):
-    """One array of a group, read on indexing (outer indexing: a slice, an int or an index
-    array per axis; carray reads only the chunks and blocks the selection touches)."""
+class GroupBackendArray(LazyBackendArray):
+    """One array of a group, read on indexing (carray reads only the chunks and blocks the
+    selection touches); the array is taken from the source's group on first read."""
 
     def __init__(self, source: _Source, member: str, shape: tuple[int, ...],
                  dtype: np.dtype) -> None:
+        super().__init__(shape, dtype)
         self.source, self.member = source, member
-        self.shape, self.dtype = shape, dtype
-        self._array: Any = None
-        self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_array"], state["_lock"] = None, None
-        return state
+    def _arguments(self) -> tuple:
+        return self.source, self.member, self.shape, self.dtype
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    def _open(self) -> Any:
+        return self.source.root()[self.member]
 
-    def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
-        return indexing.explicit_indexing_adapter(
-            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_getitem)
-
-    def _raw_getitem(self, key: tuple) -> np.ndarray:
-        with self._lock:
-            if self._array is None:
-                self._array = self.source.root()[self.member]
-            a = self._array
-            key = _bounded(key, self.shape)
-            if sum(isinstance(k, np.ndarray) for k in key) > 1:
-                return np.asarray(a.oindex[key])
-            return np.asarray(a[key])
+    def _read(self, opened: Any, key: tuple) -> np.ndarray:
+        key = _bounded(key, self.shape)
+        if sum(isinstance(k, np.ndarray) for k in key) > 1:
+            return np.asarray(opened.oindex[key])
+        return np.asarray(opened[key])
 
 
 def _bounded(key: tuple, shape: tuple[int, ...]) -> tuple:

@@ -1,25 +1,31 @@
 """Committing a b2nd frame: offsets, trailer and header, the digests carray records, and
 compaction.
 
-Mixed into :class:`carray.layouts.b2nd.layout.B2ndLayout`; the module docstring there
-describes the commit protocol, :mod:`carray.layouts.b2nd.digests` the record of
-digests every commit writes.
+:class:`FrameCommitter` owns the frame as it is on disk: the frame file's handle
+(contiguous), where new chunks go (the end of the file, or the next chunk file number),
+the digests of the chunks written, and the committed header, offsets and vlmeta.
+:class:`carray.layouts.b2nd.layout.B2ndLayout` holds one and owns the working chunk
+offsets; it tells the committer what it fixed at opening through a :class:`FrameSpec`,
+and the stored sizes of its chunks through a ``size_of(nchunk)`` callable.  The layout's
+module docstring describes the commit protocol, :mod:`carray.layouts.b2nd.digests` the
+record of digests every commit writes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from carray.codecs.checksums import Checksum
-from carray.codecs.pages import ChunkDigests
+from carray.codecs.checksums import get_checksum
+from carray.codecs.pages import PAGE_SIZE, ChunkDigests
 from carray.core.params import CParams
 from carray.errors import FormatError
 from carray.layouts.b2nd.chunk import ZERO, special_offset
@@ -27,21 +33,22 @@ from carray.layouts.b2nd.digests import (
     NO_DIGESTS,
     NOT_STORED,
     Entry,
-    FrameDigests,
     build_record,
     seal,
     sealed_size,
     set_mark,
 )
+from carray.layouts.b2nd.frame import Frame
 from carray.layouts.b2nd.header import (
     build_nd_meta,
     build_trailer,
     patch_header,
 )
-from carray.layouts.b2nd.meta import CARRAY_META, carray_meta
+from carray.layouts.b2nd.meta import CARRAY_META, carray_meta, chunk_file_name
 from carray.layouts.b2nd.write import offsets_chunk
-from carray.layouts.base import ArrayMeta, ChunkReader
+from carray.layouts.base import ArrayMeta
 from carray.stores import Handle, Store
+from carray.stores.tempnames import is_temporary
 
 #: Seconds a sparse frame's chunk file no commit refers to any more is kept for readers
 #: still reading an older commit, as long as such files take at most ``DEAD_SHARE`` of
@@ -54,146 +61,132 @@ DEAD_SHARE = 0.25
 # The header must fit one page for its rewrite to be a single-sector-ish atomic write.
 _PAGE = 4096
 _ZERO = special_offset(ZERO)
+_CHUNK_FILE = re.compile(r"([0-9A-F]{8})\.chunk")
 #: ``lookup(nchunk, offset)``: the digests of a stored chunk, if known.
 Lookup = Callable[[int, int], ChunkDigests | None]
+#: ``size_of(nchunk)``: the stored bytes of the layout's working chunk ``nchunk``.
+SizeOf = Callable[[int], int]
+#: Where a rewrite moved chunks: old offset -> new offset (contiguous frames).
+Moves = dict[int, int]
 
 
-class FrameParts:
-    """The layout state the commit half reads and writes (declarations only)."""
+@dataclass(frozen=True)
+class FrameSpec:
+    """What a committer knows of its frame, fixed while the frame is open."""
 
     store: Store
+    #: The frame file (contiguous) or sparse directory.
     path: str
+    #: The file holding the header, offsets and trailer.
+    index_path: str
     fsync: bool
     contiguous: bool
-    _index_path: str
-    _lock: threading.Lock
-    _fd: Handle | None
-    _retired: list[Handle]
-    _n: int
-    _offs: np.ndarray
-    _cb: np.ndarray
-    _stamps: dict[int, tuple[int, int]]
-    _shape: tuple[int, ...]
-    _chunks: tuple[int, ...]
-    _blocks: tuple[int, ...]
-    _dtype: np.dtype
-    _kind: str
-    _cparams: CParams
-    _chunk_nbytes: int
-    _block_nbytes: int
-    _header: bytearray
-    _header_len: int
-    _nd_at: int
-    _nd_len: int
-    _carray_at: int | None
-    _carray_len: int
-    _vlmeta: dict[str, bytes]
-    _committed: np.ndarray
-    _committed_files: set[int]
-    # Sparse: chunk file -> (when commits stopped using it, its size).
-    _unreferenced: dict[int, tuple[float, int]]
-    _pending: set[int]
-    _data_end: int
-    _end: int
-    _tail: int
-    _frame_len: int
-    _ck: Checksum
-    _page: int
-    _table: FrameDigests | None
-    _opened: np.ndarray
-    _written: dict[int, ChunkDigests]
-    _readers: OrderedDict[int, tuple[int, ChunkReader]]
+    readonly: bool
+    #: The N-d metalayer: ``'b2nd'`` or ``'caterva'``.
+    kind: str
+    dtype: np.dtype
+    cparams: CParams
+    chunk_nbytes: int
+    block_nbytes: int
+    header_len: int
+    #: Where the N-d metalayer's bytes start in the header, and their length.
+    nd_at: int
+    nd_len: int
+    #: The same for the ``carray`` metalayer (None: the frame has none).
+    carray_at: int | None
+    carray_len: int
 
-    if TYPE_CHECKING:
-        def _check_writable(self) -> None: ...
-        def _file(self) -> Handle: ...
-        def _size_of(self, nchunk: int) -> int: ...
-        def _ensure(self, n: int) -> None: ...
-        def _grid_nchunks(self, shape: tuple[int, ...]) -> int: ...
-        def _recorded_shapes(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...],
-                                                                     tuple[int, ...]]: ...
-        def _chunk_file(self, number: int) -> str: ...
-        def drop_chunks(self, first: int) -> int: ...
+    def chunk_file(self, number: int) -> str:
+        """The path of a sparse frame's chunk file ``number``."""
+        return self.store.join(self.path, chunk_file_name(number))
 
 
-class FrameCommits(FrameParts):
-    """Making a frame's writes durable (see the layout's module doc)."""
+class FrameCommitter:
+    """Making a frame's writes durable (see the layout's module doc).
 
-    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> None:
-        """Make every chunk written so far durable, then record ``meta.shape`` (frames
-        keep no versions: ``message`` is not recorded).
+    Parameters
+    ----------
+    spec : FrameSpec
+        The frame's fixed facts.
+    frame : Frame
+        The frame as parsed at opening (its handle is taken by read-only contiguous
+        committers: a writer may rename a rewritten file over the path since).
+    offsets : ndarray
+        The committed chunk offsets, checked by the layout.
+    """
 
-        Chunks past the new shape's chunk count are dropped; missing ones
-        become zero chunks (b2nd's own growth).  ``meta`` must keep the dtype,
-        chunk and block shapes and the number of dimensions.
-        """
-        self._check_writable()
-        shape = tuple(int(s) for s in meta.shape)
-        if (len(shape) != len(self._shape) or tuple(meta.chunks) != self._chunks
-                or tuple(meta.blocks or meta.chunks) != self._blocks
-                or np.dtype(meta.dtype).itemsize != self._dtype.itemsize):
-            raise ValueError(f"{self.path}: a frame of {len(self._shape)} dimensions with chunks "
-                             f"{self._chunks}, blocks {self._blocks} and {self._dtype.itemsize}"
-                             f"-byte items cannot record {meta}")
-        n = self._grid_nchunks(shape)
-        # Until the new state is written, a failure must leave the old one in memory too.
-        saved = (self._n, self._offs.copy(), self._cb.copy(), dict(self._stamps),
-                 getattr(self, "_end", None))  # sparse frames have no end to append at
-        try:
-            offsets = self._record(shape, n, meta, cbytes)
-        except BaseException:
-            self._n, self._offs, self._cb, self._stamps, end = saved
-            if end is not None:
-                self._end = end
-            raise
-        self._forget_unreferenced()
-        # Committed: tidying up may fail (a full disk) without undoing that.
-        with contextlib.suppress(OSError):
-            if self.contiguous:
-                self._maybe_compact()
-            else:
-                self._delete_unreferenced(offsets)
+    def __init__(self, spec: FrameSpec, frame: Frame, offsets: np.ndarray) -> None:
+        self.spec = spec
+        self._ck, self._page = get_checksum("adler32"), PAGE_SIZE
+        self._lock = threading.Lock()  # the frame file's handle is replaced under it
+        self._fd: Handle | None = None
+        self._retired: list[Handle] = []  # handles on files compaction replaced
+        self._header = bytearray(frame.header_bytes)
+        self._vlmeta = dict(frame.vlmeta_raw)
+        self._committed = offsets
+        self._opened = offsets  # the offsets the opening digests (``_table``) are for
+        self._table = frame.digests  # None: unchecked (another program's, or verify off)
+        # Digests of the chunk versions written since opening, by offset (or file number).
+        self._written: dict[int, ChunkDigests] = {}
+        self._frame_len = frame.header.frame_len
+        # Contiguous: where the offsets chunk starts, where new chunks go, and the bytes
+        # of offsets chunk, trailer and record.
+        self._data_end = self._end = self._tail = 0
+        # Sparse: the chunk files the commit uses, those it stopped using (file ->
+        # (when, size)), those written since, and the next file number.
+        self._committed_files: set[int] = set()
+        self._unreferenced: dict[int, tuple[float, int]] = {}
+        self._pending: set[int] = set()
+        self._next_file = 0
+        if spec.contiguous:
+            self._fd = frame.take_handle() if spec.readonly else \
+                spec.store.open(spec.path, "r+")
+            end = frame.header.frame_len + frame.record_len  # the frame, then the record
+            if not spec.readonly and self._fd.size > end:
+                # Left by a writer killed before its commit: nothing committed is there.
+                self._fd.truncate(end)
+            self._data_end = spec.header_len + frame.header.cbytes
+            self._end = end
+            self._tail = end - self._data_end
+        else:
+            self._committed_files = {int(o) for o in offsets[offsets >= 0]}
+            self._next_file = max(self._committed_files, default=-1) + 1
+            if not spec.readonly:
+                self._remove_orphans()
 
-    def _record(self, shape: tuple[int, ...], n: int, meta: ArrayMeta,
-                cbytes: int) -> np.ndarray:
-        """Write the new chunk count, header and offsets (see :meth:`commit`); returns the
-        offsets recorded."""
-        if self._n > n:
-            self.drop_chunks(n)
-        if self._n < n:
-            self._ensure(n)
-            with self._lock:
-                self._offs[self._n:n], self._cb[self._n:n] = _ZERO, 0
-            self._n = n
-        header = bytearray(self._header)
-        dtype = self._dtype if self._kind == "b2nd" else None
-        chunks, blocks = self._recorded_shapes(shape)
-        header[self._nd_at:self._nd_at + self._nd_len] = self._fixed(
-            build_nd_meta(shape, chunks, blocks, dtype), self._nd_len, self._kind)
-        if self._carray_at is not None:
-            raw = carray_meta(self._dtype, meta.dflt, meta.expectedlen, cbytes,
-                              with_dtype=self._kind == "caterva")
-            header[self._carray_at:self._carray_at + self._carray_len] = self._fixed(
-                raw, self._carray_len, CARRAY_META)
-        offsets = self._offs[:n].copy()
-        self._write_state(header, offsets, self._vlmeta,
-                          None if self.contiguous else self._live(n))
-        self._shape = shape
-        return offsets
+    # -- what the layout asks -----------------------------------------------------------------
 
-    def _fixed(self, raw: bytes, length: int, name: str) -> bytes:
-        if len(raw) != length:
-            raise FormatError(f"{name} metalayer would change size ({length} -> {len(raw)} "
-                              "bytes); it cannot be rewritten in place", self._index_path)
-        return raw
+    def file(self) -> Handle:
+        """The open frame file (contiguous frames hold one until closed)."""
+        fd = self._fd
+        if fd is None:
+            raise ValueError(f"{self.spec.path}: the frame file is closed")
+        return fd
 
-    def _live(self, n: int) -> int:
-        """Stored bytes the first ``n`` working chunks reference."""
-        return sum(self._size_of(i) for i in np.flatnonzero(self._offs[:n] >= 0).tolist())
+    @property
+    def vlmeta(self) -> Mapping[str, bytes]:
+        """The committed vlmeta, raw."""
+        return self._vlmeta
 
-    # -- digests ----------------------------------------------------------------------------
+    def committed_offsets(self) -> np.ndarray:
+        """The offsets (contiguous) or chunk file numbers (sparse) of the last commit."""
+        return self._committed.copy()
 
-    def _digests_of(self, nchunk: int, off: int) -> ChunkDigests | None:
+    def room(self, start: int) -> int:
+        """Bytes a contiguous frame's chunk starting at file position ``start`` may span: a
+        committed chunk ends inside the data region, one written since before the end."""
+        return (self._data_end if start < self._data_end else self._end) - start
+
+    def savepoint(self) -> int:
+        """What :meth:`roll_back` restores: where new chunks go."""
+        return self._end
+
+    def roll_back(self, point: int) -> None:
+        """Forget the space reclaimed since :meth:`savepoint` (a failed commit's chunks
+        are the layout's again)."""
+        self._end = point
+
+    def digests_of(self, nchunk: int, off: int) -> ChunkDigests | None:
         """The digests of the chunk stored at ``off`` (offset or file number), chunk
         ``nchunk`` when it was there at opening (None: none are known)."""
         found = self._written.get(off)
@@ -203,6 +196,122 @@ class FrameCommits(FrameParts):
                 and int(self._opened[nchunk]) == off:
             return self._table.get(nchunk)
         return None
+
+    def chunk_digest(self, data: bytes) -> bytes:
+        """The chunk's digest and page digests, packed."""
+        return ChunkDigests.of(data, self._ck, self._page).packed
+
+    # -- chunks written -------------------------------------------------------------------
+
+    def store_chunk(self, data: bytes, packed: bytes | None) -> int:
+        """Store a new chunk version where no commit looks; returns its offset (contiguous)
+        or file number (sparse).  ``packed``: :meth:`chunk_digest` of ``data``, if known."""
+        spec = self.spec
+        if spec.contiguous:
+            off = self._end - spec.header_len
+            self.file().pwrite(data, self._end)
+            self._end += len(data)
+        else:
+            off = self._next_file
+            self._next_file += 1
+            spec.store.put(spec.chunk_file(off), data, fsync=False)
+            self._pending.add(off)
+        self._written[off] = self._digests(data, packed)
+        return off
+
+    def _digests(self, data: bytes, packed: bytes | None) -> ChunkDigests:
+        """The digests of the stored chunk ``data`` (``packed``: :meth:`chunk_digest` of
+        it, worked out on the thread that compressed it)."""
+        if packed is not None:
+            try:
+                return ChunkDigests.unpack(packed, len(data), self._ck, self._page)
+            except ValueError:  # made for more bytes than the chunk holds
+                pass
+        return ChunkDigests.of(data, self._ck, self._page)
+
+    def discard(self, off: int, size: int) -> None:
+        """The layout no longer uses the chunk version at ``off`` (``size`` bytes): reclaim
+        its space when no commit refers to it."""
+        spec = self.spec
+        if spec.contiguous:
+            start = spec.header_len + off
+            if start >= self._frame_len and start + size == self._end:
+                self._end = start  # the last thing appended, never committed: reuse it
+        elif off not in self._committed_files:
+            self._pending.discard(off)
+            try:
+                spec.store.delete(spec.chunk_file(off))
+            except FileNotFoundError:
+                pass
+
+    # -- committing -----------------------------------------------------------------------
+
+    def commit(self, meta: ArrayMeta, recorded: tuple[tuple[int, ...], tuple[int, ...]],
+               cbytes: int, offsets: np.ndarray, size_of: SizeOf) -> Moves | None:
+        """Record ``offsets`` (the layout's working offsets, all of them) and ``meta.shape``
+        as the committed state; the N-d metalayer records the ``recorded`` chunk and block
+        shapes.  Returns where chunks moved, if the file was rewritten: the layout's
+        offsets follow before anything else is asked (see :meth:`tidy`)."""
+        spec = self.spec
+        header = bytearray(self._header)
+        dtype = spec.dtype if spec.kind == "b2nd" else None
+        chunks, blocks = recorded
+        header[spec.nd_at:spec.nd_at + spec.nd_len] = self._fixed(
+            build_nd_meta(tuple(meta.shape), chunks, blocks, dtype), spec.nd_len, spec.kind)
+        if spec.carray_at is not None:
+            raw = carray_meta(spec.dtype, meta.dflt, meta.expectedlen, cbytes,
+                              with_dtype=spec.kind == "caterva")
+            header[spec.carray_at:spec.carray_at + spec.carray_len] = self._fixed(
+                raw, spec.carray_len, CARRAY_META)
+        live = None if spec.contiguous else _live(offsets, size_of)
+        moves = self._write_state(header, offsets, self._vlmeta, live, offsets, size_of)
+        self._forget_unreferenced()
+        return moves
+
+    def tidy(self, size_of: SizeOf) -> Moves | None:
+        """After a commit (that may not be undone): compact a contiguous frame with too
+        much dead space, or delete the sparse chunk files due.  Returns where chunks
+        moved, if the file was rewritten."""
+        if not self.spec.contiguous:
+            self._delete_unreferenced(self._committed, size_of)
+            return None
+        n = len(self._committed)
+        live = self.spec.header_len + _live(self._committed, size_of) + self._tail
+        if self._end - live > DEAD_SHARE * live:
+            return self._rewrite(bytearray(self._header), self._committed.copy(),
+                                 self._vlmeta, self._committed[:n], size_of)
+        return None
+
+    def save_vlmeta(self, vlmeta: dict[str, bytes], working: np.ndarray,
+                    size_of: SizeOf) -> Moves | None:
+        """Commit ``vlmeta`` with the committed chunks (``working``: the layout's working
+        offsets, which a rewrite moves too).  Returns where chunks moved, if anywhere."""
+        moves = self._write_state(bytearray(self._header), self._committed.copy(), vlmeta,
+                                  None, working, size_of)
+        self._vlmeta = vlmeta
+        return moves
+
+    def close(self, size_of: SizeOf) -> None:
+        """Delete the sparse chunk files no commit uses (a writer's), close the handles."""
+        if not self.spec.contiguous and not self.spec.readonly and self._unreferenced:
+            with contextlib.suppress(OSError):  # else the next writer's open removes them
+                self._delete_unreferenced(self._committed, size_of, grace=0.0)
+            # Closed, the lock released: a second close (the finalizer's) must not delete
+            # files that are the next writer's business.
+            self._unreferenced.clear()
+        with self._lock:
+            handles = ([self._fd] if self._fd is not None else []) + self._retired
+            self._fd, self._retired = None, []
+        for h in handles:
+            h.close()
+
+    def _fixed(self, raw: bytes, length: int, name: str) -> bytes:
+        if len(raw) != length:
+            raise FormatError(f"{name} metalayer would change size ({length} -> {len(raw)} "
+                              "bytes); it cannot be rewritten in place", self.spec.index_path)
+        return raw
+
+    # -- digests ----------------------------------------------------------------------------
 
     def _record_of(self, offsets: np.ndarray, lookup: Lookup) -> bytes:
         """The record of the digests of the chunks at ``offsets``, found by
@@ -217,9 +326,9 @@ class FrameCommits(FrameParts):
                            lookup: Lookup | None = None) -> tuple[bytes, bytes, bytes]:
         """The offsets chunk, trailer and record (frame digest zero) of a commit of
         ``offsets``; see :meth:`_sealed`.  ``lookup`` finds chunk digests (default:
-        :meth:`_digests_of`)."""
-        index = offsets_chunk(offsets, self._cparams) if len(offsets) else b""
-        record = self._record_of(offsets, lookup or self._digests_of)
+        :meth:`digests_of`)."""
+        index = offsets_chunk(offsets, self.spec.cparams) if len(offsets) else b""
+        record = self._record_of(offsets, lookup or self.digests_of)
         return index, build_trailer(list(vlmeta.items())), record
 
     def _sealed(self, header: bytearray, index: bytes, trailer: bytes, record: bytes) -> bytes:
@@ -229,64 +338,67 @@ class FrameCommits(FrameParts):
         return trailer + seal(header, index + trailer, record, self._ck)
 
     def _forget_unreferenced(self) -> None:
-        """Drop the digests of chunk versions neither the working nor the committed
-        offsets refer to any more."""
-        keep = set(self._offs[:self._n].tolist()) | set(self._committed.tolist())
+        """Drop the digests of chunk versions the committed offsets (just written: the
+        working ones too) do not refer to."""
+        keep = set(self._committed.tolist())
         self._written = {o: d for o, d in self._written.items() if o in keep}
 
     # -- writing the state ------------------------------------------------------------------
 
     def _write_state(self, header: bytearray, offsets: np.ndarray, vlmeta: dict[str, bytes],
-                     live: int | None) -> None:
+                     live: int | None, working: np.ndarray, size_of: SizeOf) -> Moves | None:
         """Write ``offsets`` and ``vlmeta`` as the new committed state (see module doc).
 
-        ``live`` is the sparse header's cbytes (None keeps the committed one).
+        ``live`` is the sparse header's cbytes (None keeps the committed one);
+        ``working`` the layout's working offsets, moved too if the file is rewritten.
         """
-        nbytes = len(offsets) * self._chunk_nbytes
-        if self.contiguous and (self._header_len > _PAGE or not len(offsets)):
+        spec = self.spec
+        nbytes = len(offsets) * spec.chunk_nbytes
+        if spec.contiguous and (spec.header_len > _PAGE or not len(offsets)):
             # A header too big for one page-sized write, or an empty frame (c-blosc2
             # expects its trailer right after the header): replace the whole file.
-            self._rewrite(header, offsets, vlmeta)
-            return
+            return self._rewrite(header, offsets, vlmeta, working, size_of)
         index, trailer, record = self._index_and_trailer(offsets, vlmeta)
         sizes: dict[str, Any] = dict(nbytes=nbytes, has_vlmeta=bool(vlmeta),
-                                     chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
-        if not self.contiguous:
-            if self.fsync:
+                                     chunksize=spec.chunk_nbytes, blocksize=spec.block_nbytes)
+        if not spec.contiguous:
+            if spec.fsync:
                 for number in sorted(self._pending):
-                    self.store.sync_file(self._chunk_file(number))
+                    spec.store.sync_file(spec.chunk_file(number))
                 if self._pending:
-                    self.store.sync_dir(self.path)
+                    spec.store.sync_dir(spec.path)
             if live is None:
                 live = struct.unpack_from(">q", header, 39)[0]
             patch_header(header, frame_len=len(header) + len(index) + len(trailer), cbytes=live,
                          **sizes)
             end = self._sealed(header, index, trailer, record)
-            self.store.put(self._index_path, (header, index, end), fsync=self.fsync)
-            if self.fsync:
-                self.store.sync_dir(self.path)
+            spec.store.put(spec.index_path, (header, index, end), fsync=spec.fsync)
+            if spec.fsync:
+                spec.store.sync_dir(spec.path)
             self._pending.clear()
         else:
             pos = self._end
             frame_len = pos + len(index) + len(trailer)
-            patch_header(header, frame_len=frame_len, cbytes=pos - self._header_len, **sizes)
+            patch_header(header, frame_len=frame_len, cbytes=pos - spec.header_len, **sizes)
             end = self._sealed(header, index, trailer, record)
-            self._file().pwrite(index + end, pos)
+            self.file().pwrite(index + end, pos)
             self._sync()  # chunks, offsets, trailer and record stored before the header
-            self._file().pwrite(header, 0)  # the commit point
+            self.file().pwrite(header, 0)  # the commit point
             self._sync()
             self._data_end, self._frame_len = pos, frame_len
             self._end = pos + len(index) + len(end)  # new chunks go after the record
             self._tail = len(index) + len(end)
         self._header = header
         self._committed = offsets
+        return None
 
     def _sync(self) -> None:
         """fsync the frame file; on object stores, put it back (always: it is the write)."""
-        if self.fsync or self.store.remote:
-            self._file().sync()
+        if self.spec.fsync or self.spec.store.remote:
+            self.file().sync()
 
-    def _delete_unreferenced(self, offsets: np.ndarray, grace: float = GRACE) -> None:
+    def _delete_unreferenced(self, offsets: np.ndarray, size_of: SizeOf,
+                             grace: float = GRACE) -> None:
         """After a sparse commit: remove chunk files the old commits alone referred to,
         once no commit has referred to them for ``grace`` seconds, or sooner (oldest
         first) when they take more than ``DEAD_SHARE`` of the space the commit uses and
@@ -297,17 +409,19 @@ class FrameCommits(FrameParts):
         (they would open the frame again and retry, and fail again under a writer
         committing faster than they read).
         """
+        spec = self.spec
         keep = {int(o) for o in offsets[offsets >= 0]}
         now = time.monotonic()
         for number in sorted(self._committed_files - keep):
             if number not in self._unreferenced:
                 try:
-                    size = self.store.size(self._chunk_file(number))
+                    size = spec.store.size(spec.chunk_file(number))
                 except FileNotFoundError:
                     continue
                 self._unreferenced[number] = (now, size)
         self._committed_files = keep
-        budget = max(DEAD_SHARE * self._live(len(offsets)), GRACE_BYTES)
+        # With no grace every file is due: the space the commit uses does not matter.
+        budget = max(DEAD_SHARE * _live(offsets, size_of), GRACE_BYTES) if grace else 0.0
         dead = sum(size for _, size in self._unreferenced.values())
         due = []
         for number, (since, size) in sorted(self._unreferenced.items(), key=lambda i: i[1]):
@@ -316,57 +430,69 @@ class FrameCommits(FrameParts):
                 dead -= size
         for number in due:
             try:
-                self.store.delete(self._chunk_file(number))
+                spec.store.delete(spec.chunk_file(number))
             except FileNotFoundError:
                 pass
             del self._unreferenced[number]
-        if due and self.fsync:
-            self.store.sync_dir(self.path)
+        if due and spec.fsync:
+            spec.store.sync_dir(spec.path)
 
-    def _maybe_compact(self) -> None:
-        n = len(self._committed)
-        live = self._header_len + self._live(n) + self._tail
-        if self._end - live > DEAD_SHARE * live:
-            self._rewrite(bytearray(self._header), self._committed.copy(), self._vlmeta)
+    def _remove_orphans(self) -> None:
+        """Delete chunk and temporary files no commit refers to (an interrupted writer's)."""
+        spec = self.spec
+        removed = False
+        for name in spec.store.listdir(spec.path):
+            m = _CHUNK_FILE.fullmatch(name)
+            orphan = m is not None and int(m.group(1), 16) not in self._committed_files
+            if orphan or is_temporary(name):
+                try:
+                    spec.store.delete(spec.store.join(spec.path, name))
+                    removed = True
+                except (FileNotFoundError, IsADirectoryError):
+                    pass
+        if removed and spec.fsync:
+            spec.store.sync_dir(spec.path)
 
-    def _rewrite(self, header: bytearray, offsets: np.ndarray,
-                 vlmeta: dict[str, bytes]) -> None:
+    def _rewrite(self, header: bytearray, offsets: np.ndarray, vlmeta: dict[str, bytes],
+                 working: np.ndarray, size_of: SizeOf) -> Moves:
         """Write ``offsets`` as the committed state into a new, packed file renamed over
-        the frame; chunks written since (working, not in ``offsets``) follow its end.
+        the frame; chunks written since (in ``working``, not in ``offsets``) follow its
+        end.  Returns where every chunk of ``working`` moved.
 
         ``offsets`` point into the current file, as the working offsets do.
         """
+        spec, hlen = self.spec, self.spec.header_len
         packed = offsets.copy()
         moves: list[tuple[int, int, int]] = []  # (old start, size, new start), file order
-        where: dict[int, int] = {}  # old offset -> new offset
+        where: Moves = {}  # old offset -> new offset
 
         def place(i: int, off: int, pos: int) -> int:
             if off not in where:
-                size = self._size_of(i)
-                where[off] = pos - self._header_len
-                moves.append((self._header_len + off, size, pos))
+                size = size_of(i)
+                where[off] = pos - hlen
+                moves.append((hlen + off, size, pos))
                 pos += size
             return pos
 
-        pos = self._header_len
+        pos = hlen
         for i in np.flatnonzero(offsets >= 0).tolist():
             pos = place(i, int(offsets[i]), pos)
             packed[i] = where[int(offsets[i])]
         data_end = pos
         # Digests follow their chunks to where they are about to be.
-        known = self._known_digests(offsets) | self._known_digests(self._offs[:self._n])
+        known = self._known_digests(offsets) | self._known_digests(working)
         back = {new: old for old, new in where.items()}
         index, trailer, record = self._index_and_trailer(
             packed, vlmeta, lambda i, off: known.get(back.get(off, -1)))
         frame_len = data_end + len(index) + len(trailer)
         after = pos = frame_len + sealed_size(record)  # the record, then chunks written since
-        for i in np.flatnonzero(self._offs[:self._n] >= 0).tolist():
-            pos = place(i, int(self._offs[i]), pos)
-        patch_header(header, frame_len=frame_len, nbytes=len(offsets) * self._chunk_nbytes,
-                     cbytes=data_end - self._header_len, has_vlmeta=bool(vlmeta),
-                     chunksize=self._chunk_nbytes, blocksize=self._block_nbytes)
+        for i in np.flatnonzero(working >= 0).tolist():
+            pos = place(i, int(working[i]), pos)
+        patch_header(header, frame_len=frame_len, nbytes=len(offsets) * spec.chunk_nbytes,
+                     cbytes=data_end - hlen, has_vlmeta=bool(vlmeta),
+                     chunksize=spec.chunk_nbytes, blocksize=spec.block_nbytes)
         end = self._sealed(header, index, trailer, record)
-        old_fd = self._file()
+        old_fd = self.file()
 
         def parts() -> Iterator[bytes]:
             yield bytes(header)
@@ -375,35 +501,37 @@ class FrameCommits(FrameParts):
                     yield index + end
                 data = old_fd.pread(size, start)
                 if len(data) != size:
-                    raise FormatError(f"chunk at offset {start} truncated", self.path, start)
+                    raise FormatError(f"chunk at offset {start} truncated", spec.path, start)
                 yield data
             if pos == after:  # nothing after the record
                 yield index + end
 
-        if self.store.remote:
+        if spec.store.remote:
             old_fd.sync()  # else closing the retired handle would put its old bytes back
-        self.store.put(self.path, parts(), fsync=self.fsync)
-        if self.fsync:
-            self.store.sync_dir(self.store.dirname(self.path))
+        spec.store.put(spec.path, parts(), fsync=spec.fsync)
+        if spec.fsync:
+            spec.store.sync_dir(spec.store.dirname(spec.path))
         with self._lock:
-            self._fd = self.store.open(self.path, "r+")
+            self._fd = spec.store.open(spec.path, "r+")
             self._retired.append(old_fd)  # readers handed out earlier still use it
-            self._readers.clear()
-            live = self._offs[:self._n] >= 0
-            self._offs[:self._n][live] = [where[int(o)] for o in self._offs[:self._n][live]]
-            self._written = {where[o]: d for o, d in known.items() if o in where}
-            self._table = None
+        self._written = {where[o]: d for o, d in known.items() if o in where}
+        self._table = None
         self._header, self._committed = header, packed
         self._data_end, self._frame_len = data_end, frame_len
         self._end = pos
         self._tail = len(index) + len(end)
+        return where
 
     def _known_digests(self, offsets: np.ndarray) -> dict[int, ChunkDigests]:
         """The known digests of the chunks at ``offsets``, by offset."""
         out: dict[int, ChunkDigests] = {}
         for i, off in enumerate(offsets.tolist()):
-            found = self._digests_of(i, off) if off >= 0 else None
+            found = self.digests_of(i, off) if off >= 0 else None
             if found is not None:
                 out[off] = found
         return out
 
+
+def _live(offsets: np.ndarray, size_of: SizeOf) -> int:
+    """Stored bytes of the chunks ``offsets`` (the layout's working ones) reference."""
+    return sum(size_of(i) for i in np.flatnonzero(offsets >= 0).tolist())

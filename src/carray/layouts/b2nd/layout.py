@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -54,8 +53,7 @@ from carray.attrs import values as attrvalues
 from carray.chunks import geometry as geo
 from carray.chunks.grid import NDGrid
 from carray.codecs.blosc import BLOSC1_HEADER, BLOSC2_HEADER, ChunkBytes, read_header
-from carray.codecs.checksums import get_checksum
-from carray.codecs.pages import PAGE_SIZE, ChunkDigests
+from carray.codecs.pages import ChunkDigests
 from carray.errors import (
     ContainerNotFoundError,
     FormatError,
@@ -63,7 +61,7 @@ from carray.errors import (
     UnsupportedDTypeError,
 )
 from carray.layouts.b2nd import chunk as _chunk
-from carray.layouts.b2nd.commit import DEAD_SHARE, FrameCommits
+from carray.layouts.b2nd.commit import DEAD_SHARE, FrameCommitter, FrameSpec, Moves
 from carray.layouts.b2nd.frame import Frame, decode_vlmeta
 from carray.layouts.b2nd.header import SPARSE_INDEX, build_trailer
 from carray.layouts.b2nd.meta import (
@@ -81,22 +79,27 @@ from carray.layouts.b2nd.write import encode_vlmeta, special_code_of
 from carray.layouts.base import ArrayMeta, ChunkReader, Layout, clear_for_create
 from carray.stores import LOCAL, Handle, Store
 from carray.stores.staging import remove_quietly
-from carray.stores.tempnames import is_temporary, temporary_name
+from carray.stores.tempnames import temporary_name
 
 __all__ = ["DEAD_SHARE", "B2ndLayout", "chunk_file_name", "is_b2nd_frame"]
 
 _NOT_STORED = (_chunk.ZERO, _chunk.NAN, _chunk.UNINIT)
 _READERS = 256  # chunk readers kept (see B2ndLayout.chunk_reader)
-_CHUNK_FILE = re.compile(r"([0-9A-F]{8})\.chunk")
+_ZERO = _chunk.special_offset(_chunk.ZERO)
 
 
-class B2ndLayout(FrameCommits, Layout):
+class B2ndLayout(Layout):
     """A python-blosc2 ``b2nd`` frame: one file (contiguous) or a sparse directory.
 
     Use :meth:`create` or :meth:`open`; see the module docstring for the format
     and the commit protocol.  Frames written by python-blosc2 and caterva open
     too (caterva frames store no dtype: their items read as unsigned ints of the
     item size, or raw bytes).
+
+    The layout owns the working state (the chunk offsets and sizes written since the
+    last commit, the readers kept); its :class:`~carray.layouts.b2nd.commit.FrameCommitter`
+    owns the frame on disk (the file, where new chunks go, digests, the committed
+    header, offsets and vlmeta).
     """
 
     in_memory = False
@@ -113,16 +116,11 @@ class B2ndLayout(FrameCommits, Layout):
         #: True: check the digests of what is read; "full": ranged reads fetch and check
         #: the whole chunk first; False: no checks.
         self.verify = verify
-        self._ck, self._page = get_checksum("adler32"), PAGE_SIZE
-        # Digests of the chunk versions written since opening, by offset (or file number).
-        self._written: dict[int, ChunkDigests] = {}
         # Readers of the chunks read last: nchunk -> (offset, reader), under _lock.
         self._readers: OrderedDict[int, tuple[int, ChunkReader]] = OrderedDict()
         self.contiguous = frame.contiguous
         self._index_path = path if frame.contiguous else store.join(path, SPARSE_INDEX)
         self._lock = threading.Lock()
-        self._fd: Handle | None = None
-        self._retired: list[Handle] = []  # handles on files compaction replaced
         self._serial = 0
         self._stamps: dict[int, tuple[int, int]] = {}
         self._load(frame)
@@ -238,49 +236,29 @@ class B2ndLayout(FrameCommits, Layout):
         grid = self._grid(self._shape)
         self._chunk_nbytes, self._block_nbytes = grid.chunk_nbytes, grid.block_nbytes
         self._header_len = hdr.header_len
-        self._nd_at = hdr.meta_offsets[self._kind] + 5  # past C6 and the uint32 length
-        self._nd_len = len(frame.meta_raw[self._kind])
-        self._vlmeta = dict(frame.vlmeta_raw)
+        nd_at = hdr.meta_offsets[self._kind] + 5  # past C6 and the uint32 length
         self._cparams = cparams_of(hdr.compcode, hdr.clevel, hdr.filters, hdr.filters_meta)
         self._plugins = hdr.compcode == 6 or any(f >= 32 and f != 35 for f in hdr.filters)
-        self._carray_at: int | None = None
+        carray_at: int | None = None
         dflt, expectedlen, cbytes = np.zeros((), self._dtype), None, hdr.cbytes
         if CARRAY_META in frame.meta_raw:
-            self._carray_at = hdr.meta_offsets[CARRAY_META] + 5
+            carray_at = hdr.meta_offsets[CARRAY_META] + 5
             raw = frame.meta_raw[CARRAY_META]
-            self._dtype = recorded_dtype(raw, self._dtype, path, self._carray_at)
-            dflt, expectedlen, cbytes = parse_carray_meta(
-                frame.meta_raw[CARRAY_META], self._dtype, path, self._carray_at)
-            self._carray_len = len(frame.meta_raw[CARRAY_META])
+            self._dtype = recorded_dtype(raw, self._dtype, path, carray_at)
+            dflt, expectedlen, cbytes = parse_carray_meta(raw, self._dtype, path, carray_at)
         offsets = frame.offsets_array()
         self._check_offsets(offsets, hdr.cbytes)
-        self._committed = offsets
         self._offs = offsets.copy()
         self._cb = np.full(len(offsets), -1, np.int64)  # stored size per chunk, -1 unknown
         self._n = len(offsets)
-        self._frame_len = hdr.frame_len
-        self._table = frame.digests  # None: unchecked (another program's, or verify off)
-        self._opened = offsets
-        if self.contiguous:
-            # A reader keeps the handle the frame was parsed through: a writer may have
-            # renamed a rewritten file over the path since, whose offsets differ.
-            self._fd = frame.take_handle() if self.readonly else \
-                self.store.open(self.path, "r+")
-            end = hdr.frame_len + frame.record_len  # the frame, then carray's record
-            if not self.readonly and self._fd.size > end:
-                # Left by a writer killed before its commit: nothing committed is there.
-                self._fd.truncate(end)
-            self._data_end = hdr.header_len + hdr.cbytes  # where the offsets chunk starts
-            self._end = end                               # where new chunks go
-            self._tail = end - self._data_end             # offsets chunk, trailer, record
-        else:
-            self._committed_files = {int(o) for o in offsets[offsets >= 0]}
-            self._unreferenced: dict[int, tuple[float, int]] = {}
-            self._pending: set[int] = set()
-            self._next_file = max(self._committed_files, default=-1) + 1
-            if not self.readonly:
-                self._remove_orphans()
-        self._header = bytearray(frame.header_bytes)
+        spec = FrameSpec(
+            store=self.store, path=self.path, index_path=self._index_path, fsync=self.fsync,
+            contiguous=self.contiguous, readonly=self.readonly, kind=self._kind,
+            dtype=self._dtype, cparams=self._cparams, chunk_nbytes=self._chunk_nbytes,
+            block_nbytes=self._block_nbytes, header_len=self._header_len, nd_at=nd_at,
+            nd_len=len(frame.meta_raw[self._kind]), carray_at=carray_at,
+            carray_len=len(frame.meta_raw.get(CARRAY_META, b"")))
+        self._frames = FrameCommitter(spec, frame, offsets)
         self._opened_meta = ArrayMeta(
             dtype=self._dtype, shape=self._shape, chunks=self._chunks, blocks=self._blocks,
             cparams=self._cparams, dflt=dflt,
@@ -321,21 +299,6 @@ class B2ndLayout(FrameCommits, Layout):
     def _grid_nchunks(self, shape: tuple[int, ...]) -> int:
         return self._grid(shape).nchunks
 
-    def _remove_orphans(self) -> None:
-        """Delete chunk and temporary files no commit refers to (an interrupted writer's)."""
-        removed = False
-        for name in self.store.listdir(self.path):
-            m = _CHUNK_FILE.fullmatch(name)
-            orphan = m is not None and int(m.group(1), 16) not in self._committed_files
-            if orphan or is_temporary(name):
-                try:
-                    self.store.delete(self.store.join(self.path, name))
-                    removed = True
-                except (FileNotFoundError, IsADirectoryError):
-                    pass
-        if removed and self.fsync:
-            self.store.sync_dir(self.path)
-
     # -- reading --------------------------------------------------------------------------
 
     def _offset(self, nchunk: int) -> int:
@@ -350,16 +313,10 @@ class B2ndLayout(FrameCommits, Layout):
         return _chunk.special_chunk(code, self._chunk_nbytes, self._typesize,
                                     self._block_nbytes)
 
-    def _file(self) -> Handle:
-        """The open frame file (contiguous frames hold one until closed)."""
-        if self._fd is None:
-            raise ValueError(f"{self.path}: the frame file is closed")
-        return self._fd
-
     def _checks(self, nchunk: int, off: int) -> ChunkDigests | None:
         """The digests reads of chunk ``nchunk``, stored at ``off``, check (None: none are
         known, or reads are not checked)."""
-        return self._digests_of(nchunk, off) if self.verify else None
+        return self._frames.digests_of(nchunk, off) if self.verify else None
 
     def _extent(self, nchunk: int, off: int,
                 digests: ChunkDigests | None = None) -> tuple[int, int]:
@@ -368,11 +325,9 @@ class B2ndLayout(FrameCommits, Layout):
         start = self._header_len + off
         size = int(self._cb[nchunk])
         if size < 0:
-            # A committed chunk must end inside the data region; one written since
-            # then, before the end of the file.
-            limit = (self._data_end if start < self._data_end else self._end) - start
+            limit = self._frames.room(start)
             if digests is None:
-                head = self._file().pread(BLOSC1_HEADER, start)
+                head = self._frames.file().pread(BLOSC1_HEADER, start)
                 size = self._check_head(head, self.path, start, nchunk, limit)
             elif digests.size > limit:
                 raise FormatError(f"chunk {nchunk} of {digests.size} bytes runs past the "
@@ -394,7 +349,7 @@ class B2ndLayout(FrameCommits, Layout):
         return h.cbytes
 
     def _chunk_file(self, number: int) -> str:
-        return self.store.join(self.path, chunk_file_name(number))
+        return self._frames.spec.chunk_file(number)
 
     def _missing(self, nchunk: int, number: int) -> FormatError:
         return FormatError(f"chunk file {chunk_file_name(number)} of chunk {nchunk} is "
@@ -431,7 +386,7 @@ class B2ndLayout(FrameCommits, Layout):
         if self.contiguous:
             start, size = self._extent(nchunk, off, digests)
             view = scratch(size).data.cast("B")[:size]
-            got, name = self._file().pread_into(view, start), self.path
+            got, name = self._frames.file().pread_into(view, start), self.path
         else:
             start, name = 0, self._chunk_file(off)
             with self._open_chunk_file(nchunk, off) as h:
@@ -494,7 +449,7 @@ class B2ndLayout(FrameCommits, Layout):
             paged = digests.reader(reader, name, 0, reader.read_into)
             return ChunkReader(paged.size, paged.read, paged.read_into, {})
         start, size = self._extent(nchunk, off, digests)
-        fd = self._file()  # compaction retires, never closes, a handle in use
+        fd = self._frames.file()  # compaction retires, never closes, a handle in use
 
         def read_at(offset: int, length: int) -> bytes:
             offset = max(0, min(offset, size))
@@ -529,7 +484,7 @@ class B2ndLayout(FrameCommits, Layout):
         if off < 0:
             return 0
         if self.contiguous:
-            return self._extent(nchunk, off, self._digests_of(nchunk, off))[1]
+            return self._extent(nchunk, off, self._frames.digests_of(nchunk, off))[1]
         size = int(self._cb[nchunk])
         if size < 0:
             try:
@@ -548,16 +503,7 @@ class B2ndLayout(FrameCommits, Layout):
         off = int(self._offs[nchunk])
         if off < 0:
             return 0
-        if self.contiguous:
-            start = self._header_len + off
-            if start >= self._frame_len and start + size == self._end:
-                self._end = start  # the last thing appended, never committed: reuse it
-        elif off not in self._committed_files:
-            self._pending.discard(off)
-            try:
-                self.store.delete(self._chunk_file(off))
-            except FileNotFoundError:
-                pass
+        self._frames.discard(off, size)
         return size
 
     def write_chunk(self, nchunk: int, data: ChunkBytes, digest: bytes | None = None) -> int:
@@ -584,17 +530,8 @@ class B2ndLayout(FrameCommits, Layout):
         code = special_code_of(data)
         if code in _NOT_STORED and h.cbytes == BLOSC2_HEADER:
             off, size = _chunk.special_offset(code), 0
-        elif self.contiguous:
-            off, size = self._end - self._header_len, len(data)
-            self._file().pwrite(data, self._end)
-            self._end += size
         else:
-            off, size = self._next_file, len(data)
-            self._next_file += 1
-            self.store.put(self._chunk_file(off), data, fsync=False)
-            self._pending.add(off)
-        if size:
-            self._written[off] = self._digests(data, digest)
+            off, size = self._frames.store_chunk(data, digest), len(data)
         self._ensure(nchunk + 1)
         with self._lock:
             self._offs[nchunk], self._cb[nchunk] = off, size
@@ -611,17 +548,7 @@ class B2ndLayout(FrameCommits, Layout):
 
     def chunk_digest(self, data: bytes) -> bytes:
         """The chunk's digest and page digests (recorded at the next commit)."""
-        return ChunkDigests.of(data, self._ck, self._page).packed
-
-    def _digests(self, data: bytes, packed: bytes | None) -> ChunkDigests:
-        """The digests of the stored chunk ``data`` (``packed``: :meth:`chunk_digest` of
-        it, worked out on the thread that compressed it)."""
-        if packed is not None:
-            try:
-                return ChunkDigests.unpack(packed, len(data), self._ck, self._page)
-            except ValueError:  # made for more bytes than the chunk holds
-                pass
-        return ChunkDigests.of(data, self._ck, self._page)
+        return self._frames.chunk_digest(data)
 
     def drop_chunks(self, first: int) -> int:
         """Forget chunks ``first`` and above; returns the (negative) change in stored bytes."""
@@ -637,13 +564,62 @@ class B2ndLayout(FrameCommits, Layout):
             self._n = first
         return -removed
 
+    def commit(self, meta: ArrayMeta, cbytes: int, message: str | None = None) -> None:
+        """Make every chunk written so far durable, then record ``meta.shape`` (frames
+        keep no versions: ``message`` is not recorded).
+
+        Chunks past the new shape's chunk count are dropped; missing ones
+        become zero chunks (b2nd's own growth).  ``meta`` must keep the dtype,
+        chunk and block shapes and the number of dimensions.
+        """
+        self._check_writable()
+        shape = tuple(int(s) for s in meta.shape)
+        if (len(shape) != len(self._shape) or tuple(meta.chunks) != self._chunks
+                or tuple(meta.blocks or meta.chunks) != self._blocks
+                or np.dtype(meta.dtype).itemsize != self._dtype.itemsize):
+            raise ValueError(f"{self.path}: a frame of {len(self._shape)} dimensions with chunks "
+                             f"{self._chunks}, blocks {self._blocks} and {self._dtype.itemsize}"
+                             f"-byte items cannot record {meta}")
+        n = self._grid_nchunks(shape)
+        # Until the new state is written, a failure must leave the old one in memory too.
+        saved = (self._n, self._offs.copy(), self._cb.copy(), dict(self._stamps))
+        point = self._frames.savepoint()
+        try:
+            if self._n > n:
+                self.drop_chunks(n)
+            if self._n < n:
+                self._ensure(n)
+                with self._lock:
+                    self._offs[self._n:n], self._cb[self._n:n] = _ZERO, 0
+                self._n = n
+            moves = self._frames.commit(meta, self._recorded_shapes(shape), cbytes,
+                                        self._offs[:n].copy(), self._size_of)
+        except BaseException:
+            self._n, self._offs, self._cb, self._stamps = saved
+            self._frames.roll_back(point)
+            raise
+        self._shape = shape
+        self._follow(moves)
+        # Committed: tidying up may fail (a full disk) without undoing that.
+        with contextlib.suppress(OSError):
+            self._follow(self._frames.tidy(self._size_of))
+
+    def _follow(self, moves: Moves | None) -> None:
+        """Move the working offsets where a rewrite of the frame file put their chunks."""
+        if moves is None:
+            return
+        with self._lock:
+            self._readers.clear()
+            live = self._offs[:self._n] >= 0
+            self._offs[:self._n][live] = [moves[int(o)] for o in self._offs[:self._n][live]]
+
     # -- metadata -------------------------------------------------------------------------
 
     def load_attrs(self) -> dict[str, Any]:
         """The frame's vlmeta, decoded as python-blosc2 does (msgpack values), carray's
         own typed values included (:mod:`carray.attrs.pack`)."""
         return {name: decode_vlmeta(raw, f"{self._index_path} (vlmeta {name!r})")
-                for name, raw in self._vlmeta.items()}
+                for name, raw in self._frames.vlmeta.items()}
 
     def save_attrs(self, attrs: dict[str, Any]) -> None:
         """Replace the vlmeta with ``attrs`` and commit it (with the committed chunks).
@@ -660,8 +636,8 @@ class B2ndLayout(FrameCommits, Layout):
         for key, value in attrs.items():
             vlmeta[attrvalues.check_name(key)] = encode_vlmeta(value, self._cparams)
         build_trailer(list(vlmeta.items()))  # the limits, checked before anything is written
-        self._write_state(bytearray(self._header), self._committed.copy(), vlmeta, None)
-        self._vlmeta = vlmeta
+        self._follow(self._frames.save_vlmeta(vlmeta, self._offs[:self._n].copy(),
+                                              self._size_of))
 
     def chunk_path(self, nchunk: int) -> str:
         """The file holding chunk ``nchunk`` (the index file for chunks not stored)."""
@@ -681,15 +657,9 @@ class B2ndLayout(FrameCommits, Layout):
 
     def close(self) -> None:
         """Release file handles.  Anything not committed is lost, by design."""
-        if not self.contiguous and not self.readonly and self._unreferenced:
-            with contextlib.suppress(OSError):  # else the next writer's open removes them
-                self._delete_unreferenced(self._committed, grace=0.0)
+        self._frames.close(self._size_of)
         with self._lock:
-            handles = ([self._fd] if self._fd is not None else []) + self._retired
-            self._fd, self._retired = None, []
             self._readers.clear()
-        for h in handles:
-            h.close()
         self.release_lock()
 
     def describe(self) -> str:
