@@ -9,8 +9,7 @@ bcolz directories, as bcolz writes them (``carray.defaults.format``).
 import importlib.util
 
 from carray import *  # noqa: F403 - the whole bcolz-compatible API
-from carray import __version__, defaults_ctx, eval, filters, iterblocks  # noqa: F401
-from carray import defaults
+from carray import __version__, defaults, defaults_ctx, eval, filters, iterblocks  # noqa: F401
 
 defaults.format = "bcolz"
 
