@@ -35,7 +35,7 @@ from carray.attrs.mapping import Attrs
 from carray.chunks.keys import select
 from carray.core.defaults import defaults, resolve_cparams
 from carray.core.params import CParams
-from carray.core.util import whole_count
+from carray.core.util import delegate, whole_count
 from carray.errors import (
     ColumnNotFoundError,
     ContainerExistsError,
@@ -108,7 +108,7 @@ def _commit_all() -> None:
 
 
 class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
-             MissingTable, CategoryMethods, TableDay, TableAnalysis):
+             MissingTable, CategoryMethods, TableDay):
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -843,6 +843,17 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         """A copy, attributes included (keyword arguments as for the constructor, ``rootdir``)."""
         refuse_own_source(kwargs.get("rootdir"), [self])
         return table_rows.copy_table(self, ctable, kwargs)
+
+    # -- parts: what the table is composed of, and its methods that call them ------------
+
+    @property
+    def _analysis(self) -> TableAnalysis:
+        return TableAnalysis(self, ctable)
+
+    groupby = delegate("_analysis", TableAnalysis.groupby)
+    sort = delegate("_analysis", TableAnalysis.sort)
+    unique = delegate("_analysis", TableAnalysis.unique)
+    value_counts = delegate("_analysis", TableAnalysis.value_counts)
 
     def __repr__(self) -> str:
         return table_rows.described(self)
