@@ -46,6 +46,7 @@ from carray.errors import (
 )
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock, timeout_of
+from carray.table import day as table_day
 from carray.table import query as table_query
 from carray.table import rows as table_rows
 from carray.table.analysis.methods import TableAnalysis
@@ -108,7 +109,7 @@ def _commit_all() -> None:
 
 
 class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
-             MissingTable, CategoryMethods, TableDay):
+             MissingTable):
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -850,6 +851,20 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def _analysis(self) -> TableAnalysis:
         return TableAnalysis(self, ctable)
 
+    @property
+    def _categories(self) -> CategoryMethods:
+        return CategoryMethods(self)
+
+    @property
+    def _day(self) -> TableDay:
+        return TableDay(self)
+
+    head = delegate("_day", TableDay.head)
+    tail = delegate("_day", TableDay.tail)
+    to_csv = delegate("_day", TableDay.to_csv)
+    from_csv = classmethod(table_day.from_csv)
+    categorize = delegate("_categories", CategoryMethods.categorize)
+    decategorize = delegate("_categories", CategoryMethods.decategorize)
     groupby = delegate("_analysis", TableAnalysis.groupby)
     sort = delegate("_analysis", TableAnalysis.sort)
     unique = delegate("_analysis", TableAnalysis.unique)
