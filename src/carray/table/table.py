@@ -47,6 +47,9 @@ from carray.errors import (
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock, timeout_of
 from carray.table import day as table_day
+from carray.table import hdf5 as table_hdf5
+from carray.table import interop
+from carray.table import portable as table_portable
 from carray.table import query as table_query
 from carray.table import rows as table_rows
 from carray.table.analysis.methods import TableAnalysis
@@ -80,12 +83,10 @@ from carray.table.history import table_history
 from carray.table.index.methods import TableIndexes
 from carray.table.interop import (
     ROW_NUMBER,
-    TableConversions,
     column_values,
     new_column_name,
     normalise_columns,
 )
-from carray.table.portable import PortableTable
 from carray.table.store import (
     ARRAY,
     NESTED,
@@ -108,8 +109,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
-             MissingTable):
+class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -465,6 +465,39 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         self._attrs = Attrs(self._storage.attrs_layout(), "a")
 
     # -- leaving this process -------------------------------------------------------------
+
+    def __reduce__(self) -> tuple:
+        return table_portable.pickled(self)
+
+    def memory_state(self) -> dict[str, Any]:
+        """What rebuilds this in-memory table elsewhere (see :meth:`from_memory_state`)."""
+        return dict(cols=table_portable.portable_columns(self), length=self._len,
+                    new_kwargs=self._new_kwargs, auto_flush=self._auto_flush,
+                    attrs=self._attrs.getall())
+
+    @classmethod
+    def from_memory_state(cls, state: dict[str, Any]) -> Any:
+        cols = table_portable.columns_from_portable(state["cols"],
+                                                    state["new_kwargs"]["cparams"])
+        t = cls.over_columns(cols, state["length"])
+        t._new_kwargs, t._auto_flush = state["new_kwargs"], state["auto_flush"]
+        t._attrs.update(state["attrs"])
+        return t
+
+    to_dask = table_portable.to_dask
+
+    # -- conversions: pandas, Arrow (its C stream too), HDF5, HTML (carray.table.interop) ----
+
+    fromdataframe = classmethod(interop.fromdataframe)
+    from_arrow = classmethod(interop.table_from_arrow)
+    fromhdf5 = classmethod(table_hdf5.fromhdf5)
+    todataframe = interop.todataframe
+    pandas_columns = interop.pandas_columns
+    to_arrow = interop.to_arrow
+    tohdf5 = table_hdf5.tohdf5
+    __arrow_c_stream__ = interop.arrow_c_stream
+    __dataframe__ = interop.dataframe_interchange
+    _repr_html_ = interop.table_html
 
     def reopen_args(self) -> dict[str, Any]:
         """Keyword arguments that open this stored table again (mode 'a' or 'r')."""
