@@ -109,7 +109,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
+class ctable(TableBase, TableIndexes):  # noqa: N801
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -391,7 +391,7 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
     def reset(self) -> None:
         """Drop every change not committed: the table shows its newest version again (what
         a failed :func:`carray.transaction` does to each table it touched)."""
-        self._writable()
+        self.check_writable()
         if not isinstance(self._storage, VersionedTable):
             raise VersionsUnsupportedError(f"{self._rootdir or 'ctable'}: only tables in "
                                            "carray's own format go back to a version")
@@ -548,6 +548,11 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
         return self._new_kwargs["cparams"]
 
     @property
+    def format(self) -> str | None:
+        """'bcolz' for a table in bcolz 1.x's layout, else None (carray's own)."""
+        return self._format
+
+    @property
     def auto_flush(self) -> bool:
         """Whether every change becomes a version (is flushed) at once (never in memory,
         where nothing is flushed)."""
@@ -678,7 +683,9 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
 
     # -- writing --------------------------------------------------------------------------
 
-    def _writable(self) -> None:
+    def check_writable(self) -> None:
+        """Raise :class:`carray.errors.ReadOnlyError` unless the table may change (and
+        :class:`carray.errors.HandleClosedError` once another handle took it over)."""
         self._check_open()
         if self._mode == "r":
             raise ReadOnlyError(self._readonly_reason or
@@ -698,7 +705,7 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
     def append(self, rows: Any) -> None:
         """Append rows: a structured array or record, a list of columns (arrays or scalars),
         a dict of columns, a DataFrame, an Arrow table or another ctable."""
-        self._writable()
+        self.check_writable()
         cols = conform_rows(self, rows)
         n = len(next(iter(cols.values()))) if cols else 0
         if n == 0:
@@ -739,7 +746,7 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
                 col.resize(length)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._writable()
+        self.check_writable()
         if isinstance(key, str) and (key in self._cols or key.isidentifier()):
             if key in self._cols:
                 value = conform_column(self, key, value)  # None in it: gains validity
@@ -772,7 +779,7 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
     def addcol(self, newcol: Any, name: str | None = None, pos: int | None = None,
                move: bool = False, **kwargs: Any) -> None:
         """Add a column at position ``pos`` (default last), persisted at once."""
-        self._writable()
+        self.check_writable()
         self._commit_pending()
         pos = len(self._cols) if pos is None else pos
         if not 0 <= pos <= len(self._cols):
@@ -804,7 +811,7 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
     def delcol(self, name: str | None = None, pos: int | None = None,
                keep: bool = False) -> None:
         """Remove a column by name or position (exactly one); its directory too unless ``keep``."""
-        self._writable()
+        self.check_writable()
         self._commit_pending()
         if (name is None) == (pos is None):
             raise ValueError("pass exactly one of name and pos")
@@ -824,9 +831,35 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
                 self._len = 0
         self._flush_as_bcolz()
 
+    def replace_column(self, name: str, values: Any) -> None:
+        """Store column ``name`` anew from ``values`` (one value per row), at its
+        position and with its attributes, as one change (one version); the old column's
+        directory stays for the versions that read it."""
+        self.check_writable()
+        if name not in self._cols:
+            raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names})")
+        if len(values) != self._len:
+            raise ValueError(f"column {name!r}: {len(values)} values for {self._len} rows")
+        self._commit_pending()
+        col = self._cols[name]
+        attrs = col.attrs.checked() if hasattr(col, "attrs") else {}
+        with self._storage.batch(publish=self.auto_flush):
+            items = list(self._cols.items())
+            pos = [n for n, _ in items].index(name)
+            self._cols.pop(name)
+            if self._rootdir is not None:
+                # The old directory stays for the versions that read it; the new column
+                # takes a directory of its own.
+                self._storage.column_dropped(self, name, col, True)
+            items[pos] = (name, self._new_column(name, values))
+            items[pos][1].attrs.update(attrs)  # the column's attributes go with it
+            self._cols = dict(items)
+            if self._rootdir is not None:
+                self._storage.columns_changed(self)
+
     def resize(self, nitems: int) -> None:
         """Grow (with each column's default) or shrink every column to ``nitems`` rows."""
-        self._writable()
+        self.check_writable()
         if nitems < 0:
             raise ValueError("nitems must be >= 0")
         if nitems < self._len:
@@ -885,6 +918,10 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
         return TableAnalysis(self, ctable)
 
     @property
+    def _missing(self) -> MissingTable:
+        return MissingTable(self)
+
+    @property
     def _categories(self) -> CategoryMethods:
         return CategoryMethods(self)
 
@@ -896,6 +933,8 @@ class ctable(TableBase, TableIndexes, MissingTable):  # noqa: N801
     tail = delegate("_day", TableDay.tail)
     to_csv = delegate("_day", TableDay.to_csv)
     from_csv = classmethod(table_day.from_csv)
+    make_nullable = delegate("_missing", MissingTable.make_nullable)
+    null_counts = delegate("_missing", MissingTable.null_counts)
     categorize = delegate("_categories", CategoryMethods.categorize)
     decategorize = delegate("_categories", CategoryMethods.decategorize)
     groupby = delegate("_analysis", TableAnalysis.groupby)

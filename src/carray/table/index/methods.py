@@ -111,7 +111,7 @@ class TableIndexes:
 
     if TYPE_CHECKING:
         def __len__(self) -> int: ...
-        def _writable(self) -> None: ...
+        def check_writable(self) -> None: ...
         def flush(self, message: str | None = None) -> None: ...
 
     # -- where the state lives ------------------------------------------------------------
@@ -221,7 +221,7 @@ class TableIndexes:
         IndexUnsupportedError
             A bcolz-format table, a string or nested column, or an unknown kind.
         """
-        self._writable()
+        self.check_writable()
         if kind not in KINDS:
             raise IndexUnsupportedError(f"unknown index kind {kind!r} (known: {sorted(KINDS)})")
         if memory < 1 << 16:
@@ -241,7 +241,7 @@ class TableIndexes:
         IndexUnsupportedError
             ``col`` has no index.
         """
-        self._writable()
+        self.check_writable()
         states = self._index_states()
         if col not in states:
             raise IndexUnsupportedError(f"{self._rootdir or 'ctable'}: column {col!r} has "
