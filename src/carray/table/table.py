@@ -80,6 +80,7 @@ from carray.table.columns.timezones import keep_zone
 from carray.table.day import TableDay
 from carray.table.directory import create_storage, open_storage
 from carray.table.history import table_history
+from carray.table.index import planner as index_planner
 from carray.table.index.methods import TableIndexes
 from carray.table.interop import (
     ROW_NUMBER,
@@ -109,7 +110,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableIndexes):  # noqa: N801
+class ctable(TableBase):  # noqa: N801
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -154,6 +155,7 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
                  storage: dict | None = None, version: str | None = None,
                  tag: str | None = None, as_of: Any = None,
                  _storage: TableStorage | None = None) -> None:
+        self.index = TableIndexes(self)  # the table's indexes (this handle's part)
         self._format = format  # None: versioned, or 'bcolz'
         self._readonly_reason: str | None = None  # why mode 'r', when not asked for
         self._options = dict(storage or {})  # {"versions": N}: commits kept
@@ -370,7 +372,7 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
     def open_columns(self) -> None:
         """(Re)open the stored columns: the table's state is its storage's."""
         self._cols, self._len = self._storage.open_columns(self._open_column)
-        self._index_watch()  # indexes learn of every chunk their columns write
+        self.index.watch()  # indexes learn of every chunk their columns write
         if isinstance(self._storage, BcolzTable):
             self._format = self._format or self._storage.format
 
@@ -457,6 +459,7 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
         return t
 
     def _init_view(self, cols: dict[str, Any], length: int) -> None:
+        self.index = TableIndexes(self)
         self._rootdir, self._mode, self._auto_flush, self._fsync = None, "a", False, True
         self._storage_options, self._storage, self._given = None, MemoryTable(), None
         self._format, self._options = None, {}
@@ -546,6 +549,17 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
     @property
     def cparams(self) -> CParams:
         return self._new_kwargs["cparams"]
+
+    @property
+    def storage(self) -> TableStorage:
+        """Where the columns live and how a change of them is made whole
+        (:mod:`carray.table.store`)."""
+        return self._storage
+
+    @property
+    def fsync(self) -> bool:
+        """Whether what is written is synced to disk before a commit completes."""
+        return self._fsync
 
     @property
     def format(self) -> str | None:
@@ -680,6 +694,24 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
         """Evaluate ``expression`` over the columns (and caller variables), block by block."""
         ev = table_query.evaluator(self, expression, user_dict, vm, 1, blen=blen, prune=False)
         return collect_result(ev, out_flavor, kwargs)
+
+    def explain(self, expression: str, user_dict: Mapping | None = None) -> str:
+        """How a query of ``expression`` would run: which index, or a scan with zone
+        maps, the rows or blocks it expects to read, and why.
+
+        Parameters
+        ----------
+        expression : str
+            As for :meth:`where` (variables from ``user_dict``, then the caller's).
+        user_dict : mapping, optional
+
+        Returns
+        -------
+        str
+            Lines ``query:``, ``rows:``, ``plan:`` and ``why:``.
+        """
+        ev = table_query.evaluator(self, expression, user_dict, None, 1)
+        return index_planner.explain(self, ev)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -824,7 +856,7 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
             raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names})")
         with self._storage.batch(publish=self.auto_flush):
             col = self._cols.pop(name)
-            self._index_column_dropped(name)
+            self.index.column_dropped(name)
             if self._rootdir is not None:
                 self._storage.column_dropped(self, name, col, keep)
             if not self._cols:
@@ -893,7 +925,7 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
         if self._mode == "r":
             return
         self._check_open()
-        self._index_before_commit()  # indexes fit the state committed: part of its version
+        self.index.before_commit()  # indexes fit the state committed: part of its version
         self._storage.commit(self, message)
 
     def _release(self) -> None:
@@ -916,6 +948,12 @@ class ctable(TableBase, TableIndexes):  # noqa: N801
     @property
     def _analysis(self) -> TableAnalysis:
         return TableAnalysis(self, ctable)
+
+    create_index = delegate("index", TableIndexes.create)
+    drop_index = delegate("index", TableIndexes.drop)
+    indexes = property(delegate("index", TableIndexes.facts))
+    has_indexes = delegate("index", TableIndexes.has_any)
+    lookup_index = delegate("index", TableIndexes.lookup)
 
     @property
     def _missing(self) -> MissingTable:
