@@ -301,7 +301,7 @@ def table_from_arrow(cls: Any, table: Any, **kwargs: Any) -> Any:
 
 
 def todataframe(table: Any, columns: list[str] | None = None, orient: str = "columns",
-                strings: str = "object"):
+                strings: str = "object") -> Any:
     """A pandas DataFrame from a ctable, column by column.  ``orient='index'`` transposes,
     as bcolz does: every column becomes a row, and ``columns`` labels the table's rows."""
     import pandas as pd
@@ -336,7 +336,7 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
     return df
 
 
-def to_arrow(table: Any, columns: list[str] | None = None):
+def to_arrow(table: Any, columns: list[str] | None = None) -> Any:
     """A pyarrow Table from a ctable; string columns keep their offsets and bytes."""
     import pyarrow as pa
 

@@ -7,7 +7,12 @@ hold the version they opened); or a bcolz 1.x table directory (``format="bcolz"`
 and tables written before versions), whose changes an undo record makes whole.
 A writable open takes the table's writer's lock.
 
-Queries: :mod:`carray.table.query`; conversions: :mod:`carray.table.interop`."""
+Queries: :mod:`carray.table.query`; conversions: :mod:`carray.table.interop`.  The
+table is composed of parts that use its public API: its indexes (``t.index``,
+:mod:`carray.table.index.methods`), analysis (:mod:`carray.table.analysis.methods`),
+``head``/``tail``/CSV (:mod:`carray.table.day`), missing values
+(:mod:`carray.table.columns.missing_table`) and categories
+(:mod:`carray.table.columns.category_methods`); its methods of those names delegate."""
 
 from __future__ import annotations
 
