@@ -105,3 +105,37 @@ def test_private_modules_and_names_stay_in_their_package(path):
 def test_the_package_root_holds_a_handful_of_modules():
     root = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert root == ["__init__", "api", "errors", "registry", "testing"]
+
+
+# Classes allowed more than two bases, each with its reason.
+MANY_BASES = {
+    # Exceptions: carray's base class, and both builtins callers may catch (numpy raises
+    # a ValueError or a TypeError for the same bad value).
+    "errors.UnsafeDataError": "both a ValueError and a TypeError",
+    "errors.ValueConversionError": "both a ValueError and a TypeError",
+    "errors.TimeValueError": "both a ValueError and a TypeError",
+}
+
+
+def test_no_class_stacks_more_than_two_bases():
+    """Classes are composed of parts, not stacked from mixins: at most two bases."""
+    stacked = []
+    for path in MODULES:
+        module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and len(node.bases) > 2 and \
+                    f"{module}.{node.name}" not in MANY_BASES:
+                stacked.append(f"{module}.{node.name}({len(node.bases)} bases)")
+    assert not stacked, f"classes with more than two bases: {stacked}"
+
+
+def test_ctable_is_composed_not_stacked():
+    from carray.table.table import ctable
+
+    assert "table.table.ctable" not in MANY_BASES
+    assert len(ctable.__bases__) <= 2
+    # Its parts are objects it holds; each public method of a former mixin still works.
+    t = ctable({"a": [3, 1, 2]})
+    assert t.index.facts() == t.indexes == {}
+    assert list(t.sort("a")["a"]) == [1, 2, 3] and len(t.head(2)) == 2
+    assert t.null_counts() == {"a": 0} and t.todataframe()["a"].tolist() == [3, 1, 2]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def skip_and_limit(blocks: Iterable, skip: int, limit: int | None) -> Iterator[Any]:
@@ -54,3 +58,18 @@ def human(n: float) -> str:
             return f"{n:.2f} {unit}" if unit != "bytes" else f"{int(n)} bytes"
         n /= 1024
     return str(n)  # pragma: no cover
+
+
+def delegate(part: str, method: Callable[Concatenate[Any, _P], _R]
+             ) -> Callable[Concatenate[Any, _P], _R]:
+    """A method that calls ``method`` of the object the attribute ``part`` holds (a part
+    the class is composed of), with that method's name, signature and docstring.
+
+    ``create_index = delegate("index", TableIndexes.create)`` makes ``t.create_index(c)``
+    call ``t.index.create(c)``.
+    """
+    @functools.wraps(method)
+    def call(self: Any, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return method(getattr(self, part), *args, **kwargs)
+
+    return call

@@ -1,7 +1,8 @@
 """The small things a table user does every day: a look at the first or last rows, and
 CSV files in and out.
 
-Mixed into :class:`carray.table.table.ctable` as :class:`TableDay`; it uses only the
+:class:`TableDay` is a part of :class:`carray.table.table.ctable` (its ``head``, ``tail``
+and ``to_csv`` call it; ``ctable.from_csv`` calls :func:`from_csv`); it uses only the
 table's public API, the column contract of :mod:`carray.table.columns.kinds` (values,
 missing values, categories) and :mod:`carray.table.csv`.
 """
@@ -55,14 +56,16 @@ def edge_rows(length: int, n: int, last: bool) -> range:
 
 
 class TableDay:
-    """``head``, ``tail``, ``from_csv`` and ``to_csv`` for :class:`carray.table.table.ctable`."""
+    """``head``, ``tail`` and ``to_csv`` of ``table``."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
 
     def _rows_table(self, rows: range) -> Any:
-        t: Any = self
+        t = self.table
         cols = t.cols
         parts = {name: read_part(cols[name], rows) for name in t.names}
-        make: Any = type(self)
-        return make(parts, cparams=t.cparams)
+        return type(t)(parts, cparams=t.cparams)
 
     def head(self, n: int = 5) -> Any:
         """The first ``n`` rows as a new in-memory table (only those rows are read).
@@ -76,7 +79,7 @@ class TableDay:
         -------
         ctable
         """
-        return self._rows_table(edge_rows(len(self), n, last=False))  # type: ignore[arg-type]
+        return self._rows_table(edge_rows(len(self.table), n, last=False))
 
     def tail(self, n: int = 5) -> Any:
         """The last ``n`` rows as a new in-memory table (only those rows are read).
@@ -90,56 +93,7 @@ class TableDay:
         -------
         ctable
         """
-        return self._rows_table(edge_rows(len(self), n, last=True))  # type: ignore[arg-type]
-
-    @classmethod
-    def from_csv(cls, path: str | os.PathLike, rootdir: str | os.PathLike | None = None, *,
-                 dtypes: dict[str, Any] | None = None, delimiter: str = ",",
-                 header: bool = True, names: Sequence[str] | None = None,
-                 usecols: Sequence[str] | None = None,
-                 null_values: Sequence[str] | None = None,
-                 block_size: int = table_csv.BLOCK_BYTES, **kwargs: Any) -> Any:
-        """A table from a CSV file, read a block at a time (see :mod:`carray.table.csv`).
-
-        Parameters
-        ----------
-        path : str or path
-            The CSV file.
-        rootdir : str or path, optional
-            Where to store the table (None: in memory).  Nothing is left there when
-            reading fails.
-        dtypes : dict, optional
-            Column name -> numpy dtype (or pyarrow type); the others are inferred
-            from the first block.
-        delimiter : str
-            The field separator.
-        header : bool
-            Whether the first line names the columns (else ``f0, f1, ...`` or ``names``).
-        names : sequence of str, optional
-            The column names (replacing the header's, when there is one).
-        usecols : sequence of str, optional
-            Only these columns, in this order.
-        null_values : sequence of str, optional
-            The strings that mean a missing value (default: Arrow's: '', 'NA', 'null'...).
-        block_size : int
-            Bytes of the file parsed at a time: what bounds the memory used (about
-            32 blocks of text, read ahead, and one block of decoded values).
-        **kwargs
-            Passed to the table (``cparams``, ``format``, ``chunklen``...).
-
-        Returns
-        -------
-        ctable
-
-        Raises
-        ------
-        carray.errors.CsvError
-            The file is not valid CSV, or a value does not fit its column's type.
-        """
-        options = table_csv.CsvOptions(dtypes=dtypes, delimiter=delimiter, header=header,
-                                       names=names, usecols=usecols, null_values=null_values,
-                                       block_size=block_size)
-        return table_csv.read_csv(cls, path, rootdir, options, kwargs)
+        return self._rows_table(edge_rows(len(self.table), n, last=True))
 
     def to_csv(self, path: str | os.PathLike, *, columns: Sequence[str] | None = None,
                delimiter: str = ",", header: bool = True,
@@ -160,4 +114,54 @@ class TableDay:
         rows : int, optional
             Rows per batch (default: :data:`carray.table.interop.STREAM_ROWS`).
         """
-        table_csv.write_csv(self, path, columns, delimiter, header, rows)
+        table_csv.write_csv(self.table, path, columns, delimiter, header, rows)
+
+
+def from_csv(cls: Any, path: str | os.PathLike, rootdir: str | os.PathLike | None = None,
+             *, dtypes: dict[str, Any] | None = None, delimiter: str = ",",
+             header: bool = True, names: Sequence[str] | None = None,
+             usecols: Sequence[str] | None = None,
+             null_values: Sequence[str] | None = None,
+             block_size: int = table_csv.BLOCK_BYTES, **kwargs: Any) -> Any:
+    """A table of class ``cls`` (``ctable.from_csv``) from a CSV file, read a block at a
+    time (see :mod:`carray.table.csv`).
+
+    Parameters
+    ----------
+    path : str or path
+        The CSV file.
+    rootdir : str or path, optional
+        Where to store the table (None: in memory).  Nothing is left there when
+        reading fails.
+    dtypes : dict, optional
+        Column name -> numpy dtype (or pyarrow type); the others are inferred
+        from the first block.
+    delimiter : str
+        The field separator.
+    header : bool
+        Whether the first line names the columns (else ``f0, f1, ...`` or ``names``).
+    names : sequence of str, optional
+        The column names (replacing the header's, when there is one).
+    usecols : sequence of str, optional
+        Only these columns, in this order.
+    null_values : sequence of str, optional
+        The strings that mean a missing value (default: Arrow's: '', 'NA', 'null'...).
+    block_size : int
+        Bytes of the file parsed at a time: what bounds the memory used (about
+        32 blocks of text, read ahead, and one block of decoded values).
+    **kwargs
+        Passed to the table (``cparams``, ``format``, ``chunklen``...).
+
+    Returns
+    -------
+    ctable
+
+    Raises
+    ------
+    carray.errors.CsvError
+        The file is not valid CSV, or a value does not fit its column's type.
+    """
+    options = table_csv.CsvOptions(dtypes=dtypes, delimiter=delimiter, header=header,
+                                   names=names, usecols=usecols, null_values=null_values,
+                                   block_size=block_size)
+    return table_csv.read_csv(cls, path, rootdir, options, kwargs)

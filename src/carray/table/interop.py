@@ -1,5 +1,9 @@
 """Column sources for tables, and conversions to and from pandas and Arrow.
 
+The conversions are functions of a table through its public API;
+:class:`carray.table.table.ctable` takes them as its methods (``todataframe``,
+``to_arrow``, ``__arrow_c_stream__``...).
+
 Everything goes column by column: a DataFrame column or an Arrow column
 becomes one carray (or string column) without ever building rows.  Arrow
 strings keep their offsets and bytes; numeric Arrow columns without nulls are
@@ -8,7 +12,6 @@ viewed, not copied.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +20,6 @@ import numpy as np
 from carray.array.array import carray
 from carray.array.container import TableBase, refuse_own_source
 from carray.errors import ColumnNameError, UnsupportedDTypeError
-from carray.table import hdf5
 from carray.table.columns import timezones
 from carray.table.columns.category import CategoryColumn
 from carray.table.columns.category_methods import pandas_values
@@ -287,8 +289,19 @@ def pandas_columns(table: Any, names: list[str], lo: int, hi: int) -> dict[str, 
     return data
 
 
+def fromdataframe(cls: Any, df: Any, strings: str = "variable", **kwargs: Any) -> Any:
+    """A table from a pandas DataFrame, column by column; object and string columns
+    become variable-length string columns (``strings='fixed'``: fixed-width ``U``)."""
+    return cls(dataframe_columns(df, strings), **kwargs)
+
+
+def table_from_arrow(cls: Any, table: Any, **kwargs: Any) -> Any:
+    """A table from a pyarrow Table (or RecordBatch), column by column."""
+    return cls(table, **kwargs)
+
+
 def todataframe(table: Any, columns: list[str] | None = None, orient: str = "columns",
-                strings: str = "object"):
+                strings: str = "object") -> Any:
     """A pandas DataFrame from a ctable, column by column.  ``orient='index'`` transposes,
     as bcolz does: every column becomes a row, and ``columns`` labels the table's rows."""
     import pandas as pd
@@ -323,7 +336,7 @@ def todataframe(table: Any, columns: list[str] | None = None, orient: str = "col
     return df
 
 
-def to_arrow(table: Any, columns: list[str] | None = None):
+def to_arrow(table: Any, columns: list[str] | None = None) -> Any:
     """A pyarrow Table from a ctable; string columns keep their offsets and bytes."""
     import pyarrow as pa
 
@@ -467,60 +480,3 @@ def table_html(table: Any) -> str:
              ("nbytes", human(table.nbytes)), ("cbytes", human(table.cbytes)),
              ("ratio", f"{ratio:.2f}"), ("rootdir", table.rootdir or "memory")]
     return summary_html("ctable", facts, ["", *names], rows(first), rows(last))
-
-
-class TableConversions:
-    """A table to and from pandas, Arrow (also its C stream), HDF5 and HTML.
-
-    Mixed into :class:`carray.table.table.ctable`; uses only its public API and the
-    functions of this module, so conversions live beside each other, not in the table.
-    """
-
-    @classmethod
-    def fromdataframe(cls: Any, df: Any, strings: str = "variable", **kwargs: Any) -> Any:
-        """A table from a pandas DataFrame, column by column; object and string columns
-        become variable-length string columns (``strings='fixed'``: fixed-width ``U``)."""
-        return cls(dataframe_columns(df, strings), **kwargs)
-
-    @classmethod
-    def from_arrow(cls: Any, table: Any, **kwargs: Any) -> Any:
-        """A table from a pyarrow Table (or RecordBatch), column by column."""
-        return cls(table, **kwargs)
-
-    def pandas_columns(self, names: list[str], lo: int, hi: int) -> dict[str, Any]:
-        """Rows ``[lo, hi)`` of columns ``names`` as pandas takes them (what a dask
-        partition is made of): see :func:`pandas_columns`."""
-        return pandas_columns(self, names, lo, hi)
-
-    def todataframe(self, columns: list[str] | None = None, orient: str = "columns",
-                    strings: str = "object") -> Any:
-        """A pandas DataFrame, built column by column (see :mod:`carray.table.interop`)."""
-        return todataframe(self, columns, orient, strings)
-
-    @classmethod
-    def fromhdf5(cls, filepath: str | os.PathLike, nodepath: str = "/ctable",
-                 **kwargs: Any) -> Any:
-        """A table from a PyTables table node of an HDF5 file (see :mod:`carray.table.hdf5`)."""
-        return hdf5.fromhdf5(cls, filepath, nodepath, **kwargs)
-
-    def tohdf5(self, filepath: str | os.PathLike, nodepath: str = "/ctable", mode: str = "w",
-               cparams: Any = None, cname: str | None = None) -> None:
-        """Write the table to a PyTables table node of an HDF5 file (see :mod:`carray.table.hdf5`)."""
-        hdf5.tohdf5(self, filepath, nodepath, mode, cparams, cname)
-
-    def to_arrow(self, columns: list[str] | None = None) -> Any:
-        """A pyarrow Table, built column by column; string columns without a copy per row."""
-        return to_arrow(self, columns)
-
-    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        """The Arrow PyCapsule interface: ``pa.table(t)``, polars and duckdb read the table
-        through it, a batch of rows at a time."""
-        return arrow_c_stream(self, requested_schema)
-
-    def __dataframe__(self, nan_as_null: bool = False, allow_copy: bool = True) -> Any:
-        """The DataFrame interchange protocol (``pandas.api.interchange.from_dataframe``)."""
-        return dataframe_interchange(self, nan_as_null, allow_copy)
-
-    def _repr_html_(self) -> str:
-        """An HTML summary for notebooks: the first and last rows, sizes and ratio."""
-        return table_html(self)

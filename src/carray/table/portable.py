@@ -1,7 +1,8 @@
 """Tables leaving this process: pickling, and dask DataFrames (see :mod:`carray.array.portable`).
 
-Mixed into :class:`carray.table.table.ctable`.  A stored table pickles as where and how to
-reopen it; one in memory as its columns.
+:class:`carray.table.table.ctable` pickles through :func:`pickled` and makes dask
+DataFrames through :func:`to_dask`.  A stored table pickles as where and how to reopen
+it; one in memory as its columns (the table's ``memory_state``).
 """
 
 from __future__ import annotations
@@ -11,49 +12,41 @@ from typing import Any
 import numpy as np
 
 from carray.array.portable import unpickle
+from carray.core.params import CParams
 from carray.table.columns.strings import StringColumn
 
 
-class PortableTable:
-    """Pickling and :meth:`to_dask` for :class:`carray.table.table.ctable` (public API only)."""
+def pickled(table: Any) -> tuple:
+    """Pickle a stored table as what reopens it, an in-memory one as its columns.
 
-    def __reduce__(self) -> tuple:
-        """Pickle a stored table as what reopens it, an in-memory one as its columns.
+    A stored table is flushed first; a handle opened for writing reopens in
+    mode 'a' (never 'w', which would wipe the data); mode 'r' stays 'r'.
+    """
+    if table.rootdir is not None:
+        table.flush()
+        return unpickle, (type(table), table.reopen_args(), None)
+    return _unpickle_table_state, (type(table), table.memory_state())
 
-        A stored table is flushed first; a handle opened for writing reopens in
-        mode 'a' (never 'w', which would wipe the data); mode 'r' stays 'r'.
-        """
-        t: Any = self
-        if t.rootdir is not None:
-            t.flush()
-            return unpickle, (type(self), t.reopen_args(), None)
-        return _unpickle_table_state, (type(self), t.memory_state())
 
-    def memory_state(self) -> dict[str, Any]:
-        """What rebuilds this in-memory table elsewhere (see :meth:`from_memory_state`)."""
-        t: Any = self
-        # Numeric columns pickle themselves; string columns travel as their values.
-        cols = {n: c.read_rows(range(len(t)), as_object=True)
-                if isinstance(c, StringColumn) else c for n, c in t.column_dict().items()}
-        return dict(cols=cols, length=len(t), new_kwargs=t._new_kwargs,
-                    auto_flush=t._auto_flush, attrs=t._attrs.getall())
+def portable_columns(table: Any) -> dict[str, Any]:
+    """An in-memory table's columns as they pickle: numeric columns pickle themselves,
+    string columns travel as their values."""
+    return {n: c.read_rows(range(len(table)), as_object=True)
+            if isinstance(c, StringColumn) else c for n, c in table.column_dict().items()}
 
-    @classmethod
-    def from_memory_state(cls, state: dict[str, Any]) -> Any:
-        cparams = state["new_kwargs"]["cparams"]
-        cols = {n: StringColumn(c, cparams=cparams) if isinstance(c, np.ndarray) else c
-                for n, c in state["cols"].items()}
-        t: Any = cls.over_columns(cols, state["length"])  # type: ignore[attr-defined]
-        t._new_kwargs, t._auto_flush = state["new_kwargs"], state["auto_flush"]
-        t._attrs.update(state["attrs"])
-        return t
 
-    def to_dask(self, columns: Any = None, partition_rows: int | None = None) -> Any:
-        """A dask DataFrame, one partition per run of chunks (see
-        :mod:`carray.integrations.dask`)."""
-        from carray.integrations.dask_read import table_to_dask
+def columns_from_portable(cols: dict[str, Any], cparams: CParams) -> dict[str, Any]:
+    """The columns :func:`portable_columns` made, as columns again."""
+    return {n: StringColumn(c, cparams=cparams) if isinstance(c, np.ndarray) else c
+            for n, c in cols.items()}
 
-        return table_to_dask(self, columns, partition_rows)
+
+def to_dask(table: Any, columns: Any = None, partition_rows: int | None = None) -> Any:
+    """A dask DataFrame, one partition per run of chunks (see
+    :mod:`carray.integrations.dask`)."""
+    from carray.integrations.dask_read import table_to_dask
+
+    return table_to_dask(table, columns, partition_rows)
 
 
 def _unpickle_table_state(cls: Any, state: dict) -> Any:

@@ -7,7 +7,12 @@ hold the version they opened); or a bcolz 1.x table directory (``format="bcolz"`
 and tables written before versions), whose changes an undo record makes whole.
 A writable open takes the table's writer's lock.
 
-Queries: :mod:`carray.table.query`; conversions: :mod:`carray.table.interop`."""
+Queries: :mod:`carray.table.query`; conversions: :mod:`carray.table.interop`.  The
+table is composed of parts that use its public API: its indexes (``t.index``,
+:mod:`carray.table.index.methods`), analysis (:mod:`carray.table.analysis.methods`),
+``head``/``tail``/CSV (:mod:`carray.table.day`), missing values
+(:mod:`carray.table.columns.missing_table`) and categories
+(:mod:`carray.table.columns.category_methods`); its methods of those names delegate."""
 
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ from carray.attrs.mapping import Attrs
 from carray.chunks.keys import select
 from carray.core.defaults import defaults, resolve_cparams
 from carray.core.params import CParams
-from carray.core.util import whole_count
+from carray.core.util import delegate, whole_count
 from carray.errors import (
     ColumnNotFoundError,
     ContainerExistsError,
@@ -46,6 +51,10 @@ from carray.errors import (
 )
 from carray.stores import LOCAL, Store, resolve
 from carray.stores.lock import WriteLock, timeout_of
+from carray.table import day as table_day
+from carray.table import hdf5 as table_hdf5
+from carray.table import interop
+from carray.table import portable as table_portable
 from carray.table import query as table_query
 from carray.table import rows as table_rows
 from carray.table.analysis.methods import TableAnalysis
@@ -76,15 +85,14 @@ from carray.table.columns.timezones import keep_zone
 from carray.table.day import TableDay
 from carray.table.directory import create_storage, open_storage
 from carray.table.history import table_history
+from carray.table.index import planner as index_planner
 from carray.table.index.methods import TableIndexes
 from carray.table.interop import (
     ROW_NUMBER,
-    TableConversions,
     column_values,
     new_column_name,
     normalise_columns,
 )
-from carray.table.portable import PortableTable
 from carray.table.store import (
     ARRAY,
     NESTED,
@@ -107,8 +115,7 @@ def _commit_all() -> None:
             table.flush()
 
 
-class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: N801
-             MissingTable, CategoryMethods, TableDay, TableAnalysis):
+class ctable(TableBase):  # noqa: N801
     """A table of equal-length compressed columns, in memory or on disk.
 
     Parameters
@@ -153,6 +160,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                  storage: dict | None = None, version: str | None = None,
                  tag: str | None = None, as_of: Any = None,
                  _storage: TableStorage | None = None) -> None:
+        self.index = TableIndexes(self)  # the table's indexes (this handle's part)
         self._format = format  # None: versioned, or 'bcolz'
         self._readonly_reason: str | None = None  # why mode 'r', when not asked for
         self._options = dict(storage or {})  # {"versions": N}: commits kept
@@ -369,7 +377,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def open_columns(self) -> None:
         """(Re)open the stored columns: the table's state is its storage's."""
         self._cols, self._len = self._storage.open_columns(self._open_column)
-        self._index_watch()  # indexes learn of every chunk their columns write
+        self.index.watch()  # indexes learn of every chunk their columns write
         if isinstance(self._storage, BcolzTable):
             self._format = self._format or self._storage.format
 
@@ -390,7 +398,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def reset(self) -> None:
         """Drop every change not committed: the table shows its newest version again (what
         a failed :func:`carray.transaction` does to each table it touched)."""
-        self._writable()
+        self.check_writable()
         if not isinstance(self._storage, VersionedTable):
             raise VersionsUnsupportedError(f"{self._rootdir or 'ctable'}: only tables in "
                                            "carray's own format go back to a version")
@@ -456,6 +464,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         return t
 
     def _init_view(self, cols: dict[str, Any], length: int) -> None:
+        self.index = TableIndexes(self)
         self._rootdir, self._mode, self._auto_flush, self._fsync = None, "a", False, True
         self._storage_options, self._storage, self._given = None, MemoryTable(), None
         self._format, self._options = None, {}
@@ -464,6 +473,39 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         self._attrs = Attrs(self._storage.attrs_layout(), "a")
 
     # -- leaving this process -------------------------------------------------------------
+
+    def __reduce__(self) -> tuple:
+        return table_portable.pickled(self)
+
+    def memory_state(self) -> dict[str, Any]:
+        """What rebuilds this in-memory table elsewhere (see :meth:`from_memory_state`)."""
+        return dict(cols=table_portable.portable_columns(self), length=self._len,
+                    new_kwargs=self._new_kwargs, auto_flush=self._auto_flush,
+                    attrs=self._attrs.getall())
+
+    @classmethod
+    def from_memory_state(cls, state: dict[str, Any]) -> Any:
+        cols = table_portable.columns_from_portable(state["cols"],
+                                                    state["new_kwargs"]["cparams"])
+        t = cls.over_columns(cols, state["length"])
+        t._new_kwargs, t._auto_flush = state["new_kwargs"], state["auto_flush"]
+        t._attrs.update(state["attrs"])
+        return t
+
+    to_dask = table_portable.to_dask
+
+    # -- conversions: pandas, Arrow (its C stream too), HDF5, HTML (carray.table.interop) ----
+
+    fromdataframe = classmethod(interop.fromdataframe)
+    from_arrow = classmethod(interop.table_from_arrow)
+    fromhdf5 = classmethod(table_hdf5.fromhdf5)
+    todataframe = interop.todataframe
+    pandas_columns = interop.pandas_columns
+    to_arrow = interop.to_arrow
+    tohdf5 = table_hdf5.tohdf5
+    __arrow_c_stream__ = interop.arrow_c_stream
+    __dataframe__ = interop.dataframe_interchange
+    _repr_html_ = interop.table_html
 
     def reopen_args(self) -> dict[str, Any]:
         """Keyword arguments that open this stored table again (mode 'a' or 'r')."""
@@ -512,6 +554,22 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     @property
     def cparams(self) -> CParams:
         return self._new_kwargs["cparams"]
+
+    @property
+    def storage(self) -> TableStorage:
+        """Where the columns live and how a change of them is made whole
+        (:mod:`carray.table.store`)."""
+        return self._storage
+
+    @property
+    def fsync(self) -> bool:
+        """Whether what is written is synced to disk before a commit completes."""
+        return self._fsync
+
+    @property
+    def format(self) -> str | None:
+        """'bcolz' for a table in bcolz 1.x's layout, else None (carray's own)."""
+        return self._format
 
     @property
     def auto_flush(self) -> bool:
@@ -642,9 +700,29 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         ev = table_query.evaluator(self, expression, user_dict, vm, 1, blen=blen, prune=False)
         return collect_result(ev, out_flavor, kwargs)
 
+    def explain(self, expression: str, user_dict: Mapping | None = None) -> str:
+        """How a query of ``expression`` would run: which index, or a scan with zone
+        maps, the rows or blocks it expects to read, and why.
+
+        Parameters
+        ----------
+        expression : str
+            As for :meth:`where` (variables from ``user_dict``, then the caller's).
+        user_dict : mapping, optional
+
+        Returns
+        -------
+        str
+            Lines ``query:``, ``rows:``, ``plan:`` and ``why:``.
+        """
+        ev = table_query.evaluator(self, expression, user_dict, None, 1)
+        return index_planner.explain(self, ev)
+
     # -- writing --------------------------------------------------------------------------
 
-    def _writable(self) -> None:
+    def check_writable(self) -> None:
+        """Raise :class:`carray.errors.ReadOnlyError` unless the table may change (and
+        :class:`carray.errors.HandleClosedError` once another handle took it over)."""
         self._check_open()
         if self._mode == "r":
             raise ReadOnlyError(self._readonly_reason or
@@ -664,7 +742,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def append(self, rows: Any) -> None:
         """Append rows: a structured array or record, a list of columns (arrays or scalars),
         a dict of columns, a DataFrame, an Arrow table or another ctable."""
-        self._writable()
+        self.check_writable()
         cols = conform_rows(self, rows)
         n = len(next(iter(cols.values()))) if cols else 0
         if n == 0:
@@ -705,7 +783,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
                 col.resize(length)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._writable()
+        self.check_writable()
         if isinstance(key, str) and (key in self._cols or key.isidentifier()):
             if key in self._cols:
                 value = conform_column(self, key, value)  # None in it: gains validity
@@ -738,7 +816,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def addcol(self, newcol: Any, name: str | None = None, pos: int | None = None,
                move: bool = False, **kwargs: Any) -> None:
         """Add a column at position ``pos`` (default last), persisted at once."""
-        self._writable()
+        self.check_writable()
         self._commit_pending()
         pos = len(self._cols) if pos is None else pos
         if not 0 <= pos <= len(self._cols):
@@ -770,7 +848,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
     def delcol(self, name: str | None = None, pos: int | None = None,
                keep: bool = False) -> None:
         """Remove a column by name or position (exactly one); its directory too unless ``keep``."""
-        self._writable()
+        self.check_writable()
         self._commit_pending()
         if (name is None) == (pos is None):
             raise ValueError("pass exactly one of name and pos")
@@ -783,16 +861,42 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
             raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names})")
         with self._storage.batch(publish=self.auto_flush):
             col = self._cols.pop(name)
-            self._index_column_dropped(name)
+            self.index.column_dropped(name)
             if self._rootdir is not None:
                 self._storage.column_dropped(self, name, col, keep)
             if not self._cols:
                 self._len = 0
         self._flush_as_bcolz()
 
+    def replace_column(self, name: str, values: Any) -> None:
+        """Store column ``name`` anew from ``values`` (one value per row), at its
+        position and with its attributes, as one change (one version); the old column's
+        directory stays for the versions that read it."""
+        self.check_writable()
+        if name not in self._cols:
+            raise ColumnNotFoundError(f"no column {name!r} (columns: {self.names})")
+        if len(values) != self._len:
+            raise ValueError(f"column {name!r}: {len(values)} values for {self._len} rows")
+        self._commit_pending()
+        col = self._cols[name]
+        attrs = col.attrs.checked() if hasattr(col, "attrs") else {}
+        with self._storage.batch(publish=self.auto_flush):
+            items = list(self._cols.items())
+            pos = [n for n, _ in items].index(name)
+            self._cols.pop(name)
+            if self._rootdir is not None:
+                # The old directory stays for the versions that read it; the new column
+                # takes a directory of its own.
+                self._storage.column_dropped(self, name, col, True)
+            items[pos] = (name, self._new_column(name, values))
+            items[pos][1].attrs.update(attrs)  # the column's attributes go with it
+            self._cols = dict(items)
+            if self._rootdir is not None:
+                self._storage.columns_changed(self)
+
     def resize(self, nitems: int) -> None:
         """Grow (with each column's default) or shrink every column to ``nitems`` rows."""
-        self._writable()
+        self.check_writable()
         if nitems < 0:
             raise ValueError("nitems must be >= 0")
         if nitems < self._len:
@@ -826,7 +930,7 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         if self._mode == "r":
             return
         self._check_open()
-        self._index_before_commit()  # indexes fit the state committed: part of its version
+        self.index.before_commit()  # indexes fit the state committed: part of its version
         self._storage.commit(self, message)
 
     def _release(self) -> None:
@@ -843,6 +947,43 @@ class ctable(TableBase, TableConversions, PortableTable, TableIndexes,  # noqa: 
         """A copy, attributes included (keyword arguments as for the constructor, ``rootdir``)."""
         refuse_own_source(kwargs.get("rootdir"), [self])
         return table_rows.copy_table(self, ctable, kwargs)
+
+    # -- parts: what the table is composed of, and its methods that call them ------------
+
+    @property
+    def _analysis(self) -> TableAnalysis:
+        return TableAnalysis(self, ctable)
+
+    create_index = delegate("index", TableIndexes.create)
+    drop_index = delegate("index", TableIndexes.drop)
+    indexes = property(delegate("index", TableIndexes.facts))
+    has_indexes = delegate("index", TableIndexes.has_any)
+    lookup_index = delegate("index", TableIndexes.lookup)
+
+    @property
+    def _missing(self) -> MissingTable:
+        return MissingTable(self)
+
+    @property
+    def _categories(self) -> CategoryMethods:
+        return CategoryMethods(self)
+
+    @property
+    def _day(self) -> TableDay:
+        return TableDay(self)
+
+    head = delegate("_day", TableDay.head)
+    tail = delegate("_day", TableDay.tail)
+    to_csv = delegate("_day", TableDay.to_csv)
+    from_csv = classmethod(table_day.from_csv)
+    make_nullable = delegate("_missing", MissingTable.make_nullable)
+    null_counts = delegate("_missing", MissingTable.null_counts)
+    categorize = delegate("_categories", CategoryMethods.categorize)
+    decategorize = delegate("_categories", CategoryMethods.decategorize)
+    groupby = delegate("_analysis", TableAnalysis.groupby)
+    sort = delegate("_analysis", TableAnalysis.sort)
+    unique = delegate("_analysis", TableAnalysis.unique)
+    value_counts = delegate("_analysis", TableAnalysis.value_counts)
 
     def __repr__(self) -> str:
         return table_rows.described(self)

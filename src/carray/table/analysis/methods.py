@@ -1,12 +1,14 @@
 """Analysis of a table: group-by, sort, distinct values and their counts.
 
-Mixed into :class:`carray.table.table.ctable`; uses only its public API.  The work is done
-by :mod:`carray.table.analysis.groupby` and :mod:`carray.table.analysis.sort`.
+:class:`TableAnalysis` is a part of :class:`carray.table.table.ctable` (its ``groupby``,
+``sort``, ``unique`` and ``value_counts`` call it); it uses only the table's public API.
+The work is done by :mod:`carray.table.analysis.groupby` and
+:mod:`carray.table.analysis.sort`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,16 +19,16 @@ from carray.table.columns.category_values import CategoricalValues, decode
 
 
 class TableAnalysis:
-    """``groupby``, ``sort``, ``unique`` and ``value_counts`` of a ctable."""
+    """``groupby``, ``sort``, ``unique`` and ``value_counts`` of ``table``; results are
+    new tables made by ``make`` (the table class: ``make(columns, rootdir=, mode=)``)."""
+
+    def __init__(self, table: Any, make: Callable[..., Any]) -> None:
+        self.table, self.make = table, make
 
     def _result_table(self, columns: dict[str, np.ndarray] | None, rootdir: Any = None,
                       mode: str = "w", **kwargs: Any) -> Any:
-        """A new table of the class this mixin is part of, from ``columns`` (or the table
-        at ``rootdir`` opened, without them)."""
-        for cls in type(self).__mro__:
-            if TableAnalysis in cls.__bases__:
-                return cls(columns, rootdir=rootdir, mode=mode, **kwargs)
-        raise TypeError(f"{type(self).__name__} does not mix in TableAnalysis")
+        """A new table from ``columns`` (or the table at ``rootdir`` opened, without them)."""
+        return self.make(columns, rootdir=rootdir, mode=mode, **kwargs)
 
     def groupby(self, keys: str | Sequence[str], dropna: bool = True) -> GroupBy:
         """The groups of rows with equal values of column(s) ``keys``.
@@ -49,7 +51,7 @@ class TableAnalysis:
         --------
         >>> t.groupby("route").agg({"delay": ("dep_delay", "mean"), "n": ("id", "count")})
         """
-        return GroupBy(self, keys, dropna, make=self._result_table)
+        return GroupBy(self.table, keys, dropna, make=self._result_table)
 
     def sort(self, by: str | Sequence[str], ascending: bool | Sequence[bool] = True,
              rootdir: Any = None, na_position: str = "last", *, mode: str = "w",
@@ -78,14 +80,14 @@ class TableAnalysis:
         -------
         ctable
         """
-        return table_sort.sort_table(self, by, ascending, na_position, memory,
+        return table_sort.sort_table(self.table, by, ascending, na_position, memory,
                                      self._result_table, rootdir, mode)
 
     def unique(self, column: str) -> np.ndarray:
         """The distinct values of ``column`` in ascending order (as :func:`numpy.unique`;
         a categorical column's in its dictionary's order), missing values (NaN included)
         left out; zoned timestamps as UTC instants that keep their zone (``.timezone``)."""
-        values, _ = distinct(self, column)
+        values, _ = distinct(self.table, column)
         if isinstance(values, CategoricalValues):
             return decode(values.codes, values.categories)
         return values
@@ -96,7 +98,7 @@ class TableAnalysis:
         ``count``, most frequent first (ties in ascending order of value), as pandas'
         ``Series.value_counts``; ``dropna=False`` counts missing values too (last among
         equal counts)."""
-        values, counts = distinct(self, column, dropna=dropna, counts=True)
+        values, counts = distinct(self.table, column, dropna=dropna, counts=True)
         assert counts is not None
         order = np.argsort(-counts, kind="stable")
         if isinstance(values, CategoricalValues):  # a categorical column stays one

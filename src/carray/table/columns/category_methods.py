@@ -1,4 +1,5 @@
-"""Table methods for categorical columns (mixed into :class:`carray.table.table.ctable`).
+"""Table methods for categorical columns (:class:`CategoryMethods`, a part of
+:class:`carray.table.table.ctable`, whose ``categorize`` and ``decategorize`` call it).
 
 A table gets a categorical column from a pandas ``Categorical`` or an Arrow
 dictionary column, from values wrapped with :func:`carray.categorical`
@@ -19,13 +20,16 @@ from carray.table.columns.kinds import read_any
 
 
 class CategoryMethods:
-    """``categorize``/``decategorize`` for :class:`carray.table.table.ctable` (public API only)."""
+    """``categorize``/``decategorize`` of ``table`` (through its public API only)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
 
     def categorize(self, name: str, categories: Any = None, ordered: bool = False) -> None:
         """Store column ``name`` as codes into a dictionary of its distinct values (in
         place, at the same position); ``categories`` and ``ordered`` as for
         :func:`carray.categorical`.  A column that is categorical already is left alone."""
-        t: Any = self
+        t = self.table
         col = t.cols[name]
         if isinstance(col, CategoryColumn):
             return
@@ -37,7 +41,7 @@ class CategoryMethods:
     def decategorize(self, name: str) -> None:
         """Store categorical column ``name`` as its plain values again (a missing value
         needs a column that can hold it: NaN in floats, NaT in datetimes)."""
-        t: Any = self
+        t = self.table
         col = t.cols[name]
         if not isinstance(col, CategoryColumn):
             return

@@ -1,5 +1,7 @@
 """Tables with missing values: rows to write checked against the columns, and columns
-that gain their validity (see :mod:`carray.table.columns.missing_values`).
+that gain their validity (see :mod:`carray.table.columns.missing_values`), and
+:class:`MissingTable`, the part of a table that makes a column nullable and counts
+missing values.
 
 Rule: a column is made nullable when it is created from values with missing entries
 (or with ``t.make_nullable(name)``); a column without validity that is appended rows
@@ -10,7 +12,7 @@ Setting a missing value (``t['x'][i] = None``) needs a nullable column.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -124,51 +126,26 @@ def _kind(col: Any) -> str | None:
 
 
 class MissingTable:
-    """Missing values of a table's columns; mixed into :class:`carray.table.table.ctable`."""
+    """Missing values of ``table``'s columns (a part of :class:`carray.table.table.ctable`,
+    whose ``make_nullable`` and ``null_counts`` call it); uses the table's public API."""
 
-    if TYPE_CHECKING:  # what the table this is mixed into has
-        _format: str | None
-
-        @property
-        def auto_flush(self) -> bool: ...
-        _storage: Any
-        rootdir: Any
-        cols: Any
-
-        def __len__(self) -> int: ...
-        def _writable(self) -> None: ...
-        def _commit_pending(self) -> None: ...
-        def _new_column(self, name: str, values: Any) -> Any: ...
-        def _adopt(self, cols: dict[str, Any], length: int) -> None: ...
-        def column_dict(self) -> dict[str, Any]: ...
+    def __init__(self, table: Any) -> None:
+        self.table = table
 
     def make_nullable(self, name: str) -> None:
         """Give column ``name`` a validity column (all its rows present), as one
         version; nothing happens to a column that has one."""
-        self._writable()
-        col = self.column_dict()[name]
+        t = self.table
+        t.check_writable()
+        col = t.column_dict()[name]
         if hasattr(col, "valid"):
             return
-        if self._format == "bcolz":
-            raise UnsupportedDTypeError(f"{self.rootdir}: column {name!r} of a bcolz 1.x "
+        if t.format == "bcolz":
+            raise UnsupportedDTypeError(f"{t.rootdir}: column {name!r} of a bcolz 1.x "
                                         "table cannot hold missing values")
-        self._commit_pending()
-        values = WithValidity(read_any(col, range(len(self))), np.ones(len(self), dtype=bool))
-        attrs = col.attrs.checked() if hasattr(col, "attrs") else {}
-        with self._storage.batch(publish=self.auto_flush):
-            items = list(self.column_dict().items())
-            pos = [n for n, _ in items].index(name)
-            self.column_dict().pop(name)
-            if self.rootdir is not None:
-                # The old directory stays for the versions that read it; the new column
-                # takes a directory of its own.
-                self._storage.column_dropped(self, name, col, True)
-            items[pos] = (name, self._new_column(name, values))
-            items[pos][1].attrs.update(attrs)  # the column's attributes go with it
-            self._adopt(dict(items), len(self))
-            if self.rootdir is not None:
-                self._storage.columns_changed(self)
+        t.replace_column(name, WithValidity(read_any(col, range(len(t))),
+                                            np.ones(len(t), dtype=bool)))
 
     def null_counts(self) -> dict[str, int]:
         """Missing rows per column."""
-        return {n: null_count(c) for n, c in self.cols.items()}
+        return {n: null_count(c) for n, c in self.table.cols.items()}

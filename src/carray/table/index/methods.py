@@ -1,5 +1,10 @@
-"""Table indexes: made, kept correct under every change, dropped, listed (a mixin of
-:class:`carray.ctable`); queries use them through :mod:`carray.table.index.planner`.
+"""Table indexes: made, kept correct under every change, dropped, listed.
+
+:class:`TableIndexes` is the part of a table that owns its indexes (``t.index``; the
+table's ``create_index``, ``drop_index``, ``indexes``... call it, and its
+changes call the hooks :meth:`TableIndexes.watch`, :meth:`~TableIndexes.before_commit`
+and :meth:`~TableIndexes.column_dropped`); it uses the table's public API.  Queries use
+the indexes through :mod:`carray.table.index.planner`.
 
 An index describes rows ``[0, covered)`` of its column, except the ``dirty`` row ranges:
 the chunks written since it was built.  Its column's engine tells a listener of this
@@ -27,15 +32,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import Any
 
 import numpy as np
 
 from carray.array.array import carray
 from carray.errors import FormatError, IndexUnsupportedError
 from carray.table.columns.kinds import categories_of, column_engines, read_valid
-from carray.table.index import planner as index_planner
 from carray.table.index.build import INDEX_CHUNKLEN
 from carray.table.index.kinds import KINDS, BloomIndex, union
 from carray.table.store import INDEX_DIR, MemoryTable, VersionedTable
@@ -100,51 +104,54 @@ def _digest(col: Any, lo: int, hi: int) -> str:
 
 
 class TableIndexes:
-    """The index methods of :class:`carray.ctable` (module doc)."""
+    """The indexes of ``table`` (module doc): each handle of a table has one, which keeps
+    what that handle changed since its last commit."""
 
-    # What the table provides (this is one of its bases).
-    _storage: Any
-    _cols: dict[str, Any]
-    _rootdir: str | None
-    _fsync: bool
-    _mode: str
+    def __init__(self, table: Any) -> None:
+        self._table = weakref.ref(table)  # the table owns this part, not the other way
+        self._memory: dict[str, dict[str, Any]] = {}  # an in-memory table's states
+        self._opened: dict[str, Any] = {}  # readers of builds, by build
+        self._dirty: dict[str, set[int]] = {}  # chunks written since the last commit
+        self._watched: dict[str, Any] = {}  # column -> the engine listened to
 
-    if TYPE_CHECKING:
-        def __len__(self) -> int: ...
-        def _writable(self) -> None: ...
-        def flush(self, message: str | None = None) -> None: ...
+    @property
+    def table(self) -> Any:
+        table = self._table()
+        if table is None:
+            raise ReferenceError("the table of these indexes is gone")
+        return table
+
+    def _where(self) -> str:
+        return self.table.rootdir or "ctable"
 
     # -- where the state lives ------------------------------------------------------------
 
     def _index_states(self) -> dict[str, dict[str, Any]]:
-        storage = self._storage
+        storage = self.table.storage
         if isinstance(storage, VersionedTable):
             return {k: dict(v) for k, v in storage.index_state().items() if isinstance(v, dict)}
-        return {k: dict(v) for k, v in self.__dict__.get("_index_memory", {}).items()}
+        return {k: dict(v) for k, v in self._memory.items()}
 
     def _save_index_states(self, states: dict[str, dict[str, Any]]) -> None:
-        storage = self._storage
+        storage = self.table.storage
         if isinstance(storage, VersionedTable):
             storage.save_index_state(states)
         else:
-            self.__dict__["_index_memory"] = states
-
-    def _index_cache(self) -> dict[str, Any]:
-        return self.__dict__.setdefault("_index_opened", {})
+            self._memory = states
 
     def _build_dir(self, build: str) -> tuple[Any, str]:
-        storage = self._storage
+        storage = self.table.storage
         return storage.store, storage.store.join(storage.root, INDEX_DIR, build)
 
     # -- building ---------------------------------------------------------------------------
 
     def _indexable(self, name: str) -> Any:
-        storage = self._storage
-        where = self._rootdir or "ctable"
+        storage = self.table.storage
+        where = self._where()
         if not isinstance(storage, (VersionedTable, MemoryTable)):
             raise IndexUnsupportedError(f"{where}: a bcolz-format table keeps no indexes "
                                         "(open it without format='bcolz' to upgrade it)")
-        col = self._cols.get(name)
+        col = self.table.column_dict().get(name)
         if col is None:
             raise KeyError(f"{where}: no column {name!r}")
         if not _fixed_width(col):
@@ -159,9 +166,9 @@ class TableIndexes:
     def _build(self, name: str, kind: str, memory: int) -> dict[str, Any]:
         """Build a ``kind`` index of column ``name`` over every row; its state."""
         col = self._indexable(name)
-        length = len(self)
+        length = len(self.table)
         build = f"{kind}-{uuid.uuid4().hex[:16]}"
-        on_disk = isinstance(self._storage, VersionedTable)
+        on_disk = isinstance(self.table.storage, VersionedTable)
         store, where = self._build_dir(build) if on_disk else (None, "")
         scratch: list[carray] = []
 
@@ -169,7 +176,7 @@ class TableIndexes:
             rootdir = store.url(store.join(where, part)) if store is not None else None
             arr = carray(empty, rootdir=rootdir, mode="w", chunklen=INDEX_CHUNKLEN,
                          expectedlen=max(length, 1),
-                         fsync=self._fsync)
+                         fsync=self.table.fsync)
             if part.startswith("run"):
                 scratch.append(arr)
             return arr
@@ -185,21 +192,21 @@ class TableIndexes:
                         store.rmtree(store.join(where, rootdir.rstrip("/").rsplit("/", 1)[-1]))
         for arr in arrays.values():
             arr.flush()
-        self._index_cache()[build] = self._opened(kind, arrays, col)
-        self.__dict__.get("_index_dirty", {}).pop(name, None)  # the build has them
+        self._opened[build] = self._reader(kind, arrays, col)
+        self._dirty.pop(name, None)  # the build has them
         partial = length - length % col.chunklen
         return {"kind": kind, "build": build, "covered": length, "dirty": [],
                 "partial": [partial, _digest(col, partial, length)], "memory": int(memory),
                 "dtype": col.dtype.str}
 
     @staticmethod
-    def _opened(kind: str, arrays: dict[str, Any], col: Any) -> Any:
+    def _reader(kind: str, arrays: dict[str, Any], col: Any) -> Any:
         index = KINDS[kind](arrays)
         if isinstance(index, BloomIndex):
             index.dtype = col.dtype
         return index
 
-    def create_index(self, col: str, kind: str = "sorted", *, memory: int = DEFAULT_MEMORY
+    def create(self, col: str, kind: str = "sorted", *, memory: int = DEFAULT_MEMORY
                      ) -> None:
         """Index column ``col``; queries then use it by themselves where it is cheaper
         than a scan (:meth:`explain` says which).
@@ -221,7 +228,7 @@ class TableIndexes:
         IndexUnsupportedError
             A bcolz-format table, a string or nested column, or an unknown kind.
         """
-        self._writable()
+        self.table.check_writable()
         if kind not in KINDS:
             raise IndexUnsupportedError(f"unknown index kind {kind!r} (known: {sorted(KINDS)})")
         if memory < 1 << 16:
@@ -230,10 +237,10 @@ class TableIndexes:
         states = self._index_states()
         states[col] = state
         self._save_index_states(states)
-        self._index_watch()
-        self.flush(f"create index on {col!r}")
+        self.watch()
+        self.table.flush(f"create index on {col!r}")
 
-    def drop_index(self, col: str) -> None:
+    def drop(self, col: str) -> None:
         """Drop the index of column ``col`` (its files go once no kept version uses them).
 
         Raises
@@ -241,24 +248,23 @@ class TableIndexes:
         IndexUnsupportedError
             ``col`` has no index.
         """
-        self._writable()
+        self.table.check_writable()
         states = self._index_states()
         if col not in states:
-            raise IndexUnsupportedError(f"{self._rootdir or 'ctable'}: column {col!r} has "
+            raise IndexUnsupportedError(f"{self._where()}: column {col!r} has "
                                         f"no index (indexes: {sorted(states)})")
-        self._index_cache().pop(str(states.pop(col).get("build")), None)
+        self._opened.pop(str(states.pop(col).get("build")), None)
         self._save_index_states(states)
-        self.flush(f"drop index on {col!r}")
+        self.table.flush(f"drop index on {col!r}")
 
-    @property
-    def indexes(self) -> dict[str, dict[str, Any]]:
+    def facts(self) -> dict[str, dict[str, Any]]:
         """The indexes by column: ``kind``, ``rows`` (indexed), ``tail`` (rows past them,
         scanned), ``dirty`` (rows of chunks written since the build, checked), ``usable`` (False:
         its build cannot be read, queries scan) and ``cbytes``."""
         out = {}
-        n = len(self)
+        n = len(self.table)
         for name, state in self._index_states().items():
-            found = self.lookup_index(name)
+            found = self.lookup(name)
             state = self._with_pending(name, state) if found is not None else state
             covered = min(int(state.get("covered", 0)), n)
             arrays = found[1].arrays.values() if found is not None else ()
@@ -268,18 +274,18 @@ class TableIndexes:
                          "cbytes": sum(int(a.cbytes) for a in arrays)}
         return out
 
-    def has_indexes(self) -> bool:
+    def has_any(self) -> bool:
         """Whether any column has an index (a query asks before planning)."""
-        storage = self._storage
+        storage = self.table.storage
         if isinstance(storage, VersionedTable):
             return bool(storage.index_state())
-        return bool(self.__dict__.get("_index_memory"))
+        return bool(self._memory)
 
-    def lookup_index(self, name: str) -> tuple[dict[str, Any], Any] | None:
+    def lookup(self, name: str) -> tuple[dict[str, Any], Any] | None:
         """The state and reader of column ``name``'s index, or None when it has none
         usable (not indexed, or its build cannot be read: then queries scan)."""
         state = self._index_states().get(name)
-        col = self._cols.get(name)
+        col = self.table.column_dict().get(name)
         if state is None or col is None or not _fixed_width(col) or \
                 categories_of(col) is not None:
             return None
@@ -288,50 +294,29 @@ class TableIndexes:
                 not _state_ok(state) or state.get("dtype") != col.dtype.str:
             return None
         state = self._with_pending(name, state, query=True)
-        index = self._index_cache().get(build)
+        index = self._opened.get(build)
         if index is None:
-            if not isinstance(self._storage, VersionedTable):
+            if not isinstance(self.table.storage, VersionedTable):
                 return None
             store, where = self._build_dir(build)
             try:
                 arrays = {part: carray(rootdir=store.url(store.join(where, part)), mode="r")
                           for part in KINDS[kind].names}
-                index = self._index_cache()[build] = self._opened(kind, arrays, col)
+                index = self._opened[build] = self._reader(kind, arrays, col)
             except (OSError, FormatError, KeyError, ValueError):
                 return None  # a build that is gone or damaged: scan
         return state, index
 
-    def explain(self, expression: str, user_dict: Mapping | None = None) -> str:
-        """How a query of ``expression`` would run: which index, or a scan with zone
-        maps, the rows or blocks it expects to read, and why.
+    # -- kept correct: the hooks the table's changes call ---------------------------------------
 
-        Parameters
-        ----------
-        expression : str
-            As for :meth:`where` (variables from ``user_dict``, then the caller's).
-        user_dict : mapping, optional
-
-        Returns
-        -------
-        str
-            Lines ``query:``, ``rows:``, ``plan:`` and ``why:``.
-        """
-        from carray.table.query import evaluator  # noqa: PLC0415 - table_query uses us
-
-        ev = evaluator(self, expression, user_dict, None, 1)
-        return index_planner.explain(self, ev)
-
-    # -- kept correct: the hooks ctable's changes call ---------------------------------------
-
-    def _index_watch(self) -> None:
+    def watch(self) -> None:
         """Listen to the engines of the indexed columns (called whenever columns open)."""
         states = self._index_states()
         if not states:
             return
-        dirty = self.__dict__.setdefault("_index_dirty", {})
-        watched = self.__dict__.setdefault("_index_watched", {})
+        dirty, watched = self._dirty, self._watched
         for name in states:
-            col = self._cols.get(name)
+            col = self.table.column_dict().get(name)
             engines = list(column_engines(col)) if _fixed_width(col) else []
             if engines and watched.get(name) is not engines[0]:
                 for engine in engines:  # a nullable column's validity too
@@ -343,15 +328,16 @@ class TableIndexes:
         """``state`` with the chunks this handle wrote since its last commit dirty too; for
         a ``query`` of a writable handle, the partial last chunk too when its rows no
         longer match their digest (its writes are told to nobody)."""
-        chunks = self.__dict__.get("_index_dirty", {}).get(name)
+        chunks = self._dirty.get(name)
+        t = self.table
         covered = int(state["covered"])
         partial, digest = int(state["partial"][0]), state["partial"][1]
-        changed = query and self._mode != "r" and partial < covered and \
-            digest != _digest(self._cols[name], partial, min(covered, len(self)))
+        changed = query and t.mode != "r" and partial < covered and \
+            digest != _digest(t.column_dict()[name], partial, min(covered, len(t)))
         extra = [(partial, covered)] if changed else []
         if not chunks and not extra:
             return state
-        cl = self._cols[name].chunklen
+        cl = t.column_dict()[name].chunklen
         extra += [(c * cl, min((c + 1) * cl, covered)) for c in chunks or () if c * cl < covered]
         return {**state, "dirty": [list(r) for r in union(
             [(int(lo), int(hi)) for lo, hi in state["dirty"]] + extra)]}
@@ -378,18 +364,18 @@ class TableIndexes:
         return {**state, "covered": covered, "partial": [min(partial, covered), digest],
                 "dirty": [list(r) for r in union(dirty)]}
 
-    def _index_before_commit(self) -> None:
+    def before_commit(self) -> None:
         """Make every index's state fit the table about to be committed (:meth:`_settled`),
         drop indexes of dropped columns, and rebuild those whose tail or dirty rows grew
         too long."""
         states = self._index_states()
-        pending = self.__dict__.get("_index_dirty", {})
+        pending = self._dirty
         if not states:
             pending.clear()
             return
-        n, changed = len(self), False
+        n, changed = len(self.table), False
         for name, state in list(states.items()):
-            col = self._cols.get(name)
+            col = self.table.column_dict().get(name)
             if not _fixed_width(col) or not _state_ok(state):
                 del states[name]
                 changed = True
@@ -413,7 +399,8 @@ class TableIndexes:
         if changed:
             self._save_index_states(states)
 
-    def _index_column_dropped(self, name: str) -> None:
+    def column_dropped(self, name: str) -> None:
+        """Forget the index of column ``name``, which the table dropped."""
         states = self._index_states()
         if name in states:
             del states[name]
