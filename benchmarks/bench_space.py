@@ -9,7 +9,7 @@ Two parts:
   frames).  Time (median and range of ``--repeat`` runs, interleaved) and the bytes
   on disk after each.  Target (issue 22): one frame at a time costs at most 3x
   writing everything at once.
-* ``space``: every case of ``tests/test_space.py`` at full size (the sizes
+* ``space``: every case of ``tests/layouts/test_space.py`` at full size (the sizes
   ``CARRAY_SOAK=1`` runs): the bytes after the edits and appends, the bytes of the
   same data written at once, their ratio.  Target: at most 1.3x.
 
@@ -37,7 +37,7 @@ import carray as ca
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "layouts"))
 import test_space as cases  # noqa: E402 - the cases and their sizes live with the test
 
 TIME_BOUND, SPACE_BOUND = 3.0, cases.BOUND
@@ -141,7 +141,7 @@ def report(results: dict) -> str:
         lines.append("")
     sp = results.get("space")
     if sp:
-        lines += ["## Space after edits and appends (tests/test_space.py at full size)", "",
+        lines += ["## Space after edits and appends (tests/layouts/test_space.py at full size)", "",
                   "| case | layout | bytes | written at once | ratio | target |",
                   "| --- | --- | ---: | ---: | ---: | --- |"]
         for r in sp:

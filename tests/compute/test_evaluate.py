@@ -229,7 +229,7 @@ def test_a_failure_mid_compute_leaves_the_new_array_empty(tmp_path, monkeypatch,
 
 
 def test_a_full_disk_mid_compute_leaves_no_partial_array(tmp_path, monkeypatch):
-    from test_disk_full import DiskFull
+    from injection import DiskFull
 
     x = np.arange(24 * 30 * 20, dtype=np.float64).reshape(24, 30, 20)
     a = ca.carray(x, chunks=(8, 16, 20), blocks=(4, 8, 20), rootdir=tmp_path / "a")

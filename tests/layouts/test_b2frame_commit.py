@@ -9,7 +9,7 @@ import shutil
 import blosc2
 import numpy as np
 import pytest
-from test_faults import Faults
+from injection import Faults
 
 from carray.chunks.grid import deblock, reblock
 from carray.codecs import blosc

@@ -13,7 +13,7 @@ import pytest
 
 import carray as ca
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def _nd_fixtures():

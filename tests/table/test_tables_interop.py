@@ -79,7 +79,7 @@ def test_arrow_special_columns():
 
 
 def test_mixed_objects_are_refused():
-    # (Nulls and None are missing values: tests/test_table_missing.py.)
+    # (Nulls and None are missing values: tests/table/test_table_missing.py.)
     with pytest.raises(TypeError, match="only str"):
         ca.ctable.fromdataframe(pd.DataFrame({"o": ["a", 1]}))
     with pytest.raises(TypeError, match="only str"):

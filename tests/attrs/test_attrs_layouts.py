@@ -155,7 +155,7 @@ def test_nan_fill_value_reproducer(tmp_path):
 def test_files_of_earlier_releases_still_read(tmp_path):
     import shutil
 
-    data = pathlib.Path(__file__).parent / "data" / "carray_v2" / "a1d.carray"
+    data = pathlib.Path(__file__).parents[1] / "data" / "carray_v2" / "a1d.carray"
     shutil.copytree(data, tmp_path / "a")  # a directory of format 2: meta/attrs
     old = {"_FillValue": {"type": "float", "value": "np.float64(nan)"},
            "inf": {"type": "float", "value": "np.float64(inf)"},

@@ -14,7 +14,7 @@ from carray.cli.main import main
 from carray.errors import ContainerExistsError
 from carray.integrations.convert import convert, convert_array
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.fixture

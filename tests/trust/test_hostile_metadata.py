@@ -27,7 +27,7 @@ from carray.formats import ds
 from carray.formats.bloscpack.frame import array_spec
 from carray.layouts.b2nd import frame as b2frame
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 HOSTILE_DTYPES = ["[('a', 'O'), ('b', '<i8')]", "T", "O", "('O', (2,))",
                   "[('x', [('y', 'O')])]"]
 

@@ -10,7 +10,7 @@ import pytest
 
 import carray as ca
 
-DATA = pathlib.Path(__file__).parent / "data" / "blosc2"
+DATA = pathlib.Path(__file__).parents[1] / "data" / "blosc2"
 
 
 @pytest.mark.parametrize("value", [np.float64(3.5), np.int8(-7), np.bool_(True),

@@ -221,7 +221,7 @@ def test_a_reader_after_a_kill_at_any_rename_sees_the_last_commit(tmp_path, op):
 
 
 # -- in one process: a reader of a bcolz table follows a writer's commits --------------------
-# (a reader of a versioned table holds its version until refresh(): tests/test_versions.py)
+# (a reader of a versioned table holds its version until refresh(): tests/versions/test_versions.py)
 
 def test_a_reader_follows_commits(tmp_path):
     root = str(tmp_path / "t")

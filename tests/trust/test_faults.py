@@ -14,43 +14,14 @@ import os
 
 import numpy as np
 import pytest
+from injection import Faults
 
 import carray as ca
 from carray.errors import StorageError
-from carray.layouts.memory import MemoryLayout
 
 LAYOUTS = ["memory", "superchunk", "bcolz", "b2nd"]
 # Tables: every operation with CARRAY_SOAK=1, every fourth one in CI.
 EVERY = os.environ.get("CARRAY_SOAK") == "1"
-# os functions the stores write, sync, rename and delete through.
-_WRITERS = ("write", "pwrite", "fsync", "fdatasync", "replace", "rename", "link", "unlink",
-            "ftruncate")
-
-
-class Faults:
-    """Fails the ``at``-th call of the writing ``os`` functions (and of in-memory chunk
-    writes) with ``err``; counts the calls either way."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, at: int, err: int = errno.ENOSPC) -> None:
-        self.at, self.count, self.err, self.fired = at, 0, err, False
-        self._mp = monkeypatch
-        for name in _WRITERS:
-            monkeypatch.setattr(os, name, self._wrap(getattr(os, name)))
-        monkeypatch.setattr(MemoryLayout, "write_chunk", self._wrap(MemoryLayout.write_chunk))
-
-    def _wrap(self, func):
-        def call(*args, **kwargs):
-            self.count += 1
-            if self.count == self.at:
-                self.fired = True
-                raise OSError(self.err, os.strerror(self.err))
-            return func(*args, **kwargs)
-        return call
-
-    def stop(self) -> None:
-        self._mp.undo()
-
-
 def _new(layout: str, root, data: np.ndarray):
     if layout == "memory":
         return ca.carray(data, chunklen=16)

@@ -18,7 +18,7 @@ import pytest
 
 import carray
 
-SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bcolz_shim")
+SHIM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bcolz_shim")
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(carray.__file__)))
 SOAK = os.environ.get("CARRAY_SOAK") == "1"
 #: Modules of bcolz's suite CI runs (about 15 s together; test_ndcarray reopens stored

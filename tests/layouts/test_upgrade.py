@@ -13,7 +13,7 @@ import pytest
 
 import carray as ca
 
-DATA = pathlib.Path(__file__).parent / "data" / "carray_v2"
+DATA = pathlib.Path(__file__).parents[1] / "data" / "carray_v2"
 ARRAYS = ["a1d", "nd", "zeros", "blosc1", "edited"]
 
 

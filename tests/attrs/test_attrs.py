@@ -131,7 +131,7 @@ def test_bad_typed_values_are_errors():
 def test_attribute_file_errors_name_the_file_and_key(tmp_path):
     import shutil
 
-    data = pathlib.Path(__file__).parent / "data" / "carray_v2" / "a1d.carray"
+    data = pathlib.Path(__file__).parents[1] / "data" / "carray_v2" / "a1d.carray"
     shutil.copytree(data, tmp_path / "a")  # a directory of format 2: meta/attrs
     (tmp_path / "a" / "meta" / "attrs").write_text(
         json.dumps({"good": {"type": "int", "value": 1},

@@ -6,8 +6,8 @@ chosen so that some fill the last chunk and hand it to the compressing threads (
 at the engine's next call: see :mod:`carray.engine.handoff`; a versioned table's
 appends store theirs before returning) and some store whole runs of chunks compressed
 on several threads at once.  From the ``at``-th write on, every
-write and fsync fails with ENOSPC (:class:`DiskFull`, below the stores, where
-:mod:`test_faults` injects single failures), until space returns.  Then:
+write and fsync fails with ENOSPC (:class:`injection.DiskFull`, below the stores, where
+:class:`injection.Faults` injects single failures), until space returns.  Then:
 
 * the call that met the full disk raises :class:`carray.errors.StorageError` (an
   ``OSError`` carrying ENOSPC), and so does a flush while the disk is still full;
@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 import pytest
+from injection import DiskFull
 
 import carray as ca
 from carray.engine.handoff import Handoff
@@ -38,32 +39,6 @@ CHUNKLEN = 1000
 # Appends of 700 and 400 items fill the tail now and then (handed over); 2500 and 3700
 # carry whole runs of chunks (compressed together).
 APPEND_SIZES = (700, 2500, 400, 3700, 700, 1300, 400, 2600)
-# What a full disk refuses; deleting and renaming still work.
-SPACE_USERS = ("write", "writev", "pwrite", "fsync")
-
-
-class DiskFull:
-    """From the ``at``-th call of :data:`SPACE_USERS` on (None: never), each fails with
-    ENOSPC until :meth:`space_returns`; counts the calls either way."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, at: int | None) -> None:
-        self.at, self.count = at, 0
-        self._mp = monkeypatch
-        for name in SPACE_USERS:
-            monkeypatch.setattr(os, name, self._wrap(getattr(os, name)))
-
-    def _wrap(self, func):
-        def call(*args, **kwargs):
-            self.count += 1
-            if self.at is not None and self.count >= self.at:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            return func(*args, **kwargs)
-        return call
-
-    def space_returns(self) -> None:
-        self._mp.undo()
-
-
 # -- arrays and tables behind one interface ---------------------------------------------
 
 def _path(tmp_path, kind: str, name: str) -> str:
