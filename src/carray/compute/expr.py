@@ -16,6 +16,7 @@ with Python scalars kept as Python scalars so NEP 50's rules apply unchanged).
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +26,7 @@ import numpy as np
 from carray.chunks.keys import orthogonal_key
 from carray.codecs import parallel as _parallel
 from carray.compute._types import is_carray
+from carray.compute.ops import numexpr_text
 from carray.errors import BroadcastError, UnsupportedDTypeError
 
 try:
@@ -35,19 +37,21 @@ except ImportError:  # numpy evaluates everything, with more temporaries
 #: Below this many items a block is evaluated with numpy: numexpr's per-call cost wins.
 NUMEXPR_MIN_ITEMS = 1 << 15
 
-# numexpr spellings of the ufuncs it evaluates with numpy's results (float64 and bool).
-_NE_BINARY = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
-              np.power: "**", np.less: "<", np.less_equal: "<=", np.greater: ">",
-              np.greater_equal: ">=", np.equal: "==", np.not_equal: "!=",
-              np.bitwise_and: "&", np.logical_and: "&", np.bitwise_or: "|",
-              np.logical_or: "|"}
-_NE_FUNCS = {np.sin: "sin", np.cos: "cos", np.tan: "tan", np.arcsin: "arcsin",
-             np.arccos: "arccos", np.arctan: "arctan", np.sinh: "sinh", np.cosh: "cosh",
-             np.tanh: "tanh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
-             np.arctanh: "arctanh", np.exp: "exp", np.expm1: "expm1", np.log: "log",
-             np.log10: "log10", np.log1p: "log1p", np.sqrt: "sqrt", np.absolute: "abs",
-             np.arctan2: "arctan2"}
-_NE_DTYPES = (np.dtype(np.float64), np.dtype(np.bool_))
+# The ufuncs of a lazy expression as the operators and functions of an expression's
+# text: numexpr evaluates a tree when compute.ops.numexpr_text (the one rule) says its
+# answer is numpy's.
+_AS_BINOP = {np.add: ast.Add, np.subtract: ast.Sub, np.multiply: ast.Mult,
+             np.true_divide: ast.Div, np.power: ast.Pow, np.bitwise_and: ast.BitAnd,
+             np.bitwise_or: ast.BitOr, np.bitwise_xor: ast.BitXor}
+_AS_LOGICAL = {np.logical_and: ast.BitAnd, np.logical_or: ast.BitOr}  # bool operands only
+_AS_COMPARE = {np.less: ast.Lt, np.less_equal: ast.LtE, np.greater: ast.Gt,
+               np.greater_equal: ast.GtE, np.equal: ast.Eq, np.not_equal: ast.NotEq}
+_AS_CALL = {np.sin: "sin", np.cos: "cos", np.tan: "tan", np.arcsin: "arcsin",
+            np.arccos: "arccos", np.arctan: "arctan", np.sinh: "sinh", np.cosh: "cosh",
+            np.tanh: "tanh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
+            np.arctanh: "arctanh", np.exp: "exp", np.expm1: "expm1", np.log: "log",
+            np.log10: "log10", np.log1p: "log1p", np.sqrt: "sqrt", np.absolute: "abs",
+            np.arctan2: "arctan2", np.floor: "floor", np.ceil: "ceil", np.where: "where"}
 
 
 def is_scalar(value: Any) -> bool:
@@ -268,43 +272,34 @@ class Expr:
         return self._numexpr  # type: ignore[return-value]
 
     def numexpr_text(self, leaves: list[Any]) -> str | None:
-        """This tree in numexpr's syntax, appending its array operands to ``leaves``; None
-        when numexpr would not give numpy's result."""
-        if self._dtype not in _NE_DTYPES:
-            return None
-        parts = []
+        """This tree in numexpr's syntax, appending its array operands to ``leaves``
+        (named ``v0``, ``v1``...); None when numexpr would not give numpy's result."""
+        dtypes: dict[str, Any] = {}
+        tree = self._as_ast(leaves, dtypes)
+        return numexpr_text(tree, dtypes) if tree is not None else None
+
+    def _as_ast(self, leaves: list[Any], dtypes: dict[str, Any]) -> ast.expr | None:
+        """This tree as an expression's syntax tree (None: a node text has no form for)."""
+        args: list[ast.expr] = []
         for a in self._args:
             if isinstance(a, Expr):
-                text = a.numexpr_text(leaves)
+                node = a._as_ast(leaves, dtypes)
             elif is_scalar(a):
-                text = repr(a) if isinstance(a, (bool, int, float)) and \
+                node = ast.Constant(a) if isinstance(a, (bool, int, float)) and \
                     math.isfinite(a) and abs(a) < 2**31 else None
-            elif a.dtype in _NE_DTYPES and a.ndim > 0:
+            elif getattr(a, "ndim", 0) > 0:
                 seen = [i for i, leaf in enumerate(leaves) if leaf is a]
-                text = f"v{seen[0] if seen else len(leaves)}"
                 if not seen:
                     leaves.append(a)
+                name = f"v{seen[0] if seen else len(leaves) - 1}"
+                dtypes[name] = a.dtype
+                node = ast.Name(name)
             else:
-                text = None
-            if text is None:
+                node = None
+            if node is None:
                 return None
-            parts.append(text)
-        kinds = [np.result_type(a).kind if is_scalar(a) else a.dtype.kind for a in self._args]
-        func = self._func
-        if func in _NE_BINARY and len(parts) == 2:
-            op = _NE_BINARY[func]
-            if (op in "&|") != all(k == "b" for k in kinds):
-                return None  # numexpr's & and | are logical: bool operands only
-            return f"({parts[0]} {op} {parts[1]})"
-        if func is np.negative and kinds[0] == "f":
-            return f"(-{parts[0]})"
-        if func in (np.invert, np.logical_not) and kinds[0] == "b":
-            return f"(~{parts[0]})"
-        if func in _NE_FUNCS and all(k == "f" for k in kinds):
-            return f"{_NE_FUNCS[func]}({', '.join(parts)})"
-        if func is np.where and kinds[0] == "b" and kinds[1] == kinds[2] == "f":
-            return f"where({', '.join(parts)})"
-        return None
+            args.append(node)
+        return _node_of(self._func, args, [_kind_of(a) for a in self._args])
 
     def selection(self, key: Any) -> tuple[tuple[Any, ...], Any]:
         """``key`` normalised: per-axis slices or index arrays, and what finishes the result
@@ -321,6 +316,28 @@ class Expr:
         sel, okey = self.selection(key)
         out = okey.finish(np.ascontiguousarray(self.evaluate(sel)))
         return out[()] if out.ndim == 0 else out
+
+
+def _kind_of(operand: Any) -> str:
+    return np.result_type(operand).kind if is_scalar(operand) else operand.dtype.kind
+
+
+def _node_of(func: Any, args: list[ast.expr], kinds: list[str]) -> ast.expr | None:
+    """The syntax node of ``func`` applied to ``args`` (None: none that means it)."""
+    if func in _AS_LOGICAL and not all(k == "b" for k in kinds):
+        return None  # logical and/or of numbers: no operator says it
+    binop = _AS_BINOP.get(func) or _AS_LOGICAL.get(func)
+    if binop is not None and len(args) == 2:
+        return ast.BinOp(args[0], binop(), args[1])
+    if func in _AS_COMPARE and len(args) == 2:
+        return ast.Compare(args[0], [_AS_COMPARE[func]()], [args[1]])
+    if func is np.negative and len(args) == 1:
+        return ast.UnaryOp(ast.USub(), args[0])
+    if (func is np.invert or (func is np.logical_not and kinds == ["b"])) and len(args) == 1:
+        return ast.UnaryOp(ast.Invert(), args[0])
+    if func in _AS_CALL:
+        return ast.Call(ast.Name(_AS_CALL[func]), args, [])
+    return None
 
 
 def _as_slice(r: range) -> slice:
