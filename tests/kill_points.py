@@ -15,6 +15,7 @@ write, after writing only the first half of its bytes (a write the kill tore).
 from __future__ import annotations
 
 import contextlib
+import glob
 import importlib
 import json
 import os
@@ -198,7 +199,11 @@ def run_driver(module: str, function: str, *args: Any, timeout: float = 3000) ->
     object
         What the function returned (JSON).
     """
-    code = (f"import json, sys; sys.path.insert(0, {TESTS_DIR!r}); import {module}; "
+    found = sorted(glob.glob(os.path.join(TESTS_DIR, "**", f"{module}.py"), recursive=True))
+    if not found:
+        raise AssertionError(f"no test module {module!r} under {TESTS_DIR}")
+    here = os.path.dirname(found[0])  # tests mirror the packages: the module's folder
+    code = (f"import json, sys; sys.path[:0] = [{here!r}, {TESTS_DIR!r}]; import {module}; "
             f"import kill_points; kill_points.warm_up(); print(json.dumps({module}.{function}(*json.loads(sys.argv[1]))))")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))],
                          capture_output=True, text=True, timeout=timeout)

@@ -39,6 +39,7 @@ import numpy as np
 from carray.chunks import geometry as geo
 from carray.chunks.keys import AxisIndex, OrthoKey, _as_shape
 from carray.chunks.shapes import MAX_DIM, check_nbytes
+from carray.errors import ShapeError
 
 __all__ = ["NDGrid", "Piece", "plan", "gather", "scatter", "deblock", "reblock",
            "gather_blocked", "scatter_blocked", "split_index", "outer_index",
@@ -100,7 +101,7 @@ class NDGrid:
             if b > c:
                 raise ValueError(f"blocks {blocks} larger than chunks {chunks} on axis {ax}")
         if math.prod(self.ext_chunks) * self.itemsize > geo.MAX_CHUNK_NBYTES:
-            raise ValueError(f"chunks of {self.ext_chunks} items of {self.itemsize} bytes "
+            raise ShapeError(f"chunks of {self.ext_chunks} items of {self.itemsize} bytes "
                              f"exceed the Blosc limit of {geo.MAX_CHUNK_NBYTES} bytes")
         check_nbytes(shape, self.itemsize)
 
