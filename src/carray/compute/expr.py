@@ -275,15 +275,15 @@ class Expr:
         """This tree in numexpr's syntax, appending its array operands to ``leaves``
         (named ``v0``, ``v1``...); None when numexpr would not give numpy's result."""
         dtypes: dict[str, Any] = {}
-        tree = self._as_ast(leaves, dtypes)
+        tree = self.syntax_tree(leaves, dtypes)
         return numexpr_text(tree, dtypes) if tree is not None else None
 
-    def _as_ast(self, leaves: list[Any], dtypes: dict[str, Any]) -> ast.expr | None:
+    def syntax_tree(self, leaves: list[Any], dtypes: dict[str, Any]) -> ast.expr | None:
         """This tree as an expression's syntax tree (None: a node text has no form for)."""
         args: list[ast.expr] = []
         for a in self._args:
             if isinstance(a, Expr):
-                node = a._as_ast(leaves, dtypes)
+                node = a.syntax_tree(leaves, dtypes)
             elif is_scalar(a):
                 node = ast.Constant(a) if isinstance(a, (bool, int, float)) and \
                     math.isfinite(a) and abs(a) < 2**31 else None
