@@ -199,10 +199,13 @@ def run_driver(module: str, function: str, *args: Any, timeout: float = 3000) ->
     object
         What the function returned (JSON).
     """
-    found = sorted(glob.glob(os.path.join(TESTS_DIR, "**", f"{module}.py"), recursive=True))
-    if not found:
+    # A plain name is looked for in the folders that mirror the packages; a dotted one
+    # (``formats.test_x``) is imported from the tests directory as it is.
+    found = [os.path.join(TESTS_DIR, *module.split(".")) + ".py"] if "." in module else \
+        sorted(glob.glob(os.path.join(TESTS_DIR, "**", f"{module}.py"), recursive=True))
+    if not found or not os.path.exists(found[0]):
         raise AssertionError(f"no test module {module!r} under {TESTS_DIR}")
-    here = os.path.dirname(found[0])  # tests mirror the packages: the module's folder
+    here = TESTS_DIR if "." in module else os.path.dirname(found[0])
     code = (f"import json, sys; sys.path[:0] = [{here!r}, {TESTS_DIR!r}]; import {module}; "
             f"import kill_points; kill_points.warm_up(); print(json.dumps({module}.{function}(*json.loads(sys.argv[1]))))")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))],
