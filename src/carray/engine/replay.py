@@ -12,7 +12,7 @@ were not put on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -20,8 +20,25 @@ from carray.errors import ConflictError
 from carray.versions import rebase as rebasing
 
 if TYPE_CHECKING:
-    from carray.engine.core import ArrayEngine
+    from carray.chunks.grid import NDGrid
+    from carray.chunks.keys import OrthoKey
     from carray.layouts.base import Layout
+
+
+class Engine(Protocol):
+    """What a replay asks of the array's engine (:class:`carray.engine.core.ArrayEngine`)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def grid(self) -> NDGrid: ...
+    def describe(self) -> str: ...
+    def settle(self, wait: bool = True) -> None: ...
+    def reset(self) -> None: ...
+    def read(self, okey: OrthoKey, out: np.ndarray | None = None) -> np.ndarray: ...
+    def rows_key(self, rows: range) -> OrthoKey: ...
+    def write(self, okey: OrthoKey, values: np.ndarray) -> None: ...
+    def append(self, arr: np.ndarray) -> None: ...
 
 
 @dataclass
@@ -36,7 +53,7 @@ class Replay:
     attrs: Any
     index_only: bool = False
 
-    def apply(self, engine: ArrayEngine, layout: Layout) -> None:
+    def apply(self, engine: Engine, layout: Layout) -> None:
         dataset = layout.versioned_dataset()
         dataset.adopt_newer(self.newer)
         if self.index_only:
@@ -51,7 +68,7 @@ class Replay:
         layout.take_attrs(self.attrs)
 
 
-def capture(engine: ArrayEngine, layout: Layout, newer: Any) -> Replay:
+def capture(engine: Engine, layout: Layout, newer: Any) -> Replay:
     """What of ``engine``'s pending changes goes on top of ``newer`` (ConflictError when
     they overlap the changes that made it)."""
     dataset = layout.versioned_dataset()
