@@ -41,6 +41,7 @@ from carray.errors import *  # noqa: F403 - every exception and warning, listed 
 from carray.formats import bloscpack, ds
 from carray.groups.group import Group, group, open_group
 from carray.integrations.group_copy import copy_group
+from carray.table.columns import nested as _nested  # noqa: F401 - registers the nested kind
 from carray.table.columns.category import CategoryColumn
 from carray.table.columns.category_values import categorical
 from carray.table.columns.nullable import NullableColumn

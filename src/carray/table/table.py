@@ -65,12 +65,12 @@ from carray.table.columns.category_methods import CategoryMethods, result_column
 from carray.table.columns.kinds import (
     Cols,
     as_rows,
-    clip_column,
     column_class,
     column_engines,
     field_dtype,
     python_values,
     read_any,
+    wants_nested_column,
 )
 from carray.table.columns.missing_table import (
     MissingTable,
@@ -96,6 +96,7 @@ from carray.table.interop import (
 from carray.table.store import (
     ARRAY,
     NESTED,
+    NULLABLE,
     MemoryTable,
     TableStorage,
     VersionedTable,
@@ -249,7 +250,7 @@ class ctable(TableBase):  # noqa: N801
             return self._given
         storage = create_storage(self._store, self._path, self._mode, self._fsync,
                                  self._format == "bcolz", self._options.get("versions"),
-                                 self, NestedColumn, self._storage_options, self.abandon,
+                                 self, column_class(NESTED), self._storage_options, self.abandon,
                                  timeout_of(self._options))
         self._storage = storage
         self._take_grace()
@@ -277,7 +278,7 @@ class ctable(TableBase):  # noqa: N801
                 not wants_nullable(values):  # bcolz: a column of records is one carray
             return carray(values, format=self._format, **common, **args)
         if wants_nested_column(values) or wants_nullable(values):
-            cls = column_class("nullable") if wants_nullable(values) else NestedColumn
+            cls = column_class(NULLABLE if wants_nullable(values) else NESTED)
             return keep_zone(values, cls(values, format=self._format, _storage=where.get(
                 "storage_sub", lambda n: None)(name), **common, **args))
         if wants_string_column(values):
@@ -299,7 +300,7 @@ class ctable(TableBase):  # noqa: N801
         if kind in cat.OPENERS:  # string and categorical columns
             return cat.OPENERS[kind](membership=where["membership"], **common)
         if kind != ARRAY:  # a table of its own: nested, nullable (table_columns.column_class)
-            cls = NestedColumn if kind == NESTED else column_class(kind, self._rootdir)
+            cls = column_class(kind, self._rootdir)
             return cls(_storage=where["storage_sub"](name), **common)
         return carray(storage={"member": where["membership"]}, **common)
 
@@ -332,7 +333,7 @@ class ctable(TableBase):  # noqa: N801
         else:
             self._storage, lock = open_storage(
                 self._store, self._path, self._mode, self._fsync, at,
-                self._options.get("versions"), self, NestedColumn, self._storage_options,
+                self._options.get("versions"), self, column_class(NESTED), self._storage_options,
                 self.abandon, timeout_of(self._options))
             if not readonly and isinstance(self._storage, BcolzTable):
                 if self._upgrade(lock):
@@ -990,71 +991,3 @@ class ctable(TableBase):  # noqa: N801
 
     def __str__(self) -> str:
         return table_rows.printed(self)
-
-
-# -- nested columns: a column of records stored field by field ------------------------------
-#
-# A nested column ``b`` of dtype ``[('sc1', 'i4'), ('sc3', 'f8')]`` is a directory holding
-# one column directory per field (``b/sc1``, ``b/sc3``) and ``b/__rootdirs__`` naming them:
-# itself a table directory, so each field is a real column that opens on its own, and a
-# field with a structured dtype is nested again one level deeper (docs/formats/bcolz-dir.md).
-
-
-def wants_nested_column(values: Any) -> bool:
-    """Whether a new column's values are records (a structured dtype, or a nested column)."""
-    if isinstance(values, NestedColumn):
-        return True
-    dtype = getattr(values, "dtype", None)
-    is_array = isinstance(values, np.ndarray) or hasattr(values, "read_rows")  # or a carray
-    return is_array and isinstance(dtype, np.dtype) and dtype.names is not None
-
-
-class NestedColumn(ctable):
-    """A column of records stored as one column per field (see the module docstring).
-
-    Parameters are those of :class:`carray.ctable`; ``values`` is a structured
-    array (its fields become the sub-columns), or None to open ``rootdir``.
-    """
-
-    def __init__(self, values: Any = None, **kwargs: Any) -> None:
-        if values is not None and not isinstance(values, np.ndarray):
-            values = values[:]  # another nested column, or a carray of records
-        if values is not None:
-            values = np.asanyarray(values)  # masked fields become nullable columns
-            if values.dtype.names is None:
-                raise TypeError(f"a nested column holds records, not {values.dtype}")
-        super().__init__(values, **kwargs)
-
-    # -- what a table asks of a column ------------------------------------------------------
-
-    @property
-    def chunklen(self) -> int:
-        """Rows per chunk of the field with the shortest chunks."""
-        return min((c.chunklen for c in self.cols.values()), default=1)
-
-    def read_rows(self, rows: range, out: np.ndarray | None = None) -> np.ndarray:
-        """Records ``rows`` (a range) as a structured array, into ``out`` if given."""
-        records = self[rows.start:rows.stop:rows.step] if rows.step > 0 else \
-            self[np.asarray(rows, dtype=np.intp)]
-        if out is None:
-            return records
-        out[...] = records
-        return out
-
-    def take(self, indices: Any) -> np.ndarray:
-        """Records at ``indices`` (ints, any order, repeats allowed)."""
-        return self[np.asarray(indices, dtype=np.intp)]
-
-    def clip(self, nitems: int) -> None:
-        """Hide records past ``nitems`` without writing (a read-only table's view)."""
-        for col in self.cols.values():
-            clip_column(col, nitems)
-        self._set_length(min(nitems, len(self)))
-
-    def null_count(self) -> int:
-        """How many records are missing: 0 (a record is never missing as a whole; its
-        fields are columns of their own, ``t.cols['b']['sc1'].null_count()``)."""
-        return 0
-
-    def __repr__(self) -> str:
-        return f"NestedColumn({len(self)}, {self.dtype})"

@@ -175,6 +175,16 @@ def register_kind(kind: str, cls: Any) -> None:
     _KINDS[kind] = cls
 
 
+def wants_nested_column(values: Any) -> bool:
+    """Whether a new column's values are records (a structured dtype, or a nested column)."""
+    nested = _KINDS.get("nested")
+    if nested is not None and isinstance(values, nested):
+        return True
+    dtype = getattr(values, "dtype", None)
+    is_array = isinstance(values, np.ndarray) or hasattr(values, "read_rows")  # or a carray
+    return is_array and isinstance(dtype, np.dtype) and dtype.names is not None
+
+
 def column_class(kind: str, where: str | None = None) -> Any:
     """The column class registered for ``kind``.
 
