@@ -115,14 +115,16 @@ def _pandas(func: Callable[[pd.Series], Any], s: pd.Series) -> Any:
 
 
 def _call(call: Callable[[Any], Any], col: Any, s: pd.Series) -> Any:
-    """``call(col)``: without a warning when no value is present (pandas gives none);
-    numpy's own refusal of an empty array that cannot hold missing values counts as no
-    answer, as pandas' NA."""
+    """``call(col)``: without a warning when a column that can hold missing values has
+    none present (pandas gives none; a plain empty column warns as numpy does for an
+    empty array); numpy's own refusal of an empty array that cannot hold missing values
+    counts as no answer, as pandas' NA."""
+    silent = isinstance(col, MissingAwareArray) and not s.notna().any()
     with warnings.catch_warnings():
-        warnings.simplefilter("error" if not s.notna().any() else "ignore", RuntimeWarning)
+        warnings.simplefilter("error" if silent else "ignore", RuntimeWarning)
         try:
             return call(col)
-        except ValueError:
+        except (ValueError, IndexError):  # numpy's quantile of nothing is an IndexError
             if len(col) or col.null_count():
                 raise
             return None
